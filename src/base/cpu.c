@@ -1,0 +1,205 @@
+// CPU features (cpuid), OS support (XCR0 via xgetbv, AMX permission via arch_prctl), and the
+// dispatch level kernels choose by. A feature counts only when the OS saves its register state
+// too: a CPU with AVX-512 under an OS that does not enable ZMM state must not run AVX-512 code.
+#define _GNU_SOURCE // syscall()
+#include "trit/base.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#if defined(__x86_64__)
+#include <cpuid.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
+
+// ---- detection -----------------------------------------------------------------------------
+
+static trit_cpu_features features;
+static pthread_once_t features_once = PTHREAD_ONCE_INIT;
+
+#if defined(__x86_64__)
+static bool bit(uint32_t reg, int n) { return (reg >> n) & 1u; }
+
+// xgetbv by opcode, so this file needs no -mxsave; only valid once OSXSAVE is known to be set.
+static uint64_t read_xcr0(void) {
+    uint32_t lo, hi;
+    __asm__ volatile(".byte 0x0f, 0x01, 0xd0" : "=a"(lo), "=d"(hi) : "c"(0));
+    return ((uint64_t)hi << 32) | lo;
+}
+
+static void detect_features(void) {
+    trit_cpu_features f = {0};
+    uint32_t a, b, c, d;
+    if (!__get_cpuid(1, &a, &b, &c, &d)) {
+        features = f;
+        return;
+    }
+    bool osxsave = bit(c, 27), avx = bit(c, 28);
+    f.fma = bit(c, 12);
+    f.f16c = bit(c, 29);
+    if (osxsave) {
+        uint64_t xcr0 = read_xcr0();
+        f.os_avx = avx && (xcr0 & 0x6) == 0x6;              // XMM | YMM
+        f.os_avx512 = f.os_avx && (xcr0 & 0xe0) == 0xe0;    // opmask | ZMM_Hi256 | Hi16_ZMM
+        f.os_amx = (xcr0 & 0x60000) == 0x60000;             // XTILECFG | XTILEDATA
+    }
+    uint32_t max_leaf = __get_cpuid_max(0, NULL);
+    if (max_leaf >= 7) {
+        __cpuid_count(7, 0, a, b, c, d);
+        uint32_t max_sub = a;
+        f.avx2 = bit(b, 5);
+        f.avx512f = bit(b, 16);
+        f.avx512dq = bit(b, 17);
+        f.avx512bw = bit(b, 30);
+        f.avx512vl = bit(b, 31);
+        f.avx512_vnni = bit(c, 11);
+        f.amx_bf16 = bit(d, 22);
+        f.amx_tile = bit(d, 24);
+        f.amx_int8 = bit(d, 25);
+        if (max_sub >= 1) {
+            __cpuid_count(7, 1, a, b, c, d);
+            f.avx512_bf16 = bit(a, 5);
+        }
+    }
+    features = f;
+}
+#else
+static void detect_features(void) { memset(&features, 0, sizeof features); }
+#endif
+
+const trit_cpu_features *trit_cpu_features_get(void) {
+    pthread_once(&features_once, detect_features);
+    return &features;
+}
+
+// ---- AMX permission ------------------------------------------------------------------------
+// Linux hands out the (large) tile data state only to processes that ask for it. The request is
+// made once; later calls return the first answer and re-raise its message on the calling thread.
+
+#define ARCH_GET_XCOMP_PERM 0x1022
+#define ARCH_REQ_XCOMP_PERM 0x1023
+#define XFEATURE_XTILEDATA 18
+
+static pthread_once_t amx_once = PTHREAD_ONCE_INIT;
+static trit_status amx_status;
+static char amx_message[256];
+
+static void amx_fail(const char *why) {
+    amx_status = TRIT_ERR_UNSUPPORTED;
+    strncpy(amx_message, why, sizeof amx_message - 1);
+}
+
+static void amx_request_once(void) {
+    const trit_cpu_features *f = trit_cpu_features_get();
+    if (!f->amx_tile || !f->amx_bf16) {
+        amx_fail("AMX not available: this CPU has no AMX tiles; use TRIT_CPU=avx512 or lower");
+        return;
+    }
+    if (!f->os_amx) {
+        amx_fail("AMX not available: the OS does not enable tile state in XCR0 (Linux >= 5.16 "
+                 "needed); use TRIT_CPU=avx512 or lower");
+        return;
+    }
+#if defined(__x86_64__)
+    if (syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) != 0) {
+        char buf[200];
+        snprintf(buf, sizeof buf, "AMX permission request (arch_prctl) failed: %s; use "
+                 "TRIT_CPU=avx512 or lower", strerror(errno));
+        amx_fail(buf);
+        return;
+    }
+    unsigned long granted = 0;
+    if (syscall(SYS_arch_prctl, ARCH_GET_XCOMP_PERM, &granted) != 0 ||
+        !(granted & (1ul << XFEATURE_XTILEDATA))) {
+        amx_fail("AMX permission request returned success but tile data is not granted; use "
+                 "TRIT_CPU=avx512 or lower");
+        return;
+    }
+    amx_status = TRIT_OK;
+#endif
+}
+
+trit_status trit_cpu_amx_request(void) {
+    pthread_once(&amx_once, amx_request_once);
+    if (amx_status != TRIT_OK) return trit_error(amx_status, "%s", amx_message);
+    return TRIT_OK;
+}
+
+// ---- levels --------------------------------------------------------------------------------
+
+static pthread_once_t detected_once = PTHREAD_ONCE_INIT;
+static trit_cpu_isa detected;
+
+static void detect_level(void) {
+    const trit_cpu_features *f = trit_cpu_features_get();
+    bool avx2 = f->avx2 && f->fma && f->os_avx;
+    bool avx512 = avx2 && f->avx512f && f->avx512bw && f->avx512vl && f->avx512dq && f->os_avx512;
+    bool amx = avx512 && f->amx_tile && f->amx_bf16 && f->os_amx;
+    if (amx && trit_cpu_amx_request() != TRIT_OK) {
+        trit_log(TRIT_LOG_WARN, "%s", trit_last_error());
+        trit_clear_error();
+        amx = false;
+    }
+    detected = amx ? TRIT_CPU_AMX : avx512 ? TRIT_CPU_AVX512 : avx2 ? TRIT_CPU_AVX2 : TRIT_CPU_REF;
+}
+
+trit_cpu_isa trit_cpu_detected_level(void) {
+    pthread_once(&detected_once, detect_level);
+    return detected;
+}
+
+static const char *const level_names[] = {"ref", "avx2", "avx512", "amx"};
+
+const char *trit_cpu_level_name(trit_cpu_isa level) {
+    if ((int)level < TRIT_CPU_REF || level > TRIT_CPU_AMX) return "unknown";
+    return level_names[level];
+}
+
+static pthread_once_t level_once = PTHREAD_ONCE_INIT;
+static atomic_int current_level;
+
+// TRIT_CPU only lowers the level: asking for more than the machine has is clamped with a warning.
+static void init_level(void) {
+    trit_cpu_isa det = trit_cpu_detected_level();
+    trit_cpu_isa lvl = det;
+    const char *env = getenv("TRIT_CPU");
+    if (env && *env) {
+        int want = -1;
+        for (int i = TRIT_CPU_REF; i <= TRIT_CPU_AMX; i++)
+            if (strcmp(env, level_names[i]) == 0) want = i;
+        if (want < 0) {
+            trit_log(TRIT_LOG_WARN, "TRIT_CPU=%s is not one of ref|avx2|avx512|amx; ignored, "
+                     "using %s", env, trit_cpu_level_name(det));
+        } else if (want > (int)det) {
+            trit_log(TRIT_LOG_WARN, "TRIT_CPU=%s but this machine supports only %s; using %s",
+                     env, trit_cpu_level_name(det), trit_cpu_level_name(det));
+        } else {
+            lvl = (trit_cpu_isa)want;
+        }
+    }
+    atomic_store(&current_level, (int)lvl);
+}
+
+trit_cpu_isa trit_cpu_level(void) {
+    pthread_once(&level_once, init_level);
+    return (trit_cpu_isa)atomic_load(&current_level);
+}
+
+trit_status trit_cpu_set_level(trit_cpu_isa level) {
+    pthread_once(&level_once, init_level);
+    if ((int)level < TRIT_CPU_REF || level > TRIT_CPU_AMX)
+        return trit_error(TRIT_ERR_INVALID, "trit_cpu_set_level: level %d is not one of "
+                          "TRIT_CPU_REF..TRIT_CPU_AMX (0..3)", (int)level);
+    trit_cpu_isa det = trit_cpu_detected_level();
+    if (level > det)
+        return trit_error(TRIT_ERR_UNSUPPORTED, "cannot run at cpu level %s: this machine "
+                          "supports up to %s", trit_cpu_level_name(level),
+                          trit_cpu_level_name(det));
+    atomic_store(&current_level, (int)level);
+    return TRIT_OK;
+}

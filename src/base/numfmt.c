@@ -1,0 +1,103 @@
+// bf16 and fp16 <-> fp32 by bit manipulation: round to nearest, ties to even; NaN comes out a
+// quiet NaN with its sign and top payload bits (as the F16C and AVX512-BF16 instructions do);
+// Inf stays Inf; f16 overflow goes to Inf and f16 subnormals are exact both ways.
+#include "trit/base.h"
+
+#include <string.h>
+
+static inline uint32_t f32_bits(float x) {
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    return u;
+}
+
+static inline float bits_f32(uint32_t u) {
+    float x;
+    memcpy(&x, &u, sizeof x);
+    return x;
+}
+
+// ---- bf16: the top half of an f32 --------------------------------------------------------
+
+uint16_t trit_f32_to_bf16(float x) {
+    uint32_t u = f32_bits(x);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x0040u); // quiet NaN
+    // Adding 0x7fff plus the kept lsb rounds half to even; a carry into the exponent is right
+    // (it may produce Inf, which is the correct rounding of values beyond the largest bf16).
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+
+float trit_bf16_to_f32(uint16_t h) {
+    uint32_t u = (uint32_t)h << 16;
+    if ((h & 0x7fffu) > 0x7f80u) u |= 0x00400000u; // quiet NaN
+    return bits_f32(u);
+}
+
+// ---- fp16: 1 sign, 5 exponent (bias 15), 10 mantissa bits ---------------------------------
+
+// Rounds m >> s to nearest even (1 <= s <= 31).
+static inline uint32_t shift_round_even(uint32_t m, int s) {
+    uint32_t q = m >> s;
+    uint32_t rem = m & ((1u << s) - 1u);
+    uint32_t half = 1u << (s - 1);
+    if (rem > half || (rem == half && (q & 1u))) q++;
+    return q;
+}
+
+uint16_t trit_f32_to_f16(float x) {
+    uint32_t u = f32_bits(x);
+    uint16_t sign = (uint16_t)((u >> 16) & 0x8000u);
+    uint32_t a = u & 0x7fffffffu;
+    if (a > 0x7f800000u) return (uint16_t)(sign | 0x7e00u | ((a >> 13) & 0x3ffu)); // quiet NaN
+    int e = (int)(a >> 23) - 127;
+    if (e >= 16) return (uint16_t)(sign | 0x7c00u); // |x| >= 2^16 (or Inf)
+    uint32_t mant = a & 0x7fffffu;
+    if (e >= -14) {
+        // Normal range; a rounding carry ripples into the exponent and, from 65520 up, to Inf.
+        uint32_t h = ((uint32_t)(e + 15) << 10) + shift_round_even(mant, 13);
+        return (uint16_t)(sign | h);
+    }
+    if (e < -25) return sign; // below half the smallest subnormal (2^-25): rounds to zero
+    // Subnormal: count units of 2^-24. value = (mant | 2^23) * 2^(e-23), so shift by -(e+1).
+    uint32_t h = shift_round_even(mant | 0x800000u, -(e + 1));
+    return (uint16_t)(sign | h); // h == 0x400 is correctly the smallest normal
+}
+
+float trit_f16_to_f32(uint16_t h) {
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+    uint32_t e = (h >> 10) & 0x1fu;
+    uint32_t mant = h & 0x3ffu;
+    if (e == 0x1f) {
+        uint32_t u = sign | 0x7f800000u | (mant << 13);
+        if (mant) u |= 0x00400000u; // quiet NaN
+        return bits_f32(u);
+    }
+    if (e == 0) { // zero or subnormal: mant * 2^-24, exact in f32
+        float v = (float)mant * 0x1p-24f;
+        return bits_f32(f32_bits(v) | sign);
+    }
+    return bits_f32(sign | ((e + 112u) << 23) | (mant << 13));
+}
+
+// ---- arrays ----------------------------------------------------------------------------------
+
+// out, in: (n)
+void trit_f32_to_bf16_n(uint16_t *out, const float *in, int64_t n) {
+    for (int64_t i = 0; i < n; i++) out[i] = trit_f32_to_bf16(in[i]);
+}
+
+// out, in: (n)
+void trit_bf16_to_f32_n(float *out, const uint16_t *in, int64_t n) {
+    for (int64_t i = 0; i < n; i++) out[i] = trit_bf16_to_f32(in[i]);
+}
+
+// out, in: (n)
+void trit_f32_to_f16_n(uint16_t *out, const float *in, int64_t n) {
+    for (int64_t i = 0; i < n; i++) out[i] = trit_f32_to_f16(in[i]);
+}
+
+// out, in: (n)
+void trit_f16_to_f32_n(float *out, const uint16_t *in, int64_t n) {
+    for (int64_t i = 0; i < n; i++) out[i] = trit_f16_to_f32(in[i]);
+}
