@@ -1,0 +1,126 @@
+// trit base: status codes and error text, logging, arena, counter-based RNG, CPU features,
+// threads, and the bf16/fp16 number formats. Everything else in trit stands on this.
+#ifndef TRIT_BASE_H
+#define TRIT_BASE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+// ---- status and errors -------------------------------------------------------------------
+
+typedef enum trit_status {
+    TRIT_OK = 0,
+    TRIT_ERR_INVALID,     // bad argument value
+    TRIT_ERR_SHAPE,       // shapes do not agree
+    TRIT_ERR_DTYPE,       // wrong element type
+    TRIT_ERR_NOMEM,       // allocation failed
+    TRIT_ERR_IO,          // file system or stream error
+    TRIT_ERR_FORMAT,      // a file or buffer is not what it claims to be
+    TRIT_ERR_NUMERIC,     // NaN or Inf where a finite number is required
+    TRIT_ERR_STATE,       // API used out of order (e.g. forward before compile)
+    TRIT_ERR_UNSUPPORTED, // valid request this build or CPU cannot do
+    TRIT_ERR_RANGE,       // an index or value outside its allowed range
+} trit_status;
+
+// The message of the last error raised on this thread ("" if none).
+const char *trit_last_error(void);
+const char *trit_status_name(trit_status s);
+// Records a formatted message for this thread and returns `code`, so callers write
+// `return trit_error(TRIT_ERR_SHAPE, "...", ...);`.
+trit_status trit_error(trit_status code, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+void trit_clear_error(void);
+
+// ---- logging -------------------------------------------------------------------------------
+
+typedef enum { TRIT_LOG_DEBUG, TRIT_LOG_INFO, TRIT_LOG_WARN, TRIT_LOG_ERROR, TRIT_LOG_OFF } trit_log_level;
+void trit_log_set_level(trit_log_level level);
+trit_log_level trit_log_get_level(void);
+void trit_log(trit_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+// ---- arena: one aligned block, bump allocation, reset as a whole --------------------------
+
+typedef struct trit_arena {
+    uint8_t *base;
+    size_t size;
+    size_t used;
+    size_t peak;
+} trit_arena;
+
+#define TRIT_ALIGN 64
+trit_status trit_arena_init(trit_arena *a, size_t bytes);
+// Returns 64-byte aligned memory, or NULL (with trit_last_error set) when the arena is full.
+void *trit_arena_alloc(trit_arena *a, size_t bytes);
+void trit_arena_reset(trit_arena *a);
+void trit_arena_free(trit_arena *a);
+void *trit_aligned_alloc(size_t bytes); // 64-byte aligned, zeroed; free with trit_aligned_free
+void trit_aligned_free(void *p);
+
+// ---- counter-based random numbers (Philox 4x32-10) ----------------------------------------
+// A number depends only on (seed, stream, counter), never on which thread asks or in what order,
+// so init, dropout, data order and stochastic rounding are reproducible under any threading.
+
+void trit_philox4x32(const uint32_t ctr[4], const uint32_t key[2], uint32_t out[4]);
+// Four 32-bit words for block `counter` of `stream` under `seed`.
+void trit_rng_block(uint64_t seed, uint64_t stream, uint64_t counter, uint32_t out[4]);
+// Element i of the sequence (seed, stream): uniform in [0, 1) with 24 random bits.
+float trit_rng_uniform(uint64_t seed, uint64_t stream, uint64_t i);
+uint32_t trit_rng_u32(uint64_t seed, uint64_t stream, uint64_t i);
+// Fill out[0..n) with element offset+0 .. offset+n-1 of the sequence.
+void trit_rng_fill_uniform(float *out, int64_t n, uint64_t seed, uint64_t stream, uint64_t offset,
+                           float lo, float hi);
+void trit_rng_fill_normal(float *out, int64_t n, uint64_t seed, uint64_t stream, uint64_t offset,
+                          float mean, float std);
+void trit_rng_fill_normal_f64(double *out, int64_t n, uint64_t seed, uint64_t stream,
+                              uint64_t offset, double mean, double std);
+
+// ---- CPU features and dispatch level -------------------------------------------------------
+
+typedef enum { TRIT_CPU_REF = 0, TRIT_CPU_AVX2 = 1, TRIT_CPU_AVX512 = 2, TRIT_CPU_AMX = 3 } trit_cpu_isa;
+
+typedef struct trit_cpu_features {
+    bool avx2, fma, f16c;
+    bool avx512f, avx512bw, avx512vl, avx512dq, avx512_bf16, avx512_vnni;
+    bool amx_tile, amx_bf16, amx_int8;
+    bool os_avx;     // XCR0 enables YMM state
+    bool os_avx512;  // XCR0 enables opmask + ZMM state
+    bool os_amx;     // XCR0 enables tile state (XTILECFG, XTILEDATA)
+} trit_cpu_features;
+
+const trit_cpu_features *trit_cpu_features_get(void);
+// The highest level both the CPU and the OS support.
+trit_cpu_isa trit_cpu_detected_level(void);
+// The level kernels dispatch on: detected, lowered by TRIT_CPU=ref|avx2|avx512|amx if set.
+trit_cpu_isa trit_cpu_level(void);
+// Force a level (tests, benchmarks). Fails if the machine cannot run it.
+trit_status trit_cpu_set_level(trit_cpu_isa level);
+const char *trit_cpu_level_name(trit_cpu_isa level);
+// Ask Linux for permission to use AMX tile data (arch_prctl ARCH_REQ_XCOMP_PERM); idempotent.
+trit_status trit_cpu_amx_request(void);
+
+// ---- threads -------------------------------------------------------------------------------
+
+// Threads used by kernels (OpenMP). n <= 0 restores the default (TRIT_THREADS or all cores).
+void trit_threads_set(int n);
+int trit_threads_get(void);
+
+// ---- number formats: bf16 and fp16 (round to nearest even; NaN stays NaN) ---------------
+
+uint16_t trit_f32_to_bf16(float x);
+float trit_bf16_to_f32(uint16_t h);
+uint16_t trit_f32_to_f16(float x);
+float trit_f16_to_f32(uint16_t h);
+void trit_f32_to_bf16_n(uint16_t *out, const float *in, int64_t n);
+void trit_bf16_to_f32_n(float *out, const uint16_t *in, int64_t n);
+void trit_f32_to_f16_n(uint16_t *out, const float *in, int64_t n);
+void trit_f16_to_f32_n(float *out, const uint16_t *in, int64_t n);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

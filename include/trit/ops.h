@@ -1,0 +1,89 @@
+// trit ops: each call adds a node to a graph and returns its output tensor (NULL on error,
+// message in trit_last_error()). Shapes follow PyTorch's conventions. Every op here has a
+// forward, a backward and a shape rule; non-differentiable inputs (indices) get no gradient.
+#ifndef TRIT_OPS_H
+#define TRIT_OPS_H
+
+#include "trit/graph.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum { TRIT_REDUCE_MEAN = 0, TRIT_REDUCE_SUM = 1 } trit_reduction;
+
+// ---- element-wise (binary ops broadcast with numpy rules) -----------------------------
+trit_tensor *trit_add(trit_graph *g, trit_tensor *a, trit_tensor *b);
+trit_tensor *trit_sub(trit_graph *g, trit_tensor *a, trit_tensor *b);
+trit_tensor *trit_mul(trit_graph *g, trit_tensor *a, trit_tensor *b);
+trit_tensor *trit_div(trit_graph *g, trit_tensor *a, trit_tensor *b);
+trit_tensor *trit_scale(trit_graph *g, trit_tensor *x, double s);       // s * x
+trit_tensor *trit_add_scalar(trit_graph *g, trit_tensor *x, double s);  // x + s
+trit_tensor *trit_pow(trit_graph *g, trit_tensor *x, double p);         // x^p
+trit_tensor *trit_exp(trit_graph *g, trit_tensor *x);
+trit_tensor *trit_ln(trit_graph *g, trit_tensor *x);  // natural log (trit_log is the logger)
+trit_tensor *trit_tanh(trit_graph *g, trit_tensor *x);
+trit_tensor *trit_sigmoid(trit_graph *g, trit_tensor *x);
+trit_tensor *trit_relu(trit_graph *g, trit_tensor *x);
+trit_tensor *trit_gelu(trit_graph *g, trit_tensor *x);  // tanh form, exact backward
+trit_tensor *trit_silu(trit_graph *g, trit_tensor *x);
+
+// ---- reductions (axes negative from the end; naxes == 0 means all axes) ----------------
+trit_tensor *trit_sum(trit_graph *g, trit_tensor *x, int naxes, const int *axes, bool keepdim);
+trit_tensor *trit_mean(trit_graph *g, trit_tensor *x, int naxes, const int *axes, bool keepdim);
+// Gradient flows to the first maximal element.
+trit_tensor *trit_max(trit_graph *g, trit_tensor *x, int naxes, const int *axes, bool keepdim);
+
+// ---- linear algebra ------------------------------------------------------------------
+// a: (..., M, K) or (..., K, M) if trans_a; b: (..., K, N) or (..., N, K) if trans_b;
+// batch dims broadcast. out: (..., M, N).
+trit_tensor *trit_matmul(trit_graph *g, trit_tensor *a, trit_tensor *b, bool trans_a, bool trans_b);
+// x: (..., K), w: (N, K), b: (N) or NULL; out: (..., N) = x w^T + b
+trit_tensor *trit_linear(trit_graph *g, trit_tensor *x, trit_tensor *w, trit_tensor *b);
+
+// ---- normalisation, activation of rows, losses ----------------------------------------
+trit_tensor *trit_softmax(trit_graph *g, trit_tensor *x);      // over the last dim
+trit_tensor *trit_log_softmax(trit_graph *g, trit_tensor *x);  // over the last dim
+// logits: (..., V); targets: (...) i32 or i64 class indices. Scalar result.
+trit_tensor *trit_cross_entropy(trit_graph *g, trit_tensor *logits, trit_tensor *targets,
+                                int64_t ignore_index, trit_reduction red);
+trit_tensor *trit_mse(trit_graph *g, trit_tensor *pred, trit_tensor *target, trit_reduction red);
+// weight: (V, C); idx: (...) i32 or i64. out: (..., C); backward scatter-adds into weight.
+trit_tensor *trit_embedding(trit_graph *g, trit_tensor *weight, trit_tensor *idx);
+// Over the last dim C; w, b: (C) or NULL.
+trit_tensor *trit_layernorm(trit_graph *g, trit_tensor *x, trit_tensor *w, trit_tensor *b, double eps);
+trit_tensor *trit_rmsnorm(trit_graph *g, trit_tensor *x, trit_tensor *w, double eps);
+// x: (N, C, ...); w, b: (C) or NULL; running_mean, running_var: (C) state tensors or NULL.
+// Training: batch statistics, running stats updated with momentum. Eval: running stats.
+trit_tensor *trit_batchnorm(trit_graph *g, trit_tensor *x, trit_tensor *w, trit_tensor *b,
+                            trit_tensor *running_mean, trit_tensor *running_var, double momentum,
+                            double eps);
+// Inverted dropout with a Philox mask; identity in eval mode.
+trit_tensor *trit_dropout(trit_graph *g, trit_tensor *x, double p);
+
+// ---- attention ----------------------------------------------------------------------
+// Causal multi-head self-attention core. q, k, v: (B, T, C) with C = n_head * head_dim.
+// out: (B, T, C) = concat_h softmax(q_h k_h^T / sqrt(head_dim) + causal mask) v_h
+trit_tensor *trit_attention(trit_graph *g, trit_tensor *q, trit_tensor *k, trit_tensor *v, int n_head);
+
+// ---- shape ops (views where the layout allows, copies otherwise) ------------------------
+trit_tensor *trit_reshape(trit_graph *g, trit_tensor *x, int ndim, const int64_t *shape);
+trit_tensor *trit_transpose(trit_graph *g, trit_tensor *x, int d0, int d1);
+trit_tensor *trit_permute(trit_graph *g, trit_tensor *x, const int *perm);
+trit_tensor *trit_slice(trit_graph *g, trit_tensor *x, int dim, int64_t start, int64_t stop);
+trit_tensor *trit_expand(trit_graph *g, trit_tensor *x, int ndim, const int64_t *shape);
+trit_tensor *trit_contiguous(trit_graph *g, trit_tensor *x);
+trit_tensor *trit_concat(trit_graph *g, int n, trit_tensor *const *xs, int axis);
+// Split x along axis into n parts of the given sizes; out[i] receives the parts.
+trit_status trit_split(trit_graph *g, trit_tensor *x, int axis, int n, const int64_t *sizes, trit_tensor **out);
+
+// ---- convolution and pooling (NCHW) ------------------------------------------------
+// x: (N, Cin, H, W), w: (Cout, Cin, KH, KW), b: (Cout) or NULL.
+trit_tensor *trit_conv2d(trit_graph *g, trit_tensor *x, trit_tensor *w, trit_tensor *b, int stride, int padding);
+trit_tensor *trit_maxpool2d(trit_graph *g, trit_tensor *x, int kernel, int stride, int padding);
+trit_tensor *trit_avgpool2d(trit_graph *g, trit_tensor *x, int kernel, int stride, int padding);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

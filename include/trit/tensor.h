@@ -1,0 +1,111 @@
+// trit tensors: one type for scalars, vectors, matrices and N-d arrays (up to 8 dims), with
+// shape and strides (in elements), views that share storage, and 64-bit sizes throughout.
+#ifndef TRIT_TENSOR_H
+#define TRIT_TENSOR_H
+
+#include "trit/base.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum trit_dtype {
+    TRIT_F32 = 0,
+    TRIT_F64,
+    TRIT_BF16,
+    TRIT_F16,
+    TRIT_I32,
+    TRIT_I64,
+    TRIT_I8,
+    TRIT_U8,
+    // Quantized storage types (blocks with scales) are appended here; see trit_quant_info.
+    TRIT_DTYPE_COUNT
+} trit_dtype;
+
+size_t trit_dtype_size(trit_dtype dt);
+const char *trit_dtype_name(trit_dtype dt);
+bool trit_dtype_is_float(trit_dtype dt);
+
+#define TRIT_MAX_DIMS 8
+#define TRIT_NAME_MAX 96
+
+enum {
+    TRIT_FLAG_PARAM = 1u << 0,     // trainable parameter: the graph computes its gradient
+    TRIT_FLAG_FROZEN = 1u << 1,    // parameter excluded from gradient work
+    TRIT_FLAG_INPUT = 1u << 2,     // graph input filled by the caller before forward
+    TRIT_FLAG_OWNS_DATA = 1u << 3, // data was allocated by trit_tensor_new and is freed with it
+    TRIT_FLAG_STATE = 1u << 4,     // persistent non-trainable state (e.g. batchnorm running stats)
+};
+
+// Scales, zero points and block size of a quantized tensor; NULL for plain dtypes.
+typedef struct trit_quant_info trit_quant_info;
+
+typedef struct trit_tensor {
+    trit_dtype dtype;
+    int ndim;                        // 0 for a scalar
+    int64_t shape[TRIT_MAX_DIMS];
+    int64_t strides[TRIT_MAX_DIMS];  // in elements; 0 on broadcast dims
+    void *data;                      // storage base; element (i0..) is at data + offset + sum(i*stride)
+    int64_t offset;                  // in elements
+    struct trit_tensor *grad;        // same shape, contiguous, f32/f64; set for parameters
+    uint32_t flags;
+    char name[TRIT_NAME_MAX];
+    trit_quant_info *quant;
+    int32_t graph_value;             // index of this tensor in the graph that made it, else -1
+    void *graph;                     // the graph that made it, else NULL
+} trit_tensor;
+
+// A new contiguous zeroed tensor that owns its data. shape may be NULL when ndim == 0.
+trit_tensor *trit_tensor_new(trit_dtype dt, int ndim, const int64_t *shape);
+// A tensor over caller-owned contiguous data (not freed by trit_tensor_free).
+trit_tensor *trit_tensor_wrap(trit_dtype dt, int ndim, const int64_t *shape, void *data);
+void trit_tensor_free(trit_tensor *t);  // frees owned data and the grad tensor
+trit_status trit_tensor_set_name(trit_tensor *t, const char *name);
+
+// Fill a plain struct with a contiguous layout of `shape` (no data); checks dims and overflow.
+trit_status trit_tensor_init_layout(trit_tensor *t, trit_dtype dt, int ndim, const int64_t *shape);
+
+int64_t trit_tensor_numel(const trit_tensor *t);
+size_t trit_tensor_nbytes(const trit_tensor *t);  // numel * dtype size
+bool trit_tensor_is_contiguous(const trit_tensor *t);
+bool trit_tensor_same_shape(const trit_tensor *a, const trit_tensor *b);
+// Pointer to the first element (data + offset).
+void *trit_tensor_ptr(const trit_tensor *t);
+// "(2, 3, 4)" into buf; returns buf.
+const char *trit_tensor_shape_str(const trit_tensor *t, char *buf, size_t n);
+
+// Views: `out` receives a tensor struct sharing t's storage (no allocation, no ownership).
+// -1 in one reshape dim is inferred. Reshape fails when the strides cannot express it.
+trit_status trit_tensor_view_reshape(const trit_tensor *t, int ndim, const int64_t *shape, trit_tensor *out);
+trit_status trit_tensor_view_permute(const trit_tensor *t, const int *perm, trit_tensor *out);
+trit_status trit_tensor_view_transpose(const trit_tensor *t, int d0, int d1, trit_tensor *out);
+// Elements start, start+step, ... < stop along dim (step >= 1). Negative start/stop count from the end.
+trit_status trit_tensor_view_slice(const trit_tensor *t, int dim, int64_t start, int64_t stop,
+                                   int64_t step, trit_tensor *out);
+// Broadcast size-1 dims (and new leading dims) to `shape` with stride 0.
+trit_status trit_tensor_view_expand(const trit_tensor *t, int ndim, const int64_t *shape, trit_tensor *out);
+
+// Element-wise copy between any layouts of equal shape (dtypes may differ: values are converted).
+trit_status trit_tensor_copy(trit_tensor *dst, const trit_tensor *src);
+// A new owning contiguous copy.
+trit_tensor *trit_tensor_contiguous(const trit_tensor *t);
+
+// Element access by index (slow; for tests, tools and setup code).
+double trit_tensor_get(const trit_tensor *t, const int64_t *idx);
+void trit_tensor_set(trit_tensor *t, const int64_t *idx, double v);
+// Element access by flat logical (row-major) index, whatever the strides.
+double trit_tensor_get_flat(const trit_tensor *t, int64_t i);
+void trit_tensor_set_flat(trit_tensor *t, int64_t i, double v);
+
+trit_status trit_tensor_fill(trit_tensor *t, double v);
+// Reproducible fills keyed by (seed, stream); independent of threads.
+trit_status trit_tensor_fill_normal(trit_tensor *t, double mean, double std, uint64_t seed, uint64_t stream);
+trit_status trit_tensor_fill_uniform(trit_tensor *t, double lo, double hi, uint64_t seed, uint64_t stream);
+
+// Broadcast shape of a and b (numpy rules) into shape/ndim; error names both shapes.
+trit_status trit_broadcast_shape(const trit_tensor *a, const trit_tensor *b, int *ndim, int64_t *shape);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,51 @@
+// The op table entry: what the graph compiler needs to know of an op. An op's forward,
+// backward and shape rule live together in one file under src/ops/, which is compiled twice
+// (see base/real.h), giving trit_op_<name>_f32 and trit_op_<name>_f64.
+#ifndef TRIT_OPS_OP_DEF_H
+#define TRIT_OPS_OP_DEF_H
+
+#include "base/real.h"
+#include "trit/tensor.h"
+
+#define TRIT_OP_MAX_IN 16
+
+// What the executor knows at run time.
+typedef struct trit_exec_ctx {
+    bool training;
+    uint64_t seed;   // trit_graph_set_rng
+    uint64_t step;
+    uint64_t node;   // this node's index: random ops use it as their stream
+} trit_exec_ctx;
+
+// One prepared call of an op: everything is planned at compile time, nothing is allocated.
+typedef struct trit_op_call {
+    int n_in;
+    const trit_tensor *in[TRIT_OP_MAX_IN];  // forward inputs; strided unless the op asks for contiguous
+    trit_tensor *out;                       // forward output (contiguous unless the op is a view)
+    const trit_tensor *gout;                // backward: d loss / d out, contiguous, out's shape
+    trit_tensor *gin[TRIT_OP_MAX_IN];       // backward: add d loss / d in[i] here (contiguous); NULL = not needed
+    void *saved;                            // saved_bytes: written by forward, read by backward
+    void *scratch;                          // scratch_bytes: free for this call only
+    const void *attr;                       // the op's attribute struct
+    const trit_exec_ctx *ctx;
+} trit_op_call;
+
+typedef struct trit_op_def {
+    const char *name;
+    // Checks dtypes and shapes of in[0..n_in) and sets out's dtype and shape (layout is
+    // contiguous unless the op is a view, which sets strides and offset relative to in[0]).
+    // Errors go through trit_error with both shapes in the message.
+    trit_status (*infer)(const trit_tensor *const *in, int n_in, const void *attr, trit_tensor *out);
+    trit_status (*forward)(const trit_op_call *c);
+    // NULL when the op has no gradient. Must add into (never overwrite) each non-NULL gin[i].
+    trit_status (*backward)(const trit_op_call *c);
+    // Bytes forward keeps for backward, and bytes of per-call scratch (NULL = none).
+    size_t (*saved_bytes)(const trit_op_call *c);
+    size_t (*scratch_bytes)(const trit_op_call *c);
+    uint32_t contiguous_inputs;  // bit i set: in[i] must be contiguous (the compiler copies if not)
+    uint32_t no_grad_inputs;     // bit i set: in[i] never receives a gradient (indices, state)
+    bool is_view;                // out aliases in[0]'s storage; forward does nothing
+    size_t attr_size;
+} trit_op_def;
+
+#endif

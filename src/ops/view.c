@@ -1,0 +1,90 @@
+// View ops alias their input's storage, so forward does nothing. Backward applies the same
+// view to the input's (contiguous) gradient and adds the output gradient into it: one rule for
+// reshape, permute, slice and expand (expand's repeated elements sum, as broadcasting needs).
+#include "ops/view.h"
+
+#include "kernels/strided.h"
+
+static trit_status apply_view(const trit_tensor *in, const trit_view_attr *a, trit_tensor *out) {
+    switch (a->kind) {
+    case TRIT_VIEW_RESHAPE: return trit_tensor_view_reshape(in, a->ndim, a->shape, out);
+    case TRIT_VIEW_PERMUTE: return trit_tensor_view_permute(in, a->perm, out);
+    case TRIT_VIEW_SLICE: return trit_tensor_view_slice(in, a->dim, a->start, a->stop, a->step, out);
+    case TRIT_VIEW_EXPAND: return trit_tensor_view_expand(in, a->ndim, a->shape, out);
+    }
+    return trit_error(TRIT_ERR_INVALID, "unknown view kind %d", a->kind);
+}
+
+static trit_status view_infer(const trit_tensor *const *in, int n_in, const void *attr, trit_tensor *out) {
+    (void)n_in;
+    trit_tensor v;
+    trit_status s = apply_view(in[0], attr, &v);
+    if (s != TRIT_OK) return s;
+    out->dtype = v.dtype;
+    out->ndim = v.ndim;
+    for (int i = 0; i < TRIT_MAX_DIMS; i++) {
+        out->shape[i] = v.shape[i];
+        out->strides[i] = v.strides[i];
+    }
+    out->offset = v.offset;
+    return TRIT_OK;
+}
+
+static trit_status view_forward(const trit_op_call *c) {
+    (void)c;
+    return TRIT_OK;
+}
+
+static trit_status view_backward(const trit_op_call *c) {
+    if (!c->gin[0]) return TRIT_OK;
+    trit_tensor gv;
+    trit_status s = apply_view(c->gin[0], c->attr, &gv);
+    if (s != TRIT_OK) return s;
+    int64_t cstr[TRIT_MAX_DIMS], st = 1;
+    for (int i = c->gout->ndim - 1; i >= 0; i--) {
+        cstr[i] = st;
+        st *= c->gout->shape[i];
+    }
+    R(trit_kernel_strided_add)((real *)gv.data + gv.offset, gv.strides, (const real *)c->gout->data, cstr,
+                               gv.ndim, gv.shape);
+    return TRIT_OK;
+}
+
+const trit_op_def R(trit_op_view) = {
+    .name = "view",
+    .infer = view_infer,
+    .forward = view_forward,
+    .backward = view_backward,
+    .is_view = true,
+    .attr_size = sizeof(trit_view_attr),
+};
+
+static trit_status contiguous_infer(const trit_tensor *const *in, int n_in, const void *attr, trit_tensor *out) {
+    (void)n_in;
+    (void)attr;
+    return trit_tensor_init_layout(out, in[0]->dtype, in[0]->ndim, in[0]->shape);
+}
+
+static trit_status contiguous_forward(const trit_op_call *c) {
+    const trit_tensor *x = c->in[0];
+    if (x->dtype != TRIT_REAL_DTYPE) return trit_tensor_copy(c->out, x);
+    R(trit_kernel_strided_copy)((real *)c->out->data, c->out->strides, (const real *)x->data + x->offset, x->strides,
+                                x->ndim, x->shape);
+    return TRIT_OK;
+}
+
+static trit_status contiguous_backward(const trit_op_call *c) {
+    if (!c->gin[0]) return TRIT_OK;
+    const int64_t n = trit_tensor_numel(c->gout);
+    real *gi = c->gin[0]->data;
+    const real *go = c->gout->data;
+    for (int64_t i = 0; i < n; i++) gi[i] += go[i];
+    return TRIT_OK;
+}
+
+const trit_op_def R(trit_op_contiguous) = {
+    .name = "contiguous",
+    .infer = contiguous_infer,
+    .forward = contiguous_forward,
+    .backward = contiguous_backward,
+};
