@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Installs what trit needs to build, test and benchmark on Debian 12.
+set -euo pipefail
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO="sudo"
+export DEBIAN_FRONTEND=noninteractive
+pkgs=(build-essential cmake pkg-config clang libomp-dev libcmocka-dev libcjson-dev)
+missing=()
+for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+if [ ${#missing[@]} -gt 0 ]; then
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+echo "setup: build dependencies present"
