@@ -30,6 +30,10 @@ trit_status trit_graph_status(const trit_graph *g);
 // Keep a tensor's value readable after forward (its memory is not reused).
 trit_status trit_graph_keep(trit_graph *g, trit_tensor *t);
 
+// The gradient d loss / d t of a kept value (trit_graph_keep), readable after backward; NULL
+// (with a message) if t was not kept or no trainable parameter lies upstream of it.
+trit_tensor *trit_graph_grad(trit_graph *g, trit_tensor *t);
+
 // Compile for training when loss is a scalar (0-d or 1 element) tensor of the graph, for
 // inference when loss is NULL.
 trit_status trit_graph_compile(trit_graph *g, trit_tensor *loss);

@@ -59,6 +59,8 @@ typedef struct trit_tensor {
 trit_tensor *trit_tensor_new(trit_dtype dt, int ndim, const int64_t *shape);
 // A tensor over caller-owned contiguous data (not freed by trit_tensor_free).
 trit_tensor *trit_tensor_wrap(trit_dtype dt, int ndim, const int64_t *shape, void *data);
+// A new zeroed trainable parameter (TRIT_FLAG_PARAM) with a name (may be NULL).
+trit_tensor *trit_tensor_new_param(trit_dtype dt, int ndim, const int64_t *shape, const char *name);
 void trit_tensor_free(trit_tensor *t);  // frees owned data and the grad tensor
 trit_status trit_tensor_set_name(trit_tensor *t, const char *name);
 

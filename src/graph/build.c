@@ -225,6 +225,19 @@ trit_status trit_graph_keep(trit_graph *g, trit_tensor *t) {
     return TRIT_OK;
 }
 
+trit_tensor *trit_graph_grad(trit_graph *g, trit_tensor *t) {
+    if (!g || !t || t->graph != g || !g->values[t->graph_value].keep) {
+        trit_error(TRIT_ERR_INVALID, "trit_graph_grad: pass a value of this graph marked with trit_graph_keep");
+        return NULL;
+    }
+    trit_value *v = &g->values[t->graph_value];
+    if (!g->compiled || !v->grad) {
+        trit_error(TRIT_ERR_STATE, "trit_graph_grad: '%s' has no gradient (compile with a loss it leads to, after a parameter)", t->name);
+        return NULL;
+    }
+    return v->grad;
+}
+
 int trit_graph_num_params(const trit_graph *g) { return g ? g->n_params : 0; }
 
 trit_tensor *trit_graph_param(const trit_graph *g, int i) {

@@ -126,6 +126,7 @@ static trit_status plan_buffers(trit_graph *g) {
         v->grad_buf = add_buffer(g, trit_tensor_nbytes(v->t) / trit_dtype_size(v->t->dtype) * trit_dtype_size(g->dtype), prod_step);
         if (v->grad_buf < 0) return trit_error(TRIT_ERR_NOMEM, "out of memory");
         if (i == g->loss) g->bufs[v->grad_buf].first = N;
+        if (v->keep) g->bufs[v->grad_buf].last = N + g->n_bwd;
     }
     for (int s = 0; s < g->n_bwd; s++) {
         const trit_node *n = &g->nodes[g->bwd_order[s]];

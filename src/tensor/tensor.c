@@ -56,6 +56,17 @@ trit_tensor *trit_tensor_new(trit_dtype dt, int ndim, const int64_t *shape) {
     return t;
 }
 
+trit_tensor *trit_tensor_new_param(trit_dtype dt, int ndim, const int64_t *shape, const char *name) {
+    trit_tensor *t = trit_tensor_new(dt, ndim, shape);
+    if (!t) return NULL;
+    t->flags |= TRIT_FLAG_PARAM;
+    if (name && trit_tensor_set_name(t, name) != TRIT_OK) {
+        trit_tensor_free(t);
+        return NULL;
+    }
+    return t;
+}
+
 trit_tensor *trit_tensor_wrap(trit_dtype dt, int ndim, const int64_t *shape, void *data) {
     if (!data) {
         trit_error(TRIT_ERR_INVALID, "trit_tensor_wrap: data is NULL");
