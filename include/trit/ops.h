@@ -66,6 +66,12 @@ trit_tensor *trit_dropout(trit_graph *g, trit_tensor *x, double p);
 // out: (B, T, C) = concat_h softmax(q_h k_h^T / sqrt(head_dim) + causal mask) v_h
 trit_tensor *trit_attention(trit_graph *g, trit_tensor *q, trit_tensor *k, trit_tensor *v, int n_head);
 
+// Rotary position embedding on x: (B, T, C), C = n_head * hs, hs even. Within each head the
+// pair (i, i + hs/2) at position t is rotated by angle t * theta^(-2i/hs) (the rotate-half form).
+trit_tensor *trit_rope(trit_graph *g, trit_tensor *x, int n_head, double theta);
+// SwiGLU gate: silu(gate) * up, same shapes.
+trit_tensor *trit_swiglu(trit_graph *g, trit_tensor *gate, trit_tensor *up);
+
 // ---- shape ops (views where the layout allows, copies otherwise) ------------------------
 trit_tensor *trit_reshape(trit_graph *g, trit_tensor *x, int ndim, const int64_t *shape);
 trit_tensor *trit_transpose(trit_graph *g, trit_tensor *x, int d0, int d1);

@@ -1,0 +1,78 @@
+// trit models: the GPT builder (GPT-2 layout, with RMSNorm / SwiGLU / RoPE / no-bias switches),
+// its training graph, and incremental decoding with a KV cache.
+#ifndef TRIT_NN_H
+#define TRIT_NN_H
+
+#include "trit/graph.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum { TRIT_NORM_LAYER = 0, TRIT_NORM_RMS = 1 } trit_norm_kind;
+typedef enum { TRIT_MLP_GELU = 0, TRIT_MLP_SWIGLU = 1 } trit_mlp_kind;
+typedef enum { TRIT_POS_LEARNED = 0, TRIT_POS_ROPE = 1 } trit_pos_kind;
+
+typedef struct trit_gpt_config {
+    int64_t vocab_size;    // V
+    int64_t seq_len;       // T: the longest context (size of the position table)
+    int64_t n_layer;       // L
+    int64_t n_head;        // H
+    int64_t n_embd;        // C, divisible by H
+    double dropout;        // on attention output, MLP output and embeddings; 0 = off
+    bool bias;             // biases in linear layers and LayerNorm
+    trit_norm_kind norm;
+    trit_mlp_kind mlp;
+    trit_pos_kind pos;
+    double rope_theta;     // 10000
+    int64_t mlp_hidden;    // 0 = 4C for GELU, and 8C/3 rounded up to a multiple of 8 for SwiGLU
+    double norm_eps;       // 1e-5
+} trit_gpt_config;
+
+// GPT-2 defaults for a small model: L=4, H=4, C=128, T=64, V=65, bias, LayerNorm, GELU, learned positions.
+trit_gpt_config trit_gpt_config_default(void);
+trit_status trit_gpt_config_check(const trit_gpt_config *c);
+
+typedef struct trit_gpt trit_gpt;
+
+// Allocates f32 parameters and initialises them: normal(0, 0.02), residual output projections
+// normal(0, 0.02 / sqrt(2L)), biases 0, norm weights 1; the output head is tied to the token
+// embedding. Keyed by seed, so the same seed gives the same model on any machine.
+trit_gpt *trit_gpt_new(const trit_gpt_config *c, uint64_t seed);
+void trit_gpt_free(trit_gpt *m);
+const trit_gpt_config *trit_gpt_get_config(const trit_gpt *m);
+// Parameter tensors in a fixed order, named as in GPT-2 checkpoints ("wte.weight",
+// "wpe.weight", "h.0.ln_1.weight", "h.0.attn.c_attn.weight", ..., "ln_f.weight"); see docs.
+int trit_gpt_num_tensors(const trit_gpt *m);
+trit_tensor *trit_gpt_tensor(const trit_gpt *m, int i);
+trit_tensor *trit_gpt_find(const trit_gpt *m, const char *name);
+int64_t trit_gpt_num_params(const trit_gpt *m);  // elements, tied weights counted once
+
+// The training (or evaluation) graph for batches of B sequences of T <= seq_len tokens.
+typedef struct trit_gpt_graph {
+    trit_graph *graph;
+    trit_tensor *idx;      // (B, T) i32 input tokens, filled by the caller
+    trit_tensor *targets;  // (B, T) i32 next tokens; -1 = ignored position
+    trit_tensor *logits;   // (B, T, V), kept
+    trit_tensor *loss;     // scalar mean cross-entropy
+} trit_gpt_graph;
+
+// Builds and compiles the f32 graph; with dropout > 0 the graph trains with dropout unless
+// trit_graph_set_training(out->graph, false).
+trit_status trit_gpt_build(trit_gpt *m, int64_t B, int64_t T, trit_gpt_graph *out);
+void trit_gpt_graph_free(trit_gpt_graph *gg);
+
+// Incremental decoding: each call feeds one token at the next position and returns the logits
+// (V) for the position after it, reusing cached keys and values, so a token costs O(T).
+typedef struct trit_gpt_cache trit_gpt_cache;
+trit_gpt_cache *trit_gpt_cache_new(const trit_gpt *m);
+void trit_gpt_cache_free(trit_gpt_cache *c);
+void trit_gpt_cache_reset(trit_gpt_cache *c);
+int64_t trit_gpt_cache_len(const trit_gpt_cache *c);
+// Fails with TRIT_ERR_RANGE when the cache holds seq_len tokens already or token >= V.
+trit_status trit_gpt_decode(const trit_gpt *m, trit_gpt_cache *c, int32_t token, float *logits /* (V) */);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
