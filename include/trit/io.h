@@ -1,0 +1,116 @@
+// trit file I/O: whole-file reads, atomic writes (temp file, fsync, rename, fsync directory),
+// token shards in the llm.c layout, and safetensors. Every reader validates sizes, magic numbers
+// and offsets before trusting them; every writer leaves either the old file or the complete new
+// one, never a half-written file.
+#ifndef TRIT_IO_H
+#define TRIT_IO_H
+
+#include "trit/tensor.h"
+#include "trit/tokenizer.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+// ---- whole files and atomic writes ---------------------------------------------------------
+
+// Read a whole file into a malloc'ed buffer of *len bytes plus one terminating NUL (not counted).
+trit_status trit_file_read_all(const char *path, uint8_t **data, size_t *len);
+
+// An atomic writer: bytes go to "<path>.tmp.<pid>"; commit flushes, fsyncs, renames the temp file
+// over `path` and fsyncs the directory. The first failure is remembered, later writes do nothing,
+// and commit then removes the temp file and returns that failure. abort removes the temp file.
+typedef struct trit_atomic_file {
+    void *fp;          // FILE* of the temp file, NULL once committed or aborted
+    char *path;        // target path
+    char *tmp_path;    // temp path beside it (same directory, so rename is atomic)
+    trit_status status; // first failure, TRIT_OK while all is well
+} trit_atomic_file;
+
+trit_status trit_atomic_open(trit_atomic_file *f, const char *path);
+trit_status trit_atomic_write(trit_atomic_file *f, const void *data, size_t n);
+trit_status trit_atomic_commit(trit_atomic_file *f);
+void trit_atomic_abort(trit_atomic_file *f);
+// One-shot: write `n` bytes to `path` atomically.
+trit_status trit_file_write_atomic(const char *path, const void *data, size_t n);
+
+// ---- token shards (llm.c layout) -------------------------------------------------------------
+// 1024-byte header of 256 little-endian int32: [0] magic 20240520, [1] version 1, [2] token
+// count; then count uint16 tokens. So token ids must be < 65536.
+
+#define TRIT_SHARD_MAGIC 20240520
+#define TRIT_SHARD_VERSION 1
+#define TRIT_SHARD_HEADER_BYTES 1024
+#define TRIT_SHARD_MAX_VOCAB 65536
+#define TRIT_DEFAULT_VAL_FRACTION 0.1
+
+// Write n tokens (each in [0, 65535], n <= INT32_MAX) atomically.
+trit_status trit_shard_write(const char *path, const int32_t *tokens, int64_t n);
+// Read a shard: checks magic, version and that the count matches the file size exactly.
+// *tokens is malloc'ed (free()), never NULL on success even when *n == 0.
+trit_status trit_shard_read(const char *path, uint16_t **tokens, int64_t *n);
+// Validate the header only and report the token count (cheap, for data loaders).
+trit_status trit_shard_read_count(const char *path, int64_t *n);
+
+// Tokenize the text file at `text_path` and write the first (1 - val_fraction) of the tokens to
+// `train_path` and the rest to `val_path` (split at a token boundary). val_fraction in [0, 1);
+// with 0, val_path may be NULL and no validation shard is written. The tokenizer's vocabulary
+// must fit uint16. Counts are returned through n_train / n_val when not NULL.
+trit_status trit_shards_prepare(const trit_tokenizer *tok, const char *text_path,
+                                const char *train_path, const char *val_path, double val_fraction,
+                                int64_t *n_train, int64_t *n_val);
+
+// ---- safetensors -----------------------------------------------------------------------------
+// 8-byte little-endian header length N, N bytes of JSON
+// {"name": {"dtype": "F32", "shape": [..], "data_offsets": [begin, end]}, ...,
+//  "__metadata__": {"key": "value"}}, then the data (offsets are relative to its start).
+
+typedef struct trit_safetensors trit_safetensors;
+
+typedef struct trit_safetensors_info {
+    const char *name;       // owned by the open file
+    const char *dtype_name; // as written in the file ("F32", "BOOL", ...)
+    trit_dtype dtype;       // TRIT_DTYPE_COUNT when trit has no such dtype (listable, not loadable)
+    int ndim;
+    int64_t shape[TRIT_MAX_DIMS];
+    int64_t begin, end;     // byte offsets into the data section
+} trit_safetensors_info;
+
+// A tensor to write under `name` (any layout; non-contiguous tensors are copied first).
+typedef struct trit_safetensors_entry {
+    const char *name;
+    const trit_tensor *tensor;
+} trit_safetensors_entry;
+
+typedef struct trit_safetensors_kv {
+    const char *key;
+    const char *value;
+} trit_safetensors_kv;
+
+// Write tensors (in the given order) and string metadata (may be NULL when n_meta == 0) atomically.
+trit_status trit_safetensors_write(const char *path, const trit_safetensors_entry *entries, int64_t n,
+                                   const trit_safetensors_kv *meta, int64_t n_meta);
+
+// Open and validate a file: header length against the file size, JSON, dtypes, shapes, offsets
+// (inside the data, consistent with dtype * shape, no overlap, no holes). NULL on any problem.
+trit_safetensors *trit_safetensors_open(const char *path);
+void trit_safetensors_close(trit_safetensors *f);
+int64_t trit_safetensors_count(const trit_safetensors *f);
+const trit_safetensors_info *trit_safetensors_at(const trit_safetensors *f, int64_t i); // file order
+const trit_safetensors_info *trit_safetensors_find(const trit_safetensors *f, const char *name);
+// Read tensor `name` into `dst` (any layout) after checking that dtype and shape match exactly.
+trit_status trit_safetensors_load(const trit_safetensors *f, const char *name, trit_tensor *dst);
+// Metadata: value for key (NULL if absent), or the i-th pair.
+const char *trit_safetensors_meta(const trit_safetensors *f, const char *key);
+int64_t trit_safetensors_meta_count(const trit_safetensors *f);
+trit_status trit_safetensors_meta_at(const trit_safetensors *f, int64_t i, const char **key,
+                                     const char **value);
+
+// "F32" etc. for a trit dtype; dtype by safetensors name (TRIT_DTYPE_COUNT if trit lacks it).
+const char *trit_safetensors_dtype_name(trit_dtype dt);
+trit_dtype trit_safetensors_dtype_from_name(const char *name);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
