@@ -1,0 +1,165 @@
+// trit optimizers: SGD (momentum, Nesterov), RMSProp, Adam and AdamW with the update formulas of
+// torch.optim, parameter groups (each with its own lr multiplier and weight decay), gradient
+// clipping by global L2 norm, and learning-rate schedules as pure functions of the step.
+//
+// Parameters are f32 contiguous tensors whose `grad` (same shape, f32, contiguous) is filled by
+// the graph. Optimizer state is fp32, allocated once by trit_optim_new; a step allocates nothing.
+// Every element update is independent, so results do not depend on the thread count.
+#ifndef TRIT_OPTIM_H
+#define TRIT_OPTIM_H
+
+#include "trit/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+// ---- configuration ---------------------------------------------------------------------------
+
+typedef enum trit_optim_kind {
+    TRIT_OPTIM_SGD = 0,  // p -= lr * d, d = g + wd p (with momentum: buf = mu buf + d)
+    TRIT_OPTIM_RMSPROP,  // v = alpha v + (1 - alpha) g^2; p -= lr g / (sqrt(v) + eps)
+    TRIT_OPTIM_ADAM,     // L2 decay added to the gradient, bias-corrected moments
+    TRIT_OPTIM_ADAMW,    // decoupled decay p *= 1 - lr wd, then Adam without decay
+} trit_optim_kind;
+
+// Hyper-parameters shared by all groups. Weight decay belongs to the groups.
+typedef struct trit_optim_config {
+    trit_optim_kind kind;
+    double momentum;  // SGD and RMSProp; 0 = none. Dampening is always 0.
+    bool nesterov;    // SGD only; needs momentum > 0
+    double alpha;     // RMSProp smoothing constant, in [0, 1)
+    double beta1;     // Adam(W) first-moment decay, in [0, 1)
+    double beta2;     // Adam(W) second-moment decay, in [0, 1)
+    double eps;       // RMSProp and Adam(W); > 0
+} trit_optim_config;
+
+// Configs with torch.optim's defaults for everything not passed.
+trit_optim_config trit_optim_sgd(double momentum, bool nesterov);
+trit_optim_config trit_optim_rmsprop(double alpha, double eps, double momentum);  // 0.99, 1e-8, 0
+trit_optim_config trit_optim_adam(double beta1, double beta2, double eps);        // 0.9, 0.999, 1e-8
+trit_optim_config trit_optim_adamw(double beta1, double beta2, double eps);
+const char *trit_optim_kind_name(trit_optim_kind kind);
+
+// Checks ranges (betas in [0, 1), eps > 0, momentum >= 0, Nesterov with momentum).
+trit_status trit_optim_config_check(const trit_optim_config *cfg);
+
+// ---- parameter groups ------------------------------------------------------------------------
+
+typedef struct trit_optim_group {
+    trit_tensor *const *params;  // read during trit_optim_new only (the list is copied)
+    int num_params;
+    double lr_scale;             // this group's lr = lr passed to step * lr_scale (>= 0)
+    double weight_decay;         // >= 0; L2 for SGD/RMSProp/Adam, decoupled for AdamW
+} trit_optim_group;
+
+// The GPT-2 rule: decay weights of matmuls and embeddings (ndim >= 2), never biases or norm
+// gains (ndim < 2).
+bool trit_optim_wants_decay(const trit_tensor *p);
+
+// Splits params by trit_optim_wants_decay, keeping their order. `decay` and `no_decay` must
+// each hold num_params entries; the counts are written to *num_decay and *num_no_decay.
+trit_status trit_optim_split_decay(trit_tensor *const *params, int num_params, trit_tensor **decay,
+                                   int *num_decay, trit_tensor **no_decay, int *num_no_decay);
+
+// ---- the optimizer -----------------------------------------------------------------------------
+
+typedef struct trit_optim trit_optim;
+
+// Validates every parameter (non-NULL, f32, contiguous, grad f32 of the same shape if already
+// set, in no more than one group) and allocates all state. Parameters flagged TRIT_FLAG_FROZEN
+// now get no state and are never updated. Returns NULL with trit_last_error() set on failure.
+trit_optim *trit_optim_new(const trit_optim_config *cfg, const trit_optim_group *groups,
+                           int num_groups);
+// One group with lr_scale 1.
+trit_optim *trit_optim_new_single(const trit_optim_config *cfg, trit_tensor *const *params,
+                                  int num_params, double weight_decay);
+// Two groups by the GPT-2 rule: group 0 = ndim >= 2 with `weight_decay`, group 1 = the rest
+// with none. Both have lr_scale 1.
+trit_optim *trit_optim_new_gpt2(const trit_optim_config *cfg, trit_tensor *const *params,
+                                int num_params, double weight_decay);
+void trit_optim_free(trit_optim *o);
+
+// One update with learning rate `lr` (e.g. from trit_lr_at). Parameters that are frozen or
+// whose grad is NULL are skipped. All grads are checked before any parameter changes, so a
+// failed step leaves parameters and state untouched. Increments the step counter.
+trit_status trit_optim_step(trit_optim *o, double lr);
+
+// Zeroes the grads of all parameters the optimizer holds (NULL grads are left alone).
+void trit_optim_zero_grad(trit_optim *o);
+
+const trit_optim_config *trit_optim_get_config(const trit_optim *o);
+int trit_optim_num_groups(const trit_optim *o);
+// The group's settings; its `params` points at the optimizer's own copy of the list.
+trit_status trit_optim_get_group(const trit_optim *o, int group, trit_optim_group *out);
+trit_status trit_optim_set_group(trit_optim *o, int group, double lr_scale, double weight_decay);
+int trit_optim_num_params(const trit_optim *o);
+trit_tensor *trit_optim_param(const trit_optim *o, int i);  // in group order
+
+// ---- state, for checkpoints ----------------------------------------------------------------
+// State buffers are fp32 arrays owned by the optimizer, listed in a fixed order (group order,
+// then parameter order, then the kind's buffers). Names are "<param name>.<key>" with the keys
+// of torch.optim ("momentum_buffer", "square_avg", "exp_avg", "exp_avg_sq"); a parameter with
+// an empty name is called "param<i>" after its index in trit_optim_param order. Saving =
+// copying each buffer's `count` floats out plus the step counter; restoring = copying them
+// into a new optimizer built over the same parameters with the same config.
+
+typedef struct trit_optim_state_buf {
+    const char *name;
+    float *data;            // writable, so a loader can fill it
+    int64_t count;          // elements (== numel of the parameter)
+    const trit_tensor *param;
+} trit_optim_state_buf;
+
+int trit_optim_num_state(const trit_optim *o);
+trit_status trit_optim_get_state(const trit_optim *o, int i, trit_optim_state_buf *out);
+// Number of completed steps (Adam's bias correction uses it).
+int64_t trit_optim_get_step(const trit_optim *o);
+trit_status trit_optim_set_step(trit_optim *o, int64_t step);
+
+// ---- gradient clipping -------------------------------------------------------------------------
+// The L2 norm over all grads of `params` (NULL grads and frozen params skipped), accumulated in
+// double over fixed blocks summed in a fixed order: the same bits for any thread count.
+// A NaN or Inf norm returns TRIT_ERR_NUMERIC (norm still written) and leaves grads unchanged.
+trit_status trit_optim_grad_norm(trit_tensor *const *params, int num_params, double *norm);
+// As torch.nn.utils.clip_grad_norm_: computes the norm, then scales every grad by
+// max_norm / (norm + 1e-6) when that factor is below 1. *norm receives the norm before clipping.
+trit_status trit_optim_clip_grad_norm(trit_tensor *const *params, int num_params, double max_norm,
+                                      double *norm);
+// The same over all parameters the optimizer holds.
+trit_status trit_optim_clip_grads(trit_optim *o, double max_norm, double *norm);
+
+// ---- learning-rate schedules -------------------------------------------------------------------
+// Steps count from 0. With warmup_steps = W > 0, steps s < W give peak * (s + 1) / W. After
+// warmup: CONSTANT stays at peak; WARMUP_COSINE follows a half cosine from peak at s = W to
+// floor at s = total_steps and stays at floor; STEP_DECAY gives peak * gamma^floor((s - W) / k).
+
+typedef enum trit_lr_kind {
+    TRIT_LR_CONSTANT = 0,
+    TRIT_LR_WARMUP_COSINE,
+    TRIT_LR_STEP_DECAY,
+} trit_lr_kind;
+
+typedef struct trit_lr_schedule {
+    trit_lr_kind kind;
+    double peak;           // lr after warmup (the base lr of step decay)
+    double floor;          // WARMUP_COSINE: lr at and after total_steps
+    int64_t warmup_steps;  // 0 = no warmup
+    int64_t total_steps;   // WARMUP_COSINE: end of the decay, >= warmup_steps
+    double gamma;          // STEP_DECAY: factor applied every step_size steps, in (0, 1]
+    int64_t step_size;     // STEP_DECAY: k >= 1
+} trit_lr_schedule;
+
+trit_lr_schedule trit_lr_constant(double lr);
+trit_lr_schedule trit_lr_warmup_cosine(double peak, double floor, int64_t warmup_steps,
+                                       int64_t total_steps);
+trit_lr_schedule trit_lr_step_decay(double lr, double gamma, int64_t step_size);
+trit_status trit_lr_check(const trit_lr_schedule *s);
+// The lr at `step` (a pure function). NaN when the schedule fails trit_lr_check or step < 0,
+// which trit_optim_step then refuses.
+double trit_lr_at(const trit_lr_schedule *s, int64_t step);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

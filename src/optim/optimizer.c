@@ -1,0 +1,367 @@
+// The optimizer object: parameter groups, fp32 state allocated once, the step driver that turns
+// a group's hyper-parameters into per-step scalars (as torch.optim does, in double, then
+// rounded to float), and the state listing that checkpoints use.
+#include "optim/optim_internal.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+// Every state buffer starts on a 64-byte boundary so vector loads are aligned.
+#define FLOATS_PER_LINE (TRIT_ALIGN / (int64_t)sizeof(float))
+
+typedef struct optim_param {
+    trit_tensor *t;
+    int group;
+    int64_t n;
+    bool has_state;  // false for parameters frozen when the optimizer was made
+    float *buf[OPTIM_MAX_BUFS];
+} optim_param;
+
+typedef struct optim_group {
+    double lr_scale, weight_decay;
+    int first, count;  // range in the optimizer's parameter list
+} optim_group;
+
+typedef struct optim_state_entry {
+    char name[TRIT_NAME_MAX + 32];
+    int param, buf;
+} optim_state_entry;
+
+struct trit_optim {
+    trit_optim_config cfg;
+    int n_groups;
+    optim_group *groups;
+    int n_params;
+    optim_param *params;
+    trit_tensor **tensors;  // the parameters in group order, for clipping and get_group
+    int n_keys;
+    const char *keys[OPTIM_MAX_BUFS];
+    int n_state;
+    optim_state_entry *state;
+    float *block;           // all state buffers
+    int64_t step;
+};
+
+static bool skipped(const trit_tensor *p) { return (p->flags & TRIT_FLAG_FROZEN) || !p->grad; }
+
+static trit_status check_groups(const trit_optim_group *groups, int num_groups, int *total) {
+    if (num_groups < 1 || !groups)
+        return trit_error(TRIT_ERR_INVALID, "optimizer: need at least one parameter group, got %d",
+                          num_groups);
+    int64_t n = 0;
+    for (int gi = 0; gi < num_groups; gi++) {
+        const trit_optim_group *g = &groups[gi];
+        if (g->num_params < 0 || (g->num_params > 0 && !g->params))
+            return trit_error(TRIT_ERR_INVALID, "optimizer: group %d has params NULL or "
+                              "num_params < 0 (%d)", gi, g->num_params);
+        if (!(g->lr_scale >= 0.0 && isfinite(g->lr_scale)))
+            return trit_error(TRIT_ERR_INVALID,
+                              "optimizer: group %d lr_scale must be finite and >= 0, got %g", gi,
+                              g->lr_scale);
+        if (!(g->weight_decay >= 0.0 && isfinite(g->weight_decay)))
+            return trit_error(TRIT_ERR_INVALID,
+                              "optimizer: group %d weight_decay must be finite and >= 0, got %g",
+                              gi, g->weight_decay);
+        for (int i = 0; i < g->num_params; i++) {
+            trit_status st = trit_optim_check_param(g->params[i], "optimizer", (int)n + i);
+            if (st != TRIT_OK) return st;
+        }
+        n += g->num_params;
+        if (n > INT32_MAX / 2)
+            return trit_error(TRIT_ERR_RANGE, "optimizer: too many parameters (%lld)", (long long)n);
+    }
+    *total = (int)n;
+    return TRIT_OK;
+}
+
+// A parameter in two groups would be stepped twice per step; torch.optim refuses it too.
+static trit_status check_duplicates(const trit_optim *o) {
+    for (int i = 0; i < o->n_params; i++)
+        for (int j = 0; j < i; j++)
+            if (trit_tensor_ptr(o->tensors[i]) == trit_tensor_ptr(o->tensors[j]))
+                return trit_error(TRIT_ERR_INVALID,
+                                  "optimizer: parameters %d and %d ('%s') are the same tensor or "
+                                  "share storage; list each parameter once", j, i,
+                                  o->tensors[i]->name);
+    return TRIT_OK;
+}
+
+// Lays out all state buffers in one zeroed block and names them.
+static trit_status alloc_state(trit_optim *o) {
+    int64_t total = 0;
+    int n_state = 0;
+    for (int i = 0; i < o->n_params; i++) {
+        if (!o->params[i].has_state) continue;
+        int64_t padded = (o->params[i].n + FLOATS_PER_LINE - 1) / FLOATS_PER_LINE * FLOATS_PER_LINE;
+        if (padded > (INT64_MAX / 8 - total) / OPTIM_MAX_BUFS)
+            return trit_error(TRIT_ERR_RANGE, "optimizer: state size overflows");
+        total += padded * o->n_keys;
+        n_state += o->n_keys;
+    }
+    o->n_state = n_state;
+    if (n_state == 0) return TRIT_OK;
+    o->block = trit_aligned_alloc((size_t)total * sizeof(float));
+    o->state = calloc((size_t)n_state, sizeof *o->state);
+    if (!o->block || !o->state)
+        return trit_error(TRIT_ERR_NOMEM, "optimizer: could not allocate %lld bytes of state",
+                          (long long)total * 4);
+    float *at = o->block;
+    int k = 0;
+    for (int i = 0; i < o->n_params; i++) {
+        optim_param *p = &o->params[i];
+        if (!p->has_state) continue;
+        int64_t padded = (p->n + FLOATS_PER_LINE - 1) / FLOATS_PER_LINE * FLOATS_PER_LINE;
+        for (int b = 0; b < o->n_keys; b++, k++) {
+            p->buf[b] = at;
+            at += padded;
+            o->state[k].param = i;
+            o->state[k].buf = b;
+            if (p->t->name[0])
+                snprintf(o->state[k].name, sizeof o->state[k].name, "%s.%s", p->t->name,
+                         o->keys[b]);
+            else
+                snprintf(o->state[k].name, sizeof o->state[k].name, "param%d.%s", i, o->keys[b]);
+        }
+    }
+    return TRIT_OK;
+}
+
+trit_optim *trit_optim_new(const trit_optim_config *cfg, const trit_optim_group *groups,
+                           int num_groups) {
+    int total = 0;
+    if (trit_optim_config_check(cfg) != TRIT_OK) return NULL;
+    if (check_groups(groups, num_groups, &total) != TRIT_OK) return NULL;
+    trit_optim *o = calloc(1, sizeof *o);
+    if (!o) {
+        trit_error(TRIT_ERR_NOMEM, "optimizer: out of memory");
+        return NULL;
+    }
+    o->cfg = *cfg;
+    o->n_keys = trit_optim_state_keys(cfg, o->keys);
+    o->n_groups = num_groups;
+    o->n_params = total;
+    o->groups = calloc((size_t)num_groups, sizeof *o->groups);
+    o->params = calloc((size_t)total + 1, sizeof *o->params);
+    o->tensors = calloc((size_t)total + 1, sizeof *o->tensors);
+    if (!o->groups || !o->params || !o->tensors) {
+        trit_error(TRIT_ERR_NOMEM, "optimizer: out of memory");
+        trit_optim_free(o);
+        return NULL;
+    }
+    int k = 0;
+    for (int gi = 0; gi < num_groups; gi++) {
+        o->groups[gi] = (optim_group){groups[gi].lr_scale, groups[gi].weight_decay, k,
+                                      groups[gi].num_params};
+        for (int i = 0; i < groups[gi].num_params; i++, k++) {
+            trit_tensor *t = groups[gi].params[i];
+            o->tensors[k] = t;
+            o->params[k] = (optim_param){.t = t, .group = gi, .n = trit_tensor_numel(t),
+                                         .has_state = !(t->flags & TRIT_FLAG_FROZEN)};
+        }
+    }
+    if (check_duplicates(o) != TRIT_OK || alloc_state(o) != TRIT_OK) {
+        trit_optim_free(o);
+        return NULL;
+    }
+    return o;
+}
+
+trit_optim *trit_optim_new_single(const trit_optim_config *cfg, trit_tensor *const *params,
+                                  int num_params, double weight_decay) {
+    trit_optim_group g = {params, num_params, 1.0, weight_decay};
+    return trit_optim_new(cfg, &g, 1);
+}
+
+trit_optim *trit_optim_new_gpt2(const trit_optim_config *cfg, trit_tensor *const *params,
+                                int num_params, double weight_decay) {
+    if (num_params < 0 || (num_params > 0 && !params)) {
+        trit_error(TRIT_ERR_INVALID, "optimizer: params is NULL or num_params < 0 (%d)",
+                   num_params);
+        return NULL;
+    }
+    trit_tensor **lists = calloc(2 * (size_t)num_params + 2, sizeof *lists);
+    if (!lists) {
+        trit_error(TRIT_ERR_NOMEM, "optimizer: out of memory");
+        return NULL;
+    }
+    int nd = 0, nn = 0;
+    trit_optim *o = NULL;
+    if (trit_optim_split_decay(params, num_params, lists, &nd, lists + num_params + 1, &nn) ==
+        TRIT_OK) {
+        trit_optim_group g[2] = {{lists, nd, 1.0, weight_decay},
+                                 {lists + num_params + 1, nn, 1.0, 0.0}};
+        o = trit_optim_new(cfg, g, 2);
+    }
+    free(lists);
+    return o;
+}
+
+void trit_optim_free(trit_optim *o) {
+    if (!o) return;
+    trit_aligned_free(o->block);
+    free(o->state);
+    free(o->tensors);
+    free(o->params);
+    free(o->groups);
+    free(o);
+}
+
+// Per-step scalars of one group at step t (1-based), as torch.optim computes them.
+static optim_scalars group_scalars(const trit_optim_config *c, const optim_group *g, double lr,
+                                   int64_t t) {
+    double lr_g = lr * g->lr_scale;
+    optim_scalars s = {.neg_lr = (float)-lr_g, .weight_decay = (float)g->weight_decay,
+                       .decay_mul = 1.0f, .momentum = (float)c->momentum, .eps = (float)c->eps};
+    if (c->kind == TRIT_OPTIM_RMSPROP) {
+        s.a = (float)c->alpha;
+        s.one_minus_a = (float)(1.0 - c->alpha);
+    } else if (c->kind == TRIT_OPTIM_ADAM || c->kind == TRIT_OPTIM_ADAMW) {
+        double bc1 = 1.0 - pow(c->beta1, (double)t);
+        double bc2 = 1.0 - pow(c->beta2, (double)t);
+        s.neg_lr = (float)-(lr_g / bc1);
+        s.bc2_sqrt = (float)sqrt(bc2);
+        s.a = (float)c->beta1;
+        s.one_minus_a = (float)(1.0 - c->beta1);
+        s.b = (float)c->beta2;
+        s.one_minus_b = (float)(1.0 - c->beta2);
+        if (c->kind == TRIT_OPTIM_ADAMW) {
+            s.decay_mul = (float)(1.0 - lr_g * g->weight_decay);
+            s.weight_decay = 0.0f;
+        }
+    }
+    return s;
+}
+
+// Every parameter that will be stepped is checked before any is changed.
+static trit_status check_step(const trit_optim *o) {
+    for (int i = 0; i < o->n_params; i++) {
+        const optim_param *p = &o->params[i];
+        if (skipped(p->t)) continue;
+        trit_status st = trit_optim_check_param(p->t, "optimizer step", i);
+        if (st != TRIT_OK) return st;
+        if (trit_tensor_numel(p->t) != p->n)
+            return trit_error(TRIT_ERR_SHAPE, "optimizer step: parameter %d '%s' has %lld "
+                              "elements, %lld when the optimizer was made", i, p->t->name,
+                              (long long)trit_tensor_numel(p->t), (long long)p->n);
+        if (!p->has_state)
+            return trit_error(TRIT_ERR_STATE, "optimizer step: parameter %d '%s' was frozen when "
+                              "the optimizer was made and has no state; make a new optimizer "
+                              "after unfreezing it", i, p->t->name);
+    }
+    return TRIT_OK;
+}
+
+static void step_param(const trit_optim *o, optim_param *p, const optim_scalars *s) {
+    float *x = trit_tensor_ptr(p->t);
+    const float *g = trit_tensor_ptr(p->t->grad);
+    switch (o->cfg.kind) {
+    case TRIT_OPTIM_SGD:
+        if (o->n_keys == 0)
+            trit_optim_update_sgd(x, g, p->n, s);
+        else
+            trit_optim_update_momentum(x, g, p->buf[0], p->n, s, o->cfg.nesterov);
+        break;
+    case TRIT_OPTIM_RMSPROP:
+        trit_optim_update_rmsprop(x, g, p->buf[0], o->n_keys > 1 ? p->buf[1] : NULL, p->n, s);
+        break;
+    case TRIT_OPTIM_ADAM:
+    case TRIT_OPTIM_ADAMW:
+        trit_optim_update_adam(x, g, p->buf[0], p->buf[1], p->n, s,
+                               o->cfg.kind == TRIT_OPTIM_ADAMW);
+        break;
+    }
+}
+
+trit_status trit_optim_step(trit_optim *o, double lr) {
+    if (!o) return trit_error(TRIT_ERR_INVALID, "optimizer step: optimizer is NULL");
+    if (!(lr >= 0.0 && isfinite(lr)))
+        return trit_error(TRIT_ERR_INVALID, "optimizer step: lr must be finite and >= 0, got %g "
+                          "(check the schedule with trit_lr_check)", lr);
+    trit_status st = check_step(o);
+    if (st != TRIT_OK) return st;
+    int64_t t = o->step + 1;
+    for (int gi = 0; gi < o->n_groups; gi++) {
+        const optim_group *g = &o->groups[gi];
+        optim_scalars s = group_scalars(&o->cfg, g, lr, t);
+        for (int i = g->first; i < g->first + g->count; i++)
+            if (!skipped(o->params[i].t)) step_param(o, &o->params[i], &s);
+    }
+    o->step = t;
+    return TRIT_OK;
+}
+
+void trit_optim_zero_grad(trit_optim *o) {
+    if (!o) return;
+    for (int i = 0; i < o->n_params; i++) {
+        trit_tensor *g = o->params[i].t->grad;
+        if (g && g->data) memset(trit_tensor_ptr(g), 0, trit_tensor_nbytes(g));
+    }
+}
+
+const trit_optim_config *trit_optim_get_config(const trit_optim *o) { return o ? &o->cfg : NULL; }
+
+int trit_optim_num_groups(const trit_optim *o) { return o ? o->n_groups : 0; }
+
+trit_status trit_optim_get_group(const trit_optim *o, int group, trit_optim_group *out) {
+    if (!o || !out) return trit_error(TRIT_ERR_INVALID, "optimizer: NULL argument");
+    if (group < 0 || group >= o->n_groups)
+        return trit_error(TRIT_ERR_RANGE, "optimizer: group %d out of range [0, %d)", group,
+                          o->n_groups);
+    const optim_group *g = &o->groups[group];
+    *out = (trit_optim_group){o->tensors + g->first, g->count, g->lr_scale, g->weight_decay};
+    return TRIT_OK;
+}
+
+trit_status trit_optim_set_group(trit_optim *o, int group, double lr_scale, double weight_decay) {
+    if (!o) return trit_error(TRIT_ERR_INVALID, "optimizer: NULL argument");
+    if (group < 0 || group >= o->n_groups)
+        return trit_error(TRIT_ERR_RANGE, "optimizer: group %d out of range [0, %d)", group,
+                          o->n_groups);
+    if (!(lr_scale >= 0.0 && isfinite(lr_scale)) || !(weight_decay >= 0.0 && isfinite(weight_decay)))
+        return trit_error(TRIT_ERR_INVALID, "optimizer: group %d needs finite lr_scale >= 0 and "
+                          "weight_decay >= 0, got %g and %g", group, lr_scale, weight_decay);
+    o->groups[group].lr_scale = lr_scale;
+    o->groups[group].weight_decay = weight_decay;
+    return TRIT_OK;
+}
+
+int trit_optim_num_params(const trit_optim *o) { return o ? o->n_params : 0; }
+
+trit_tensor *trit_optim_param(const trit_optim *o, int i) {
+    if (!o || i < 0 || i >= o->n_params) {
+        trit_error(TRIT_ERR_RANGE, "optimizer: parameter index %d out of range", i);
+        return NULL;
+    }
+    return o->tensors[i];
+}
+
+int trit_optim_num_state(const trit_optim *o) { return o ? o->n_state : 0; }
+
+trit_status trit_optim_get_state(const trit_optim *o, int i, trit_optim_state_buf *out) {
+    if (!o || !out) return trit_error(TRIT_ERR_INVALID, "optimizer state: NULL argument");
+    if (i < 0 || i >= o->n_state)
+        return trit_error(TRIT_ERR_RANGE, "optimizer state: buffer %d out of range [0, %d)", i,
+                          o->n_state);
+    const optim_state_entry *e = &o->state[i];
+    const optim_param *p = &o->params[e->param];
+    *out = (trit_optim_state_buf){e->name, p->buf[e->buf], p->n, p->t};
+    return TRIT_OK;
+}
+
+int64_t trit_optim_get_step(const trit_optim *o) { return o ? o->step : 0; }
+
+trit_status trit_optim_set_step(trit_optim *o, int64_t step) {
+    if (!o) return trit_error(TRIT_ERR_INVALID, "optimizer: NULL argument");
+    if (step < 0)
+        return trit_error(TRIT_ERR_INVALID, "optimizer: step count must be >= 0, got %lld",
+                          (long long)step);
+    o->step = step;
+    return TRIT_OK;
+}
+
+trit_status trit_optim_clip_grads(trit_optim *o, double max_norm, double *norm) {
+    if (!o) return trit_error(TRIT_ERR_INVALID, "clip_grads: optimizer is NULL");
+    return trit_optim_clip_grad_norm(o->tensors, o->n_params, max_norm, norm);
+}

@@ -1,0 +1,139 @@
+// The element-wise update loops of the optimizers: the hot path of a training step. Each kernel
+// is a plain loop over restrict pointers on one chunk [lo, hi), so the compiler vectorizes it;
+// the chunks are fixed (OPTIM_CHUNK elements) and dealt to OpenMP threads statically. The
+// operation order follows torch.optim's tensor ops (add with alpha is a + alpha*b, addcdiv is
+// a + (value*t1)/t2), so fp32 results agree with PyTorch to rounding.
+#include "optim/optim_internal.h"
+
+#include <math.h>
+
+static void sgd_chunk(float *restrict p, const float *restrict g, int64_t lo, int64_t hi,
+                      const optim_scalars *s) {
+    const float neg_lr = s->neg_lr, wd = s->weight_decay;
+    for (int64_t i = lo; i < hi; i++) {
+        float d = g[i] + wd * p[i];
+        p[i] = p[i] + neg_lr * d;
+    }
+}
+
+static void momentum_chunk(float *restrict p, const float *restrict g, float *restrict buf,
+                           int64_t lo, int64_t hi, const optim_scalars *s) {
+    const float neg_lr = s->neg_lr, wd = s->weight_decay, mu = s->momentum;
+    for (int64_t i = lo; i < hi; i++) {
+        float d = g[i] + wd * p[i];
+        float b = buf[i] * mu + d;
+        buf[i] = b;
+        p[i] = p[i] + neg_lr * b;
+    }
+}
+
+static void nesterov_chunk(float *restrict p, const float *restrict g, float *restrict buf,
+                           int64_t lo, int64_t hi, const optim_scalars *s) {
+    const float neg_lr = s->neg_lr, wd = s->weight_decay, mu = s->momentum;
+    for (int64_t i = lo; i < hi; i++) {
+        float d = g[i] + wd * p[i];
+        float b = buf[i] * mu + d;
+        buf[i] = b;
+        p[i] = p[i] + neg_lr * (d + mu * b);
+    }
+}
+
+static void rmsprop_chunk(float *restrict p, const float *restrict g, float *restrict sq,
+                          int64_t lo, int64_t hi, const optim_scalars *s) {
+    const float neg_lr = s->neg_lr, wd = s->weight_decay;
+    const float alpha = s->a, one_minus_alpha = s->one_minus_a, eps = s->eps;
+    for (int64_t i = lo; i < hi; i++) {
+        float d = g[i] + wd * p[i];
+        float v = sq[i] * alpha + one_minus_alpha * d * d;
+        sq[i] = v;
+        p[i] = p[i] + neg_lr * d / (sqrtf(v) + eps);
+    }
+}
+
+static void rmsprop_momentum_chunk(float *restrict p, const float *restrict g,
+                                   float *restrict sq, float *restrict buf, int64_t lo,
+                                   int64_t hi, const optim_scalars *s) {
+    const float neg_lr = s->neg_lr, wd = s->weight_decay, mu = s->momentum;
+    const float alpha = s->a, one_minus_alpha = s->one_minus_a, eps = s->eps;
+    for (int64_t i = lo; i < hi; i++) {
+        float d = g[i] + wd * p[i];
+        float v = sq[i] * alpha + one_minus_alpha * d * d;
+        sq[i] = v;
+        float b = buf[i] * mu + d / (sqrtf(v) + eps);
+        buf[i] = b;
+        p[i] = p[i] + neg_lr * b;
+    }
+}
+
+// Adam with L2 decay in the gradient; neg_lr already carries the bias correction of m.
+static void adam_chunk(float *restrict p, const float *restrict g, float *restrict m,
+                       float *restrict v, int64_t lo, int64_t hi, const optim_scalars *s) {
+    const float step = s->neg_lr, wd = s->weight_decay;
+    const float b1 = s->a, omb1 = s->one_minus_a, b2 = s->b, omb2 = s->one_minus_b;
+    const float bc2_sqrt = s->bc2_sqrt, eps = s->eps;
+    for (int64_t i = lo; i < hi; i++) {
+        float d = g[i] + wd * p[i];
+        float mi = m[i] * b1 + omb1 * d;
+        float vi = v[i] * b2 + omb2 * d * d;
+        m[i] = mi;
+        v[i] = vi;
+        p[i] = p[i] + step * mi / (sqrtf(vi) / bc2_sqrt + eps);
+    }
+}
+
+// AdamW: the decoupled decay multiplies p before the Adam step, as torch.optim.AdamW does.
+static void adamw_chunk(float *restrict p, const float *restrict g, float *restrict m,
+                        float *restrict v, int64_t lo, int64_t hi, const optim_scalars *s) {
+    const float step = s->neg_lr, decay_mul = s->decay_mul;
+    const float b1 = s->a, omb1 = s->one_minus_a, b2 = s->b, omb2 = s->one_minus_b;
+    const float bc2_sqrt = s->bc2_sqrt, eps = s->eps;
+    for (int64_t i = lo; i < hi; i++) {
+        float x = p[i] * decay_mul;
+        float d = g[i];
+        float mi = m[i] * b1 + omb1 * d;
+        float vi = v[i] * b2 + omb2 * d * d;
+        m[i] = mi;
+        v[i] = vi;
+        p[i] = x + step * mi / (sqrtf(vi) / bc2_sqrt + eps);
+    }
+}
+
+// Runs `call` (a statement using lo and hi) over the fixed chunks of [0, n).
+#define FOR_CHUNKS(n, call)                                                      \
+    do {                                                                         \
+        const int64_t n_chunks_ = ((n) + OPTIM_CHUNK - 1) / OPTIM_CHUNK;         \
+        _Pragma("omp parallel for schedule(static, 1) if ((n) >= OPTIM_PAR_MIN)") \
+        for (int64_t c_ = 0; c_ < n_chunks_; c_++) {                             \
+            const int64_t lo = c_ * OPTIM_CHUNK;                                 \
+            const int64_t hi = lo + OPTIM_CHUNK < (n) ? lo + OPTIM_CHUNK : (n);  \
+            call;                                                                \
+        }                                                                        \
+    } while (0)
+
+void trit_optim_update_sgd(float *p, const float *g, int64_t n, const optim_scalars *s) {
+    FOR_CHUNKS(n, sgd_chunk(p, g, lo, hi, s));
+}
+
+void trit_optim_update_momentum(float *p, const float *g, float *buf, int64_t n,
+                                const optim_scalars *s, bool nesterov) {
+    if (nesterov)
+        FOR_CHUNKS(n, nesterov_chunk(p, g, buf, lo, hi, s));
+    else
+        FOR_CHUNKS(n, momentum_chunk(p, g, buf, lo, hi, s));
+}
+
+void trit_optim_update_rmsprop(float *p, const float *g, float *sq, float *buf, int64_t n,
+                               const optim_scalars *s) {
+    if (buf)
+        FOR_CHUNKS(n, rmsprop_momentum_chunk(p, g, sq, buf, lo, hi, s));
+    else
+        FOR_CHUNKS(n, rmsprop_chunk(p, g, sq, lo, hi, s));
+}
+
+void trit_optim_update_adam(float *p, const float *g, float *m, float *v, int64_t n,
+                            const optim_scalars *s, bool decoupled) {
+    if (decoupled)
+        FOR_CHUNKS(n, adamw_chunk(p, g, m, v, lo, hi, s));
+    else
+        FOR_CHUNKS(n, adam_chunk(p, g, m, v, lo, hi, s));
+}
