@@ -113,7 +113,9 @@ typedef struct trit_optim_state_buf {
 
 int trit_optim_num_state(const trit_optim *o);
 trit_status trit_optim_get_state(const trit_optim *o, int i, trit_optim_state_buf *out);
-// Number of completed steps (Adam's bias correction uses it).
+// Number of completed steps (Adam's bias correction uses it). One counter serves all
+// parameters; torch.optim counts per parameter, which differs only for a parameter skipped on
+// some steps (NULL grad or frozen), whose bias correction here follows the global count.
 int64_t trit_optim_get_step(const trit_optim *o);
 trit_status trit_optim_set_step(trit_optim *o, int64_t step);
 
