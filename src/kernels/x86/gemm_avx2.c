@@ -1,0 +1,318 @@
+// AVX2 + FMA fp32 GEMM: C (M, N) (+)= op(A) @ op(B), contract in kernels/gemm.h.
+//
+// The same design as gemm_avx512.c with 256-bit vectors: per thread, op(B) is packed into
+// 16-wide panels (KC x NC) and op(A) into 6-tall panels (MC x KC); a 6x16 register tile
+// (12 ymm accumulators, A broadcast, two B vectors) runs over each pair of panels. The
+// transposes of the four cases happen in the packing.
+//
+// Determinism: each C element is summed k = 0..K-1 inside fixed KC slices that depend on K
+// alone, and slices are added to C in order; threads own disjoint ranges of C, so the thread
+// count never changes the arithmetic.
+#include "kernels/gemm.h"
+#include "kernels/x86/gemm_x86.h"
+#include "trit/base.h"
+
+#include <immintrin.h>
+#include <omp.h>
+#include <stddef.h>
+
+#define MR 6
+#define NR 16
+#ifndef GEMM256_KC
+#define GEMM256_KC 256
+#endif
+#ifndef GEMM256_MC
+#define GEMM256_MC (MR * 32)
+#endif
+#ifndef GEMM256_NC
+#define GEMM256_NC (NR * 128)
+#endif
+// Below this many multiply-adds a call runs on the calling thread and reads B unpacked.
+#ifndef GEMM256_SMALL
+#define GEMM256_SMALL ((int64_t)1 << 21)
+#endif
+
+typedef struct gemm_args {
+    bool trans_a, trans_b, accumulate;
+    int64_t M, N, K;
+    const float *A;
+    int64_t lda;
+    const float *B;
+    int64_t ldb;
+    float *C;
+    int64_t ldc;
+} gemm_args;
+
+static inline int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+static inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+// Lane mask for maskload/maskstore: the first n of 8 lanes set.
+static inline __m256i lanes(int64_t n) {
+    int32_t k = n < 0 ? 0 : n > 8 ? 8 : (int32_t)n;
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(k), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+// ---- micro-kernel ------------------------------------------------------------------------
+
+#define ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5)
+
+// c (mr <= 6 rows, 16 columns under masks m0|m1) (+)= a_panel (kc, 6) @ b (kc, 16).
+// b rows are b_ks floats apart; `direct` means b is the caller's matrix (masked loads),
+// otherwise a zero-padded packed panel.
+static inline __attribute__((always_inline)) void
+tile_6x16(int64_t kc, const float *restrict a, const float *restrict b, int64_t b_ks, bool direct,
+          __m256i m0, __m256i m1, float *c, int64_t ldc, int64_t mr, bool add_c) {
+#define DECL(i) __m256 c##i##_0 = _mm256_setzero_ps(), c##i##_1 = _mm256_setzero_ps();
+    ROWS(DECL)
+#undef DECL
+    for (int64_t k = 0; k < kc; k++) {
+        __m256 b0, b1;
+        if (direct) {
+            b0 = _mm256_maskload_ps(b, m0);
+            b1 = _mm256_maskload_ps(b + 8, m1);
+        } else {
+            b0 = _mm256_load_ps(b);
+            b1 = _mm256_load_ps(b + 8);
+        }
+#define FMA(i)                                                                                    \
+    {                                                                                             \
+        __m256 ai = _mm256_broadcast_ss(a + (i));                                                 \
+        c##i##_0 = _mm256_fmadd_ps(ai, b0, c##i##_0);                                             \
+        c##i##_1 = _mm256_fmadd_ps(ai, b1, c##i##_1);                                             \
+    }
+        ROWS(FMA)
+#undef FMA
+        a += MR;
+        b += b_ks;
+    }
+#define STORE(i)                                                                                  \
+    if (i < mr) {                                                                                 \
+        float *ci = c + (i) * ldc;                                                                \
+        __m256 x0 = c##i##_0, x1 = c##i##_1;                                                      \
+        if (add_c) {                                                                              \
+            x0 = _mm256_add_ps(_mm256_maskload_ps(ci, m0), x0);                                   \
+            x1 = _mm256_add_ps(_mm256_maskload_ps(ci + 8, m1), x1);                               \
+        }                                                                                         \
+        _mm256_maskstore_ps(ci, m0, x0);                                                          \
+        _mm256_maskstore_ps(ci + 8, m1, x1);                                                      \
+    }
+    ROWS(STORE)
+#undef STORE
+}
+
+static __attribute__((noinline)) void tile_packed(int64_t kc, const float *a, const float *b,
+                                                  __m256i m0, __m256i m1, float *c, int64_t ldc,
+                                                  int64_t mr, bool add_c) {
+    tile_6x16(kc, a, b, NR, false, m0, m1, c, ldc, mr, add_c);
+}
+
+static __attribute__((noinline)) void tile_direct(int64_t kc, const float *a, const float *b,
+                                                  int64_t ldb, __m256i m0, __m256i m1, float *c,
+                                                  int64_t ldc, int64_t mr, bool add_c) {
+    tile_6x16(kc, a, b, ldb, true, m0, m1, c, ldc, mr, add_c);
+}
+
+// ---- packing -------------------------------------------------------------------------------
+
+// In-register transpose: afterwards r[j] lane i holds what r[i] lane j held.
+static inline void transpose8(__m256 r[8]) {
+    __m256 t[8], u[8];
+    for (int i = 0; i < 8; i += 2) {
+        t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+        t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+    }
+    for (int i = 0; i < 8; i += 4) {
+        u[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44);
+        u[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xEE);
+        u[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+        u[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
+    }
+    // u[4g + c] now holds, in 128-bit lane L, column 4L + c of rows 4g .. 4g+3.
+    for (int c = 0; c < 4; c++) {
+        r[c] = _mm256_permute2f128_ps(u[c], u[4 + c], 0x20);
+        r[4 + c] = _mm256_permute2f128_ps(u[c], u[4 + c], 0x31);
+    }
+}
+
+// Reads `rows` (<= 8) rows of `kk` (<= 8) floats, rows ld apart, and writes the transpose:
+// for q < kk, dst[q * dst_ld + i] = src[i * ld + q] for the `width` lanes i (rows >= `rows`
+// are written as zero).
+static inline void transpose_block(const float *src, int64_t ld, int64_t rows, int64_t kk,
+                                   float *dst, int64_t dst_ld, int width) {
+    __m256 r[8];
+    __m256i km = lanes(kk);
+    for (int i = 0; i < 8; i++)
+        r[i] = i < rows ? _mm256_maskload_ps(src + i * ld, km) : _mm256_setzero_ps();
+    transpose8(r);
+    __m256i wm = lanes(width);
+    for (int q = 0; q < kk; q++) _mm256_maskstore_ps(dst + q * dst_ld, wm, r[q]);
+}
+
+// A block rows [i0, i0+mc), k [p0, p0+kc) -> MR-row panels, each kc x MR, zero-padded rows.
+static void pack_a(const gemm_args *g, int64_t i0, int64_t mc, int64_t p0, int64_t kc,
+                   float *dst) {
+    __m256i full = lanes(MR);
+    for (int64_t ir = 0; ir < mc; ir += MR, dst += kc * MR) {
+        int64_t mr = min64(MR, mc - ir);
+        if (g->trans_a) {  // stored (K, M): each k gives MR contiguous values
+            const float *src = g->A + p0 * g->lda + i0 + ir;
+            __m256i m = lanes(mr);
+            for (int64_t k = 0; k < kc; k++)
+                _mm256_maskstore_ps(dst + k * MR, full, _mm256_maskload_ps(src + k * g->lda, m));
+        } else {  // stored (M, K): transpose 8-k blocks of the MR rows
+            const float *src = g->A + (i0 + ir) * g->lda + p0;
+            for (int64_t k = 0; k < kc; k += 8)
+                transpose_block(src + k, g->lda, mr, min64(8, kc - k), dst + k * MR, MR, MR);
+        }
+    }
+}
+
+// B block k [p0, p0+kc), columns [j0, j0+nc) -> NR-column panels, each kc x NR, zero-padded.
+static void pack_b(const gemm_args *g, int64_t p0, int64_t kc, int64_t j0, int64_t nc,
+                   float *dst) {
+    for (int64_t jr = 0; jr < nc; jr += NR, dst += kc * NR) {
+        int64_t nr = min64(NR, nc - jr);
+        if (!g->trans_b) {  // stored (K, N): rows are contiguous along N
+            const float *src = g->B + p0 * g->ldb + j0 + jr;
+            __m256i m0 = lanes(nr), m1 = lanes(nr - 8);
+            for (int64_t k = 0; k < kc; k++) {
+                _mm256_store_ps(dst + k * NR, _mm256_maskload_ps(src + k * g->ldb, m0));
+                _mm256_store_ps(dst + k * NR + 8, _mm256_maskload_ps(src + k * g->ldb + 8, m1));
+            }
+        } else {  // stored (N, K): transpose 8 x 8 blocks, two per panel
+            const float *src = g->B + (j0 + jr) * g->ldb + p0;
+            const float *hi = nr > 8 ? src + 8 * g->ldb : src;  // rows 8.. if any
+            for (int64_t k = 0; k < kc; k += 8) {
+                int64_t kk = min64(8, kc - k);
+                transpose_block(src + k, g->ldb, min64(8, nr), kk, dst + k * NR, NR, 8);
+                transpose_block(hi + k, g->ldb, nr - 8, kk, dst + k * NR + 8, NR, 8);
+            }
+        }
+    }
+}
+
+// ---- blocking and threads ------------------------------------------------------------------
+
+// Per-thread packing memory, grown on demand and kept for the life of the thread.
+static _Thread_local float *pack_mem;
+static _Thread_local size_t pack_floats;
+
+static float *pack_buffer(size_t floats) {
+    if (floats > pack_floats) {
+        trit_aligned_free(pack_mem);
+        pack_mem = trit_aligned_alloc(floats * sizeof(float));
+        pack_floats = pack_mem ? floats : 0;
+    }
+    return pack_mem;
+}
+
+// The KC slicing of K: equal slices of at most GEMM256_KC. Depends on K alone.
+static int64_t k_slice(int64_t K) { return ceil_div(K, ceil_div(K, GEMM256_KC)); }
+
+// C[m0:m1, n0:n1] with everything packed.
+static void gemm_block(const gemm_args *g, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
+    int64_t ks = k_slice(g->K);
+    int64_t nc_max = min64(GEMM256_NC, ceil_div(n1 - n0, NR) * NR);
+    int64_t mc_max = min64(GEMM256_MC, ceil_div(m1 - m0, MR) * MR);
+    float *bp = pack_buffer((size_t)(ks * (nc_max + mc_max)));
+    if (!bp) {  // out of memory: the portable path needs no buffers
+        trit_kernel_gemm_ref_f32(g->trans_a, g->trans_b, m1 - m0, n1 - n0, g->K,
+                                 g->trans_a ? g->A + m0 : g->A + m0 * g->lda, g->lda,
+                                 g->trans_b ? g->B + n0 * g->ldb : g->B + n0, g->ldb,
+                                 g->C + m0 * g->ldc + n0, g->ldc, g->accumulate);
+        return;
+    }
+    float *ap = bp + ks * nc_max;
+    for (int64_t jc = n0; jc < n1; jc += GEMM256_NC) {
+        int64_t nc = min64(GEMM256_NC, n1 - jc);
+        for (int64_t pc = 0; pc < g->K; pc += ks) {
+            int64_t kc = min64(ks, g->K - pc);
+            bool add_c = g->accumulate || pc > 0;
+            pack_b(g, pc, kc, jc, nc, bp);
+            for (int64_t ic = m0; ic < m1; ic += GEMM256_MC) {
+                int64_t mc = min64(GEMM256_MC, m1 - ic);
+                pack_a(g, ic, mc, pc, kc, ap);
+                for (int64_t jr = 0; jr < nc; jr += NR) {
+                    __m256i mk0 = lanes(nc - jr), mk1 = lanes(nc - jr - 8);
+                    float *c = g->C + ic * g->ldc + jc + jr;
+                    for (int64_t ir = 0; ir < mc; ir += MR)
+                        tile_packed(kc, ap + ir * kc, bp + jr * kc, mk0, mk1, c + ir * g->ldc,
+                                    g->ldc, min64(MR, mc - ir), add_c);
+                }
+            }
+        }
+    }
+}
+
+// Small problems: one thread, A packed per row panel, B read in place when it is (K, N).
+static void gemm_small(const gemm_args *g) {
+    if (g->trans_b) {
+        gemm_block(g, 0, g->M, 0, g->N);
+        return;
+    }
+    int64_t ks = k_slice(g->K);
+    float *ap = pack_buffer((size_t)(ks * MR));
+    if (!ap) {
+        gemm_block(g, 0, g->M, 0, g->N);  // falls back to the portable path
+        return;
+    }
+    for (int64_t pc = 0; pc < g->K; pc += ks) {
+        int64_t kc = min64(ks, g->K - pc);
+        bool add_c = g->accumulate || pc > 0;
+        for (int64_t ir = 0; ir < g->M; ir += MR) {
+            int64_t mr = min64(MR, g->M - ir);
+            pack_a(g, ir, mr, pc, kc, ap);
+            for (int64_t jr = 0; jr < g->N; jr += NR)
+                tile_direct(kc, ap, g->B + pc * g->ldb + jr, g->ldb, lanes(g->N - jr),
+                            lanes(g->N - jr - 8), g->C + ir * g->ldc + jr, g->ldc, mr, add_c);
+        }
+    }
+}
+
+// Which share of C thread t of nt owns: contiguous MR-row or NR-column units, along the
+// dimension that keeps both threads busy with the least duplicated packing.
+static void thread_share(const gemm_args *g, int t, int nt, int64_t r[4]) {
+    int64_t um = ceil_div(g->M, MR), un = ceil_div(g->N, NR);
+    int64_t rows = ceil_div(um, nt) * MR, cols = ceil_div(un, nt) * NR;
+    // Rough cycles: 16 multiply-adds per cycle, 4 packed floats per cycle.
+    double cost_m = (double)rows * g->N * g->K / 16 +
+                    ((double)rows * g->K * ceil_div(g->N, GEMM256_NC) + (double)g->K * g->N) / 4;
+    double cost_n = (double)g->M * cols * g->K / 16 +
+                    ((double)g->M * g->K * ceil_div(cols, GEMM256_NC) + (double)g->K * cols) / 4;
+    bool split_m = cost_m <= cost_n;
+    int64_t units = split_m ? um : un, size = split_m ? MR : NR;
+    int64_t lo = units * t / nt * size, hi = units * (t + 1) / nt * size;
+    int64_t dim = split_m ? g->M : g->N;
+    lo = min64(lo, dim);
+    hi = min64(hi, dim);
+    r[0] = split_m ? lo : 0;
+    r[1] = split_m ? hi : g->M;
+    r[2] = split_m ? 0 : lo;
+    r[3] = split_m ? g->N : hi;
+}
+
+void trit_kernel_gemm_avx2_f32(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
+                               const float *A, int64_t lda, const float *B, int64_t ldb,
+                               float *C, int64_t ldc, bool accumulate) {
+    if (M <= 0 || N <= 0) return;
+    if (K <= 0) {
+        if (!accumulate)
+            for (int64_t i = 0; i < M; i++)
+                for (int64_t j = 0; j < N; j++) C[i * ldc + j] = 0.0f;
+        return;
+    }
+    gemm_args g = {trans_a, trans_b, accumulate, M, N, K, A, lda, B, ldb, C, ldc};
+    bool small = M * N * K <= GEMM256_SMALL;
+    if (small || omp_get_max_threads() == 1 || omp_in_parallel()) {
+        if (small)
+            gemm_small(&g);
+        else
+            gemm_block(&g, 0, M, 0, N);
+        return;
+    }
+#pragma omp parallel
+    {
+        int64_t r[4];
+        thread_share(&g, omp_get_thread_num(), omp_get_num_threads(), r);
+        if (r[0] < r[1] && r[2] < r[3]) gemm_block(&g, r[0], r[1], r[2], r[3]);
+    }
+}
