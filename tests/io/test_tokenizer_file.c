@@ -161,8 +161,17 @@ static void test_corrupt_files(void **state) {
     free(good);
 }
 
+// The check value of CRC-32/ISO-HDLC (zlib's crc32).
+static void test_crc32_known_answer(void **state) {
+    (void)state;
+    assert_int_equal(trit_crc32(0, "123456789", 9), 0xCBF43926u);
+    assert_int_equal(trit_crc32(trit_crc32(0, "1234", 4), "56789", 5), 0xCBF43926u);
+    assert_int_equal(trit_crc32(0, "", 0), 0);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_crc32_known_answer),
         cmocka_unit_test(test_save_load_identity),
         cmocka_unit_test(test_corrupt_files),
     };
