@@ -31,13 +31,32 @@ typedef struct trit_gpt_config {
 
 // GPT-2 defaults for a small model: L=4, H=4, C=128, T=64, V=65, bias, LayerNorm, GELU, learned positions.
 trit_gpt_config trit_gpt_config_default(void);
+// Sizes >= 1 (and <= 2^24), C % H == 0, an even head size with RoPE, dropout in [0, 1),
+// eps > 0, known enum values; the message says which field is wrong and how to fix it.
 trit_status trit_gpt_config_check(const trit_gpt_config *c);
+// The MLP hidden size the model uses: mlp_hidden, or its default when 0.
+int64_t trit_gpt_mlp_hidden(const trit_gpt_config *c);
 
 typedef struct trit_gpt trit_gpt;
 
 // Allocates f32 parameters and initialises them: normal(0, 0.02), residual output projections
-// normal(0, 0.02 / sqrt(2L)), biases 0, norm weights 1; the output head is tied to the token
-// embedding. Keyed by seed, so the same seed gives the same model on any machine.
+// (attn.c_proj, mlp.c_proj) normal(0, 0.02 / sqrt(2L)), biases 0, norm weights 1; the output
+// head is tied to the token embedding. Each tensor draws from the Philox stream (seed,
+// FNV-1a-64 hash of its name), so its values depend only on the seed, its name and its shape,
+// and the same seed gives the same model on any machine and thread count.
+//
+// Tensors, in this order (weights are (out, in): a layer computes y = x W^T + b):
+//   wte.weight (V, C)                       token embedding, also the output head
+//   wpe.weight (T, C)                       learned positions only (absent with RoPE)
+//   per block i: h.<i>.ln_1.weight (C), h.<i>.ln_1.bias (C),
+//     h.<i>.attn.c_attn.weight (3C, C), .bias (3C)   rows: q, then k, then v
+//     h.<i>.attn.c_proj.weight (C, C), .bias (C)
+//     h.<i>.ln_2.weight (C), h.<i>.ln_2.bias (C),
+//     h.<i>.mlp.c_fc.weight (F, C), .bias (F)        F = hidden for GELU; for SwiGLU F = 2 hidden,
+//                                                    rows [0, hidden) the gate, [hidden, 2 hidden) up
+//     h.<i>.mlp.c_proj.weight (C, hidden), .bias (C)
+//   ln_f.weight (C), ln_f.bias (C)
+// bias = false drops every .bias tensor (linear and norm); RMSNorm has no bias in any case.
 trit_gpt *trit_gpt_new(const trit_gpt_config *c, uint64_t seed);
 void trit_gpt_free(trit_gpt *m);
 const trit_gpt_config *trit_gpt_get_config(const trit_gpt *m);
@@ -58,12 +77,16 @@ typedef struct trit_gpt_graph {
 } trit_gpt_graph;
 
 // Builds and compiles the f32 graph; with dropout > 0 the graph trains with dropout unless
-// trit_graph_set_training(out->graph, false).
+// trit_graph_set_training(out->graph, false). Needs 1 <= T <= seq_len. Graphs of one model
+// share its parameters and their grads (e.g. a training graph and an evaluation graph).
 trit_status trit_gpt_build(trit_gpt *m, int64_t B, int64_t T, trit_gpt_graph *out);
 void trit_gpt_graph_free(trit_gpt_graph *gg);
 
 // Incremental decoding: each call feeds one token at the next position and returns the logits
 // (V) for the position after it, reusing cached keys and values, so a token costs O(T).
+// The cache ((L, T, C) keys and values plus work buffers) is allocated once, by cache_new; it
+// belongs to one model. Decoding is the eval-mode forward (no dropout) and gives the graph's
+// logits at each position to float rounding.
 typedef struct trit_gpt_cache trit_gpt_cache;
 trit_gpt_cache *trit_gpt_cache_new(const trit_gpt *m);
 void trit_gpt_cache_free(trit_gpt_cache *c);

@@ -1,0 +1,214 @@
+// The GPT model: configuration defaults and checks, parameter allocation with GPT-2 checkpoint
+// names, reproducible initialisation, and parameter lookup. The graph lives in gpt_graph.c and
+// incremental decoding in gpt_decode.c.
+#include "nn/gpt_internal.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+trit_gpt_config trit_gpt_config_default(void) {
+    return (trit_gpt_config){
+        .vocab_size = 65,
+        .seq_len = 64,
+        .n_layer = 4,
+        .n_head = 4,
+        .n_embd = 128,
+        .dropout = 0.0,
+        .bias = true,
+        .norm = TRIT_NORM_LAYER,
+        .mlp = TRIT_MLP_GELU,
+        .pos = TRIT_POS_LEARNED,
+        .rope_theta = 10000.0,
+        .mlp_hidden = 0,
+        .norm_eps = 1e-5,
+    };
+}
+
+int64_t trit_gpt_mlp_hidden(const trit_gpt_config *c) {
+    if (c->mlp_hidden > 0) return c->mlp_hidden;
+    if (c->mlp == TRIT_MLP_SWIGLU) {
+        const int64_t h = (8 * c->n_embd + 2) / 3;  // ceil(8C / 3)
+        return (h + 7) / 8 * 8;
+    }
+    return 4 * c->n_embd;
+}
+
+// Sizes are bounded so that every product below (3C * C, V * C, B * T * V) fits int64_t.
+#define GPT_MAX_DIM (INT64_C(1) << 24)
+
+static trit_status check_size(const char *what, int64_t v) {
+    if (v < 1 || v > GPT_MAX_DIM)
+        return trit_error(TRIT_ERR_INVALID, "gpt config: %s must be in [1, %lld], got %lld", what,
+                          (long long)GPT_MAX_DIM, (long long)v);
+    return TRIT_OK;
+}
+
+trit_status trit_gpt_config_check(const trit_gpt_config *c) {
+    if (!c) return trit_error(TRIT_ERR_INVALID, "gpt config: NULL config");
+    trit_status s;
+    if ((s = check_size("vocab_size", c->vocab_size)) || (s = check_size("seq_len", c->seq_len)) ||
+        (s = check_size("n_layer", c->n_layer)) || (s = check_size("n_head", c->n_head)) ||
+        (s = check_size("n_embd", c->n_embd)))
+        return s;
+    if (c->n_embd % c->n_head != 0)
+        return trit_error(TRIT_ERR_INVALID, "gpt config: n_embd = %lld is not divisible by n_head = %lld; choose n_embd as a multiple of n_head",
+                          (long long)c->n_embd, (long long)c->n_head);
+    if (!(c->dropout >= 0.0 && c->dropout < 1.0))
+        return trit_error(TRIT_ERR_INVALID, "gpt config: dropout must be in [0, 1), got %g", c->dropout);
+    if (c->norm != TRIT_NORM_LAYER && c->norm != TRIT_NORM_RMS)
+        return trit_error(TRIT_ERR_INVALID, "gpt config: unknown norm kind %d (use TRIT_NORM_LAYER or TRIT_NORM_RMS)", (int)c->norm);
+    if (c->mlp != TRIT_MLP_GELU && c->mlp != TRIT_MLP_SWIGLU)
+        return trit_error(TRIT_ERR_INVALID, "gpt config: unknown mlp kind %d (use TRIT_MLP_GELU or TRIT_MLP_SWIGLU)", (int)c->mlp);
+    if (c->pos != TRIT_POS_LEARNED && c->pos != TRIT_POS_ROPE)
+        return trit_error(TRIT_ERR_INVALID, "gpt config: unknown position kind %d (use TRIT_POS_LEARNED or TRIT_POS_ROPE)", (int)c->pos);
+    if (c->pos == TRIT_POS_ROPE) {
+        const int64_t hs = c->n_embd / c->n_head;
+        if (hs % 2 != 0)
+            return trit_error(TRIT_ERR_INVALID, "gpt config: RoPE rotates pairs of channels, so the head size n_embd / n_head = %lld must be even",
+                              (long long)hs);
+        if (!(c->rope_theta > 0.0) || !isfinite(c->rope_theta))
+            return trit_error(TRIT_ERR_INVALID, "gpt config: rope_theta must be a finite number > 0 (10000 is usual), got %g", c->rope_theta);
+    }
+    if (c->mlp_hidden < 0 || c->mlp_hidden > GPT_MAX_DIM)
+        return trit_error(TRIT_ERR_INVALID, "gpt config: mlp_hidden must be 0 (default) or in [1, %lld], got %lld",
+                          (long long)GPT_MAX_DIM, (long long)c->mlp_hidden);
+    if (!(c->norm_eps > 0.0) || !isfinite(c->norm_eps))
+        return trit_error(TRIT_ERR_INVALID, "gpt config: norm_eps must be a finite number > 0 (1e-5 is usual), got %g", c->norm_eps);
+    return TRIT_OK;
+}
+
+// ---- parameters ---------------------------------------------------------------------------
+
+// Each tensor draws its initial values from its own Philox stream, keyed by a hash of its name,
+// so a tensor's values depend only on (seed, name, shape), not on the other tensors.
+static uint64_t name_stream(const char *name) {
+    uint64_t h = UINT64_C(1469598103934665603);  // FNV-1a
+    for (const unsigned char *p = (const unsigned char *)name; *p; p++) h = (h ^ *p) * UINT64_C(1099511628211);
+    return h;
+}
+
+typedef enum { INIT_NORMAL, INIT_RESIDUAL, INIT_ZERO, INIT_ONE } init_kind;
+
+typedef struct builder {
+    trit_gpt *m;
+    uint64_t seed;
+    double std, std_resid;
+    trit_status status;
+} builder;
+
+// Allocates, names and initialises one parameter and appends it to the model's list.
+static trit_tensor *add_param(builder *b, const char *name, int ndim, int64_t d0, int64_t d1, init_kind init) {
+    if (b->status != TRIT_OK) return NULL;
+    const int64_t shape[2] = {d0, d1};
+    trit_tensor *t = trit_tensor_new_param(TRIT_F32, ndim, shape, name);
+    if (!t) {
+        b->status = trit_error(TRIT_ERR_NOMEM, "gpt: cannot allocate parameter %s (%lld x %lld floats)", name,
+                               (long long)d0, (long long)(ndim > 1 ? d1 : 1));
+        return NULL;
+    }
+    b->m->tensors[b->m->n_tensors++] = t;
+    trit_status s = TRIT_OK;
+    switch (init) {
+    case INIT_NORMAL: s = trit_tensor_fill_normal(t, 0.0, b->std, b->seed, name_stream(name)); break;
+    case INIT_RESIDUAL: s = trit_tensor_fill_normal(t, 0.0, b->std_resid, b->seed, name_stream(name)); break;
+    case INIT_ZERO: break;  // trit_tensor_new zeroes
+    case INIT_ONE: s = trit_tensor_fill(t, 1.0); break;
+    }
+    if (s != TRIT_OK) b->status = s;
+    return b->status == TRIT_OK ? t : NULL;
+}
+
+static void add_block(builder *b, int64_t i) {
+    const trit_gpt_config *c = &b->m->cfg;
+    const int64_t C = c->n_embd, F = c->mlp == TRIT_MLP_SWIGLU ? 2 * b->m->hidden : b->m->hidden;
+    const bool ln_bias = c->bias && c->norm == TRIT_NORM_LAYER;
+    trit_gpt_block *k = &b->m->blocks[i];
+    char n[TRIT_NAME_MAX];
+#define P(field, suffix, ndim, d0, d1, init)                                   \
+    do {                                                                      \
+        snprintf(n, sizeof n, "h.%lld.%s", (long long)i, suffix);              \
+        k->field = add_param(b, n, ndim, d0, d1, init);                        \
+    } while (0)
+    P(ln1_w, "ln_1.weight", 1, C, 0, INIT_ONE);
+    if (ln_bias) P(ln1_b, "ln_1.bias", 1, C, 0, INIT_ZERO);
+    P(attn_w, "attn.c_attn.weight", 2, 3 * C, C, INIT_NORMAL);
+    if (c->bias) P(attn_b, "attn.c_attn.bias", 1, 3 * C, 0, INIT_ZERO);
+    P(proj_w, "attn.c_proj.weight", 2, C, C, INIT_RESIDUAL);
+    if (c->bias) P(proj_b, "attn.c_proj.bias", 1, C, 0, INIT_ZERO);
+    P(ln2_w, "ln_2.weight", 1, C, 0, INIT_ONE);
+    if (ln_bias) P(ln2_b, "ln_2.bias", 1, C, 0, INIT_ZERO);
+    P(fc_w, "mlp.c_fc.weight", 2, F, C, INIT_NORMAL);
+    if (c->bias) P(fc_b, "mlp.c_fc.bias", 1, F, 0, INIT_ZERO);
+    P(mlp_w, "mlp.c_proj.weight", 2, C, b->m->hidden, INIT_RESIDUAL);
+    if (c->bias) P(mlp_b, "mlp.c_proj.bias", 1, C, 0, INIT_ZERO);
+#undef P
+}
+
+trit_gpt *trit_gpt_new(const trit_gpt_config *c, uint64_t seed) {
+    if (trit_gpt_config_check(c) != TRIT_OK) return NULL;
+    trit_gpt *m = calloc(1, sizeof *m);
+    if (!m) {
+        trit_error(TRIT_ERR_NOMEM, "gpt: out of memory");
+        return NULL;
+    }
+    m->cfg = *c;
+    m->hidden = trit_gpt_mlp_hidden(c);
+    const int64_t L = c->n_layer, C = c->n_embd;
+    m->blocks = calloc((size_t)L, sizeof *m->blocks);
+    m->tensors = calloc((size_t)(12 * L + 4), sizeof *m->tensors);
+    if (!m->blocks || !m->tensors) {
+        trit_gpt_free(m);
+        trit_error(TRIT_ERR_NOMEM, "gpt: out of memory for %lld layers", (long long)L);
+        return NULL;
+    }
+    builder b = {.m = m, .seed = seed, .std = 0.02, .std_resid = 0.02 / sqrt(2.0 * (double)L), .status = TRIT_OK};
+    m->wte = add_param(&b, "wte.weight", 2, c->vocab_size, C, INIT_NORMAL);
+    if (c->pos == TRIT_POS_LEARNED) m->wpe = add_param(&b, "wpe.weight", 2, c->seq_len, C, INIT_NORMAL);
+    for (int64_t i = 0; i < L; i++) add_block(&b, i);
+    m->lnf_w = add_param(&b, "ln_f.weight", 1, C, 0, INIT_ONE);
+    if (c->bias && c->norm == TRIT_NORM_LAYER) m->lnf_b = add_param(&b, "ln_f.bias", 1, C, 0, INIT_ZERO);
+    if (b.status != TRIT_OK) {
+        trit_gpt_free(m);
+        return NULL;
+    }
+    return m;
+}
+
+void trit_gpt_free(trit_gpt *m) {
+    if (!m) return;
+    for (int i = 0; i < m->n_tensors; i++) trit_tensor_free(m->tensors[i]);
+    free(m->tensors);
+    free(m->blocks);
+    free(m);
+}
+
+const trit_gpt_config *trit_gpt_get_config(const trit_gpt *m) { return m ? &m->cfg : NULL; }
+
+int trit_gpt_num_tensors(const trit_gpt *m) { return m ? m->n_tensors : 0; }
+
+trit_tensor *trit_gpt_tensor(const trit_gpt *m, int i) {
+    if (!m || i < 0 || i >= m->n_tensors) {
+        trit_error(TRIT_ERR_RANGE, "gpt: tensor index %d out of range [0, %d)", i, m ? m->n_tensors : 0);
+        return NULL;
+    }
+    return m->tensors[i];
+}
+
+trit_tensor *trit_gpt_find(const trit_gpt *m, const char *name) {
+    if (!m || !name) {
+        trit_error(TRIT_ERR_INVALID, "gpt: NULL model or name");
+        return NULL;
+    }
+    for (int i = 0; i < m->n_tensors; i++)
+        if (strcmp(m->tensors[i]->name, name) == 0) return m->tensors[i];
+    trit_error(TRIT_ERR_INVALID, "gpt: no parameter named '%s' (names follow GPT-2: wte.weight, h.0.attn.c_attn.weight, ...)", name);
+    return NULL;
+}
+
+int64_t trit_gpt_num_params(const trit_gpt *m) {
+    int64_t n = 0;
+    for (int i = 0; m && i < m->n_tensors; i++) n += trit_tensor_numel(m->tensors[i]);
+    return n;
+}

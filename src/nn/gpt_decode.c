@@ -1,0 +1,204 @@
+// Incremental GPT decoding: the forward pass for one new token written directly in C over the
+// model's parameters, with each layer's keys and values of earlier positions kept in a cache,
+// so a token costs O(T) attention work instead of re-running the whole sequence. It computes
+// what the training graph computes (same norms, same GELU formula, same RoPE angles, the same
+// GEMM kernel for every matrix product), so its logits match the graph's at each position.
+#include "kernels/gemm.h"
+#include "nn/gpt_internal.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct trit_gpt_cache {
+    const trit_gpt *m;
+    int64_t len;           // tokens decoded so far
+    float *k, *v;          // (L, T, C) each: keys (after RoPE) and values of every position
+    float *x;              // (C) residual stream
+    float *h;              // (C) normalised input of a sub-layer
+    float *qkv;            // (3C)
+    float *y;              // (C) attention output before c_proj, or a sub-layer's output
+    float *fc;             // (F) c_fc output, F = hidden or 2 hidden
+    float *act;            // (hidden) MLP activation
+    float *p;              // (T) attention probabilities of one head
+    void *block;           // one allocation holding all of the above
+};
+
+trit_gpt_cache *trit_gpt_cache_new(const trit_gpt *m) {
+    if (!m) {
+        trit_error(TRIT_ERR_INVALID, "gpt cache: NULL model");
+        return NULL;
+    }
+    const trit_gpt_config *c = &m->cfg;
+    const int64_t L = c->n_layer, T = c->seq_len, C = c->n_embd, hid = m->hidden;
+    const int64_t F = c->mlp == TRIT_MLP_SWIGLU ? 2 * hid : hid;
+    // Each buffer is rounded up to 16 floats so every one starts 64-byte aligned.
+    const int64_t sizes[9] = {L * T * C, L * T * C, C, C, 3 * C, C, F, hid, T};
+    int64_t total = 0;
+    for (int i = 0; i < 9; i++) total += (sizes[i] + 15) / 16 * 16;
+    trit_gpt_cache *k = calloc(1, sizeof *k);
+    void *block = k ? trit_aligned_alloc(sizeof(float) * (size_t)total) : NULL;
+    if (!block) {
+        free(k);
+        trit_error(TRIT_ERR_NOMEM, "gpt cache: cannot allocate %lld floats for %lld layers x %lld positions",
+                   (long long)total, (long long)L, (long long)T);
+        return NULL;
+    }
+    float **dst[9] = {&k->k, &k->v, &k->x, &k->h, &k->qkv, &k->y, &k->fc, &k->act, &k->p};
+    float *at = block;
+    for (int i = 0; i < 9; i++) {
+        *dst[i] = at;
+        at += (sizes[i] + 15) / 16 * 16;
+    }
+    k->m = m;
+    k->block = block;
+    return k;
+}
+
+void trit_gpt_cache_free(trit_gpt_cache *c) {
+    if (!c) return;
+    trit_aligned_free(c->block);
+    free(c);
+}
+
+void trit_gpt_cache_reset(trit_gpt_cache *c) {
+    if (c) c->len = 0;
+}
+
+int64_t trit_gpt_cache_len(const trit_gpt_cache *c) { return c ? c->len : 0; }
+
+// ---- the pieces of one position's forward ---------------------------------------------------
+
+static const float *data_of(const trit_tensor *t) { return t ? (const float *)t->data + t->offset : NULL; }
+
+// out (N) = x (K) W^T + b, W: (N, K), b: (N) or NULL.
+static void matvec(float *out, const float *x, const trit_tensor *w, const trit_tensor *b) {
+    const int64_t N = w->shape[0], K = w->shape[1];
+    trit_kernel_gemm_f32(false, true, 1, N, K, x, K, data_of(w), K, out, N, false);
+    const float *bd = data_of(b);
+    if (bd)
+        for (int64_t i = 0; i < N; i++) out[i] += bd[i];
+}
+
+// LayerNorm or RMSNorm of x (C) into out, statistics in double as the graph's norm op does.
+static void norm(const trit_gpt *m, float *out, const float *x, const trit_tensor *w, const trit_tensor *b) {
+    const int64_t C = m->cfg.n_embd;
+    const float *wd = data_of(w), *bd = data_of(b);
+    double mean = 0, var = 0;
+    if (m->cfg.norm == TRIT_NORM_LAYER) {
+        for (int64_t j = 0; j < C; j++) mean += (double)x[j];
+        mean /= (double)C;
+    }
+    for (int64_t j = 0; j < C; j++) {
+        const double d = (double)x[j] - mean;
+        var += d * d;
+    }
+    const double rstd = 1.0 / sqrt(var / (double)C + m->cfg.norm_eps);
+    for (int64_t j = 0; j < C; j++) {
+        const float xh = (float)(((double)x[j] - mean) * rstd);
+        out[j] = xh * wd[j] + (bd ? bd[j] : 0.0f);
+    }
+}
+
+// Rotates the pairs (i, i + hs/2) of each head of x (C) by pos * theta^(-2i/hs), as trit_rope.
+static void rope(const trit_gpt *m, float *x, int64_t pos) {
+    const int64_t C = m->cfg.n_embd, hs = C / m->cfg.n_head, half = hs / 2;
+    for (int64_t i = 0; i < half; i++) {
+        const double ang = (double)pos * pow(m->cfg.rope_theta, -2.0 * (double)i / (double)hs);
+        const float co = (float)cos(ang), si = (float)sin(ang);
+        for (int64_t j1 = i; j1 < C; j1 += hs) {
+            const float x1 = x[j1], x2 = x[j1 + half];
+            x[j1] = x1 * co - x2 * si;
+            x[j1 + half] = x2 * co + x1 * si;
+        }
+    }
+}
+
+static float sigmoidf(float x) {
+    if (x >= 0) return 1 / (1 + expf(-x));
+    const float e = expf(x);
+    return e / (1 + e);
+}
+
+// GELU, tanh form, written as the graph's op writes it (no cancellation near saturation).
+static float gelu(float x) {
+    const float c = 0.79788456080286535588f, a = 0.044715f;
+    const float u = c * (x + a * x * x * x), e = expf(-2 * fabsf(u));
+    return x * ((u >= 0 ? 1 : e) / (1 + e));
+}
+
+// y (C) = causal attention of the new position's q against the cached keys and values of
+// positions 0..pos of layer l.
+static void attend(const trit_gpt *m, trit_gpt_cache *c, int64_t l, int64_t pos) {
+    const int64_t C = m->cfg.n_embd, T = m->cfg.seq_len, H = m->cfg.n_head, hs = C / H, n = pos + 1;
+    const float *K = c->k + l * T * C, *V = c->v + l * T * C, *q = c->qkv;
+    const float scale = (float)(1.0 / sqrt((double)hs));
+    for (int64_t h = 0; h < H; h++) {
+        float *p = c->p;
+        trit_kernel_gemm_f32(false, true, 1, n, hs, q + h * hs, hs, K + h * hs, C, p, n, false);  // (1, n)
+        float mx = -INFINITY;
+        for (int64_t j = 0; j < n; j++) {
+            p[j] *= scale;
+            if (p[j] > mx) mx = p[j];
+        }
+        double sum = 0;
+        for (int64_t j = 0; j < n; j++) {
+            p[j] = expf(p[j] - mx);
+            sum += p[j];
+        }
+        const float inv = (float)(1.0 / sum);
+        for (int64_t j = 0; j < n; j++) p[j] *= inv;
+        trit_kernel_gemm_f32(false, false, 1, hs, n, p, n, V + h * hs, C, c->y + h * hs, hs, false);  // (1, hs)
+    }
+}
+
+static void block_forward(const trit_gpt *m, trit_gpt_cache *c, int64_t l, int64_t pos) {
+    const trit_gpt_block *k = &m->blocks[l];
+    const int64_t C = m->cfg.n_embd, T = m->cfg.seq_len, hid = m->hidden;
+    norm(m, c->h, c->x, k->ln1_w, k->ln1_b);
+    matvec(c->qkv, c->h, k->attn_w, k->attn_b);
+    if (m->cfg.pos == TRIT_POS_ROPE) {
+        rope(m, c->qkv, pos);
+        rope(m, c->qkv + C, pos);
+    }
+    memcpy(c->k + (l * T + pos) * C, c->qkv + C, sizeof(float) * (size_t)C);
+    memcpy(c->v + (l * T + pos) * C, c->qkv + 2 * C, sizeof(float) * (size_t)C);
+    attend(m, c, l, pos);
+    matvec(c->h, c->y, k->proj_w, k->proj_b);
+    for (int64_t j = 0; j < C; j++) c->x[j] += c->h[j];
+
+    norm(m, c->h, c->x, k->ln2_w, k->ln2_b);
+    matvec(c->fc, c->h, k->fc_w, k->fc_b);
+    if (m->cfg.mlp == TRIT_MLP_SWIGLU) {
+        for (int64_t j = 0; j < hid; j++) {
+            const float g = c->fc[j];
+            c->act[j] = g * sigmoidf(g) * c->fc[hid + j];
+        }
+    } else {
+        for (int64_t j = 0; j < hid; j++) c->act[j] = gelu(c->fc[j]);
+    }
+    matvec(c->y, c->act, k->mlp_w, k->mlp_b);
+    for (int64_t j = 0; j < C; j++) c->x[j] += c->y[j];
+}
+
+trit_status trit_gpt_decode(const trit_gpt *m, trit_gpt_cache *c, int32_t token, float *logits /* (V) */) {
+    if (!m || !c || !logits) return trit_error(TRIT_ERR_INVALID, "gpt decode: NULL model, cache or logits");
+    if (c->m != m)
+        return trit_error(TRIT_ERR_INVALID, "gpt decode: the cache was made for another model; make one with trit_gpt_cache_new(model)");
+    const trit_gpt_config *cfg = &m->cfg;
+    if (c->len >= cfg->seq_len)
+        return trit_error(TRIT_ERR_RANGE, "gpt decode: the cache holds %lld tokens, the model's context (seq_len); trit_gpt_cache_reset it or keep the last tokens and re-feed them",
+                          (long long)c->len);
+    if (token < 0 || token >= cfg->vocab_size)
+        return trit_error(TRIT_ERR_RANGE, "gpt decode: token %d outside the vocabulary [0, %lld)", (int)token,
+                          (long long)cfg->vocab_size);
+    const int64_t C = cfg->n_embd, pos = c->len;
+    const float *te = data_of(m->wte) + (int64_t)token * C;
+    const float *pe = m->wpe ? data_of(m->wpe) + pos * C : NULL;
+    for (int64_t j = 0; j < C; j++) c->x[j] = pe ? te[j] + pe[j] : te[j];
+    for (int64_t l = 0; l < cfg->n_layer; l++) block_forward(m, c, l, pos);
+    norm(m, c->h, c->x, m->lnf_w, m->lnf_b);
+    trit_kernel_gemm_f32(false, true, 1, cfg->vocab_size, C, c->h, C, data_of(m->wte), C, logits, cfg->vocab_size, false);
+    c->len++;
+    return TRIT_OK;
+}
