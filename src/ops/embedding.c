@@ -1,0 +1,88 @@
+// Embedding: out[n, :] = weight[idx[n], :]. Backward scatter-adds rows of the output gradient
+// into the weight gradient. Repeated indices make that a reduction, so it is split across
+// threads by column blocks: each thread owns a slice of every row and adds tokens in order, and
+// the result does not depend on the thread count (no atomics).
+#include "ops/embedding.h"
+
+#include <string.h>
+
+// Columns per work item of the backward scatter (a cache line or more of each row).
+#define EMB_COL_BLOCK 64
+
+static int64_t index_at(const trit_tensor *t, int64_t i) {
+    const void *p = trit_tensor_ptr(t);
+    return t->dtype == TRIT_I32 ? (int64_t)((const int32_t *)p)[i] : ((const int64_t *)p)[i];
+}
+
+static trit_status embedding_infer(const trit_tensor *const *in, int n_in, const void *attr, trit_tensor *out) {
+    (void)n_in;
+    (void)attr;
+    const trit_tensor *w = in[0], *idx = in[1];
+    char a[128], b[128];
+    if (w->dtype != TRIT_REAL_DTYPE)
+        return trit_error(TRIT_ERR_DTYPE, "embedding: expected a %s weight (the graph's compute dtype), got %s",
+                          trit_dtype_name(TRIT_REAL_DTYPE), trit_dtype_name(w->dtype));
+    if (idx->dtype != TRIT_I32 && idx->dtype != TRIT_I64)
+        return trit_error(TRIT_ERR_DTYPE, "embedding: expected i32 or i64 indices, got %s", trit_dtype_name(idx->dtype));
+    if (w->ndim != 2 || idx->ndim + 1 > TRIT_MAX_DIMS)
+        return trit_error(TRIT_ERR_SHAPE, "embedding: expected weight (V, C) and indices (...) of at most %d dims, got weight %s and indices %s",
+                          TRIT_MAX_DIMS - 1, trit_tensor_shape_str(w, a, sizeof a), trit_tensor_shape_str(idx, b, sizeof b));
+    int64_t shape[TRIT_MAX_DIMS];
+    for (int i = 0; i < idx->ndim; i++) shape[i] = idx->shape[i];
+    shape[idx->ndim] = w->shape[1];
+    return trit_tensor_init_layout(out, w->dtype, idx->ndim + 1, shape);
+}
+
+// idx: (n); every index must lie in [0, V).
+static trit_status check_indices(const trit_tensor *idx, int64_t n, int64_t V) {
+    for (int64_t i = 0; i < n; i++) {
+        const int64_t k = index_at(idx, i);
+        if (k < 0 || k >= V)
+            return trit_error(TRIT_ERR_RANGE, "embedding: index %lld at position %lld is outside [0, %lld); check the token ids against the table size",
+                              (long long)k, (long long)i, (long long)V);
+    }
+    return TRIT_OK;
+}
+
+static trit_status embedding_forward(const trit_op_call *c) {
+    const trit_tensor *idx = c->in[1];
+    const int64_t V = c->in[0]->shape[0], C = c->in[0]->shape[1], n = trit_tensor_numel(idx);
+    const real *w = trit_tensor_ptr(c->in[0]);  // (V, C)
+    real *out = c->out->data;                   // (n, C)
+    trit_status s = check_indices(idx, n, V);
+    if (s != TRIT_OK) return s;
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; i++) memcpy(out + i * C, w + index_at(idx, i) * C, sizeof(real) * (size_t)C);
+    return TRIT_OK;
+}
+
+static trit_status embedding_backward(const trit_op_call *c) {
+    if (!c->gin[0]) return TRIT_OK;
+    const trit_tensor *idx = c->in[1];
+    const int64_t V = c->in[0]->shape[0], C = c->in[0]->shape[1], n = trit_tensor_numel(idx);
+    const int64_t nblocks = (C + EMB_COL_BLOCK - 1) / EMB_COL_BLOCK;
+    const real *go = c->gout->data;  // (n, C)
+    real *gw = c->gin[0]->data;      // (V, C)
+    // The indices may have been refilled since forward; never write outside the table.
+    trit_status s = check_indices(idx, n, V);
+    if (s != TRIT_OK) return s;
+#pragma omp parallel for schedule(static)
+    for (int64_t b = 0; b < nblocks; b++) {
+        const int64_t c0 = b * EMB_COL_BLOCK, c1 = c0 + EMB_COL_BLOCK < C ? c0 + EMB_COL_BLOCK : C;
+        for (int64_t i = 0; i < n; i++) {
+            real *dst = gw + index_at(idx, i) * C;
+            const real *src = go + i * C;
+            for (int64_t j = c0; j < c1; j++) dst[j] += src[j];
+        }
+    }
+    return TRIT_OK;
+}
+
+const trit_op_def R(trit_op_embedding) = {
+    .name = "embedding",
+    .infer = embedding_infer,
+    .forward = embedding_forward,
+    .backward = embedding_backward,
+    .contiguous_inputs = 3,
+    .no_grad_inputs = 2,
+};
