@@ -3,12 +3,21 @@
 #include "graph/graph_internal.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 static trit_status check_compiled(const trit_graph *g, const char *what) {
     if (!g) return trit_error(TRIT_ERR_INVALID, "%s: graph is NULL", what);
     if (!g->compiled) return trit_error(TRIT_ERR_STATE, "%s: compile the graph first (trit_graph_compile)", what);
     return TRIT_OK;
+}
+
+// Prefixes the op's own message with where it happened (copied first: trit_error writes the
+// same buffer it would read from).
+static trit_status with_context(trit_status s, const char *op, const char *phase, int node) {
+    char msg[768];
+    snprintf(msg, sizeof msg, "%s", trit_last_error());
+    return trit_error(s, "%s%s (node %d): %s", op, phase, node, msg);
 }
 
 static double scalar_value(const trit_tensor *t) {
@@ -26,7 +35,7 @@ trit_status trit_graph_forward(trit_graph *g) {
         n->ctx.step = g->step;
         if (n->def->is_view) continue;
         s = n->def->forward(&n->fwd);
-        if (s != TRIT_OK) return trit_error(s, "%s (node %d): %s", n->def->name, i, trit_last_error());
+        if (s != TRIT_OK) return with_context(s, n->def->name, "", i);
     }
     if (g->loss >= 0) {
         double l = scalar_value(g->values[g->loss].t);
@@ -53,7 +62,7 @@ trit_status trit_graph_backward(trit_graph *g) {
             memset(g->arena.base + g->bufs[*b].offset, 0, g->bufs[*b].bytes);
         trit_node *n = &g->nodes[g->bwd_order[k]];
         s = n->def->backward(&n->bwd);
-        if (s != TRIT_OK) return trit_error(s, "%s backward (node %d): %s", n->def->name, g->bwd_order[k], trit_last_error());
+        if (s != TRIT_OK) return with_context(s, n->def->name, " backward", g->bwd_order[k]);
     }
     g->forward_done = false;  // saved activations may have been overwritten by gradients
     return TRIT_OK;

@@ -26,7 +26,7 @@ static net make_net(void) {
         trit_tensor_new_param(TRIT_F32, 2, (int64_t[]){C, C}, "proj"),
         trit_tensor_new_param(TRIT_F32, 2, (int64_t[]){V, C}, "fc"),
         trit_tensor_new_param(TRIT_F32, 1, (int64_t[]){V}, "fc_b"),
-        trit_tensor_new_param(TRIT_F32, 4, (int64_t[]){2, 1, 3, 3}, "conv"),
+        trit_tensor_new_param(TRIT_F32, 4, (int64_t[]){4, 1, 3, 3}, "conv"),
     };
     trit_tensor *all[8] = {n.emb, n.ln_w, n.ln_b, n.qkv, n.proj, n.fc, n.fc_b, n.conv};
     for (int i = 0; i < 8; i++) trit_tensor_fill_normal(all[i], i == 1 ? 1.0 : 0.0, 0.1, 99, (uint64_t)i);
@@ -48,7 +48,7 @@ static void run(int threads, double *losses, float *final_fc /* (V, C) */) {
     x = trit_add(g, x, trit_dropout(g, a, 0.1));
     // A convolution over the (T, C) plane of each sequence, as a second path.
     trit_tensor *img = trit_reshape(g, x, 4, (int64_t[]){B, 1, T, C});
-    trit_tensor *cv = trit_maxpool2d(g, trit_conv2d(g, img, n.conv, NULL, 1, 1), 2, 2, 0);  // (B, 2, T/2, C/2)
+    trit_tensor *cv = trit_maxpool2d(g, trit_conv2d(g, img, n.conv, NULL, 1, 1), 2, 2, 0);  // (B, 4, T/2, C/2)
     cv = trit_reshape(g, cv, 3, (int64_t[]){B, T, C});
     x = trit_add(g, trit_gelu(g, x), cv);
     trit_tensor *logits = trit_linear(g, x, n.fc, n.fc_b);
