@@ -1,0 +1,34 @@
+// The `trit` command: one file per verb, each with its own getopt_long flags and --help.
+// Verbs return the process exit code: 0 done, 1 the work failed, 2 the command line is wrong.
+#ifndef TRIT_CLI_H
+#define TRIT_CLI_H
+
+#include <getopt.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "trit/trit.h"
+#include "trit/train.h"
+
+enum { CLI_OK = 0, CLI_FAIL = 1, CLI_USAGE = 2 };
+
+int trit_cli_train(int argc, char **argv);
+int trit_cli_sample(int argc, char **argv);
+int trit_cli_eval(int argc, char **argv);
+int trit_cli_info(int argc, char **argv);
+int trit_cli_plot(int argc, char **argv);
+int trit_cli_prepare(int argc, char **argv);
+
+// "trit <verb>: <message>" on stderr; returns `code`.
+int cli_error(const char *verb, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+// The same with trit_last_error() as the message.
+int cli_fail(const char *verb, int code);
+// Report a getopt_long '?' or ':' result for argv (names the offending flag); returns CLI_USAGE.
+int cli_bad_option(const char *verb, int c, char **argv);
+// getopt_long over argv with the verb's options; resets getopt's state first.
+void cli_getopt_reset(void);
+// Parse a flag value as a number (full-string check); on failure print and return false.
+bool cli_int(const char *verb, const char *flag, const char *s, int64_t *out);
+bool cli_double(const char *verb, const char *flag, const char *s, double *out);
+
+#endif

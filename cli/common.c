@@ -1,0 +1,45 @@
+// Helpers every verb uses: error printing and flag parsing with getopt_long.
+#include "cli.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+int cli_error(const char *verb, int code, const char *fmt, ...) {
+    fprintf(stderr, "trit %s: ", verb);
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    return code;
+}
+
+int cli_fail(const char *verb, int code) {
+    const char *msg = trit_last_error();
+    return cli_error(verb, code, "%s", msg && *msg ? msg : "failed (no message)");
+}
+
+int cli_bad_option(const char *verb, int c, char **argv) {
+    const char *arg = optind > 0 ? argv[optind - 1] : "?";
+    if (c == ':') return cli_error(verb, CLI_USAGE, "%s needs a value (see trit %s --help)", arg, verb);
+    if (optopt && optopt < 256) return cli_error(verb, CLI_USAGE, "unknown option '-%c' (see trit %s --help)", optopt, verb);
+    return cli_error(verb, CLI_USAGE, "unknown option '%s' (see trit %s --help)", arg, verb);
+}
+
+void cli_getopt_reset(void) {
+    optind = 0;  // 0 makes glibc re-initialise its scanner, so verbs may parse in turn
+    opterr = 0;  // the verbs print their own messages
+}
+
+bool cli_int(const char *verb, const char *flag, const char *s, int64_t *out) {
+    if (trit_arg_int(flag, s, out) == TRIT_OK) return true;
+    cli_fail(verb, CLI_USAGE);
+    return false;
+}
+
+bool cli_double(const char *verb, const char *flag, const char *s, double *out) {
+    if (trit_arg_double(flag, s, out) == TRIT_OK) return true;
+    cli_fail(verb, CLI_USAGE);
+    return false;
+}

@@ -1,0 +1,142 @@
+// trit eval: the mean validation loss of a checkpoint over windows of a token shard, or for a
+// run of the addition task its exact-match accuracy on held-out problems.
+#include "cli.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+static void usage(FILE *fp) {
+    fprintf(fp,
+            "usage: trit eval --ckpt DIR [options]\n\n"
+            "Prints the validation loss of the model in DIR on a token shard (default DIR/val.bin),\n"
+            "or for an addition-task run its exact-match accuracy on held-out problems.\n\n"
+            "  --ckpt DIR         run directory or .safetensors file\n"
+            "  --data FILE|DIR    token shard, or a `trit prepare` directory (its val.bin)\n"
+            "  --batches N        batches to average, 0 = one pass over the shard (20)\n"
+            "  --batch B          sequences per batch (8)\n"
+            "  --seq T            tokens per sequence (the model's context)\n"
+            "  --task-test N      addition runs: held-out problems to score (1000)\n"
+            "  --threads N        0 = all cores (0)\n"
+            "  --help             this text\n");
+}
+
+static bool is_dir(const char *p) {
+    struct stat st;
+    return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+static int eval_loss(trit_gpt *m, const char *shard, int64_t batches, int64_t B, int64_t T) {
+    trit_data *d = trit_data_open(shard, T);
+    if (!d) return cli_fail("eval", CLI_FAIL);
+    int64_t V = trit_gpt_get_config(m)->vocab_size;
+    if (trit_data_max_token(d) > V) {
+        trit_data_free(d);
+        return cli_error("eval", CLI_FAIL, "'%s' holds token ids up to %d but the model's vocabulary has %lld: "
+                         "the shard was made with another tokenizer", shard, trit_data_max_token(d) - 1, (long long)V);
+    }
+    int64_t per_epoch = trit_data_epoch_windows(d) / B;
+    if (batches == 0) batches = per_epoch > 0 ? per_epoch : 1;
+    trit_gpt_graph gg;
+    if (trit_gpt_build(m, B, T, &gg) != TRIT_OK) {
+        trit_data_free(d);
+        return cli_fail("eval", CLI_FAIL);
+    }
+    trit_graph_set_training(gg.graph, false);
+    double sum = 0;
+    int rc = CLI_OK;
+    for (int64_t j = 0; j < batches && rc == CLI_OK; j++) {
+        trit_data_batch(d, TRIT_DATA_SEQUENTIAL, 0, j, B, trit_tensor_ptr(gg.idx), trit_tensor_ptr(gg.targets));
+        trit_status s = trit_graph_forward(gg.graph);
+        if (s != TRIT_OK && s != TRIT_ERR_NUMERIC) rc = cli_fail("eval", CLI_FAIL);
+        sum += trit_tensor_get_flat(gg.loss, 0);
+    }
+    if (rc == CLI_OK) {
+        double loss = sum / (double)batches;
+        printf("val loss %.4f (perplexity %.2f) over %lld batches of %lld x %lld tokens from %s\n", loss, exp(loss),
+               (long long)batches, (long long)B, (long long)T, shard);
+    }
+    trit_gpt_graph_free(&gg);
+    trit_data_free(d);
+    return rc;
+}
+
+static int eval_addition(trit_gpt *m, const char *dir, const trit_train_config *cfg, int64_t n) {
+    char path[TRIT_PATH_MAX + 32];
+    if (trit_path_join(path, sizeof path, dir, TRIT_CKPT_TOKENIZER) != TRIT_OK) return cli_fail("eval", CLI_FAIL);
+    trit_tokenizer *tok = trit_tokenizer_load(path);
+    if (!tok) return cli_fail("eval", CLI_FAIL);
+    double acc = 0;
+    trit_status s = trit_addition_accuracy(m, tok, cfg->digits, n, 5, stdout, &acc);
+    trit_tokenizer_free(tok);
+    if (s != TRIT_OK) return cli_fail("eval", CLI_FAIL);
+    printf("exact match %.2f%% on %lld held-out %lld-digit problems\n", 100.0 * acc, (long long)n,
+           (long long)cfg->digits);
+    return CLI_OK;
+}
+
+int trit_cli_eval(int argc, char **argv) {
+    static const struct option opts[] = {
+        {"ckpt", required_argument, NULL, 'c'},    {"data", required_argument, NULL, 'd'},
+        {"batches", required_argument, NULL, 'n'}, {"batch", required_argument, NULL, 'b'},
+        {"seq", required_argument, NULL, 'T'},     {"task-test", required_argument, NULL, 'k'},
+        {"threads", required_argument, NULL, 'j'}, {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0}};
+    const char *ckpt = NULL, *data = NULL;
+    int64_t batches = 20, B = 8, T = 0, task_test = 1000, threads = 0;
+    cli_getopt_reset();
+    int c;
+    while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
+        bool ok = true;
+        switch (c) {
+        case 'c': ckpt = optarg; break;
+        case 'd': data = optarg; break;
+        case 'n': ok = cli_int("eval", "--batches", optarg, &batches); break;
+        case 'b': ok = cli_int("eval", "--batch", optarg, &B); break;
+        case 'T': ok = cli_int("eval", "--seq", optarg, &T); break;
+        case 'k': ok = cli_int("eval", "--task-test", optarg, &task_test); break;
+        case 'j': ok = cli_int("eval", "--threads", optarg, &threads); break;
+        case 'h': usage(stdout); return CLI_OK;
+        default: return cli_bad_option("eval", c, argv);
+        }
+        if (!ok) return CLI_USAGE;
+    }
+    if (optind < argc) return cli_error("eval", CLI_USAGE, "unexpected argument '%s'", argv[optind]);
+    if (!ckpt) return cli_error("eval", CLI_USAGE, "--ckpt DIR is required (see trit eval --help)");
+    if (batches < 0 || B < 1 || T < 0 || task_test < 1 || threads < 0)
+        return cli_error("eval", CLI_USAGE, "--batches >= 0, --batch >= 1, --seq >= 0, --task-test >= 1 and "
+                         "--threads >= 0 are required");
+    trit_threads_set((int)threads);
+    trit_gpt *m = trit_checkpoint_load_model(ckpt, NULL);
+    if (!m) return cli_fail("eval", CLI_FAIL);
+    int64_t ctx = trit_gpt_get_config(m)->seq_len;
+    if (T == 0) T = ctx;
+    int rc;
+    char shard[TRIT_PATH_MAX + 32] = "";
+    trit_train_config cfg;
+    if (T > ctx) {
+        rc = cli_error("eval", CLI_USAGE, "--seq %lld is longer than the model's context of %lld", (long long)T,
+                       (long long)ctx);
+    } else if (data) {
+        if (is_dir(data)) rc = trit_path_join(shard, sizeof shard, data, TRIT_DATA_VAL) == TRIT_OK ? CLI_OK : CLI_FAIL;
+        else rc = snprintf(shard, sizeof shard, "%s", data) < (int)sizeof shard ? CLI_OK : CLI_FAIL;
+        if (rc == CLI_OK) rc = eval_loss(m, shard, batches, B, T);
+    } else if (is_dir(ckpt) && trit_train_run_info(ckpt, &cfg, NULL) == TRIT_OK &&
+               trit_train_config_task(&cfg) == TRIT_TASK_ADDITION) {
+        rc = eval_addition(m, ckpt, &cfg, task_test);
+    } else if (is_dir(ckpt)) {
+        trit_clear_error();
+        struct stat st;
+        if (trit_path_join(shard, sizeof shard, ckpt, TRIT_DATA_VAL) == TRIT_OK && stat(shard, &st) == 0)
+            rc = eval_loss(m, shard, batches, B, T);
+        else
+            rc = cli_error("eval", CLI_USAGE, "'%s' has no %s (its data came from a `trit prepare` directory?): "
+                           "pass --data with a token shard", ckpt, TRIT_DATA_VAL);
+    } else {
+        rc = cli_error("eval", CLI_USAGE, "pass --data with a token shard to evaluate '%s' on", ckpt);
+    }
+    trit_gpt_free(m);
+    return rc;
+}

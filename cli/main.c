@@ -1,0 +1,44 @@
+// trit: train, sample from, evaluate and inspect GPT models. This file only dispatches to the
+// verbs; each lives in cli/<verb>.c.
+#include "cli.h"
+
+#include <stdio.h>
+#include <string.h>
+
+typedef struct verb {
+    const char *name;
+    int (*run)(int argc, char **argv);
+    const char *help;
+} verb;
+
+static const verb verbs[] = {
+    {"train", trit_cli_train, "train a GPT (with no --data: the built-in addition task)"},
+    {"sample", trit_cli_sample, "generate text from a checkpoint"},
+    {"eval", trit_cli_eval, "validation loss (or task accuracy) of a checkpoint"},
+    {"info", trit_cli_info, "describe a run directory, safetensors, tokenizer or shard file"},
+    {"plot", trit_cli_plot, "draw RUN/loss.svg from RUN/metrics.jsonl"},
+    {"prepare", trit_cli_prepare, "tokenize a text file into train/val token shards"},
+};
+enum { NUM_VERBS = (int)(sizeof verbs / sizeof verbs[0]) };
+
+static void usage(FILE *fp) {
+    fprintf(fp, "usage: trit <command> [options]   (trit <command> --help for its options)\n\ncommands:\n");
+    for (int i = 0; i < NUM_VERBS; i++) fprintf(fp, "  %-8s %s\n", verbs[i].name, verbs[i].help);
+    fprintf(fp, "\nStart with `trit train`: it learns multi-digit addition in a few minutes.\n");
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        usage(stderr);
+        return CLI_USAGE;
+    }
+    if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "help") == 0) {
+        usage(stdout);
+        return CLI_OK;
+    }
+    for (int i = 0; i < NUM_VERBS; i++)
+        if (strcmp(argv[1], verbs[i].name) == 0) return verbs[i].run(argc - 1, argv + 1);
+    fprintf(stderr, "trit: unknown command '%s'\n", argv[1]);
+    usage(stderr);
+    return CLI_USAGE;
+}

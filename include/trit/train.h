@@ -1,0 +1,266 @@
+// trit training: token-shard batches, the GPT training loop (AdamW, warmup + cosine schedule,
+// clipping, gradient accumulation, validation, sampling, checkpoints that resume bit for bit),
+// sampling from a trained model, metrics and their SVG plot, and the built-in addition task.
+//
+// Run directory layout (written by trit_train_run, read by the `trit` verbs):
+//   model.safetensors  weights under the GPT-2 names, the model config as JSON in __metadata__
+//   train_state.bin    everything a resume needs (see checkpoint.c): config, step, seed, data
+//                      position, tokenizer checksum, weights and optimizer moments, one atomic file
+//   tokenizer.bin      the tokenizer (trit_tokenizer_save format)
+//   train.bin val.bin  token shards (llm.c layout) when trained from a text file
+//   metrics.jsonl      one JSON object per log line: step, loss, val_loss, lr, grad_norm, ms,
+//                      tokens_per_s (and accuracy for the addition task)
+//   loss.svg           `trit plot`
+#ifndef TRIT_TRAIN_H
+#define TRIT_TRAIN_H
+
+#include "trit/nn.h"
+#include "trit/optim.h"
+#include "trit/tokenizer.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define TRIT_PATH_MAX 1024
+
+// ---- data: (B, T+1) windows over a token shard ------------------------------------------
+// Window w of a run is a pure function of (order, seed, w), so the batches of step s are known
+// from s alone and a resumed run reads exactly the data the uninterrupted run would have.
+
+typedef enum trit_data_order {
+    TRIT_DATA_RANDOM = 0,     // window w starts at a Philox draw keyed by (seed, w)
+    TRIT_DATA_SEQUENTIAL = 1, // back-to-back windows of T tokens, epoch after epoch
+} trit_data_order;
+
+typedef struct trit_data trit_data;
+
+// Load a shard (trit_shard_read) for windows of T + 1 tokens; fails when it holds <= T tokens.
+trit_data *trit_data_open(const char *shard_path, int64_t T);
+// The same over tokens in memory (copied).
+trit_data *trit_data_from_tokens(const uint16_t *tokens, int64_t n, int64_t T);
+void trit_data_free(trit_data *d);
+int64_t trit_data_num_tokens(const trit_data *d);
+int64_t trit_data_seq_len(const trit_data *d);
+// Windows of one sequential epoch: (n - 1) / T.
+int64_t trit_data_epoch_windows(const trit_data *d);
+// Largest token id + 1 in the data (to check it against a model's vocabulary).
+int32_t trit_data_max_token(const trit_data *d);
+
+// First token of window `w`.
+int64_t trit_data_window_start(const trit_data *d, trit_data_order order, uint64_t seed, int64_t w);
+// Batch `batch` = windows batch*B .. batch*B + B - 1: x gets tokens [s, s+T), y gets [s+1, s+T].
+trit_status trit_data_batch(const trit_data *d, trit_data_order order, uint64_t seed, int64_t batch,
+                            int64_t B, int32_t *x /* (B, T) */, int32_t *y /* (B, T) */);
+
+// ---- command-line numbers -------------------------------------------------------------------
+// Parse the whole string as a number (decimal, or 0x.. for integers; no trailing characters,
+// in range, finite) and name `flag` in the error: "--steps expects an integer, got 'abc'".
+trit_status trit_arg_int(const char *flag, const char *s, int64_t *out);
+trit_status trit_arg_double(const char *flag, const char *s, double *out);
+
+// ---- preparing text ---------------------------------------------------------------------------
+
+#define TRIT_DATA_TRAIN "train.bin"
+#define TRIT_DATA_VAL "val.bin"
+
+typedef struct trit_prepare_result {
+    int32_t vocab;            // tokenizer vocabulary size
+    int64_t n_train, n_val;   // tokens in each shard
+} trit_prepare_result;
+
+// Refuse what is not text: a missing or empty file, NUL bytes, or more than 1% of bytes that
+// are not UTF-8. The message names the file and says what to pass instead.
+trit_status trit_text_check(const char *path, const uint8_t *data, size_t len);
+// Check the text at text_path, train a tokenizer on it (char, or BPE of `vocab` tokens), and
+// write DIR/tokenizer.bin, DIR/train.bin and DIR/val.bin (the last val_fraction of the tokens),
+// creating DIR. On failure the files it made (and DIR, if it made it) are removed.
+trit_status trit_prepare_text(const char *text_path, trit_tokenizer_kind kind, int64_t vocab,
+                              double val_fraction, const char *out_dir, trit_prepare_result *res);
+// mkdir -p; *created (may be NULL) says whether the directory itself was made by this call.
+trit_status trit_make_dir(const char *path, bool *created);
+
+// ---- training configuration --------------------------------------------------------------
+// Every field is a `trit train` flag of the same name (underscores as dashes). Numbers start
+// unset (-1, or "" for strings) after trit_train_config_init, so a resume can tell the flags the
+// user gave from the defaults; trit_train_config_resolve fills the unset ones.
+
+typedef enum trit_train_task {
+    TRIT_TASK_TEXT = 0,      // language modelling on --data
+    TRIT_TASK_ADDITION = 1,  // the built-in addition problems (no --data)
+} trit_train_task;
+
+typedef struct trit_train_config {
+    // data
+    char data[TRIT_PATH_MAX];    // text file or `trit prepare` directory; "" = addition task
+    int64_t tokenizer;           // trit_tokenizer_kind for a text file (char or bpe)
+    int64_t vocab;               // BPE vocabulary size
+    double val_fraction;         // tail of a text file held out for validation
+    int64_t order;               // trit_data_order of training windows
+    int64_t digits;              // addition task: digits per operand
+    int64_t task_test;           // addition task: held-out problems scored
+    // model
+    int64_t layers, heads, dim, seq;
+    double dropout;
+    int64_t bias;                // 1 = biases in linear layers and norms
+    int64_t norm;                // trit_norm_kind
+    int64_t mlp;                 // trit_mlp_kind
+    int64_t pos;                 // trit_pos_kind
+    // optimisation
+    int64_t batch;               // B: sequences per micro-batch
+    int64_t total_batch_tokens;  // tokens per optimizer step, a multiple of B*T (accumulation)
+    int64_t steps;
+    int64_t warmup;
+    double lr, min_lr;
+    double beta1, beta2, eps, weight_decay, clip;
+    int64_t seed;
+    // running (may change on resume)
+    int64_t eval_every, eval_batches, log_every, ckpt_every, sample_tokens;
+    int64_t threads;             // 0 = all cores
+    int64_t stop_after;          // stop (with a checkpoint) after this step; 0 = run to --steps
+    int64_t quiet;               // 1 = no progress lines on stdout
+    char out[TRIT_PATH_MAX];     // run directory
+    char resume[TRIT_PATH_MAX];  // run directory to continue
+} trit_train_config;
+
+void trit_train_config_init(trit_train_config *c);             // everything unset
+trit_status trit_train_config_resolve(trit_train_config *c);   // defaults, then range checks
+trit_train_task trit_train_config_task(const trit_train_config *c);
+int64_t trit_train_config_accum(const trit_train_config *c);   // micro-batches per step
+// The training config as JSON (malloc'ed) and back (unset fields stay unset).
+char *trit_train_config_to_json(const trit_train_config *c);
+trit_status trit_train_config_from_json(trit_train_config *c, const char *json);
+// For --resume: start from `saved`, take the running fields the user set in `cli`, and fail
+// with a hint naming the flag when `cli` sets a model or optimisation field to another value.
+trit_status trit_train_config_merge(trit_train_config *out, const trit_train_config *saved,
+                                    const trit_train_config *cli);
+// Print "name = value" lines of the resolved config.
+void trit_train_config_print(const trit_train_config *c, void *file /* FILE* */);
+
+// Flag descriptions for --help, in order: name, meaning. Ends with {NULL, NULL}.
+typedef struct trit_train_flag {
+    const char *name;
+    const char *help;
+} trit_train_flag;
+const trit_train_flag *trit_train_flags(void);
+// Set the field of flag `name` from the text `value` (full-string numeric check, enum names
+// like "char", "bpe", "rms", "swiglu", "rope", "random", "sequential").
+trit_status trit_train_config_set(trit_train_config *c, const char *name, const char *value);
+
+// ---- the training loop -------------------------------------------------------------------
+
+typedef struct trit_train_step_info {
+    int64_t step;        // completed optimizer steps (1-based)
+    int64_t steps;
+    double loss;         // mean over the step's micro-batches
+    double val_loss;     // NaN unless evaluated at this step
+    double accuracy;     // addition task exact match when evaluated, else NaN
+    double lr, grad_norm;
+    double ms;           // wall time of this step
+} trit_train_step_info;
+
+typedef struct trit_train_hooks {
+    void (*on_step)(void *ctx, const trit_train_step_info *info);  // after every step
+    void *ctx;
+} trit_train_hooks;
+
+typedef struct trit_train_result {
+    int64_t step;            // last completed step
+    double loss, val_loss;   // last train loss and last val loss (NaN if never evaluated)
+    double accuracy;         // addition task: final exact-match accuracy on held-out problems
+    double seconds;          // wall time of this run
+    bool interrupted;        // stopped by a signal or trit_train_request_stop
+    int64_t num_params;
+} trit_train_result;
+
+// Train as configured (resolving a copy of `cfg`); hooks and result may be NULL. SIGINT and
+// SIGTERM are caught while it runs: the current step finishes, a checkpoint is written and the
+// call returns TRIT_OK with result->interrupted set.
+trit_status trit_train_run(const trit_train_config *cfg, const trit_train_hooks *hooks,
+                           trit_train_result *result);
+// Ask a running trit_train_run to stop after its current step (async-signal-safe).
+void trit_train_request_stop(void);
+// The saved config and step of a run directory or its train_state.bin (reads the header).
+trit_status trit_train_run_info(const char *path_or_dir, trit_train_config *cfg, int64_t *step);
+
+// ---- checkpoints ----------------------------------------------------------------------------
+
+#define TRIT_CKPT_MODEL "model.safetensors"
+#define TRIT_CKPT_STATE "train_state.bin"
+#define TRIT_CKPT_TOKENIZER "tokenizer.bin"
+#define TRIT_CKPT_METRICS "metrics.jsonl"
+
+// Weights under the GPT-2 names with metadata format="trit-gpt", config=<JSON>, step=<k>.
+trit_status trit_checkpoint_save_model(const trit_gpt *m, const char *path, int64_t step);
+// A model from a run directory or a .safetensors file; the config comes from the metadata and
+// every tensor's dtype and shape is checked. *step (may be NULL) receives the saved step.
+trit_gpt *trit_checkpoint_load_model(const char *path, int64_t *step);
+// The GPT config as JSON (malloc'ed) and back.
+char *trit_checkpoint_config_to_json(const trit_gpt_config *c);
+trit_status trit_checkpoint_config_from_json(trit_gpt_config *c, const char *json);
+// "<dir>/<name>" into buf (fails when it does not fit).
+trit_status trit_path_join(char *buf, size_t n, const char *dir, const char *name);
+
+// ---- sampling -----------------------------------------------------------------------------------
+
+typedef struct trit_sample_config {
+    double temperature;  // 0 = greedy (argmax)
+    int64_t top_k;       // 0 = all tokens
+    double top_p;        // 1 = all tokens (nucleus sampling below 1)
+    uint64_t seed;
+    int64_t max_tokens;
+} trit_sample_config;
+
+trit_sample_config trit_sample_config_default(void);  // T 0.8, top-k 0, top-p 1, seed 1, 256 tokens
+
+typedef struct trit_sampler trit_sampler;
+trit_sampler *trit_sampler_new(int64_t V, const trit_sample_config *c);
+void trit_sampler_free(trit_sampler *s);
+// Pick a token from logits (V): temperature, then top-k, then top-p, then a multinomial draw
+// with the Philox uniform number `draw` of (seed, sampling stream). Greedy ties go to the
+// lowest id.
+int32_t trit_sampler_pick(trit_sampler *s, const float *logits /* (V) */, uint64_t draw);
+
+// Feed `prompt` through the KV cache and generate up to max_tokens tokens into out (n_out
+// written). on_token (may be NULL) sees each new token as it is made. When the context is
+// full the cache restarts from the last seq_len/2 tokens.
+trit_status trit_generate(const trit_gpt *m, const int32_t *prompt, int64_t n_prompt,
+                          const trit_sample_config *c, int32_t *out, int64_t *n_out,
+                          void (*on_token)(void *ctx, int32_t token), void *ctx);
+
+// ---- metrics and plot ----------------------------------------------------------------------
+
+typedef struct trit_metric_row {
+    int64_t step;
+    double loss, val_loss;  // NaN when absent
+} trit_metric_row;
+
+// "12.3s", "4m05s", "1h02m".
+void trit_format_duration(double seconds, char *buf, size_t n);
+// Read step, loss and val_loss of each line of a metrics.jsonl (malloc'ed rows).
+trit_status trit_metrics_read(const char *path, trit_metric_row **rows, int64_t *n);
+// Write an SVG of train and val loss against step to svg_path (atomically).
+trit_status trit_plot_svg(const trit_metric_row *rows, int64_t n, const char *title,
+                          const char *svg_path);
+
+// ---- the built-in addition task -----------------------------------------------------------
+// Problem text: both operands zero-padded to D digits, then the sum's D + 1 digits written
+// least significant first, e.g. D = 3: 123 + 456 = 579 is "123+456=9750". Writing the answer
+// reversed lets the model produce each digit from the carry it has just seen. The loss covers
+// the answer digits only. About 1 in 10 operand pairs is held out of training and used for the
+// exact-match test.
+
+#define TRIT_ADDITION_MAX_DIGITS 9
+int64_t trit_addition_text_len(int64_t digits);  // 3D + 3
+// Writes the problem text (text_len bytes + NUL) into buf.
+trit_status trit_addition_format(int64_t digits, uint64_t a, uint64_t b, char *buf, size_t n);
+bool trit_addition_held_out(int64_t digits, uint64_t a, uint64_t b);
+// Exact-match accuracy of greedy decoding on the first n held-out problems; `show` of them are
+// printed to `file` (a FILE*, may be NULL) with the model's answers.
+trit_status trit_addition_accuracy(const trit_gpt *m, const trit_tokenizer *tok, int64_t digits,
+                                   int64_t n, int64_t show, void *file, double *accuracy);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

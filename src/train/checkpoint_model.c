@@ -1,0 +1,178 @@
+// Model checkpoints: the weights in safetensors under their GPT-2 names, with the model config
+// as JSON in the metadata so a file alone is enough to rebuild the model. Loading checks each
+// tensor's dtype and shape against the model the config describes.
+#include "trit/io.h"
+#include "trit/train.h"
+#include "train/train_internal.h"
+
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+trit_status trit_path_join(char *buf, size_t n, const char *dir, const char *name) {
+    int k = snprintf(buf, n, "%s/%s", dir, name);
+    if (k < 0 || (size_t)k >= n)
+        return trit_error(TRIT_ERR_RANGE, "path '%s/%s' is longer than %zu bytes", dir, name, n - 1);
+    return TRIT_OK;
+}
+
+static const char *const norm_names[] = {"layer", "rms"};
+static const char *const mlp_names[] = {"gelu", "swiglu"};
+static const char *const pos_names[] = {"learned", "rope"};
+
+char *trit_checkpoint_config_to_json(const trit_gpt_config *c) {
+    cJSON *o = cJSON_CreateObject();
+    if (!o) return NULL;
+    bool ok = cJSON_AddNumberToObject(o, "vocab_size", (double)c->vocab_size) &&
+              cJSON_AddNumberToObject(o, "seq_len", (double)c->seq_len) &&
+              cJSON_AddNumberToObject(o, "n_layer", (double)c->n_layer) &&
+              cJSON_AddNumberToObject(o, "n_head", (double)c->n_head) &&
+              cJSON_AddNumberToObject(o, "n_embd", (double)c->n_embd) &&
+              cJSON_AddNumberToObject(o, "mlp_hidden", (double)c->mlp_hidden) &&
+              cJSON_AddNumberToObject(o, "dropout", c->dropout) &&
+              cJSON_AddBoolToObject(o, "bias", c->bias) &&
+              cJSON_AddStringToObject(o, "norm", norm_names[c->norm == TRIT_NORM_RMS]) &&
+              cJSON_AddStringToObject(o, "mlp", mlp_names[c->mlp == TRIT_MLP_SWIGLU]) &&
+              cJSON_AddStringToObject(o, "pos", pos_names[c->pos == TRIT_POS_ROPE]) &&
+              cJSON_AddNumberToObject(o, "rope_theta", c->rope_theta) &&
+              cJSON_AddNumberToObject(o, "norm_eps", c->norm_eps);
+    char *s = ok ? cJSON_PrintUnformatted(o) : NULL;
+    cJSON_Delete(o);
+    return s;
+}
+
+static trit_status get_int(const cJSON *o, const char *key, int64_t *out) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    if (!cJSON_IsNumber(v) || v->valuedouble != (double)(int64_t)v->valuedouble || v->valuedouble < 0)
+        return trit_error(TRIT_ERR_FORMAT, "model config: '%s' is missing or not a non-negative integer", key);
+    *out = (int64_t)v->valuedouble;
+    return TRIT_OK;
+}
+
+static trit_status get_name(const cJSON *o, const char *key, const char *const names[2], int *out) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    for (int i = 0; i < 2 && cJSON_IsString(v); i++)
+        if (strcmp(v->valuestring, names[i]) == 0) return *out = i, TRIT_OK;
+    return trit_error(TRIT_ERR_FORMAT, "model config: '%s' must be %s or %s", key, names[0], names[1]);
+}
+
+trit_status trit_checkpoint_config_from_json(trit_gpt_config *c, const char *json) {
+    cJSON *o = json ? cJSON_Parse(json) : NULL;
+    if (!cJSON_IsObject(o)) {
+        cJSON_Delete(o);
+        return trit_error(TRIT_ERR_FORMAT, "model config is not a JSON object");
+    }
+    trit_gpt_config g = trit_gpt_config_default();
+    int norm = 0, mlp = 0, pos = 0;
+    trit_status s = TRIT_OK;
+    if (s == TRIT_OK) s = get_int(o, "vocab_size", &g.vocab_size);
+    if (s == TRIT_OK) s = get_int(o, "seq_len", &g.seq_len);
+    if (s == TRIT_OK) s = get_int(o, "n_layer", &g.n_layer);
+    if (s == TRIT_OK) s = get_int(o, "n_head", &g.n_head);
+    if (s == TRIT_OK) s = get_int(o, "n_embd", &g.n_embd);
+    if (s == TRIT_OK) s = get_int(o, "mlp_hidden", &g.mlp_hidden);
+    if (s == TRIT_OK) s = get_name(o, "norm", norm_names, &norm);
+    if (s == TRIT_OK) s = get_name(o, "mlp", mlp_names, &mlp);
+    if (s == TRIT_OK) s = get_name(o, "pos", pos_names, &pos);
+    const cJSON *bias = cJSON_GetObjectItemCaseSensitive(o, "bias");
+    const cJSON *drop = cJSON_GetObjectItemCaseSensitive(o, "dropout");
+    const cJSON *theta = cJSON_GetObjectItemCaseSensitive(o, "rope_theta");
+    const cJSON *eps = cJSON_GetObjectItemCaseSensitive(o, "norm_eps");
+    if (s == TRIT_OK && (!cJSON_IsBool(bias) || !cJSON_IsNumber(drop) || !cJSON_IsNumber(theta) ||
+                         !cJSON_IsNumber(eps)))
+        s = trit_error(TRIT_ERR_FORMAT, "model config: bias, dropout, rope_theta or norm_eps missing");
+    if (s == TRIT_OK) {
+        g.bias = cJSON_IsTrue(bias);
+        g.dropout = drop->valuedouble;
+        g.rope_theta = theta->valuedouble;
+        g.norm_eps = eps->valuedouble;
+        g.norm = norm ? TRIT_NORM_RMS : TRIT_NORM_LAYER;
+        g.mlp = mlp ? TRIT_MLP_SWIGLU : TRIT_MLP_GELU;
+        g.pos = pos ? TRIT_POS_ROPE : TRIT_POS_LEARNED;
+        s = trit_gpt_config_check(&g);
+    }
+    cJSON_Delete(o);
+    if (s == TRIT_OK) *c = g;
+    return s;
+}
+
+trit_status trit_checkpoint_save_model(const trit_gpt *m, const char *path, int64_t step) {
+    int n = trit_gpt_num_tensors(m);
+    trit_safetensors_entry *e = calloc((size_t)n, sizeof *e);
+    char *cfg = trit_checkpoint_config_to_json(trit_gpt_get_config(m));
+    if (!e || !cfg) {
+        free(e);
+        free(cfg);
+        return trit_error(TRIT_ERR_NOMEM, "cannot allocate the checkpoint header");
+    }
+    for (int i = 0; i < n; i++) {
+        e[i].tensor = trit_gpt_tensor(m, i);
+        e[i].name = e[i].tensor->name;
+    }
+    char step_s[32];
+    snprintf(step_s, sizeof step_s, "%lld", (long long)step);
+    trit_safetensors_kv meta[] = {{"format", "trit-gpt"}, {"config", cfg}, {"step", step_s}};
+    trit_status s = trit_safetensors_write(path, e, n, meta, 3);
+    free(e);
+    free(cfg);
+    return s;
+}
+
+// A run directory means its model.safetensors.
+static trit_status model_path(const char *path, char *buf, size_t n) {
+    struct stat st;
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) return trit_path_join(buf, n, path, TRIT_CKPT_MODEL);
+    int k = snprintf(buf, n, "%s", path);
+    return k >= 0 && (size_t)k < n ? TRIT_OK : trit_error(TRIT_ERR_RANGE, "path too long: '%s'", path);
+}
+
+static trit_status load_tensors(const trit_safetensors *f, trit_gpt *m, const char *file) {
+    int n = trit_gpt_num_tensors(m);
+    for (int i = 0; i < n; i++) {
+        trit_tensor *t = trit_gpt_tensor(m, i);
+        if (!trit_safetensors_find(f, t->name))
+            return trit_error(TRIT_ERR_FORMAT,
+                              "'%s' has no tensor '%s' that its config needs: the file is incomplete "
+                              "or was made for another model", file, t->name);
+        trit_status s = trit_safetensors_load(f, t->name, t);
+        if (s != TRIT_OK) return s;
+    }
+    if (trit_safetensors_count(f) != n)
+        return trit_error(TRIT_ERR_FORMAT, "'%s' holds %lld tensors, its config describes %d",
+                          file, (long long)trit_safetensors_count(f), n);
+    return TRIT_OK;
+}
+
+trit_gpt *trit_checkpoint_load_model(const char *path, int64_t *step) {
+    char file[TRIT_PATH_MAX + 32];
+    if (!path || model_path(path, file, sizeof file) != TRIT_OK) {
+        if (!path) trit_error(TRIT_ERR_INVALID, "trit_checkpoint_load_model: NULL path");
+        return NULL;
+    }
+    trit_safetensors *f = trit_safetensors_open(file);
+    if (!f) return NULL;
+    const char *format = trit_safetensors_meta(f, "format");
+    const char *cfg_json = trit_safetensors_meta(f, "config");
+    trit_gpt_config cfg;
+    trit_gpt *m = NULL;
+    if (!format || strcmp(format, "trit-gpt") != 0 || !cfg_json) {
+        trit_error(TRIT_ERR_FORMAT,
+                   "'%s' is a safetensors file without a trit GPT config in its metadata "
+                   "(format=trit-gpt, config=...): it was not written by `trit train`", file);
+    } else if (trit_checkpoint_config_from_json(&cfg, cfg_json) != TRIT_OK) {
+        char why[512];
+        snprintf(why, sizeof why, "%s", trit_last_error());
+        trit_error(TRIT_ERR_FORMAT, "'%s': %s", file, why);
+    } else if ((m = trit_gpt_new(&cfg, 0)) != NULL && load_tensors(f, m, file) != TRIT_OK) {
+        trit_gpt_free(m);
+        m = NULL;
+    }
+    if (m && step) {
+        const char *s = trit_safetensors_meta(f, "step");
+        *step = s ? strtoll(s, NULL, 10) : 0;
+    }
+    trit_safetensors_close(f);
+    return m;
+}

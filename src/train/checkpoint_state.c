@@ -1,0 +1,285 @@
+// The training-state file: everything `trit train --resume` needs, in one atomically written
+// file so a crash mid-write leaves the previous state whole.
+//
+//   offset 0   8 bytes  magic "TRITSTAT"
+//          8   u32      version (1)
+//         12   u32      0 (reserved)
+//         16   u64      N, length of the JSON header
+//         24   N bytes  JSON: {"config": {...}, "step", "data_batches", "rng": {...},
+//                       "tokenizer": {"file", "crc32"}, "optimizer": {"kind", "step"},
+//                       "tensors": [{"name", "role": "weight"|"optim", "offset", "count"}]}
+//                       (integers as decimal strings so 64-bit values stay exact)
+//   24 + N     data     f32 little-endian values, at byte offsets relative to here
+//   end - 4    u32      CRC-32 of every byte before it
+//
+// The weights are in here too (not only in model.safetensors), so the pair (weights, moments)
+// always comes from the same step, whichever write a crash interrupted.
+#include "trit/io.h"
+#include "trit/train.h"
+#include "io/io_internal.h"
+#include "train/train_internal.h"
+
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+static const char STATE_MAGIC[8] = {'T', 'R', 'I', 'T', 'S', 'T', 'A', 'T'};
+enum { STATE_VERSION = 1, STATE_PREFIX = 24 };
+
+static cJSON *int_str(int64_t v) {
+    char b[32];
+    snprintf(b, sizeof b, "%lld", (long long)v);
+    return cJSON_CreateString(b);
+}
+
+static bool add_tensor(cJSON *list, const char *name, const char *role, int64_t *offset, int64_t count) {
+    cJSON *t = cJSON_CreateObject();
+    if (!t) return false;
+    cJSON_AddItemToArray(list, t);
+    bool ok = cJSON_AddStringToObject(t, "name", name) && cJSON_AddStringToObject(t, "role", role);
+    cJSON_AddItemToObject(t, "offset", int_str(*offset));
+    cJSON_AddItemToObject(t, "count", int_str(count));
+    *offset += count * (int64_t)sizeof(float);
+    return ok;
+}
+
+static char *state_header(const trit_train_state *st, const trit_gpt *m, const trit_optim *o) {
+    cJSON *h = cJSON_CreateObject();
+    char *cfg = trit_train_config_to_json(&st->config);
+    cJSON *cfg_obj = cfg ? cJSON_Parse(cfg) : NULL;
+    free(cfg);
+    if (!h || !cfg_obj) {
+        cJSON_Delete(h);
+        cJSON_Delete(cfg_obj);
+        return NULL;
+    }
+    cJSON_AddItemToObject(h, "config", cfg_obj);
+    cJSON_AddItemToObject(h, "step", int_str(st->step));
+    cJSON_AddItemToObject(h, "data_batches", int_str(st->data_batches));
+    cJSON *rng = cJSON_AddObjectToObject(h, "rng");
+    if (rng) {
+        // Philox is counter based: the seed and the counters of each stream are the whole state.
+        cJSON_AddStringToObject(rng, "generator", "philox4x32-10");
+        cJSON_AddItemToObject(rng, "seed", int_str(st->config.seed));
+        cJSON_AddItemToObject(rng, "data_counter", int_str(st->data_batches * st->config.batch));
+        cJSON_AddItemToObject(rng, "dropout_counter", int_str(st->data_batches));
+    }
+    cJSON *tok = cJSON_AddObjectToObject(h, "tokenizer");
+    if (tok) {
+        cJSON_AddStringToObject(tok, "file", TRIT_CKPT_TOKENIZER);
+        cJSON_AddItemToObject(tok, "crc32", int_str(st->tokenizer_crc));
+    }
+    cJSON *opt = cJSON_AddObjectToObject(h, "optimizer");
+    if (opt) {
+        cJSON_AddStringToObject(opt, "kind", trit_optim_kind_name(trit_optim_get_config(o)->kind));
+        cJSON_AddItemToObject(opt, "step", int_str(trit_optim_get_step(o)));
+    }
+    cJSON *list = cJSON_AddArrayToObject(h, "tensors");
+    bool ok = rng && tok && opt && list;
+    int64_t offset = 0;
+    for (int i = 0; ok && i < trit_gpt_num_tensors(m); i++) {
+        const trit_tensor *t = trit_gpt_tensor(m, i);
+        ok = add_tensor(list, t->name, "weight", &offset, trit_tensor_numel(t));
+    }
+    for (int i = 0; ok && i < trit_optim_num_state(o); i++) {
+        trit_optim_state_buf b;
+        ok = trit_optim_get_state(o, i, &b) == TRIT_OK && add_tensor(list, b.name, "optim", &offset, b.count);
+    }
+    char *s = ok ? cJSON_PrintUnformatted(h) : NULL;
+    cJSON_Delete(h);
+    return s;
+}
+
+// Write and fold into the running CRC.
+static void put(trit_atomic_file *f, uint32_t *crc, const void *p, size_t n) {
+    *crc = trit_crc32(*crc, p, n);
+    trit_atomic_write(f, p, n);
+}
+
+trit_status trit_state_save(const char *path, const trit_train_state *st, const trit_gpt *m,
+                            const trit_optim *o) {
+    char *header = state_header(st, m, o);
+    if (!header) return trit_error(TRIT_ERR_NOMEM, "cannot build the training-state header");
+    size_t hn = strlen(header);
+    uint8_t prefix[STATE_PREFIX];
+    memcpy(prefix, STATE_MAGIC, 8);
+    trit_le32_store(prefix + 8, STATE_VERSION);
+    trit_le32_store(prefix + 12, 0);
+    trit_le64_store(prefix + 16, hn);
+    trit_atomic_file f;
+    trit_status s = trit_atomic_open(&f, path);
+    if (s != TRIT_OK) {
+        free(header);
+        return s;
+    }
+    uint32_t crc = 0;
+    put(&f, &crc, prefix, sizeof prefix);
+    put(&f, &crc, header, hn);
+    free(header);
+    for (int i = 0; i < trit_gpt_num_tensors(m); i++) {
+        const trit_tensor *t = trit_gpt_tensor(m, i);
+        put(&f, &crc, trit_tensor_ptr(t), trit_tensor_nbytes(t));
+    }
+    for (int i = 0; i < trit_optim_num_state(o); i++) {
+        trit_optim_state_buf b;
+        if (trit_optim_get_state(o, i, &b) == TRIT_OK) put(&f, &crc, b.data, (size_t)b.count * sizeof(float));
+    }
+    uint8_t tail[4];
+    trit_le32_store(tail, crc);
+    trit_atomic_write(&f, tail, 4);
+    return trit_atomic_commit(&f);
+}
+
+// ---- reading ------------------------------------------------------------------------------
+
+typedef struct state_file {
+    uint8_t *bytes;
+    size_t len;
+    cJSON *header;
+    const uint8_t *data;  // start of the data section
+    size_t data_len;
+} state_file;
+
+static void state_close(state_file *sf) {
+    free(sf->bytes);
+    cJSON_Delete(sf->header);
+    memset(sf, 0, sizeof *sf);
+}
+
+static trit_status json_i64(const cJSON *o, const char *key, int64_t *out, const char *path) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    if (!cJSON_IsString(v) || trit_arg_int(key, v->valuestring, out) != TRIT_OK)
+        return trit_error(TRIT_ERR_FORMAT, "'%s': training state field '%s' is missing or not an integer",
+                          path, key);
+    return TRIT_OK;
+}
+
+static trit_status state_open(const char *path, state_file *sf) {
+    memset(sf, 0, sizeof *sf);
+    trit_status s = trit_file_read_all(path, &sf->bytes, &sf->len);
+    if (s != TRIT_OK) return s;
+    const uint8_t *b = sf->bytes;
+    if (sf->len < STATE_PREFIX + 4 || memcmp(b, STATE_MAGIC, 8) != 0) {
+        state_close(sf);
+        return trit_error(TRIT_ERR_FORMAT, "'%s' is not a trit training-state file (bad magic or too short)", path);
+    }
+    if (trit_le32_load(b + 8) != STATE_VERSION) {
+        uint32_t v = trit_le32_load(b + 8);
+        state_close(sf);
+        return trit_error(TRIT_ERR_FORMAT, "'%s' has training-state version %u, this trit reads version %d",
+                          path, v, STATE_VERSION);
+    }
+    uint64_t hn = trit_le64_load(b + 16);
+    if (hn > sf->len - STATE_PREFIX - 4) {
+        state_close(sf);
+        return trit_error(TRIT_ERR_FORMAT, "'%s' is truncated: its header claims %llu bytes", path,
+                          (unsigned long long)hn);
+    }
+    if (trit_crc32(0, b, sf->len - 4) != trit_le32_load(b + sf->len - 4)) {
+        state_close(sf);
+        return trit_error(TRIT_ERR_FORMAT, "'%s' fails its CRC-32 check: the file is corrupt", path);
+    }
+    sf->header = cJSON_ParseWithLength((const char *)b + STATE_PREFIX, (size_t)hn);
+    if (!cJSON_IsObject(sf->header)) {
+        state_close(sf);
+        return trit_error(TRIT_ERR_FORMAT, "'%s': the training-state header is not JSON", path);
+    }
+    sf->data = b + STATE_PREFIX + hn;
+    sf->data_len = sf->len - STATE_PREFIX - (size_t)hn - 4;
+    return TRIT_OK;
+}
+
+static trit_status parse_header(const state_file *sf, trit_train_state *st, const char *path) {
+    memset(st, 0, sizeof *st);
+    const cJSON *cfg = cJSON_GetObjectItemCaseSensitive(sf->header, "config");
+    char *cfg_s = cJSON_IsObject(cfg) ? cJSON_PrintUnformatted(cfg) : NULL;
+    trit_status s = cfg_s ? trit_train_config_from_json(&st->config, cfg_s)
+                          : trit_error(TRIT_ERR_FORMAT, "'%s' has no training config", path);
+    free(cfg_s);
+    int64_t crc = 0;
+    if (s == TRIT_OK) s = json_i64(sf->header, "step", &st->step, path);
+    if (s == TRIT_OK) s = json_i64(sf->header, "data_batches", &st->data_batches, path);
+    const cJSON *tok = cJSON_GetObjectItemCaseSensitive(sf->header, "tokenizer");
+    if (s == TRIT_OK) s = json_i64(tok, "crc32", &crc, path);
+    st->tokenizer_crc = (uint32_t)crc;
+    return s;
+}
+
+trit_status trit_state_peek(const char *path, trit_train_state *st) {
+    state_file sf;
+    trit_status s = state_open(path, &sf);
+    if (s == TRIT_OK) s = parse_header(&sf, st, path);
+    state_close(&sf);
+    return s;
+}
+
+// Copy the saved values of `name` (count floats) into dst.
+static trit_status fill(const state_file *sf, const char *path, const char *name, float *dst, int64_t count) {
+    const cJSON *list = cJSON_GetObjectItemCaseSensitive(sf->header, "tensors");
+    const cJSON *t;
+    cJSON_ArrayForEach(t, list) {
+        const cJSON *n = cJSON_GetObjectItemCaseSensitive(t, "name");
+        if (!cJSON_IsString(n) || strcmp(n->valuestring, name) != 0) continue;
+        int64_t off = 0, cnt = 0;
+        trit_status s = json_i64(t, "offset", &off, path);
+        if (s == TRIT_OK) s = json_i64(t, "count", &cnt, path);
+        if (s != TRIT_OK) return s;
+        if (cnt != count)
+            return trit_error(TRIT_ERR_SHAPE, "'%s': '%s' has %lld values, the model needs %lld: "
+                              "the checkpoint is from another model config", path, name,
+                              (long long)cnt, (long long)count);
+        if (off < 0 || (uint64_t)off > sf->data_len || (uint64_t)cnt * 4 > sf->data_len - (uint64_t)off)
+            return trit_error(TRIT_ERR_FORMAT, "'%s': '%s' lies outside the file", path, name);
+        memcpy(dst, sf->data + off, (size_t)cnt * sizeof(float));
+        return TRIT_OK;
+    }
+    return trit_error(TRIT_ERR_FORMAT, "'%s' has no saved values for '%s': the checkpoint is from "
+                      "another model config", path, name);
+}
+
+trit_status trit_state_load(const char *path, trit_train_state *st, trit_gpt *m, trit_optim *o) {
+    state_file sf;
+    trit_status s = state_open(path, &sf);
+    if (s == TRIT_OK) s = parse_header(&sf, st, path);
+    for (int i = 0; s == TRIT_OK && i < trit_gpt_num_tensors(m); i++) {
+        trit_tensor *t = trit_gpt_tensor(m, i);
+        s = fill(&sf, path, t->name, trit_tensor_ptr(t), trit_tensor_numel(t));
+    }
+    for (int i = 0; s == TRIT_OK && i < trit_optim_num_state(o); i++) {
+        trit_optim_state_buf b;
+        s = trit_optim_get_state(o, i, &b);
+        if (s == TRIT_OK) s = fill(&sf, path, b.name, b.data, b.count);
+    }
+    int64_t ostep = 0;
+    const cJSON *opt = cJSON_GetObjectItemCaseSensitive(sf.header, "optimizer");
+    if (s == TRIT_OK) s = json_i64(opt, "step", &ostep, path);
+    if (s == TRIT_OK) s = trit_optim_set_step(o, ostep);
+    state_close(&sf);
+    return s;
+}
+
+trit_status trit_file_crc32(const char *path, uint32_t *crc) {
+    uint8_t *b = NULL;
+    size_t n = 0;
+    trit_status s = trit_file_read_all(path, &b, &n);
+    if (s == TRIT_OK) *crc = trit_crc32(0, b, n);
+    free(b);
+    return s;
+}
+
+trit_status trit_train_run_info(const char *path_or_dir, trit_train_config *cfg, int64_t *step) {
+    char path[TRIT_PATH_MAX + 32];
+    struct stat sb;
+    bool dir = stat(path_or_dir, &sb) == 0 && S_ISDIR(sb.st_mode);
+    trit_status s = dir ? trit_path_join(path, sizeof path, path_or_dir, TRIT_CKPT_STATE)
+                        : trit_path_join(path, sizeof path, ".", path_or_dir);
+    if (!dir && s == TRIT_OK) snprintf(path, sizeof path, "%s", path_or_dir);
+    trit_train_state st;
+    if (s == TRIT_OK) s = trit_state_peek(path, &st);
+    if (s != TRIT_OK) return s;
+    if (cfg) *cfg = st.config;
+    if (step) *step = st.step;
+    return TRIT_OK;
+}

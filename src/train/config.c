@@ -1,0 +1,422 @@
+// The training configuration as a table of fields: one row per `trit train` flag gives its
+// name, type, offset and whether a resume may change it. Defaults, JSON, --help text, flag
+// parsing and the resume merge all walk this table, so a new flag is one row here.
+#include "trit/train.h"
+#include "train/train_internal.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef enum { F_INT, F_DBL, F_STR, F_ENUM, F_BOOL } field_type;
+// What a resume may do with a field: RUN fields may change, the others must match the checkpoint.
+typedef enum { K_DATA, K_MODEL, K_OPT, K_RUN } field_kind;
+
+typedef struct field {
+    const char *name;  // flag name without the dashes, underscores as dashes
+    field_type type;
+    field_kind kind;
+    size_t off;
+    const char *const *enums;  // F_ENUM: names by value, NULL-terminated
+    const char *help;
+} field;
+
+static const char *const tokenizer_names[] = {"none", "char", "bpe", NULL};
+static const char *const norm_names[] = {"layer", "rms", NULL};
+static const char *const mlp_names[] = {"gelu", "swiglu", NULL};
+static const char *const pos_names[] = {"learned", "rope", NULL};
+static const char *const order_names[] = {"random", "sequential", NULL};
+
+#define OFF(f) offsetof(trit_train_config, f)
+static const field fields[] = {
+    {"data", F_STR, K_DATA, OFF(data), NULL, "text file or `trit prepare` dir (none: addition task)"},
+    {"tokenizer", F_ENUM, K_DATA, OFF(tokenizer), tokenizer_names, "char|bpe for a text file (char)"},
+    {"vocab", F_INT, K_DATA, OFF(vocab), NULL, "BPE vocabulary size, 257..65536 (512)"},
+    {"val-fraction", F_DBL, K_DATA, OFF(val_fraction), NULL, "tail of the text held out (0.1)"},
+    {"order", F_ENUM, K_DATA, OFF(order), order_names, "random|sequential training windows (random)"},
+    {"digits", F_INT, K_DATA, OFF(digits), NULL, "addition task: digits per operand (3)"},
+    {"task-test", F_INT, K_RUN, OFF(task_test), NULL, "addition task: held-out problems scored (1000)"},
+    {"layers", F_INT, K_MODEL, OFF(layers), NULL, "transformer blocks L (4; task 2)"},
+    {"heads", F_INT, K_MODEL, OFF(heads), NULL, "attention heads H (4)"},
+    {"dim", F_INT, K_MODEL, OFF(dim), NULL, "width C, a multiple of heads (128)"},
+    {"seq", F_INT, K_MODEL, OFF(seq), NULL, "context T in tokens (64; task 3*digits+2)"},
+    {"dropout", F_DBL, K_MODEL, OFF(dropout), NULL, "dropout probability (0)"},
+    {"bias", F_BOOL, K_MODEL, OFF(bias), NULL, "biases in linear layers and norms, 1|0 (1)"},
+    {"norm", F_ENUM, K_MODEL, OFF(norm), norm_names, "layer|rms (layer)"},
+    {"mlp", F_ENUM, K_MODEL, OFF(mlp), mlp_names, "gelu|swiglu (gelu)"},
+    {"pos", F_ENUM, K_MODEL, OFF(pos), pos_names, "learned|rope position encoding (learned)"},
+    {"batch", F_INT, K_OPT, OFF(batch), NULL, "sequences per micro-batch B (12; task 64)"},
+    {"total-batch-tokens", F_INT, K_OPT, OFF(total_batch_tokens), NULL,
+     "tokens per step, a multiple of B*T; more accumulates micro-batches (B*T)"},
+    {"steps", F_INT, K_OPT, OFF(steps), NULL, "optimizer steps (2000)"},
+    {"warmup", F_INT, K_OPT, OFF(warmup), NULL, "linear warmup steps (100)"},
+    {"lr", F_DBL, K_OPT, OFF(lr), NULL, "peak learning rate (1e-3)"},
+    {"min-lr", F_DBL, K_OPT, OFF(min_lr), NULL, "learning rate at the end of the cosine (lr/10)"},
+    {"beta1", F_DBL, K_OPT, OFF(beta1), NULL, "AdamW beta1 (0.9)"},
+    {"beta2", F_DBL, K_OPT, OFF(beta2), NULL, "AdamW beta2 (0.95)"},
+    {"eps", F_DBL, K_OPT, OFF(eps), NULL, "AdamW epsilon (1e-8)"},
+    {"weight-decay", F_DBL, K_OPT, OFF(weight_decay), NULL, "AdamW decay of >= 2-D weights (0.1)"},
+    {"clip", F_DBL, K_OPT, OFF(clip), NULL, "gradient clipping global norm, 0 = off (1.0)"},
+    {"seed", F_INT, K_OPT, OFF(seed), NULL, "seed of init, data order and dropout (1337)"},
+    {"eval-every", F_INT, K_RUN, OFF(eval_every), NULL, "steps between validations, 0 = at the end (250)"},
+    {"eval-batches", F_INT, K_RUN, OFF(eval_batches), NULL, "validation batches (20)"},
+    {"log-every", F_INT, K_RUN, OFF(log_every), NULL, "steps between log lines (10)"},
+    {"ckpt-every", F_INT, K_RUN, OFF(ckpt_every), NULL, "steps between checkpoints, 0 = at the end (500)"},
+    {"sample-tokens", F_INT, K_RUN, OFF(sample_tokens), NULL, "tokens sampled at each eval, 0 = none (200)"},
+    {"threads", F_INT, K_RUN, OFF(threads), NULL, "threads, 0 = all cores (0)"},
+    {"stop-after", F_INT, K_RUN, OFF(stop_after), NULL, "stop with a checkpoint after this step (0 = never)"},
+    {"quiet", F_BOOL, K_RUN, OFF(quiet), NULL, "no progress lines, 1|0 (0)"},
+    {"out", F_STR, K_RUN, OFF(out), NULL, "run directory (run; task: run-addition)"},
+    {"resume", F_STR, K_RUN, OFF(resume), NULL, "continue the run in this directory"},
+};
+#undef OFF
+enum { NUM_FIELDS = (int)(sizeof fields / sizeof fields[0]) };
+
+static int64_t *int_at(trit_train_config *c, const field *f) { return (int64_t *)((char *)c + f->off); }
+static double *dbl_at(trit_train_config *c, const field *f) { return (double *)((char *)c + f->off); }
+static char *str_at(trit_train_config *c, const field *f) { return (char *)c + f->off; }
+static int64_t int_of(const trit_train_config *c, const field *f) {
+    return *(const int64_t *)((const char *)c + f->off);
+}
+static double dbl_of(const trit_train_config *c, const field *f) {
+    return *(const double *)((const char *)c + f->off);
+}
+static const char *str_of(const trit_train_config *c, const field *f) { return (const char *)c + f->off; }
+
+static bool is_set(const trit_train_config *c, const field *f) {
+    switch (f->type) {
+    case F_DBL: return !isnan(dbl_of(c, f));
+    case F_STR: return str_of(c, f)[0] != 0;
+    default: return int_of(c, f) != -1;
+    }
+}
+
+static const field *find_field(const char *name) {
+    for (int i = 0; i < NUM_FIELDS; i++)
+        if (strcmp(fields[i].name, name) == 0) return &fields[i];
+    return NULL;
+}
+
+// ---- numbers from the command line -------------------------------------------------------
+
+trit_status trit_arg_int(const char *flag, const char *s, int64_t *out) {
+    if (!s || !*s) return trit_error(TRIT_ERR_INVALID, "%s expects an integer, got an empty value", flag);
+    char *end = NULL;
+    errno = 0;
+    long long v = strtoll(s, &end, 0);
+    if (end == s || *end != 0)
+        return trit_error(TRIT_ERR_INVALID, "%s expects an integer, got '%s'", flag, s);
+    if (errno == ERANGE)
+        return trit_error(TRIT_ERR_RANGE, "%s: '%s' is out of the 64-bit integer range", flag, s);
+    *out = (int64_t)v;
+    return TRIT_OK;
+}
+
+trit_status trit_arg_double(const char *flag, const char *s, double *out) {
+    if (!s || !*s) return trit_error(TRIT_ERR_INVALID, "%s expects a number, got an empty value", flag);
+    char *end = NULL;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (end == s || *end != 0)
+        return trit_error(TRIT_ERR_INVALID, "%s expects a number, got '%s'", flag, s);
+    if (errno == ERANGE || !isfinite(v))
+        return trit_error(TRIT_ERR_RANGE, "%s expects a finite number, got '%s'", flag, s);
+    *out = v;
+    return TRIT_OK;
+}
+
+static trit_status parse_bool(const char *flag, const char *s, int64_t *out) {
+    static const char *yes[] = {"1", "on", "yes", "true"}, *no[] = {"0", "off", "no", "false"};
+    for (int i = 0; i < 4; i++) {
+        if (strcmp(s, yes[i]) == 0) return *out = 1, TRIT_OK;
+        if (strcmp(s, no[i]) == 0) return *out = 0, TRIT_OK;
+    }
+    return trit_error(TRIT_ERR_INVALID, "%s expects 1 or 0 (on/off), got '%s'", flag, s);
+}
+
+static trit_status parse_enum(const field *f, const char *flag, const char *s, int64_t *out) {
+    char names[128] = "";
+    for (int i = 0; f->enums[i]; i++) {
+        if (strcmp(f->enums[i], "none") == 0) continue;
+        if (strcmp(s, f->enums[i]) == 0) return *out = i, TRIT_OK;
+        size_t n = strlen(names);
+        snprintf(names + n, sizeof names - n, "%s%s", n ? "|" : "", f->enums[i]);
+    }
+    return trit_error(TRIT_ERR_INVALID, "%s expects %s, got '%s'", flag, names, s);
+}
+
+trit_status trit_train_config_set(trit_train_config *c, const char *name, const char *value) {
+    const field *f = find_field(name);
+    if (!f) return trit_error(TRIT_ERR_INVALID, "unknown training option '--%s'", name);
+    char flag[64];
+    snprintf(flag, sizeof flag, "--%s", name);
+    if (!value) return trit_error(TRIT_ERR_INVALID, "%s needs a value", flag);
+    switch (f->type) {
+    case F_INT: return trit_arg_int(flag, value, int_at(c, f));
+    case F_DBL: return trit_arg_double(flag, value, dbl_at(c, f));
+    case F_BOOL: return parse_bool(flag, value, int_at(c, f));
+    case F_ENUM: return parse_enum(f, flag, value, int_at(c, f));
+    case F_STR:
+        if (!*value) return trit_error(TRIT_ERR_INVALID, "%s needs a non-empty value", flag);
+        if (strlen(value) >= TRIT_PATH_MAX)
+            return trit_error(TRIT_ERR_RANGE, "%s: path longer than %d bytes", flag, TRIT_PATH_MAX - 1);
+        snprintf(str_at(c, f), TRIT_PATH_MAX, "%s", value);
+        return TRIT_OK;
+    }
+    return TRIT_ERR_INVALID;
+}
+
+// ---- defaults and checks -------------------------------------------------------------------
+
+void trit_train_config_init(trit_train_config *c) {
+    memset(c, 0, sizeof *c);
+    for (int i = 0; i < NUM_FIELDS; i++) {
+        const field *f = &fields[i];
+        if (f->type == F_DBL) *dbl_at(c, f) = NAN;
+        else if (f->type != F_STR) *int_at(c, f) = -1;
+    }
+}
+
+trit_train_task trit_train_config_task(const trit_train_config *c) {
+    return c->data[0] ? TRIT_TASK_TEXT : TRIT_TASK_ADDITION;
+}
+
+int64_t trit_train_config_accum(const trit_train_config *c) {
+    int64_t micro = c->batch * c->seq;
+    return micro > 0 ? c->total_batch_tokens / micro : 1;
+}
+
+#define DEF_I(field, v) \
+    if (c->field == -1) c->field = (v)
+#define DEF_D(field, v) \
+    if (isnan(c->field)) c->field = (v)
+
+static void apply_defaults(trit_train_config *c) {
+    bool task = trit_train_config_task(c) == TRIT_TASK_ADDITION;
+    DEF_I(tokenizer, TRIT_TOKENIZER_CHAR);
+    DEF_I(vocab, 512);
+    DEF_D(val_fraction, TRIT_DEFAULT_VAL_FRACTION);
+    DEF_I(order, TRIT_DATA_RANDOM);
+    DEF_I(digits, 3);
+    DEF_I(task_test, 1000);
+    DEF_I(layers, task ? 2 : 4);
+    DEF_I(heads, 4);
+    DEF_I(dim, 128);
+    DEF_I(seq, task ? trit_addition_text_len(c->digits) - 1 : 64);
+    DEF_D(dropout, 0.0);
+    DEF_I(bias, 1);
+    DEF_I(norm, TRIT_NORM_LAYER);
+    DEF_I(mlp, TRIT_MLP_GELU);
+    DEF_I(pos, TRIT_POS_LEARNED);
+    DEF_I(batch, task ? 64 : 12);
+    DEF_I(total_batch_tokens, c->batch * c->seq);
+    DEF_I(steps, task ? 2000 : 2000);
+    DEF_I(warmup, c->steps < 100 ? c->steps : 100);
+    DEF_D(lr, task ? 3e-3 : 1e-3);
+    DEF_D(min_lr, c->lr * 0.1);
+    DEF_D(beta1, 0.9);
+    DEF_D(beta2, task ? 0.99 : 0.95);
+    DEF_D(eps, 1e-8);
+    DEF_D(weight_decay, 0.1);
+    DEF_D(clip, 1.0);
+    DEF_I(seed, 1337);
+    DEF_I(eval_every, task ? 500 : 250);
+    DEF_I(eval_batches, 20);
+    DEF_I(log_every, task ? 50 : 10);
+    DEF_I(ckpt_every, task ? 0 : 500);
+    DEF_I(sample_tokens, task ? 0 : 200);
+    DEF_I(threads, 0);
+    DEF_I(stop_after, 0);
+    DEF_I(quiet, 0);
+    if (!c->out[0]) snprintf(c->out, sizeof c->out, "%s", c->resume[0] ? c->resume : task ? "run-addition" : "run");
+}
+#undef DEF_I
+#undef DEF_D
+
+#define NEED(cond, ...) \
+    if (!(cond)) return trit_error(TRIT_ERR_INVALID, __VA_ARGS__)
+
+static trit_status check_ranges(const trit_train_config *c) {
+    NEED(c->tokenizer == TRIT_TOKENIZER_CHAR || c->tokenizer == TRIT_TOKENIZER_BPE,
+         "--tokenizer must be char or bpe");
+    if (c->vocab > TRIT_SHARD_MAX_VOCAB)
+        return trit_error(TRIT_ERR_RANGE,
+                          "--vocab %lld is larger than %d, the most a uint16 token shard can hold: "
+                          "pass --vocab %d or less", (long long)c->vocab, TRIT_SHARD_MAX_VOCAB,
+                          TRIT_SHARD_MAX_VOCAB);
+    NEED(c->tokenizer != TRIT_TOKENIZER_BPE || c->vocab > 256, "--vocab %lld: a byte-level BPE vocabulary needs more than 256 tokens",
+         (long long)c->vocab);
+    NEED(c->val_fraction > 0 && c->val_fraction < 1, "--val-fraction must be in (0, 1), got %g",
+         c->val_fraction);
+    NEED(c->digits >= 1 && c->digits <= TRIT_ADDITION_MAX_DIGITS, "--digits must be in 1..%d, got %lld",
+         TRIT_ADDITION_MAX_DIGITS, (long long)c->digits);
+    NEED(c->task_test >= 1, "--task-test must be >= 1");
+    NEED(c->layers >= 1 && c->layers <= 1024, "--layers must be in 1..1024, got %lld", (long long)c->layers);
+    NEED(c->heads >= 1, "--heads must be >= 1, got %lld", (long long)c->heads);
+    NEED(c->dim >= 1 && c->dim % c->heads == 0, "--dim %lld must be a positive multiple of --heads %lld",
+         (long long)c->dim, (long long)c->heads);
+    NEED(c->seq >= 1 && c->seq <= 1 << 20, "--seq must be in 1..%d, got %lld", 1 << 20, (long long)c->seq);
+    if (trit_train_config_task(c) == TRIT_TASK_ADDITION)
+        NEED(c->seq >= trit_addition_text_len(c->digits) - 1,
+             "--seq %lld is too short for %lld-digit problems: pass --seq %lld or more",
+             (long long)c->seq, (long long)c->digits, (long long)trit_addition_text_len(c->digits) - 1);
+    NEED(c->dropout >= 0 && c->dropout < 1, "--dropout must be in [0, 1), got %g", c->dropout);
+    NEED(c->batch >= 1, "--batch must be >= 1, got %lld", (long long)c->batch);
+    int64_t micro = c->batch * c->seq;
+    NEED(c->total_batch_tokens >= micro && c->total_batch_tokens % micro == 0,
+         "--total-batch-tokens %lld must be a multiple of batch * seq = %lld",
+         (long long)c->total_batch_tokens, (long long)micro);
+    NEED(c->steps >= 1, "--steps must be >= 1, got %lld", (long long)c->steps);
+    NEED(c->warmup >= 0 && c->warmup <= c->steps, "--warmup must be in 0..--steps (%lld), got %lld",
+         (long long)c->steps, (long long)c->warmup);
+    NEED(c->lr > 0, "--lr must be > 0, got %g", c->lr);
+    NEED(c->min_lr >= 0 && c->min_lr <= c->lr, "--min-lr must be in [0, --lr], got %g", c->min_lr);
+    NEED(c->beta1 >= 0 && c->beta1 < 1, "--beta1 must be in [0, 1), got %g", c->beta1);
+    NEED(c->beta2 >= 0 && c->beta2 < 1, "--beta2 must be in [0, 1), got %g", c->beta2);
+    NEED(c->eps > 0, "--eps must be > 0, got %g", c->eps);
+    NEED(c->weight_decay >= 0, "--weight-decay must be >= 0, got %g", c->weight_decay);
+    NEED(c->clip >= 0, "--clip must be >= 0 (0 = off), got %g", c->clip);
+    NEED(c->seed >= 0, "--seed must be >= 0");
+    NEED(c->eval_every >= 0, "--eval-every must be >= 0");
+    NEED(c->eval_batches >= 1, "--eval-batches must be >= 1");
+    NEED(c->log_every >= 1, "--log-every must be >= 1");
+    NEED(c->ckpt_every >= 0, "--ckpt-every must be >= 0");
+    NEED(c->sample_tokens >= 0, "--sample-tokens must be >= 0");
+    NEED(c->threads >= 0 && c->threads <= 4096, "--threads must be in 0..4096");
+    NEED(c->stop_after >= 0, "--stop-after must be >= 0");
+    return TRIT_OK;
+}
+#undef NEED
+
+trit_status trit_train_config_resolve(trit_train_config *c) {
+    apply_defaults(c);
+    return check_ranges(c);
+}
+
+// ---- JSON -------------------------------------------------------------------------------------
+
+char *trit_train_config_to_json(const trit_train_config *c) {
+    cJSON *o = cJSON_CreateObject();
+    if (!o) return NULL;
+    for (int i = 0; i < NUM_FIELDS; i++) {
+        const field *f = &fields[i];
+        if (!is_set(c, f)) continue;
+        cJSON *v = NULL;
+        switch (f->type) {
+        case F_DBL: v = cJSON_CreateNumber(dbl_of(c, f)); break;
+        case F_STR: v = cJSON_CreateString(str_of(c, f)); break;
+        case F_ENUM: v = cJSON_CreateString(f->enums[int_of(c, f)]); break;
+        default: {
+            // cJSON numbers are doubles: integers beyond 2^53 go as strings to stay exact.
+            char buf[32];
+            snprintf(buf, sizeof buf, "%lld", (long long)int_of(c, f));
+            v = cJSON_CreateString(buf);
+        }
+        }
+        if (!v || !cJSON_AddItemToObject(o, f->name, v)) {
+            cJSON_Delete(v);
+            cJSON_Delete(o);
+            return NULL;
+        }
+    }
+    char *s = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    return s;
+}
+
+trit_status trit_train_config_from_json(trit_train_config *c, const char *json) {
+    trit_train_config_init(c);
+    cJSON *o = cJSON_Parse(json);
+    if (!o || !cJSON_IsObject(o)) {
+        cJSON_Delete(o);
+        return trit_error(TRIT_ERR_FORMAT, "training config is not a JSON object");
+    }
+    trit_status s = TRIT_OK;
+    for (cJSON *it = o->child; it && s == TRIT_OK; it = it->next) {
+        const field *f = find_field(it->string);
+        if (!f) continue;  // written by a newer trit: ignore what this one does not know
+        if (f->type == F_DBL) {
+            if (!cJSON_IsNumber(it)) s = trit_error(TRIT_ERR_FORMAT, "config field '%s' is not a number", f->name);
+            else *dbl_at(c, f) = it->valuedouble;
+        } else if (!cJSON_IsString(it)) {
+            s = trit_error(TRIT_ERR_FORMAT, "config field '%s' is not a string", f->name);
+        } else if (f->type == F_ENUM) {
+            s = parse_enum(f, f->name, it->valuestring, int_at(c, f));
+        } else if (f->type == F_STR) {
+            snprintf(str_at(c, f), TRIT_PATH_MAX, "%s", it->valuestring);
+        } else {
+            s = trit_arg_int(f->name, it->valuestring, int_at(c, f));
+        }
+    }
+    cJSON_Delete(o);
+    return s;
+}
+
+// ---- resume --------------------------------------------------------------------------------
+
+static void value_str(const trit_train_config *c, const field *f, char *buf, size_t n) {
+    switch (f->type) {
+    case F_DBL: snprintf(buf, n, "%.9g", dbl_of(c, f)); break;
+    case F_STR: snprintf(buf, n, "%s", str_of(c, f)); break;
+    case F_ENUM: snprintf(buf, n, "%s", f->enums[int_of(c, f)]); break;
+    default: snprintf(buf, n, "%lld", (long long)int_of(c, f)); break;
+    }
+}
+
+static bool same_value(const trit_train_config *a, const trit_train_config *b, const field *f) {
+    switch (f->type) {
+    case F_DBL: return dbl_of(a, f) == dbl_of(b, f);
+    case F_STR: return strcmp(str_of(a, f), str_of(b, f)) == 0;
+    default: return int_of(a, f) == int_of(b, f);
+    }
+}
+
+trit_status trit_train_config_merge(trit_train_config *out, const trit_train_config *saved,
+                                    const trit_train_config *cli) {
+    trit_train_config m = *saved;
+    if (cli->out[0] && strcmp(cli->out, cli->resume) != 0)
+        return trit_error(TRIT_ERR_INVALID,
+                          "--out '%s' and --resume '%s' differ: a resumed run continues in its own "
+                          "directory, so pass only --resume", cli->out, cli->resume);
+    for (int i = 0; i < NUM_FIELDS; i++) {
+        const field *f = &fields[i];
+        if (!is_set(cli, f) || strcmp(f->name, "resume") == 0) continue;
+        if (f->kind == K_RUN) {
+            memcpy((char *)&m + f->off, (const char *)cli + f->off,
+                   f->type == F_STR ? TRIT_PATH_MAX : f->type == F_DBL ? sizeof(double) : sizeof(int64_t));
+            continue;
+        }
+        if (same_value(saved, cli, f)) continue;
+        char have[TRIT_PATH_MAX + 8], want[TRIT_PATH_MAX + 8];
+        value_str(saved, f, have, sizeof have);
+        value_str(cli, f, want, sizeof want);
+        return trit_error(TRIT_ERR_INVALID,
+                          "the checkpoint in '%s' was trained with --%s %s, but --%s %s was given: "
+                          "pass --%s %s (or leave it out) to resume, or start a new run with another --out",
+                          cli->resume, f->name, have, f->name, want, f->name, have);
+    }
+    snprintf(m.resume, sizeof m.resume, "%s", cli->resume);
+    snprintf(m.out, sizeof m.out, "%s", cli->resume);
+    *out = m;
+    return TRIT_OK;
+}
+
+void trit_train_config_print(const trit_train_config *c, void *file) {
+    FILE *fp = file;
+    for (int i = 0; i < NUM_FIELDS; i++) {
+        if (!is_set(c, &fields[i])) continue;
+        char v[TRIT_PATH_MAX + 8];
+        value_str(c, &fields[i], v, sizeof v);
+        fprintf(fp, "  %-20s %s\n", fields[i].name, v);
+    }
+}
+
+const trit_train_flag *trit_train_flags(void) {
+    static trit_train_flag flags[NUM_FIELDS + 1];
+    if (!flags[0].name)
+        for (int i = 0; i < NUM_FIELDS; i++) flags[i] = (trit_train_flag){fields[i].name, fields[i].help};
+    return flags;
+}

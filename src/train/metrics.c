@@ -1,0 +1,138 @@
+// Progress output: the log line on stdout and the same numbers as one JSON object per line in
+// DIR/metrics.jsonl (written with printf: the keys are fixed and the values are numbers; "%.9g"
+// keeps every float bit). Reading the file back uses cJSON.
+#define _POSIX_C_SOURCE 200809L
+#include "trit/train.h"
+#include "train/train_internal.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void trit_format_duration(double seconds, char *buf, size_t n) {
+    if (!(seconds >= 0) || seconds > 1e8) {
+        snprintf(buf, n, "?");
+        return;
+    }
+    long s = (long)(seconds + 0.5);
+    if (s >= 3600) snprintf(buf, n, "%ldh%02ldm", s / 3600, s / 60 % 60);
+    else if (s >= 60) snprintf(buf, n, "%ldm%02lds", s / 60, s % 60);
+    else snprintf(buf, n, "%.1fs", seconds);
+}
+
+void trit_progress_print(const trit_train_step_info *in, double val_loss_known, double tokens_per_s,
+                         double eta_seconds) {
+    char eta[32], val[32] = "", acc[32] = "";
+    trit_format_duration(eta_seconds, eta, sizeof eta);
+    if (!isnan(val_loss_known)) snprintf(val, sizeof val, " | val %.4f", val_loss_known);
+    if (!isnan(in->accuracy)) snprintf(acc, sizeof acc, " | acc %.2f%%", 100.0 * in->accuracy);
+    int w = snprintf(NULL, 0, "%lld", (long long)in->steps);
+    printf("step %*lld/%lld | loss %.4f%s%s | lr %.2e | norm %.3f | %.1f ms/step | %.0f tok/s | ETA %s\n", w,
+           (long long)in->step, (long long)in->steps, in->loss, val, acc, in->lr, in->grad_norm, in->ms,
+           tokens_per_s, eta);
+    fflush(stdout);
+}
+
+void trit_metrics_write(FILE *fp, const trit_train_step_info *in, double tokens_per_s) {
+    if (!fp) return;
+    fprintf(fp, "{\"step\":%lld,\"loss\":%.9g", (long long)in->step, in->loss);
+    if (!isnan(in->val_loss)) fprintf(fp, ",\"val_loss\":%.9g", in->val_loss);
+    if (!isnan(in->accuracy)) fprintf(fp, ",\"accuracy\":%.9g", in->accuracy);
+    fprintf(fp, ",\"lr\":%.9g,\"grad_norm\":%.9g,\"ms\":%.4f,\"tokens_per_s\":%.2f}\n", in->lr,
+            isfinite(in->grad_norm) ? in->grad_norm : -1.0, in->ms, tokens_per_s);
+    fflush(fp);
+}
+
+// Step of one metrics line of n bytes, or -1 if it has none.
+static int64_t line_step(const char *line, size_t n) {
+    cJSON *o = cJSON_ParseWithLength(line, n);
+    const cJSON *s = cJSON_GetObjectItemCaseSensitive(o, "step");
+    int64_t step = cJSON_IsNumber(s) ? (int64_t)s->valuedouble : -1;
+    cJSON_Delete(o);
+    return step;
+}
+
+// Rewrite the file at `path` (atomically) with only its complete lines of step <= keep_until.
+static trit_status metrics_truncate(const char *path, int64_t keep_until) {
+    uint8_t *text = NULL;
+    size_t len = 0;
+    if (trit_file_read_all(path, &text, &len) != TRIT_OK) {
+        trit_clear_error();
+        return TRIT_OK;  // no metrics yet
+    }
+    char *keep = malloc(len + 1);
+    if (!keep) {
+        free(text);
+        return trit_error(TRIT_ERR_NOMEM, "cannot allocate %zu bytes", len);
+    }
+    size_t k = 0;
+    for (size_t i = 0; i < len;) {
+        const char *line = (const char *)text + i;
+        const char *nl = memchr(line, '\n', len - i);
+        if (!nl) break;  // a line cut short by a crash
+        size_t n = (size_t)(nl - line) + 1;
+        int64_t st = line_step(line, n - 1);
+        if (st >= 0 && st <= keep_until) {
+            memcpy(keep + k, line, n);
+            k += n;
+        }
+        i += n;
+    }
+    trit_status s = trit_file_write_atomic(path, keep, k);
+    free(keep);
+    free(text);
+    return s;
+}
+
+FILE *trit_metrics_open(const char *dir, int64_t keep_until) {
+    char path[TRIT_PATH_MAX + 32];
+    if (trit_path_join(path, sizeof path, dir, TRIT_CKPT_METRICS) != TRIT_OK) return NULL;
+    if (keep_until >= 0 && metrics_truncate(path, keep_until) != TRIT_OK) return NULL;
+    FILE *fp = fopen(path, keep_until >= 0 ? "a" : "w");
+    if (!fp) trit_error(TRIT_ERR_IO, "cannot open '%s' for writing", path);
+    return fp;
+}
+
+static double num_or_nan(const cJSON *o, const char *key) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    return cJSON_IsNumber(v) ? v->valuedouble : NAN;
+}
+
+trit_status trit_metrics_read(const char *path, trit_metric_row **rows, int64_t *n) {
+    *rows = NULL;
+    *n = 0;
+    uint8_t *text = NULL;
+    size_t len = 0;
+    trit_status s = trit_file_read_all(path, &text, &len);
+    if (s != TRIT_OK) return s;
+    int64_t cap = 1;
+    for (size_t i = 0; i < len; i++) cap += text[i] == '\n';
+    trit_metric_row *r = malloc((size_t)cap * sizeof *r);
+    if (!r) {
+        free(text);
+        return trit_error(TRIT_ERR_NOMEM, "cannot allocate %lld metric rows", (long long)cap);
+    }
+    int64_t k = 0, lineno = 0;
+    char *save = NULL;
+    for (char *line = strtok_r((char *)text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        lineno++;
+        if (strspn(line, " \t\r") == strlen(line)) continue;
+        cJSON *o = cJSON_Parse(line);
+        const cJSON *step = cJSON_GetObjectItemCaseSensitive(o, "step");
+        if (!cJSON_IsObject(o) || !cJSON_IsNumber(step)) {
+            cJSON_Delete(o);
+            free(r);
+            free(text);
+            return trit_error(TRIT_ERR_FORMAT, "'%s' line %lld is not a metrics object with a \"step\"",
+                              path, (long long)lineno);
+        }
+        r[k++] = (trit_metric_row){(int64_t)step->valuedouble, num_or_nan(o, "loss"), num_or_nan(o, "val_loss")};
+        cJSON_Delete(o);
+    }
+    free(text);
+    *rows = r;
+    *n = k;
+    return TRIT_OK;
+}

@@ -1,0 +1,158 @@
+// Sampling: temperature, top-k, top-p (nucleus) and a multinomial draw whose uniform number is
+// Philox (seed, sampling stream, draw index), so a seed fixes the text on any machine. Text is
+// generated through the model's KV cache, one O(T) decode per token.
+#include "trit/train.h"
+#include "train/train_internal.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+trit_sample_config trit_sample_config_default(void) {
+    return (trit_sample_config){.temperature = 0.8, .top_k = 0, .top_p = 1.0, .seed = 1, .max_tokens = 256};
+}
+
+typedef struct scored {
+    double p;  // logit / temperature, then probability mass
+    int32_t id;
+} scored;
+
+struct trit_sampler {
+    int64_t V;
+    trit_sample_config cfg;
+    scored *tok;  // (V) scratch
+};
+
+trit_sampler *trit_sampler_new(int64_t V, const trit_sample_config *c) {
+    if (V < 1 || V > INT32_MAX || !c) {
+        trit_error(TRIT_ERR_INVALID, "sampler: vocabulary %lld out of range", (long long)V);
+        return NULL;
+    }
+    if (!(c->temperature >= 0) || c->top_k < 0 || !(c->top_p > 0 && c->top_p <= 1)) {
+        trit_error(TRIT_ERR_INVALID,
+                   "sampler: temperature must be >= 0 (got %g), top-k >= 0 (got %lld), top-p in "
+                   "(0, 1] (got %g)", c->temperature, (long long)c->top_k, c->top_p);
+        return NULL;
+    }
+    trit_sampler *s = calloc(1, sizeof *s);
+    if (s) s->tok = malloc((size_t)V * sizeof *s->tok);
+    if (!s || !s->tok) {
+        if (s) free(s);
+        trit_error(TRIT_ERR_NOMEM, "sampler: cannot allocate scratch for %lld tokens", (long long)V);
+        return NULL;
+    }
+    s->V = V;
+    s->cfg = *c;
+    return s;
+}
+
+void trit_sampler_free(trit_sampler *s) {
+    if (!s) return;
+    free(s->tok);
+    free(s);
+}
+
+// Highest first; equal values by lower id, so the order is total and qsort's result unique.
+static int by_value_desc(const void *a, const void *b) {
+    const scored *x = a, *y = b;
+    if (x->p != y->p) return x->p > y->p ? -1 : 1;
+    return (x->id > y->id) - (x->id < y->id);
+}
+
+static int32_t argmax(const float *logits, int64_t V) {
+    int64_t best = 0;
+    for (int64_t i = 1; i < V; i++)
+        if (logits[i] > logits[best]) best = i;
+    return (int32_t)best;
+}
+
+int32_t trit_sampler_pick(trit_sampler *s, const float *logits, uint64_t draw) {
+    const trit_sample_config *c = &s->cfg;
+    if (c->temperature == 0 || c->top_k == 1) return argmax(logits, s->V);
+    int64_t n = s->V;
+    double mx = -INFINITY;
+    for (int64_t i = 0; i < n; i++) {
+        s->tok[i] = (scored){logits[i] / c->temperature, (int32_t)i};
+        if (s->tok[i].p > mx) mx = s->tok[i].p;
+    }
+    bool truncate = (c->top_k > 0 && c->top_k < n) || c->top_p < 1;
+    if (truncate) {
+        qsort(s->tok, (size_t)n, sizeof *s->tok, by_value_desc);
+        if (c->top_k > 0 && c->top_k < n) n = c->top_k;
+    }
+    double total = 0;
+    for (int64_t i = 0; i < n; i++) {
+        s->tok[i].p = exp(s->tok[i].p - mx);
+        total += s->tok[i].p;
+    }
+    if (c->top_p < 1) {
+        // The smallest prefix of the sorted tokens whose mass reaches top_p (at least one).
+        double cum = 0;
+        int64_t keep = 0;
+        while (keep < n && cum < c->top_p * total) cum += s->tok[keep++].p;
+        n = keep > 0 ? keep : 1;
+        total = cum > 0 ? cum : s->tok[0].p;
+    }
+    double u = (double)trit_rng_uniform(c->seed, TRIT_STREAM_SAMPLE, draw) * total;
+    double cum = 0;
+    for (int64_t i = 0; i < n; i++) {
+        cum += s->tok[i].p;
+        if (u < cum) return s->tok[i].id;
+    }
+    return s->tok[n - 1].id;  // u within rounding of the total
+}
+
+// Feed hist[n-1] so the cache holds the context ending there; when the cache is full, restart
+// it from the last seq_len/2 tokens.
+static trit_status advance(const trit_gpt *m, trit_gpt_cache *cache, const int32_t *hist, int64_t n,
+                           float *logits) {
+    int64_t T = trit_gpt_get_config(m)->seq_len;
+    if (trit_gpt_cache_len(cache) >= T) {
+        trit_gpt_cache_reset(cache);
+        int64_t keep = T / 2 > 0 ? T / 2 - 1 : 0;
+        for (int64_t j = n - 1 - keep; j < n - 1; j++) {
+            trit_status s = trit_gpt_decode(m, cache, hist[j], logits);
+            if (s != TRIT_OK) return s;
+        }
+    }
+    return trit_gpt_decode(m, cache, hist[n - 1], logits);
+}
+
+trit_status trit_generate(const trit_gpt *m, const int32_t *prompt, int64_t n_prompt,
+                          const trit_sample_config *c, int32_t *out, int64_t *n_out,
+                          void (*on_token)(void *ctx, int32_t token), void *ctx) {
+    if (!m || !prompt || n_prompt < 1 || !c || c->max_tokens < 0 || (c->max_tokens > 0 && !out))
+        return trit_error(TRIT_ERR_INVALID, "trit_generate: needs a model, a prompt of >= 1 token "
+                                            "and an output buffer");
+    int64_t V = trit_gpt_get_config(m)->vocab_size;
+    for (int64_t i = 0; i < n_prompt; i++)
+        if (prompt[i] < 0 || prompt[i] >= V)
+            return trit_error(TRIT_ERR_RANGE, "prompt token %d at %lld is outside the vocabulary of %lld",
+                              prompt[i], (long long)i, (long long)V);
+    trit_sampler *sp = trit_sampler_new(V, c);
+    trit_gpt_cache *cache = trit_gpt_cache_new(m);
+    int32_t *hist = malloc((size_t)(n_prompt + c->max_tokens) * sizeof *hist);
+    float *logits = malloc((size_t)V * sizeof *logits);
+    trit_status s = sp && cache && hist && logits ? TRIT_OK : trit_error(TRIT_ERR_NOMEM, "trit_generate: out of memory");
+    int64_t n = 0;
+    for (; s == TRIT_OK && n < n_prompt; n++) {
+        hist[n] = prompt[n];
+        // Tokens before the last seq_len/2 of a long prompt would be dropped at the first
+        // restart anyway; advance() handles any length.
+        s = advance(m, cache, hist, n + 1, logits);
+    }
+    int64_t made = 0;
+    while (s == TRIT_OK && made < c->max_tokens) {
+        int32_t t = trit_sampler_pick(sp, logits, (uint64_t)made);
+        out[made++] = t;
+        hist[n++] = t;
+        if (on_token) on_token(ctx, t);
+        if (made < c->max_tokens) s = advance(m, cache, hist, n, logits);
+    }
+    if (n_out) *n_out = made;
+    free(logits);
+    free(hist);
+    trit_gpt_cache_free(cache);
+    trit_sampler_free(sp);
+    return s;
+}

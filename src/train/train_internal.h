@@ -1,0 +1,72 @@
+// Shared inside src/train: Philox streams, the training-state file, metrics output, the
+// addition task's batches and scoring, and the trainer's working set.
+#ifndef TRIT_TRAIN_INTERNAL_H
+#define TRIT_TRAIN_INTERNAL_H
+
+#include <stdio.h>
+
+#include "trit/io.h"
+#include "trit/train.h"
+
+// Philox streams of the training code: each use of randomness has its own stream, so adding
+// one never shifts the numbers of another.
+enum {
+    TRIT_STREAM_DATA = 0x7da7a,       // window starts of random-order batches
+    TRIT_STREAM_SAMPLE = 0x5a3b1e,    // multinomial draws of the sampler
+    TRIT_STREAM_TASK = 0x7a5c,        // addition problems for training
+    TRIT_STREAM_TASK_TEST = 0x7e57,   // held-out addition problems
+    TRIT_STREAM_HOLDOUT = 0x401d,     // which operand pairs are held out
+};
+
+// ---- training-state file (checkpoint.c) ------------------------------------------------------
+
+typedef struct trit_train_state {
+    trit_train_config config;  // as saved (resolved)
+    int64_t step;              // completed optimizer steps
+    int64_t data_batches;      // micro-batches consumed (batch index of the next one)
+    uint32_t tokenizer_crc;    // CRC-32 of tokenizer.bin
+} trit_train_state;
+
+trit_status trit_state_save(const char *path, const trit_train_state *st, const trit_gpt *m,
+                            const trit_optim *o);
+// Header only: config, step, positions (no tensors), for resume planning and `trit info`.
+trit_status trit_state_peek(const char *path, trit_train_state *st);
+// Everything: fills the model's weights and the optimizer's moments and step counter.
+trit_status trit_state_load(const char *path, trit_train_state *st, trit_gpt *m, trit_optim *o);
+// CRC-32 of a whole file.
+trit_status trit_file_crc32(const char *path, uint32_t *crc);
+
+// ---- metrics (metrics.c) -----------------------------------------------------------------------
+
+// Open DIR/metrics.jsonl for appending; with keep_until >= 0 first drop lines whose step is
+// greater (a resumed run rewrites what came after its checkpoint), else start it empty.
+FILE *trit_metrics_open(const char *dir, int64_t keep_until);
+// One JSON line (val_loss / accuracy only when not NaN), flushed.
+void trit_metrics_write(FILE *fp, const trit_train_step_info *info, double tokens_per_s);
+// The progress line on stdout.
+void trit_progress_print(const trit_train_step_info *info, double val_loss_known,
+                         double tokens_per_s, double eta_seconds);
+
+// ---- the addition task (task_addition.c) ---------------------------------------------------
+
+typedef struct trit_addition {
+    int64_t digits;
+    int32_t id_of[256];  // byte -> token id (-1 if not in the alphabet)
+    uint8_t byte_of[16]; // token id -> byte
+} trit_addition;
+
+// The task's alphabet "+0123456789=" as a character tokenizer.
+trit_tokenizer *trit_addition_tokenizer(void);
+trit_status trit_addition_init(trit_addition *t, int64_t digits, const trit_tokenizer *tok);
+// Training batch `batch` (problems batch*B ..): x, y (B, T) with T = text_len - 1, targets -1
+// outside the answer. held_out selects the test problems (for validation loss) instead.
+void trit_addition_batch(const trit_addition *t, uint64_t seed, int64_t batch, int64_t B,
+                         bool held_out, int32_t *x, int32_t *y);
+// Held-out problem i: operands a, b.
+void trit_addition_test_problem(const trit_addition *t, int64_t i, uint64_t *a, uint64_t *b);
+// Greedy-decode the answers of n held-out problems; *correct gets the exact matches.
+// print (may be 0) problems are written to fp with the model's answers.
+trit_status trit_addition_score(const trit_addition *t, const trit_gpt *m, int64_t n, int64_t *correct,
+                                int64_t print, FILE *fp);
+
+#endif

@@ -1,0 +1,192 @@
+// The training loop: for each step, accumulate gradients over the step's micro-batches (each
+// backward scaled by 1/n), clip by global norm, take an AdamW step at the scheduled learning
+// rate; log, validate, sample and checkpoint on their intervals. Every input of step s (its
+// data, dropout masks, learning rate) is a pure function of s, so a resumed run repeats the
+// uninterrupted one bit for bit.
+#define _POSIX_C_SOURCE 200809L
+#include "trit/train.h"
+#include "train/trainer.h"
+
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+static volatile sig_atomic_t stop_requested;
+
+void trit_train_request_stop(void) { stop_requested = 1; }
+
+static void on_signal(int sig) {
+    (void)sig;
+    stop_requested = 1;
+}
+
+static double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
+}
+
+static trit_status numeric_error(const trainer *t, const char *what) {
+    return trit_error(TRIT_ERR_NUMERIC, "%s is NaN or Inf at step %lld: lower --lr (now %g) or check the data",
+                      what, (long long)t->step + 1, t->cfg.lr);
+}
+
+static trit_status train_step(trainer *t, double lr, double *loss, double *norm) {
+    trit_graph *g = t->gg.graph;
+    trit_optim_zero_grad(t->opt);
+    trit_graph_set_grad_scale(g, 1.0 / (double)t->accum);
+    double sum = 0;
+    for (int64_t micro = 0; micro < t->accum; micro++) {
+        int64_t batch = t->step * t->accum + micro;
+        trit_trainer_fill(t, batch, false);
+        trit_graph_set_rng(g, (uint64_t)t->cfg.seed, (uint64_t)batch);
+        trit_status s = trit_graph_forward(g);
+        if (s == TRIT_ERR_NUMERIC) return numeric_error(t, "the loss");
+        if (s != TRIT_OK) return s;
+        sum += trit_tensor_get_flat(t->gg.loss, 0);
+        s = trit_graph_backward(g);
+        if (s != TRIT_OK) return s;
+    }
+    *loss = sum / (double)t->accum;
+    trit_status s = t->cfg.clip > 0 ? trit_optim_clip_grads(t->opt, t->cfg.clip, norm)
+                                    : trit_optim_grad_norm(t->params, t->n_params, norm);
+    if (s == TRIT_ERR_NUMERIC) return numeric_error(t, "the gradient norm");
+    if (s == TRIT_OK) s = trit_optim_step(t->opt, lr);
+    if (s == TRIT_OK) t->step++;
+    return s;
+}
+
+static void print_header(const trainer *t) {
+    const trit_train_config *c = &t->cfg;
+    const trit_gpt_config *g = trit_gpt_get_config(t->model);
+    int64_t np = trit_gpt_num_params(t->model);
+    printf("model: %lld layers, %lld heads, dim %lld, context %lld, vocab %lld: %lld parameters (%.2f MB)\n",
+           (long long)g->n_layer, (long long)g->n_head, (long long)g->n_embd, (long long)g->seq_len,
+           (long long)g->vocab_size, (long long)np, (double)np * 4.0 / 1e6);
+    if (t->task == TRIT_TASK_ADDITION)
+        printf("data: %lld-digit addition problems, e.g. \"123+456=9750\" (answer digits reversed)\n",
+               (long long)c->digits);
+    else
+        printf("data: %lld train tokens, %lld val tokens (%s order)\n",
+               (long long)trit_data_num_tokens(t->train), (long long)trit_data_num_tokens(t->val),
+               c->order == TRIT_DATA_SEQUENTIAL ? "sequential" : "random");
+    printf("batch: %lld x %lld tokens x %lld accumulation = %lld tokens/step; %lld steps, lr %g -> %g, "
+           "warmup %lld; threads %d\n", (long long)c->batch, (long long)t->T, (long long)t->accum,
+           (long long)(c->batch * t->T * t->accum), (long long)c->steps, c->lr, c->min_lr,
+           (long long)c->warmup, trit_threads_get());
+    if (t->resumed) printf("resuming %s at step %lld\n", c->out, (long long)t->step);
+    fflush(stdout);
+}
+
+typedef struct loop_clock {
+    double interval_ms;  // step time since the last log line
+    int64_t interval_n;
+    double run_ms;       // step time of this run
+    int64_t run_n;
+} loop_clock;
+
+static void log_step(trainer *t, trit_train_step_info *info, loop_clock *clk, double last_val) {
+    double ms = clk->interval_ms / (double)clk->interval_n;
+    double tps = (double)(t->cfg.batch * t->T * t->accum) / (ms / 1e3);
+    double eta = (double)(t->cfg.steps - t->step) * (clk->run_ms / (double)clk->run_n) / 1e3;
+    trit_train_step_info shown = *info;
+    shown.ms = ms;
+    if (!t->cfg.quiet) trit_progress_print(&shown, last_val, tps, eta);
+    trit_metrics_write(t->metrics, &shown, tps);
+    clk->interval_ms = 0;
+    clk->interval_n = 0;
+}
+
+static trit_status run_loop(trainer *t, const trit_train_hooks *hooks, trit_train_result *r) {
+    const trit_train_config *c = &t->cfg;
+    int64_t end = c->stop_after > 0 && c->stop_after < c->steps ? c->stop_after : c->steps;
+    loop_clock clk = {0};
+    double last_val = NAN;
+    trit_status s = TRIT_OK;
+    while (s == TRIT_OK && t->step < end) {
+        double lr = trit_lr_at(&t->sched, t->step), loss = 0, norm = 0;
+        double t0 = now_ms();
+        s = train_step(t, lr, &loss, &norm);
+        if (s != TRIT_OK) break;
+        double ms = now_ms() - t0;
+        clk.interval_ms += ms;
+        clk.run_ms += ms;
+        clk.interval_n++;
+        clk.run_n++;
+        trit_train_step_info info = {t->step, c->steps, loss, NAN, NAN, lr, norm, ms};
+        bool last = t->step == c->steps;
+        bool eval = last || (c->eval_every > 0 && t->step % c->eval_every == 0);
+        if (eval) {
+            s = trit_trainer_val_loss(t, &info.val_loss);
+            last_val = info.val_loss;
+            if (s == TRIT_OK && t->task == TRIT_TASK_ADDITION)
+                s = trit_trainer_show(t, c->task_test, 0, &info.accuracy);
+            if (s != TRIT_OK) break;
+        }
+        if (eval || t->step % c->log_every == 0 || t->step == 1) log_step(t, &info, &clk, last_val);
+        if (eval && t->task == TRIT_TASK_TEXT) {
+            double unused;
+            s = trit_trainer_show(t, 0, 0, &unused);
+        }
+        r->step = t->step;
+        r->loss = loss;
+        if (eval) r->val_loss = info.val_loss;
+        if (!isnan(info.accuracy)) r->accuracy = info.accuracy;
+        if (hooks && hooks->on_step) hooks->on_step(hooks->ctx, &info);
+        bool stop = stop_requested || t->step == end;
+        if (s == TRIT_OK && (stop || (c->ckpt_every > 0 && t->step % c->ckpt_every == 0))) {
+            s = trit_trainer_checkpoint(t);
+            if (s == TRIT_OK && !c->quiet && (stop_requested || !last))
+                printf("checkpoint: %s at step %lld\n", c->out, (long long)t->step);
+        }
+        if (stop_requested) {
+            r->interrupted = true;
+            if (!c->quiet) printf("stopped at step %lld: resume with --resume %s\n", (long long)t->step, c->out);
+            break;
+        }
+    }
+    return s;
+}
+
+trit_status trit_train_run(const trit_train_config *cfg, const trit_train_hooks *hooks,
+                           trit_train_result *result) {
+    trit_train_result r = {.val_loss = NAN, .accuracy = NAN, .loss = NAN};
+    double t0 = now_ms();
+    trainer t;
+    trit_status s = trit_trainer_setup(&t, cfg);
+    if (s != TRIT_OK) {
+        trit_trainer_free(&t, true);
+        if (result) *result = r;
+        return s;
+    }
+    r.step = t.step;
+    r.num_params = trit_gpt_num_params(t.model);
+    if (!t.cfg.quiet) print_header(&t);
+    struct sigaction sa, old_int, old_term;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sa.sa_flags = SA_RESETHAND;  // a second Ctrl-C ends the process (writes are atomic)
+    sigemptyset(&sa.sa_mask);
+    stop_requested = 0;
+    sigaction(SIGINT, &sa, &old_int);
+    sigaction(SIGTERM, &sa, &old_term);
+    if (t.step >= t.cfg.steps && !t.cfg.quiet)
+        printf("the run in %s is complete (step %lld of %lld)\n", t.cfg.out, (long long)t.step,
+               (long long)t.cfg.steps);
+    s = run_loop(&t, hooks, &r);
+    sigaction(SIGINT, &old_int, NULL);
+    sigaction(SIGTERM, &old_term, NULL);
+    if (s == TRIT_OK && t.task == TRIT_TASK_ADDITION && !r.interrupted && t.step == t.cfg.steps) {
+        // A few problems shown; the score comes from the last evaluation.
+        double acc = NAN;
+        if (!t.cfg.quiet) printf("held-out problems:\n");
+        s = trit_trainer_show(&t, isnan(r.accuracy) ? t.cfg.task_test : 5, 5, &acc);
+        if (isnan(r.accuracy)) r.accuracy = acc;
+    }
+    r.seconds = (now_ms() - t0) / 1e3;
+    trit_trainer_free(&t, false);
+    if (result) *result = r;
+    return s;
+}

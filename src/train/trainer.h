@@ -1,0 +1,45 @@
+// The trainer's working set, shared by trainer_setup.c (data, model, resume), trainer.c (the
+// loop) and trainer_eval.c (validation, samples, task score).
+#ifndef TRIT_TRAINER_H
+#define TRIT_TRAINER_H
+
+#include "train/train_internal.h"
+
+typedef struct trainer {
+    trit_train_config cfg;   // resolved
+    trit_train_task task;
+    bool resumed;
+    trit_tokenizer *tok;
+    uint32_t tok_crc;        // CRC-32 of DIR/tokenizer.bin
+    trit_data *train, *val;  // text task
+    trit_addition add;       // addition task
+    trit_gpt *model;
+    trit_gpt_graph gg;
+    trit_optim *opt;
+    trit_tensor **params;    // the model's parameters (for the gradient norm without clipping)
+    int n_params;
+    trit_lr_schedule sched;
+    int64_t T;               // sequence length of the training graph
+    int64_t accum;           // micro-batches per step
+    int64_t step;            // completed steps
+    FILE *metrics;
+    // Files and directory a fresh run made before it failed in setup, removed on failure.
+    bool made_dir;
+    int n_made;
+    char made[4][TRIT_PATH_MAX + 32];
+} trainer;
+
+trit_status trit_trainer_setup(trainer *t, const trit_train_config *cfg);
+void trit_trainer_free(trainer *t, bool failed);
+// Path of a file of the run directory (static buffer per call site is not used: caller's buf).
+trit_status trit_trainer_path(const trainer *t, const char *name, char *buf, size_t n);
+
+// Fill the graph inputs with micro-batch `batch` (training data, or validation batch `batch`).
+void trit_trainer_fill(trainer *t, int64_t batch, bool validation);
+// Mean validation loss over eval_batches batches (eval mode, no gradients).
+trit_status trit_trainer_val_loss(trainer *t, double *loss);
+// Print a sample (text) or a few scored problems (addition); sets *accuracy for addition.
+trit_status trit_trainer_show(trainer *t, int64_t n_test, int64_t print, double *accuracy);
+trit_status trit_trainer_checkpoint(trainer *t);
+
+#endif

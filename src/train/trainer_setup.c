@@ -1,0 +1,244 @@
+// Trainer setup: the config (merged with the checkpoint's on --resume), the tokenizer and data,
+// the model, its training graph and the optimizer, and on resume their saved state. A fresh run
+// that fails here removes the files and directory it made.
+#define _POSIX_C_SOURCE 200809L
+#include "trit/io.h"
+#include "trit/train.h"
+#include "train/trainer.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+trit_status trit_trainer_path(const trainer *t, const char *name, char *buf, size_t n) {
+    return trit_path_join(buf, n, t->cfg.out, name);
+}
+
+static bool exists(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0;
+}
+
+static bool is_dir(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+static void note_made(trainer *t, const char *path) {
+    if (t->n_made < 4) snprintf(t->made[t->n_made++], sizeof t->made[0], "%s", path);
+}
+
+static trit_status resume_config(const trit_train_config *cli, trit_train_config *out) {
+    char path[TRIT_PATH_MAX + 32];
+    trit_status s = trit_path_join(path, sizeof path, cli->resume, TRIT_CKPT_STATE);
+    trit_train_state st;
+    if (s == TRIT_OK && !exists(path))
+        return trit_error(TRIT_ERR_IO, "cannot resume: '%s' has no %s (is it a run directory written by "
+                          "`trit train --out`?)", cli->resume, TRIT_CKPT_STATE);
+    if (s == TRIT_OK) s = trit_state_peek(path, &st);
+    if (s != TRIT_OK) return s;
+    return trit_train_config_merge(out, &st.config, cli);
+}
+
+// A fresh run must not write over another run's checkpoint.
+static trit_status make_run_dir(trainer *t) {
+    char path[TRIT_PATH_MAX + 32];
+    trit_status s = trit_trainer_path(t, TRIT_CKPT_STATE, path, sizeof path);
+    if (s == TRIT_OK && exists(path))
+        return trit_error(TRIT_ERR_INVALID,
+                          "'%s' already holds a training run: pass --resume %s to continue it, or "
+                          "choose another --out", t->cfg.out, t->cfg.out);
+    bool made = false;
+    if (s == TRIT_OK) s = trit_make_dir(t->cfg.out, &made);
+    t->made_dir = t->made_dir || made;
+    return s;
+}
+
+static trit_status open_shards(trainer *t, const char *dir) {
+    char train[TRIT_PATH_MAX + 32], val[TRIT_PATH_MAX + 32];
+    trit_status s = trit_path_join(train, sizeof train, dir, TRIT_DATA_TRAIN);
+    if (s == TRIT_OK) s = trit_path_join(val, sizeof val, dir, TRIT_DATA_VAL);
+    if (s != TRIT_OK) return s;
+    t->train = trit_data_open(train, t->T);
+    if (t->train) t->val = trit_data_open(val, t->T);
+    return t->train && t->val ? TRIT_OK : TRIT_ERR_INVALID;  // message from trit_data_open
+}
+
+// Text from a `trit prepare` directory: its tokenizer is copied into the run directory.
+static trit_status setup_prepared(trainer *t) {
+    char tok_path[TRIT_PATH_MAX + 32];
+    trit_status s = trit_path_join(tok_path, sizeof tok_path, t->cfg.data, TRIT_CKPT_TOKENIZER);
+    if (s != TRIT_OK) return s;
+    if (!exists(tok_path))
+        return trit_error(TRIT_ERR_IO, "'%s' is a directory without %s: pass a text file or a directory "
+                          "made by `trit prepare`", t->cfg.data, TRIT_CKPT_TOKENIZER);
+    t->tok = trit_tokenizer_load(tok_path);
+    if (!t->tok) return TRIT_ERR_FORMAT;
+    s = open_shards(t, t->cfg.data);
+    if (s == TRIT_OK && !t->resumed) s = make_run_dir(t);
+    if (s == TRIT_OK && !t->resumed) {
+        char dst[TRIT_PATH_MAX + 32];
+        s = trit_trainer_path(t, TRIT_CKPT_TOKENIZER, dst, sizeof dst);
+        if (s == TRIT_OK) s = trit_tokenizer_save(t->tok, dst);
+        if (s == TRIT_OK) note_made(t, dst);
+    }
+    return s;
+}
+
+// Text from a file: a fresh run tokenizes it into the run directory; a resume reuses that.
+static trit_status setup_text_file(trainer *t) {
+    trit_status s = TRIT_OK;
+    if (!t->resumed) {
+        char state[TRIT_PATH_MAX + 32];
+        s = trit_trainer_path(t, TRIT_CKPT_STATE, state, sizeof state);
+        if (s == TRIT_OK && exists(state)) return make_run_dir(t);  // the "already a run" error
+        bool had_dir = is_dir(t->cfg.out);
+        trit_prepare_result pr;
+        if (s == TRIT_OK)
+            s = trit_prepare_text(t->cfg.data, (trit_tokenizer_kind)t->cfg.tokenizer, t->cfg.vocab,
+                                  t->cfg.val_fraction, t->cfg.out, &pr);
+        if (s != TRIT_OK) return s;
+        t->made_dir = !had_dir;
+        const char *names[] = {TRIT_CKPT_TOKENIZER, TRIT_DATA_TRAIN, TRIT_DATA_VAL};
+        for (int i = 0; i < 3; i++) {
+            char p[TRIT_PATH_MAX + 32];
+            if (trit_trainer_path(t, names[i], p, sizeof p) == TRIT_OK) note_made(t, p);
+        }
+    }
+    char tok_path[TRIT_PATH_MAX + 32];
+    s = trit_trainer_path(t, TRIT_CKPT_TOKENIZER, tok_path, sizeof tok_path);
+    if (s == TRIT_OK && !(t->tok = trit_tokenizer_load(tok_path))) s = TRIT_ERR_FORMAT;
+    if (s == TRIT_OK) s = open_shards(t, t->cfg.out);
+    return s;
+}
+
+static trit_status setup_addition(trainer *t) {
+    char tok_path[TRIT_PATH_MAX + 32];
+    trit_status s = trit_trainer_path(t, TRIT_CKPT_TOKENIZER, tok_path, sizeof tok_path);
+    if (s != TRIT_OK) return s;
+    if (t->resumed) {
+        t->tok = trit_tokenizer_load(tok_path);
+    } else {
+        s = make_run_dir(t);
+        if (s == TRIT_OK && (t->tok = trit_addition_tokenizer()) != NULL) {
+            s = trit_tokenizer_save(t->tok, tok_path);
+            if (s == TRIT_OK) note_made(t, tok_path);
+        }
+    }
+    if (s == TRIT_OK && !t->tok) s = TRIT_ERR_FORMAT;
+    if (s == TRIT_OK) s = trit_addition_init(&t->add, t->cfg.digits, t->tok);
+    return s;
+}
+
+static trit_status setup_data(trainer *t) {
+    const trit_train_config *c = &t->cfg;
+    trit_status s;
+    if (t->task == TRIT_TASK_ADDITION) {
+        t->T = trit_addition_text_len(c->digits) - 1;
+        s = setup_addition(t);
+    } else {
+        t->T = c->seq;
+        if (!exists(c->data))
+            return trit_error(TRIT_ERR_IO, "cannot open '%s': no such file or directory (--data takes a "
+                              "text file or a directory made by `trit prepare`)", c->data);
+        s = is_dir(c->data) ? setup_prepared(t) : setup_text_file(t);
+    }
+    char tok_path[TRIT_PATH_MAX + 32];
+    if (s == TRIT_OK) s = trit_trainer_path(t, TRIT_CKPT_TOKENIZER, tok_path, sizeof tok_path);
+    if (s == TRIT_OK) s = trit_file_crc32(tok_path, &t->tok_crc);
+    return s;
+}
+
+static trit_status setup_model(trainer *t) {
+    const trit_train_config *c = &t->cfg;
+    trit_gpt_config g = trit_gpt_config_default();
+    g.vocab_size = trit_tokenizer_vocab_size(t->tok);
+    g.seq_len = c->seq;
+    g.n_layer = c->layers;
+    g.n_head = c->heads;
+    g.n_embd = c->dim;
+    g.dropout = c->dropout;
+    g.bias = c->bias != 0;
+    g.norm = (trit_norm_kind)c->norm;
+    g.mlp = (trit_mlp_kind)c->mlp;
+    g.pos = (trit_pos_kind)c->pos;
+    if (t->train && trit_data_max_token(t->train) > g.vocab_size)
+        return trit_error(TRIT_ERR_FORMAT, "the training shard holds token ids up to %d but the tokenizer "
+                          "has %lld tokens: shards and tokenizer.bin come from different runs of `trit "
+                          "prepare`", trit_data_max_token(t->train) - 1, (long long)g.vocab_size);
+    t->model = trit_gpt_new(&g, (uint64_t)c->seed);
+    if (!t->model) return TRIT_ERR_INVALID;
+    trit_status s = trit_gpt_build(t->model, c->batch, t->T, &t->gg);
+    if (s != TRIT_OK) return s;
+    int n = trit_gpt_num_tensors(t->model);
+    t->params = malloc((size_t)n * sizeof *t->params);
+    if (!t->params) return trit_error(TRIT_ERR_NOMEM, "cannot list %d parameters", n);
+    t->n_params = n;
+    for (int i = 0; i < n; i++) t->params[i] = trit_gpt_tensor(t->model, i);
+    trit_optim_config oc = trit_optim_adamw(c->beta1, c->beta2, c->eps);
+    t->opt = trit_optim_new_gpt2(&oc, t->params, n, c->weight_decay);
+    if (!t->opt) return TRIT_ERR_INVALID;
+    t->sched = trit_lr_warmup_cosine(c->lr, c->min_lr, c->warmup, c->steps);
+    t->accum = trit_train_config_accum(c);
+    return trit_lr_check(&t->sched);
+}
+
+static trit_status restore(trainer *t) {
+    char path[TRIT_PATH_MAX + 32];
+    trit_status s = trit_trainer_path(t, TRIT_CKPT_STATE, path, sizeof path);
+    trit_train_state st;
+    if (s == TRIT_OK) s = trit_state_load(path, &st, t->model, t->opt);
+    if (s != TRIT_OK) return s;
+    if (st.tokenizer_crc != t->tok_crc)
+        return trit_error(TRIT_ERR_FORMAT, "'%s/%s' differs from the one the checkpoint was trained with "
+                          "(CRC-32 mismatch): restore it or start a new run", t->cfg.out, TRIT_CKPT_TOKENIZER);
+    if (st.data_batches != st.step * t->accum)
+        return trit_error(TRIT_ERR_FORMAT, "'%s': data position %lld does not match step %lld x %lld "
+                          "micro-batches", path, (long long)st.data_batches, (long long)st.step,
+                          (long long)t->accum);
+    t->step = st.step;
+    return TRIT_OK;
+}
+
+trit_status trit_trainer_setup(trainer *t, const trit_train_config *cli) {
+    memset(t, 0, sizeof *t);
+    trit_train_config cfg = *cli;
+    trit_status s = TRIT_OK;
+    t->resumed = cli->resume[0] != 0;
+    if (t->resumed) s = resume_config(cli, &cfg);
+    if (s == TRIT_OK) s = trit_train_config_resolve(&cfg);
+    if (s != TRIT_OK) return s;
+    t->cfg = cfg;
+    t->task = trit_train_config_task(&cfg);
+    trit_threads_set((int)cfg.threads);
+    s = setup_data(t);
+    if (s == TRIT_OK) s = setup_model(t);
+    if (s == TRIT_OK && t->resumed) s = restore(t);
+    if (s == TRIT_OK) {
+        t->metrics = trit_metrics_open(cfg.out, t->resumed ? t->step : -1);
+        if (!t->metrics) s = TRIT_ERR_IO;
+    }
+    return s;
+}
+
+void trit_trainer_free(trainer *t, bool failed) {
+    if (t->metrics) fclose(t->metrics);
+    trit_optim_free(t->opt);
+    free(t->params);
+    if (t->gg.graph) trit_gpt_graph_free(&t->gg);
+    trit_gpt_free(t->model);
+    trit_data_free(t->train);
+    trit_data_free(t->val);
+    trit_tokenizer_free(t->tok);
+    if (failed && !t->resumed) {
+        for (int i = 0; i < t->n_made; i++) unlink(t->made[i]);
+        if (t->made_dir) {
+            char m[TRIT_PATH_MAX + 32];
+            if (trit_trainer_path(t, TRIT_CKPT_METRICS, m, sizeof m) == TRIT_OK) unlink(m);
+            rmdir(t->cfg.out);
+        }
+    }
+    memset(t, 0, sizeof *t);
+}

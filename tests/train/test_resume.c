@@ -1,0 +1,205 @@
+// Exact resume: a run stopped at step k (by --stop-after, or by a stop request as SIGINT makes)
+// and continued with --resume gives the same train and validation losses, bit for bit, and the
+// same final weights as the run that was never stopped. The config uses dropout and gradient
+// accumulation so that their randomness and data positions are covered too.
+#define _GNU_SOURCE
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+
+#include "train_fixture.h"
+
+enum { STEPS = 12 };
+
+typedef struct record {
+    double loss[STEPS + 1], val[STEPS + 1];
+    int64_t first, last;
+    int64_t stop_at;  // request a stop after this step (0 = never)
+} record;
+
+static void on_step(void *ctx, const trit_train_step_info *info) {
+    record *r = ctx;
+    assert_true(info->step >= 1 && info->step <= STEPS);
+    if (r->first == 0) r->first = info->step;
+    r->last = info->step;
+    r->loss[info->step] = info->loss;
+    r->val[info->step] = info->val_loss;
+    if (r->stop_at && info->step == r->stop_at) trit_train_request_stop();
+}
+
+static void run(trit_train_config *c, record *r, trit_train_result *res) {
+    trit_train_hooks h = {on_step, r};
+    trit_status s = trit_train_run(c, &h, res);
+    if (s != TRIT_OK) fail_msg("train: %s", trit_last_error());
+}
+
+static void config(trit_train_config *c, const char *data, const char *out) {
+    tf_tiny_config(c, data, out);
+    c->dropout = 0.1;
+    c->total_batch_tokens = 2 * c->batch * c->seq;  // two micro-batches per step
+}
+
+// Same bits, not merely equal values (NaN == NaN included).
+static void expect_same_bits(const record *a, const record *b, int64_t from, int64_t to) {
+    for (int64_t s = from; s <= to; s++) {
+        if (memcmp(&a->loss[s], &b->loss[s], sizeof(double)) != 0)
+            fail_msg("step %lld: loss %.17g vs %.17g", (long long)s, a->loss[s], b->loss[s]);
+        if (memcmp(&a->val[s], &b->val[s], sizeof(double)) != 0)
+            fail_msg("step %lld: val loss %.17g vs %.17g", (long long)s, a->val[s], b->val[s]);
+    }
+}
+
+static void expect_same_file(const char *dir_a, const char *dir_b, const char *name) {
+    char pa[1100], pb[1100];
+    snprintf(pa, sizeof pa, "%s/%s", dir_a, name);
+    snprintf(pb, sizeof pb, "%s/%s", dir_b, name);
+    uint8_t *a, *b;
+    size_t na, nb;
+    assert_int_equal(trit_file_read_all(pa, &a, &na), TRIT_OK);
+    assert_int_equal(trit_file_read_all(pb, &b, &nb), TRIT_OK);
+    assert_int_equal(na, nb);
+    assert_memory_equal(a, b, na);
+    free(a);
+    free(b);
+}
+
+static void test_stop_after_and_resume(void **state) {
+    (void)state;
+    char root[512], text[600], full[600], part[600];
+    tf_mkdtemp(root, sizeof root, "resume");
+    snprintf(text, sizeof text, "%s/corpus.txt", root);
+    snprintf(full, sizeof full, "%s/full", root);
+    snprintf(part, sizeof part, "%s/part", root);
+    tf_write_corpus(text);
+
+    trit_train_config c;
+    trit_train_result res;
+    record a = {0}, b = {0};
+    config(&c, text, full);
+    run(&c, &a, &res);
+    assert_int_equal(res.step, STEPS);
+    assert_false(res.interrupted);
+    assert_int_equal(a.first, 1);
+    assert_true(a.loss[STEPS] < a.loss[1]);  // it learns something
+    assert_false(isnan(a.val[4]));
+    assert_true(isnan(a.val[5]));
+
+    config(&c, text, part);
+    c.stop_after = 5;
+    run(&c, &b, &res);
+    assert_int_equal(res.step, 5);
+    assert_int_equal(b.last, 5);
+
+    // Resume: only --resume (and a running flag) on the command line.
+    trit_train_config_init(&c);
+    assert_int_equal(trit_train_config_set(&c, "resume", part), TRIT_OK);
+    c.quiet = 1;
+    b.first = 0;
+    run(&c, &b, &res);
+    assert_int_equal(b.first, 6);
+    assert_int_equal(res.step, STEPS);
+    expect_same_bits(&a, &b, 1, STEPS);
+    expect_same_file(full, part, TRIT_CKPT_MODEL);
+
+    // The metrics file has each step once, with the same losses.
+    char ma[700], mb[700];
+    snprintf(ma, sizeof ma, "%s/%s", full, TRIT_CKPT_METRICS);
+    snprintf(mb, sizeof mb, "%s/%s", part, TRIT_CKPT_METRICS);
+    trit_metric_row *ra, *rb;
+    int64_t na, nb;
+    assert_int_equal(trit_metrics_read(ma, &ra, &na), TRIT_OK);
+    assert_int_equal(trit_metrics_read(mb, &rb, &nb), TRIT_OK);
+    assert_int_equal(na, STEPS);
+    assert_int_equal(nb, STEPS);
+    for (int64_t i = 0; i < na; i++) {
+        assert_int_equal(ra[i].step, i + 1);
+        assert_int_equal(rb[i].step, i + 1);
+        assert_true(ra[i].loss == rb[i].loss);
+    }
+    free(ra);
+    free(rb);
+    tf_rm_rf(root);
+}
+
+// A stop request (what SIGINT and SIGTERM raise) finishes the step, checkpoints and returns OK.
+static void test_stop_request_and_resume(void **state) {
+    (void)state;
+    char root[512], text[600], full[600], part[600];
+    tf_mkdtemp(root, sizeof root, "stop");
+    snprintf(text, sizeof text, "%s/corpus.txt", root);
+    snprintf(full, sizeof full, "%s/full", root);
+    snprintf(part, sizeof part, "%s/part", root);
+    tf_write_corpus(text);
+
+    trit_train_config c;
+    trit_train_result res;
+    record a = {0}, b = {0};
+    config(&c, text, full);
+    c.order = TRIT_DATA_SEQUENTIAL;
+    run(&c, &a, &res);
+
+    config(&c, text, part);
+    c.order = TRIT_DATA_SEQUENTIAL;
+    b.stop_at = 7;
+    run(&c, &b, &res);
+    assert_true(res.interrupted);
+    assert_int_equal(res.step, 7);
+
+    trit_train_config_init(&c);
+    assert_int_equal(trit_train_config_set(&c, "resume", part), TRIT_OK);
+    c.quiet = 1;
+    c.threads = 2;  // thread count may change on resume and must not change the numbers
+    b.stop_at = 0;
+    run(&c, &b, &res);
+    assert_false(res.interrupted);
+    expect_same_bits(&a, &b, 1, STEPS);
+    expect_same_file(full, part, TRIT_CKPT_MODEL);
+    tf_rm_rf(root);
+}
+
+// The addition task resumes exactly too (its batches are generated from the step).
+static void test_addition_resume(void **state) {
+    (void)state;
+    char root[512], full[600], part[600];
+    tf_mkdtemp(root, sizeof root, "addres");
+    snprintf(full, sizeof full, "%s/full", root);
+    snprintf(part, sizeof part, "%s/part", root);
+    trit_train_config c;
+    trit_train_result res;
+    record a = {0}, b = {0};
+    for (int k = 0; k < 2; k++) {
+        trit_train_config_init(&c);
+        assert_int_equal(trit_train_config_set(&c, "out", k ? part : full), TRIT_OK);
+        c.layers = 1;
+        c.dim = 16;
+        c.batch = 8;
+        c.steps = STEPS;
+        c.eval_every = 6;
+        c.eval_batches = 1;
+        c.task_test = 5;
+        c.threads = 1;
+        c.quiet = 1;
+        c.digits = 2;
+        c.stop_after = k ? 3 : 0;
+        run(&c, k ? &b : &a, &res);
+    }
+    trit_train_config_init(&c);
+    assert_int_equal(trit_train_config_set(&c, "resume", part), TRIT_OK);
+    run(&c, &b, &res);
+    expect_same_bits(&a, &b, 1, STEPS);
+    assert_false(isnan(res.accuracy));
+    tf_rm_rf(root);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_stop_after_and_resume),
+        cmocka_unit_test(test_stop_request_and_resume),
+        cmocka_unit_test(test_addition_resume),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
