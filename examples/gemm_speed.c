@@ -5,6 +5,7 @@
 //
 // The level defaults to what TRIT_CPU or the CPU gives; threads default to trit_threads_get().
 // Each shape reports the best of several timed runs (others may be using the machine).
+#define _POSIX_C_SOURCE 200809L  // clock_gettime
 #include "trit/base.h"
 
 #include "../src/kernels/gemm.h"

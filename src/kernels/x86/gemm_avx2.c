@@ -1,8 +1,9 @@
 // AVX2 + FMA fp32 GEMM: C (M, N) (+)= op(A) @ op(B), contract in kernels/gemm.h.
 //
-// The same design as gemm_avx512.c with 256-bit vectors: per thread, op(B) is packed into
-// 16-wide panels (KC x NC) and op(A) into 6-tall panels (MC x KC); a 6x16 register tile
-// (12 ymm accumulators, A broadcast, two B vectors) runs over each pair of panels. The
+// The design of gemm_avx512.c with 256-bit vectors: per thread, op(B) is packed into 16-wide
+// panels (KC x NC) and op(A) into 6-tall panels (MC x KC); a 6x16 register tile (12 ymm
+// accumulators, A broadcast, two B vectors) runs over each pair of panels. The loop order keeps
+// a B panel in L1 and the A block in L2, which suits the smaller L2 of AVX2-only CPUs. The
 // transposes of the four cases happen in the packing.
 //
 // Determinism: each C element is summed k = 0..K-1 inside fixed KC slices that depend on K
@@ -18,14 +19,16 @@
 
 #define MR 6
 #define NR 16
+// Blocking for AVX2 machines with small caches (32 KB L1D, 256 KB+ L2): one packed B panel of
+// KC x 16 (16 KB) stays in L1 while the packed A block of MC x KC (144 KB) is read from L2.
 #ifndef GEMM256_KC
 #define GEMM256_KC 256
 #endif
 #ifndef GEMM256_MC
-#define GEMM256_MC (MR * 32)
+#define GEMM256_MC (MR * 24)
 #endif
 #ifndef GEMM256_NC
-#define GEMM256_NC (NR * 128)
+#define GEMM256_NC (NR * 256)
 #endif
 // Below this many multiply-adds a call runs on the calling thread and reads B unpacked.
 #ifndef GEMM256_SMALL
@@ -64,6 +67,12 @@ tile_6x16(int64_t kc, const float *restrict a, const float *restrict b, int64_t 
 #define DECL(i) __m256 c##i##_0 = _mm256_setzero_ps(), c##i##_1 = _mm256_setzero_ps();
     ROWS(DECL)
 #undef DECL
+    // Bring the C tile toward L1 now so its loads at the end do not stall on L3 or memory.
+    for (int64_t i = 0; i < mr; i++) {
+        _mm_prefetch((const char *)(c + i * ldc), _MM_HINT_T0);
+        _mm_prefetch((const char *)(c + i * ldc + NR - 1), _MM_HINT_T0);
+    }
+#pragma GCC unroll 4
     for (int64_t k = 0; k < kc; k++) {
         __m256 b0, b1;
         if (direct) {
