@@ -61,7 +61,8 @@ trit_gpt *trit_gpt_new(const trit_gpt_config *c, uint64_t seed);
 void trit_gpt_free(trit_gpt *m);
 const trit_gpt_config *trit_gpt_get_config(const trit_gpt *m);
 // Parameter tensors in a fixed order, named as in GPT-2 checkpoints ("wte.weight",
-// "wpe.weight", "h.0.ln_1.weight", "h.0.attn.c_attn.weight", ..., "ln_f.weight"); see docs.
+// "wpe.weight", "h.0.ln_1.weight", "h.0.attn.c_attn.weight", ..., "ln_f.weight"); the list and
+// shapes are given above trit_gpt_new.
 int trit_gpt_num_tensors(const trit_gpt *m);
 trit_tensor *trit_gpt_tensor(const trit_gpt *m, int i);
 trit_tensor *trit_gpt_find(const trit_gpt *m, const char *name);
