@@ -34,9 +34,13 @@
 #endif
 // Prefetch distance for the packed B panel, in floats (8 steps of k).
 #define PREFETCH_B (8 * NR)
-// Below this many multiply-adds a call runs on the calling thread and reads B unpacked.
+// Up to this many multiply-adds B is read in place (when stored (K, N)) instead of packed.
 #ifndef GEMM512_SMALL
 #define GEMM512_SMALL ((int64_t)1 << 21)
+#endif
+// Below this many multiply-adds one thread is faster than waking others.
+#ifndef GEMM512_PARALLEL
+#define GEMM512_PARALLEL ((int64_t)1 << 19)
 #endif
 
 typedef struct gemm_args {
@@ -61,10 +65,10 @@ static inline __mmask16 lanes(int64_t n) {
 #define ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11) X(12) X(13)
 
 // c (mr <= 14 rows, 32 columns under masks m0|m1) (+)= a_panel (kc, 14) @ b (kc, 32).
-// b rows are b_ks floats apart; `direct` means b is the caller's matrix (masked loads),
-// otherwise a zero-padded packed panel.
+// b rows are b_ks floats apart: a zero-padded packed panel, or the caller's (K, N) matrix read
+// in place, then with masked loads when the tile is at the right edge (`masked`).
 static inline __attribute__((always_inline)) void
-tile_14x32(int64_t kc, const float *restrict a, const float *restrict b, int64_t b_ks, bool direct,
+tile_14x32(int64_t kc, const float *restrict a, const float *restrict b, int64_t b_ks, bool masked,
            __mmask16 m0, __mmask16 m1, float *c, int64_t ldc, int64_t mr, bool add_c) {
 #define DECL(i) __m512 c##i##_0 = _mm512_setzero_ps(), c##i##_1 = _mm512_setzero_ps();
     ROWS(DECL)
@@ -77,14 +81,16 @@ tile_14x32(int64_t kc, const float *restrict a, const float *restrict b, int64_t
 #pragma GCC unroll 4
     for (int64_t k = 0; k < kc; k++) {
         __m512 b0, b1;
-        if (direct) {
+        if (masked) {
             b0 = _mm512_maskz_loadu_ps(m0, b);
             b1 = _mm512_maskz_loadu_ps(m1, b + 16);
-        } else {  // the packed panel streams from L2: ask for it a little ahead
-            _mm_prefetch((const char *)(b + PREFETCH_B), _MM_HINT_T0);
-            _mm_prefetch((const char *)(b + PREFETCH_B + 16), _MM_HINT_T0);
-            b0 = _mm512_load_ps(b);
-            b1 = _mm512_load_ps(b + 16);
+        } else {
+            if (b_ks == NR) {  // a packed panel streams from L2: ask for it a little ahead
+                _mm_prefetch((const char *)(b + PREFETCH_B), _MM_HINT_T0);
+                _mm_prefetch((const char *)(b + PREFETCH_B + 16), _MM_HINT_T0);
+            }
+            b0 = _mm512_loadu_ps(b);
+            b1 = _mm512_loadu_ps(b + 16);
         }
 #define FMA(i)                                                                                    \
     {                                                                                             \
@@ -118,10 +124,14 @@ static __attribute__((noinline)) void tile_packed(int64_t kc, const float *a, co
     tile_14x32(kc, a, b, NR, false, m0, m1, c, ldc, mr, add_c);
 }
 
+// b: the caller's (K, N) matrix at the tile's first column, nr columns left in the row.
 static __attribute__((noinline)) void tile_direct(int64_t kc, const float *a, const float *b,
-                                                  int64_t ldb, __mmask16 m0, __mmask16 m1,
-                                                  float *c, int64_t ldc, int64_t mr, bool add_c) {
-    tile_14x32(kc, a, b, ldb, true, m0, m1, c, ldc, mr, add_c);
+                                                  int64_t ldb, int64_t nr, float *c, int64_t ldc,
+                                                  int64_t mr, bool add_c) {
+    if (nr >= NR)
+        tile_14x32(kc, a, b, ldb, false, lanes(NR), lanes(NR), c, ldc, mr, add_c);
+    else
+        tile_14x32(kc, a, b, ldb, true, lanes(nr), lanes(nr - 16), c, ldc, mr, add_c);
 }
 
 // ---- packing -------------------------------------------------------------------------------
@@ -266,27 +276,23 @@ static void gemm_block(const gemm_args *g, int64_t m0, int64_t m1, int64_t n0, i
     }
 }
 
-// Small problems: one thread, A packed per row panel, B read in place when it is (K, N).
-static void gemm_small(const gemm_args *g) {
-    if (g->trans_b) {
-        gemm_block(g, 0, g->M, 0, g->N);
-        return;
-    }
+// Small problems: A packed one panel at a time, B read in place when it is (K, N).
+static void gemm_small(const gemm_args *g, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
     int64_t ks = k_slice(g->K);
-    float *ap = pack_buffer((size_t)(ks * MR));
-    if (!ap) {
-        gemm_block(g, 0, g->M, 0, g->N);  // falls back to the portable path
+    float *ap = g->trans_b ? NULL : pack_buffer((size_t)(ks * MR));
+    if (!ap) {  // (N, K) storage needs packing; so does the portable fallback on no memory
+        gemm_block(g, m0, m1, n0, n1);
         return;
     }
     for (int64_t pc = 0; pc < g->K; pc += ks) {
         int64_t kc = min64(ks, g->K - pc);
         bool add_c = g->accumulate || pc > 0;
-        for (int64_t ir = 0; ir < g->M; ir += MR) {
-            int64_t mr = min64(MR, g->M - ir);
+        for (int64_t ir = m0; ir < m1; ir += MR) {
+            int64_t mr = min64(MR, m1 - ir);
             pack_a(g, ir, mr, pc, kc, ap);
-            for (int64_t jr = 0; jr < g->N; jr += NR)
-                tile_direct(kc, ap, g->B + pc * g->ldb + jr, g->ldb, lanes(g->N - jr),
-                            lanes(g->N - jr - 16), g->C + ir * g->ldc + jr, g->ldc, mr, add_c);
+            for (int64_t jr = n0; jr < n1; jr += NR)
+                tile_direct(kc, ap, g->B + pc * g->ldb + jr, g->ldb, n1 - jr,
+                            g->C + ir * g->ldc + jr, g->ldc, mr, add_c);
         }
     }
 }
@@ -324,17 +330,25 @@ void trit_kernel_gemm_avx512_f32(bool trans_a, bool trans_b, int64_t M, int64_t 
         return;
     }
     gemm_args g = {trans_a, trans_b, accumulate, M, N, K, A, lda, B, ldb, C, ldc};
-    if (M * N * K <= GEMM512_SMALL || omp_get_max_threads() == 1 || omp_in_parallel()) {
-        if (M * N * K <= GEMM512_SMALL)
-            gemm_small(&g);
+    int64_t work = M * N * K;
+    bool small = work <= GEMM512_SMALL;
+    int nt = work < GEMM512_PARALLEL || omp_in_parallel() ? 1 : omp_get_max_threads();
+    if (nt == 1) {
+        if (small)
+            gemm_small(&g, 0, M, 0, N);
         else
             gemm_block(&g, 0, M, 0, N);
         return;
     }
-#pragma omp parallel
+#pragma omp parallel num_threads(nt)
     {
         int64_t r[4];
         thread_share(&g, omp_get_thread_num(), omp_get_num_threads(), r);
-        if (r[0] < r[1] && r[2] < r[3]) gemm_block(&g, r[0], r[1], r[2], r[3]);
+        if (r[0] < r[1] && r[2] < r[3]) {
+            if (small)
+                gemm_small(&g, r[0], r[1], r[2], r[3]);
+            else
+                gemm_block(&g, r[0], r[1], r[2], r[3]);
+        }
     }
 }
