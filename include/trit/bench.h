@@ -1,0 +1,128 @@
+// trit benchmarks: the memory report of a training setup, and timed GPT training steps on named
+// configs with model FLOP/s and MFU against a GEMM peak measured in the same run.
+//
+// Model FLOPs per token (the estimate of the PaLM and Chinchilla papers, as nanoGPT uses it):
+//   6 N + 12 L T C
+// N = parameters (tied head counted once, position table included), L layers, T sequence length,
+// C width. 6 N is the matmul work of forward (2 N) and backward (4 N) through every weight; 12 L T C
+// is the attention itself (q k^T and p v, 2 T C multiply-adds each per token and layer, times 3 for
+// forward + backward) counted over the full T x T square even though causal masking lets a kernel
+// skip about half of it. The estimate leaves out layer norms, GELU, softmax and the optimizer; it is
+// the figure peers quote, so MFU here compares directly with theirs.
+//
+// MFU = model FLOP/s / the f32 GEMM FLOP/s measured on square matrices in the same run with the
+// same thread count (2 n^3 per n x n x n product).
+#ifndef TRIT_BENCH_H
+#define TRIT_BENCH_H
+
+#include <stdio.h>
+
+#include "trit/nn.h"
+#include "trit/optim.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+// ---- memory report ---------------------------------------------------------------------------
+// What a training setup holds, from the structures themselves (no measurement), in bytes.
+
+typedef struct trit_memory_report {
+    size_t params;       // parameter values the graph reads
+    size_t grads;        // their gradients
+    size_t optimizer;    // optimizer state (AdamW: first and second moments)
+    size_t arena;        // the graph's arena: activations, saved tensors, activation grads, op scratch
+    size_t inputs;       // graph inputs (token ids and targets)
+    size_t workspace;    // kernel buffers outside the arena (GEMM packing, one set per thread)
+    size_t total;        // sum of the above
+    size_t activations;  // forward values before liveness reuse (what a plan without reuse needs)
+    int threads;
+} trit_memory_report;
+
+// Report of a compiled training graph and its optimizer (o may be NULL: no optimizer state) when
+// kernels run on `threads` threads (<= 0: trit_threads_get()).
+trit_status trit_memory_report_make(const trit_graph *g, const trit_optim *o, int threads,
+                                    trit_memory_report *out);
+// Adds another graph over the same parameters (e.g. an evaluation graph): its arena and inputs.
+trit_status trit_memory_report_add_graph(trit_memory_report *r, const trit_graph *g);
+// Prints one line per item plus the total, in bytes and MB, each line starting with `prefix`.
+void trit_memory_report_print(const trit_memory_report *r, const char *prefix, FILE *fp);
+
+// Peak resident set size of this process so far (VmHWM of /proc/self/status, else
+// getrusage ru_maxrss); 0 when neither is available.
+size_t trit_peak_rss_bytes(void);
+
+// ---- named configs -----------------------------------------------------------------------------
+
+#define TRIT_BENCH_NAME_MAX 32
+
+typedef struct trit_bench_config {
+    char name[TRIT_BENCH_NAME_MAX];
+    trit_gpt_config model;  // model.seq_len is the T of the benchmark
+    int64_t batch;          // B sequences per step
+} trit_bench_config;
+
+// "baby" (L=4 H=4 C=128 T=64 B=12 V=65), "small" (L=6 H=6 C=384 T=256 B=16 V=65), "bpe50k"
+// (L=4 H=4 C=256 T=256 B=8 V=50304): GPT-2 layout (bias, LayerNorm, GELU, learned positions).
+int trit_bench_num_configs(void);
+const trit_bench_config *trit_bench_config_at(int i);
+// By name; the message lists the names when there is no such config.
+trit_status trit_bench_config_find(const char *name, trit_bench_config *out);
+
+// 6 N + 12 L T C (see the top of this file).
+double trit_bench_flops_per_token(const trit_gpt_config *c, int64_t n_params, int64_t T);
+
+// ---- measuring ---------------------------------------------------------------------------------
+
+typedef struct trit_bench_options {
+    int64_t steps;   // timed steps, >= 1
+    int64_t warmup;  // untimed steps before them, >= 0
+    int threads;     // <= 0: trit_threads_get()
+    uint64_t seed;   // model init and the random tokens
+    FILE *log;       // the memory report and progress go here; NULL = silent
+} trit_bench_options;
+
+typedef struct trit_bench_result {
+    char config[TRIT_BENCH_NAME_MAX];
+    int64_t params, batch, seq, steps;
+    int threads;
+    double ms_median, ms_mean, ms_min;  // per step
+    double tokens_per_s;                // B T / median step time
+    double flops_per_token;             // trit_bench_flops_per_token
+    double model_flops_per_s;           // flops_per_token * tokens_per_s
+    double gemm_peak_flops_per_s;       // 0 until measured (trit_bench_gemm_peak)
+    double mfu;                         // model / GEMM peak; 0 without a peak
+    double loss_first, loss_last;       // losses of the first and last timed step
+    size_t peak_rss_bytes;              // of the process that ran the steps
+    trit_memory_report memory;
+} trit_bench_result;
+
+// Builds the model and its training graph, then runs warmup + steps training steps as the trainer
+// does (new random tokens, forward, backward, clip the global norm to 1.0, AdamW 0.9/0.95 with
+// weight decay 0.1 on matrices) and times each step. peak_rss_bytes is this process's peak, so a
+// process that ran something larger before reports that; trit_bench_run_isolated avoids it.
+trit_status trit_bench_run(const trit_bench_config *c, const trit_bench_options *o,
+                           trit_bench_result *r);
+// The same in a forked child, so peak_rss_bytes is that of this one model. The OpenMP runtime
+// of GCC does not survive fork once it has started threads: call this only from a process that
+// has not run kernels on more than one thread yet (the `trit bench` parent runs none).
+trit_status trit_bench_run_isolated(const trit_bench_config *c, const trit_bench_options *o,
+                                    trit_bench_result *r);
+
+// The best f32 GEMM rate (FLOP/s) over square n x n x n products for n in 1024 and 2048, best
+// of `reps` runs each after one untimed run, on `threads` threads (<= 0: trit_threads_get()).
+trit_status trit_bench_gemm_peak(int threads, int reps, double *flops_per_s);
+// The same in a forked child (see trit_bench_run_isolated).
+trit_status trit_bench_gemm_peak_isolated(int threads, int reps, double *flops_per_s);
+// Sets r->gemm_peak_flops_per_s and r->mfu.
+void trit_bench_set_peak(trit_bench_result *r, double gemm_flops_per_s);
+
+// One JSON object, no newline: {"config": ..., "precision": "fp32", "ms_per_step": <median>,
+// "tokens_per_s", "model_flops_per_s", "mfu", "gemm_peak_flops_per_s", "peak_rss_bytes"}.
+// Returns the length it needs (as snprintf); the text is complete when that is < n.
+int trit_bench_json(const trit_bench_result *r, char *buf, size_t n);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,100 @@
+// The memory report of a training setup: what the parameters, their gradients, the optimizer
+// state, the graph's arena and the kernels' own buffers hold, read from the structures. A step
+// allocates nothing, so after the first step this is the whole working set of the trainer, and
+// the process's peak RSS should exceed it only by the program and its libraries.
+#define _POSIX_C_SOURCE 200809L
+#include "trit/bench.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <sys/resource.h>
+
+// GEMM packing buffers: each thread that runs a packed GEMM keeps one buffer of KC x (NC + MC)
+// floats for its lifetime (kernels/x86/gemm_*.c; the portable kernel packs nothing). The sizes
+// mirror those files' blocking constants.
+static size_t gemm_workspace_per_thread(void) {
+    switch (trit_cpu_level()) {
+    case TRIT_CPU_AMX:
+    case TRIT_CPU_AVX512: return (size_t)384 * (768 + 14 * 16) * sizeof(float);
+    case TRIT_CPU_AVX2: return (size_t)256 * (16 * 256 + 6 * 24) * sizeof(float);
+    case TRIT_CPU_REF:
+    default: return 0;
+    }
+}
+
+static void sum_total(trit_memory_report *r) {
+    r->total = r->params + r->grads + r->optimizer + r->arena + r->inputs + r->workspace;
+}
+
+trit_status trit_memory_report_make(const trit_graph *g, const trit_optim *o, int threads,
+                                    trit_memory_report *out) {
+    if (!g || !out) return trit_error(TRIT_ERR_INVALID, "trit_memory_report_make: graph and output must not be NULL");
+    memset(out, 0, sizeof *out);
+    trit_graph_memory gm;
+    trit_status s = trit_graph_memory_report(g, &gm);
+    if (s != TRIT_OK) return s;
+    out->params = gm.param_bytes;
+    out->grads = gm.grad_bytes;
+    out->arena = gm.arena_bytes;
+    out->inputs = gm.input_bytes;
+    out->activations = gm.activation_bytes;
+    for (int i = 0; o && i < trit_optim_num_state(o); i++) {
+        trit_optim_state_buf b;
+        s = trit_optim_get_state(o, i, &b);
+        if (s != TRIT_OK) return s;
+        out->optimizer += (size_t)b.count * sizeof(float);
+    }
+    out->threads = threads > 0 ? threads : trit_threads_get();
+    out->workspace = (size_t)out->threads * gemm_workspace_per_thread();
+    sum_total(out);
+    return TRIT_OK;
+}
+
+trit_status trit_memory_report_add_graph(trit_memory_report *r, const trit_graph *g) {
+    if (!r || !g) return trit_error(TRIT_ERR_INVALID, "trit_memory_report_add_graph: NULL argument");
+    trit_graph_memory gm;
+    trit_status s = trit_graph_memory_report(g, &gm);
+    if (s != TRIT_OK) return s;
+    r->arena += gm.arena_bytes;
+    r->inputs += gm.input_bytes;
+    r->activations += gm.activation_bytes;
+    sum_total(r);
+    return TRIT_OK;
+}
+
+static void line(FILE *fp, const char *prefix, const char *what, size_t bytes) {
+    fprintf(fp, "%s%-12s %14zu bytes %10.2f MB\n", prefix, what, bytes, (double)bytes / 1e6);
+}
+
+void trit_memory_report_print(const trit_memory_report *r, const char *prefix, FILE *fp) {
+    if (!r || !fp) return;
+    if (!prefix) prefix = "";
+    line(fp, prefix, "parameters", r->params);
+    line(fp, prefix, "gradients", r->grads);
+    line(fp, prefix, "optimizer", r->optimizer);
+    line(fp, prefix, "arena", r->arena);
+    line(fp, prefix, "inputs", r->inputs);
+    line(fp, prefix, "workspace", r->workspace);
+    line(fp, prefix, "total", r->total);
+    fprintf(fp, "%s(arena: liveness reuse of %.2f MB of forward values; workspace: %d thread%s)\n", prefix,
+            (double)r->activations / 1e6, r->threads, r->threads == 1 ? "" : "s");
+}
+
+size_t trit_peak_rss_bytes(void) {
+    FILE *f = fopen("/proc/self/status", "r");
+    if (f) {
+        char buf[256];
+        unsigned long long kb = 0;
+        bool found = false;
+        while (fgets(buf, sizeof buf, f))
+            if (sscanf(buf, "VmHWM: %llu kB", &kb) == 1) {
+                found = true;
+                break;
+            }
+        fclose(f);
+        if (found) return (size_t)kb * 1024;
+    }
+    struct rusage ru;
+    if (getrusage(RUSAGE_SELF, &ru) == 0 && ru.ru_maxrss > 0) return (size_t)ru.ru_maxrss * 1024;  // Linux: kB
+    return 0;
+}

@@ -1,0 +1,153 @@
+// Benchmark tooling: the model-FLOP formula on known configs, the JSON line's keys and values,
+// a short isolated run's bookkeeping, and the memory report against the measured peak RSS of a
+// process that trains a mid-size GPT.
+//
+// Runs that train happen in forked children (trit_bench_run_isolated). They come first: GCC's
+// OpenMP runtime must not have started threads in this process before it forks.
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "trit/bench.h"
+
+// Mid-size: 3.4M parameters, a 76 MB arena; the report's items are far above the few MB the
+// program and its libraries take, so 10% is a fair bound. One step takes well under a second.
+static void test_memory_report_matches_peak_rss(void **state) {
+    (void)state;
+    trit_bench_config c = {.name = "mid", .batch = 8};
+    c.model = trit_gpt_config_default();
+    c.model.n_layer = 4;
+    c.model.n_head = 4;
+    c.model.n_embd = 256;
+    c.model.seq_len = 128;
+    c.model.vocab_size = 512;
+    trit_bench_options o = {.steps = 2, .warmup = 1, .threads = 2, .seed = 7};
+    trit_bench_result r;
+    assert_int_equal(trit_bench_run_isolated(&c, &o, &r), TRIT_OK);
+    const trit_memory_report *m = &r.memory;
+    int64_t n = r.params;
+    assert_int_equal(m->params, (size_t)n * 4);
+    assert_int_equal(m->grads, (size_t)n * 4);
+    assert_int_equal(m->optimizer, (size_t)n * 8);  // AdamW: two moments per parameter
+    assert_int_equal(m->inputs, (size_t)(2 * 8 * 128 * 4));
+    assert_true(m->arena > 0);
+    assert_int_equal(m->total, m->params + m->grads + m->optimizer + m->arena + m->inputs + m->workspace);
+    double ratio = (double)r.peak_rss_bytes / (double)m->total;
+    print_message("memory report total %zu bytes, peak RSS %zu bytes (ratio %.3f)\n", m->total,
+                  r.peak_rss_bytes, ratio);
+    assert_true(ratio > 0.9 && ratio < 1.1);
+}
+
+// A tiny run: the summary fields follow from the step times, and the first loss on uniform random
+// tokens is near ln V (a fresh model's predictions are nearly uniform).
+static void test_tiny_run_bookkeeping(void **state) {
+    (void)state;
+    trit_bench_config c = {.name = "tiny", .batch = 2};
+    c.model = trit_gpt_config_default();
+    c.model.n_layer = 1;
+    c.model.n_head = 2;
+    c.model.n_embd = 16;
+    c.model.seq_len = 8;
+    c.model.vocab_size = 32;
+    trit_bench_options o = {.steps = 5, .warmup = 1, .threads = 1, .seed = 3};
+    trit_bench_result r;
+    assert_int_equal(trit_bench_run_isolated(&c, &o, &r), TRIT_OK);
+    assert_string_equal(r.config, "tiny");
+    assert_int_equal(r.steps, 5);
+    assert_true(r.ms_min > 0 && r.ms_min <= r.ms_median && r.ms_min <= r.ms_mean);
+    assert_true(fabs(r.tokens_per_s - 16.0 / (r.ms_median / 1e3)) < 1e-6 * r.tokens_per_s);
+    assert_true(fabs(r.model_flops_per_s - r.flops_per_token * r.tokens_per_s) < 1e-6 * r.model_flops_per_s);
+    assert_true(fabs(r.loss_first - log(32.0)) < 0.1);
+    assert_true(r.peak_rss_bytes > 0);
+    assert_true(r.mfu == 0 && r.gemm_peak_flops_per_s == 0);
+    trit_bench_set_peak(&r, 4.0 * r.model_flops_per_s);
+    assert_true(fabs(r.mfu - 0.25) < 1e-12);
+}
+
+static void test_bad_options(void **state) {
+    (void)state;
+    trit_bench_config c;
+    assert_int_equal(trit_bench_config_find("tiny", &c), TRIT_ERR_INVALID);
+    assert_non_null(strstr(trit_last_error(), "baby"));
+    assert_int_equal(trit_bench_config_find("baby", &c), TRIT_OK);
+    trit_bench_options o = {.steps = 0, .warmup = 1};
+    trit_bench_result r;
+    assert_int_equal(trit_bench_run(&c, &o, &r), TRIT_ERR_INVALID);
+    assert_int_equal(trit_bench_run_isolated(&c, &o, &r), TRIT_ERR_INVALID);
+    c.model.n_head = 5;  // 128 % 5 != 0: the model config check speaks
+    o.steps = 1;
+    assert_int_equal(trit_bench_run_isolated(&c, &o, &r), TRIT_ERR_INVALID);
+}
+
+// 6 N + 12 L T C with N counted by the model itself.
+static void test_flops_formula(void **state) {
+    (void)state;
+    trit_bench_config c;
+    assert_int_equal(trit_bench_config_find("baby", &c), TRIT_OK);
+    assert_int_equal(c.model.n_layer, 4);
+    assert_int_equal(c.model.n_embd, 128);
+    assert_int_equal(c.model.seq_len, 64);
+    assert_int_equal(c.batch, 12);
+    trit_gpt *m = trit_gpt_new(&c.model, 1);
+    assert_non_null(m);
+    // V C + T C + L (12 C^2 + 13 C) + 2 C = 8320 + 8192 + 4 * 198272 + 256
+    assert_int_equal(trit_gpt_num_params(m), 809856);
+    trit_gpt_free(m);
+    assert_true(trit_bench_flops_per_token(&c.model, 809856, 64) == 6.0 * 809856 + 12.0 * 4 * 64 * 128);
+    assert_true(trit_bench_flops_per_token(&c.model, 809856, 64) == 5252352.0);
+    // "small": N = 10,771,584 gives 64,629,504 + 7,077,888 = 71,707,392 FLOPs per token.
+    assert_int_equal(trit_bench_config_find("small", &c), TRIT_OK);
+    assert_true(trit_bench_flops_per_token(&c.model, 10771584, 256) == 71707392.0);
+}
+
+static void test_json_line(void **state) {
+    (void)state;
+    trit_bench_result r;
+    memset(&r, 0, sizeof r);
+    snprintf(r.config, sizeof r.config, "small");
+    r.ms_median = 812.5;
+    r.tokens_per_s = 5041.2;
+    r.model_flops_per_s = 3.615e11;
+    r.gemm_peak_flops_per_s = 2.2e11;
+    r.mfu = 0.6;  // not r.model / r.peak: the line prints what the result holds
+    r.peak_rss_bytes = (size_t)1234567890123;
+    char buf[512];
+    int n = trit_bench_json(&r, buf, sizeof buf);
+    assert_true(n > 0 && (size_t)n < sizeof buf);
+    assert_null(strchr(buf, '\n'));
+    char tiny[8];
+    assert_int_equal(trit_bench_json(&r, tiny, sizeof tiny), n);  // snprintf contract
+    cJSON *j = cJSON_Parse(buf);
+    assert_non_null(j);
+    const char *keys[] = {"config", "precision", "ms_per_step", "tokens_per_s", "model_flops_per_s",
+                          "mfu", "gemm_peak_flops_per_s", "peak_rss_bytes"};
+    assert_int_equal(cJSON_GetArraySize(j), 8);
+    for (int i = 0; i < 8; i++) assert_non_null(cJSON_GetObjectItemCaseSensitive(j, keys[i]));
+    assert_string_equal(cJSON_GetObjectItem(j, "config")->valuestring, "small");
+    assert_string_equal(cJSON_GetObjectItem(j, "precision")->valuestring, "fp32");
+    assert_true(cJSON_GetObjectItem(j, "ms_per_step")->valuedouble == 812.5);
+    assert_true(fabs(cJSON_GetObjectItem(j, "tokens_per_s")->valuedouble - 5041.2) < 1e-9);
+    assert_true(fabs(cJSON_GetObjectItem(j, "model_flops_per_s")->valuedouble - 3.615e11) < 1.0);
+    assert_true(fabs(cJSON_GetObjectItem(j, "mfu")->valuedouble - 0.6) < 1e-12);
+    assert_true(fabs(cJSON_GetObjectItem(j, "gemm_peak_flops_per_s")->valuedouble - 2.2e11) < 1.0);
+    assert_true(cJSON_GetObjectItem(j, "peak_rss_bytes")->valuedouble == 1234567890123.0);
+    cJSON_Delete(j);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_memory_report_matches_peak_rss),
+        cmocka_unit_test(test_tiny_run_bookkeeping),
+        cmocka_unit_test(test_bad_options),
+        cmocka_unit_test(test_flops_formula),
+        cmocka_unit_test(test_json_line),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
