@@ -76,7 +76,7 @@ void trit_memory_report_print(const trit_memory_report *r, const char *prefix, F
     line(fp, prefix, "inputs", r->inputs);
     line(fp, prefix, "workspace", r->workspace);
     line(fp, prefix, "total", r->total);
-    fprintf(fp, "%s(arena: liveness reuse of %.2f MB of forward values; workspace: %d thread%s)\n", prefix,
+    fprintf(fp, "%s(forward values before liveness reuse: %.2f MB; workspace for %d thread%s)\n", prefix,
             (double)r->activations / 1e6, r->threads, r->threads == 1 ? "" : "s");
 }
 

