@@ -1,0 +1,268 @@
+// matmul and linear on R(trit_kernel_gemm). Strided inputs are passed to GEMM through leading
+// dimensions and transpose flags (the constructors copy a view only when neither fits), and
+// gradients are GEMMs that accumulate straight into the input gradients.
+#include "ops/matmul.h"
+
+#include "kernels/gemm.h"
+#include "ops/binary.h"
+
+#include <string.h>
+
+static const real *in_ptr(const trit_tensor *t) { return (const real *)t->data + t->offset; }
+
+static trit_status check_dtype(const trit_tensor *t, const char *op, const char *what) {
+    char buf[128];
+    if (t->dtype == TRIT_REAL_DTYPE) return TRIT_OK;
+    return trit_error(TRIT_ERR_DTYPE, "%s: expected %s to be %s (the graph's compute dtype), got %s %s", op, what,
+                      trit_dtype_name(TRIT_REAL_DTYPE), trit_dtype_name(t->dtype),
+                      trit_tensor_shape_str(t, buf, sizeof buf));
+}
+
+// ---- matmul -----------------------------------------------------------------------------
+
+// Everything forward and backward need: sizes, the GEMM form of each operand (flags include both
+// the requested transpose and any transposed storage), and batch strides aligned to the output.
+typedef struct mm_plan {
+    int64_t M, N, K, batch;
+    bool ta, tb;         // op(A) = ta ? A^T : A over the row-major storage at lda (same for B)
+    int64_t lda, ldb;
+    int nb;              // batch dims of the output
+    int64_t bshape[TRIT_MAX_DIMS];
+    int64_t as[TRIT_MAX_DIMS], bs[TRIT_MAX_DIMS];    // batch strides of a, b (0 when broadcast)
+    int64_t gas[TRIT_MAX_DIMS], gbs[TRIT_MAX_DIMS];  // batch strides of their (contiguous) gradients
+    bool fold;           // b is shared by all batches and a's batches stack as rows: one GEMM
+} mm_plan;
+
+static bool mm_plan_init(const trit_tensor *a, const trit_tensor *b, const trit_matmul_attr *at, int out_ndim,
+                         const int64_t *out_shape, mm_plan *p) {
+    const int na = a->ndim, nbd = b->ndim;
+    const int64_t ra = a->shape[na - 2], ca = a->shape[na - 1], rb = b->shape[nbd - 2], cb = b->shape[nbd - 1];
+    bool fa, fb;
+    if (!trit_gemm_operand(ra, ca, a->strides[na - 2], a->strides[na - 1], &fa, &p->lda)) return false;
+    if (!trit_gemm_operand(rb, cb, b->strides[nbd - 2], b->strides[nbd - 1], &fb, &p->ldb)) return false;
+    p->ta = at->trans_a != fa;
+    p->tb = at->trans_b != fb;
+    p->M = at->trans_a ? ca : ra;
+    p->K = at->trans_a ? ra : ca;
+    p->N = at->trans_b ? rb : cb;
+    p->nb = out_ndim - 2;
+    p->batch = 1;
+    for (int d = 0; d < p->nb; d++) p->batch *= p->bshape[d] = out_shape[d];
+    int64_t ga[TRIT_MAX_DIMS], gb[TRIT_MAX_DIMS];
+    trit_ew_contig_strides(na, a->shape, ga);
+    trit_ew_contig_strides(nbd, b->shape, gb);
+    trit_ew_bcast_strides(na - 2, a->shape, a->strides, p->nb, p->as);
+    trit_ew_bcast_strides(nbd - 2, b->shape, b->strides, p->nb, p->bs);
+    trit_ew_bcast_strides(na - 2, a->shape, ga, p->nb, p->gas);
+    trit_ew_bcast_strides(nbd - 2, b->shape, gb, p->nb, p->gbs);
+    // Fold when b has no batch of its own and a's (untransposed) batches are evenly spaced rows.
+    p->fold = !at->trans_a && !fa && p->batch > 1;
+    int64_t expect = p->M * p->lda;
+    for (int d = p->nb - 1; d >= 0 && p->fold; d--) {
+        if (p->bshape[d] == 1) continue;
+        if (p->bs[d] != 0 || p->as[d] != expect) p->fold = false;
+        expect *= p->bshape[d];
+    }
+    return true;
+}
+
+// Offsets of batch `i` in the four strided batch layouts {a, b, grad a, grad b}.
+static void mm_batch_offsets(const mm_plan *p, int64_t i, int64_t off[4]) {
+    off[0] = off[1] = off[2] = off[3] = 0;
+    for (int d = p->nb - 1; d >= 0; d--) {
+        const int64_t k = i % p->bshape[d];
+        i /= p->bshape[d];
+        off[0] += k * p->as[d];
+        off[1] += k * p->bs[d];
+        off[2] += k * p->gas[d];
+        off[3] += k * p->gbs[d];
+    }
+}
+
+static trit_status matmul_infer(const trit_tensor *const *in, int n_in, const void *attr, trit_tensor *out) {
+    const trit_matmul_attr *at = attr;
+    const trit_tensor *a = in[0], *b = in[1];
+    char x[128], y[128];
+    if (n_in != 2) return trit_error(TRIT_ERR_INVALID, "matmul: expected 2 inputs, got %d", n_in);
+    trit_status s = check_dtype(a, "matmul", "a");
+    if (s == TRIT_OK) s = check_dtype(b, "matmul", "b");
+    if (s != TRIT_OK) return s;
+    trit_tensor_shape_str(a, x, sizeof x);
+    trit_tensor_shape_str(b, y, sizeof y);
+    if (a->ndim < 2 || b->ndim < 2)
+        return trit_error(TRIT_ERR_SHAPE, "matmul: expected inputs of at least 2 dims, got %s and %s; reshape a vector "
+                          "to (1, K) or (K, 1)", x, y);
+    const int64_t ka = a->shape[a->ndim - (at->trans_a ? 2 : 1)], kb = b->shape[b->ndim - (at->trans_b ? 1 : 2)];
+    if (ka != kb)
+        return trit_error(TRIT_ERR_SHAPE, "matmul: inner dims differ: a %s%s has K = %lld, b %s%s has K = %lld", x,
+                          at->trans_a ? " (transposed)" : "", (long long)ka, y, at->trans_b ? " (transposed)" : "",
+                          (long long)kb);
+    const int na = a->ndim - 2, nb = b->ndim - 2, n = na > nb ? na : nb;
+    int64_t shape[TRIT_MAX_DIMS];
+    for (int d = 0; d < n; d++) {
+        const int ia = d - (n - na), ib = d - (n - nb);
+        const int64_t da = ia >= 0 ? a->shape[ia] : 1, db = ib >= 0 ? b->shape[ib] : 1;
+        if (da != db && da != 1 && db != 1)
+            return trit_error(TRIT_ERR_SHAPE, "matmul: batch dims of %s and %s do not broadcast (%lld vs %lld)", x, y,
+                              (long long)da, (long long)db);
+        shape[d] = da == 1 ? db : da;
+    }
+    shape[n] = a->shape[a->ndim - (at->trans_a ? 1 : 2)];
+    shape[n + 1] = b->shape[b->ndim - (at->trans_b ? 2 : 1)];
+    mm_plan p;
+    if (!mm_plan_init(a, b, at, n + 2, shape, &p))
+        return trit_error(TRIT_ERR_INVALID, "matmul: an input's last two dims have strides GEMM cannot read; make it "
+                          "contiguous (trit_contiguous), which trit_matmul does by itself");
+    return trit_tensor_init_layout(out, TRIT_REAL_DTYPE, n + 2, shape);
+}
+
+static trit_status matmul_forward(const trit_op_call *c) {
+    const trit_tensor *a = c->in[0], *b = c->in[1];
+    mm_plan p;
+    mm_plan_init(a, b, c->attr, c->out->ndim, c->out->shape, &p);
+    real *C = c->out->data;
+    if (p.M == 0 || p.N == 0 || p.batch == 0) return TRIT_OK;
+    if (p.K == 0) {
+        memset(C, 0, sizeof(real) * (size_t)(p.batch * p.M * p.N));
+        return TRIT_OK;
+    }
+    const real *A = in_ptr(a), *B = in_ptr(b);
+    if (p.fold) {
+        R(trit_kernel_gemm)(false, p.tb, p.batch * p.M, p.N, p.K, A, p.lda, B, p.ldb, C, p.N, false);
+        return TRIT_OK;
+    }
+    for (int64_t i = 0; i < p.batch; i++) {
+        int64_t off[4];
+        mm_batch_offsets(&p, i, off);
+        R(trit_kernel_gemm)(p.ta, p.tb, p.M, p.N, p.K, A + off[0], p.lda, B + off[1], p.ldb, C + i * p.M * p.N, p.N,
+                            false);
+    }
+    return TRIT_OK;
+}
+
+// dC = d loss / d C. For a stored as (M, K): dA += dC op(B)^T; stored as (K, M): dA += op(B) dC^T.
+// For b stored as (K, N): dB += op(A)^T dC; stored as (N, K): dB += dC^T op(A). A gradient shared
+// by several batches (broadcast) gets their sum, added batch after batch in order.
+static trit_status matmul_backward(const trit_op_call *c) {
+    const trit_tensor *a = c->in[0], *b = c->in[1];
+    const trit_matmul_attr *at = c->attr;
+    mm_plan p;
+    mm_plan_init(a, b, at, c->out->ndim, c->out->shape, &p);
+    if (p.M == 0 || p.N == 0 || p.K == 0 || p.batch == 0) return TRIT_OK;
+    const real *A = in_ptr(a), *B = in_ptr(b), *dC = c->gout->data;
+    real *dA = c->gin[0] ? c->gin[0]->data : NULL, *dB = c->gin[1] ? c->gin[1]->data : NULL;
+    const int64_t M = p.M, N = p.N, K = p.K;
+    if (p.fold) {  // a: (batch*M, K) rows; b shared
+        const int64_t BM = p.batch * M;
+        if (dA) R(trit_kernel_gemm)(false, !p.tb, BM, K, N, dC, N, B, p.ldb, dA, K, true);
+        if (dB && !at->trans_b) R(trit_kernel_gemm)(true, false, K, N, BM, A, p.lda, dC, N, dB, N, true);
+        if (dB && at->trans_b) R(trit_kernel_gemm)(true, false, N, K, BM, dC, N, A, p.lda, dB, K, true);
+        return TRIT_OK;
+    }
+    for (int64_t i = 0; i < p.batch; i++) {
+        int64_t off[4];
+        mm_batch_offsets(&p, i, off);
+        const real *Ai = A + off[0], *Bi = B + off[1], *dCi = dC + i * M * N;
+        if (dA && !at->trans_a) R(trit_kernel_gemm)(false, !p.tb, M, K, N, dCi, N, Bi, p.ldb, dA + off[2], K, true);
+        if (dA && at->trans_a) R(trit_kernel_gemm)(p.tb, true, K, M, N, Bi, p.ldb, dCi, N, dA + off[2], M, true);
+        if (dB && !at->trans_b) R(trit_kernel_gemm)(!p.ta, false, K, N, M, Ai, p.lda, dCi, N, dB + off[3], N, true);
+        if (dB && at->trans_b) R(trit_kernel_gemm)(true, p.ta, N, K, M, dCi, N, Ai, p.lda, dB + off[3], K, true);
+    }
+    return TRIT_OK;
+}
+
+const trit_op_def R(trit_op_matmul) = {
+    .name = "matmul", .infer = matmul_infer, .forward = matmul_forward, .backward = matmul_backward,
+    .attr_size = sizeof(trit_matmul_attr),
+};
+
+// ---- linear -----------------------------------------------------------------------------
+
+typedef struct lin_plan {
+    int64_t rows, K, N;
+    bool xt, wflip;  // x read as (rows, K) (transposed storage if xt); w as (N, K) (as (K, N) if wflip)
+    int64_t ldx, ldw;
+} lin_plan;
+
+static bool lin_plan_init(const trit_tensor *x, const trit_tensor *w, lin_plan *p) {
+    p->N = w->shape[0];
+    p->K = w->shape[1];
+    return trit_gemm_rows(x, &p->rows, &p->xt, &p->ldx) &&
+           trit_gemm_operand(p->N, p->K, w->strides[0], w->strides[1], &p->wflip, &p->ldw);
+}
+
+static trit_status linear_infer(const trit_tensor *const *in, int n_in, const void *attr, trit_tensor *out) {
+    (void)attr;
+    const trit_tensor *x = in[0], *w = in[1], *b = n_in > 2 ? in[2] : NULL;
+    char xs[128], ws[128], bs[128];
+    if (n_in != 2 && n_in != 3) return trit_error(TRIT_ERR_INVALID, "linear: expected 2 or 3 inputs, got %d", n_in);
+    trit_status s = check_dtype(x, "linear", "x");
+    if (s == TRIT_OK) s = check_dtype(w, "linear", "w");
+    if (s == TRIT_OK && b) s = check_dtype(b, "linear", "b");
+    if (s != TRIT_OK) return s;
+    trit_tensor_shape_str(x, xs, sizeof xs);
+    trit_tensor_shape_str(w, ws, sizeof ws);
+    if (x->ndim < 1 || w->ndim != 2 || x->shape[x->ndim - 1] != w->shape[1])
+        return trit_error(TRIT_ERR_SHAPE, "linear: expected x (..., K) and w (N, K), got x %s and w %s", xs, ws);
+    if (b && (b->ndim != 1 || b->shape[0] != w->shape[0]))
+        return trit_error(TRIT_ERR_SHAPE, "linear: expected b (%lld,) to match w %s, got b %s", (long long)w->shape[0],
+                          ws, trit_tensor_shape_str(b, bs, sizeof bs));
+    lin_plan p;
+    if (!lin_plan_init(x, w, &p))
+        return trit_error(TRIT_ERR_INVALID, "linear: x %s or w %s has strides GEMM cannot read; make it contiguous "
+                          "(trit_contiguous), which trit_linear does by itself", xs, ws);
+    int64_t shape[TRIT_MAX_DIMS];
+    memcpy(shape, x->shape, sizeof shape);
+    shape[x->ndim - 1] = w->shape[0];
+    return trit_tensor_init_layout(out, TRIT_REAL_DTYPE, x->ndim, shape);
+}
+
+static trit_status linear_forward(const trit_op_call *c) {
+    const trit_tensor *x = c->in[0], *w = c->in[1], *b = c->n_in > 2 ? c->in[2] : NULL;
+    lin_plan p;
+    lin_plan_init(x, w, &p);
+    real *y = c->out->data;
+    if (p.rows == 0 || p.N == 0) return TRIT_OK;
+    if (b) {  // every row starts as the bias, then the GEMM accumulates onto it
+        const real *pb = in_ptr(b);
+        const int64_t sb = b->strides[0];
+        for (int64_t r = 0; r < p.rows; r++)
+            for (int64_t j = 0; j < p.N; j++) y[r * p.N + j] = pb[j * sb];
+    } else if (p.K == 0) {
+        memset(y, 0, sizeof(real) * (size_t)(p.rows * p.N));
+    }
+    if (p.K > 0)
+        R(trit_kernel_gemm)(p.xt, !p.wflip, p.rows, p.N, p.K, in_ptr(x), p.ldx, in_ptr(w), p.ldw, y, p.N, b != NULL);
+    return TRIT_OK;
+}
+
+// dx += dy w, dw += dy^T x, db += ones(1, rows) dy: three GEMMs that accumulate.
+static trit_status linear_backward(const trit_op_call *c) {
+    const trit_tensor *x = c->in[0], *w = c->in[1];
+    lin_plan p;
+    lin_plan_init(x, w, &p);
+    if (p.rows == 0 || p.N == 0) return TRIT_OK;
+    const real *dy = c->gout->data;
+    if (c->gin[0] && p.K > 0)
+        R(trit_kernel_gemm)(false, p.wflip, p.rows, p.K, p.N, dy, p.N, in_ptr(w), p.ldw, c->gin[0]->data, p.K, true);
+    if (c->gin[1] && p.K > 0)
+        R(trit_kernel_gemm)(true, p.xt, p.N, p.K, p.rows, dy, p.N, in_ptr(x), p.ldx, c->gin[1]->data, p.K, true);
+    if (c->n_in > 2 && c->gin[2]) {
+        real *ones = c->scratch;
+        for (int64_t r = 0; r < p.rows; r++) ones[r] = 1;
+        R(trit_kernel_gemm)(false, false, 1, p.N, p.rows, ones, p.rows, dy, p.N, c->gin[2]->data, p.N, true);
+    }
+    return TRIT_OK;
+}
+
+static size_t linear_scratch(const trit_op_call *c) {
+    if (c->n_in < 3) return 0;
+    lin_plan p;
+    if (!lin_plan_init(c->in[0], c->in[1], &p)) return 0;
+    return (size_t)p.rows * sizeof(real);
+}
+
+const trit_op_def R(trit_op_linear) = {
+    .name = "linear", .infer = linear_infer, .forward = linear_forward, .backward = linear_backward,
+    .scratch_bytes = linear_scratch,
+};
