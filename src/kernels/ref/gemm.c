@@ -7,7 +7,7 @@
 void R(trit_kernel_gemm_ref)(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
                              const real *A, int64_t lda, const real *B, int64_t ldb,
                              real *C, int64_t ldc, bool accumulate) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (M * N * K > ((int64_t)1 << 15))
     for (int64_t i = 0; i < M; i++) {
         real *c = C + i * ldc;
         if (!accumulate) memset(c, 0, sizeof(real) * (size_t)N);
