@@ -104,8 +104,9 @@ typedef struct trit_bench_result {
 trit_status trit_bench_run(const trit_bench_config *c, const trit_bench_options *o,
                            trit_bench_result *r);
 // The same in a forked child, so peak_rss_bytes is that of this one model. The OpenMP runtime
-// of GCC does not survive fork once it has started threads: call this only from a process that
-// has not run kernels on more than one thread yet (the `trit bench` parent runs none).
+// of GCC does not survive fork once it has started threads, so this fails with TRIT_ERR_STATE
+// in a process that already runs more than one thread: isolate runs before any multi-threaded
+// work (the `trit bench` parent runs no kernels at all).
 trit_status trit_bench_run_isolated(const trit_bench_config *c, const trit_bench_options *o,
                                     trit_bench_result *r);
 

@@ -7,6 +7,7 @@
 
 #include "kernels/gemm.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -300,7 +301,25 @@ static bool read_all(int fd, void *p, size_t n) {
     return true;
 }
 
+// Threads of this process (entries of /proc/self/task); 1 when that cannot be read.
+static int count_threads(void) {
+    DIR *d = opendir("/proc/self/task");
+    if (!d) return 1;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) n += e->d_name[0] != '.';
+    closedir(d);
+    return n > 0 ? n : 1;
+}
+
 static trit_status run_in_child(child_fn fn, const void *arg, child_reply *reply) {
+    // GCC's OpenMP keeps its idle workers after a parallel region, and a forked child that
+    // starts one would wait for threads it does not have: refuse instead of hanging.
+    int threads = count_threads();
+    if (threads > 1)
+        return trit_error(TRIT_ERR_STATE, "bench: this process already runs %d threads (OpenMP workers), "
+                          "so a forked child would hang in its first parallel kernel: isolate runs before "
+                          "any multi-threaded work, or call trit_bench_run", threads);
     int fd[2];
     if (pipe(fd) != 0) return trit_error(TRIT_ERR_IO, "bench: pipe failed: %s", strerror(errno));
     fflush(NULL);  // or the child would print the parent's buffered output again

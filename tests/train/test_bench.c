@@ -3,7 +3,8 @@
 // process that trains a mid-size GPT.
 //
 // Runs that train happen in forked children (trit_bench_run_isolated). They come first: GCC's
-// OpenMP runtime must not have started threads in this process before it forks.
+// OpenMP runtime must not have started threads in this process before it forks, and the last
+// test checks that an isolated run refuses once it has.
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -141,6 +142,23 @@ static void test_json_line(void **state) {
     cJSON_Delete(j);
 }
 
+// Once OpenMP has started workers here, a forked child would hang: the isolated run refuses.
+static void test_isolation_refused_after_threads(void **state) {
+    (void)state;
+    int seen = 0;
+#pragma omp parallel num_threads(2) reduction(+ : seen)
+    seen += 1;
+    if (seen < 2) skip();  // the runtime gave one thread: nothing to refuse
+    trit_bench_config c;
+    assert_int_equal(trit_bench_config_find("baby", &c), TRIT_OK);
+    trit_bench_options o = {.steps = 1};
+    trit_bench_result r;
+    assert_int_equal(trit_bench_run_isolated(&c, &o, &r), TRIT_ERR_STATE);
+    assert_non_null(strstr(trit_last_error(), "threads"));
+    double peak = 0;
+    assert_int_equal(trit_bench_gemm_peak_isolated(1, 1, &peak), TRIT_ERR_STATE);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_memory_report_matches_peak_rss),
@@ -148,6 +166,7 @@ int main(void) {
         cmocka_unit_test(test_bad_options),
         cmocka_unit_test(test_flops_formula),
         cmocka_unit_test(test_json_line),
+        cmocka_unit_test(test_isolation_refused_after_threads),  // last: it starts threads
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
