@@ -65,6 +65,8 @@ trit_tensor *trit_dropout(trit_graph *g, trit_tensor *x, double p);
 // Causal multi-head self-attention core. q, k, v: (B, T, C) with C = n_head * head_dim.
 // out: (B, T, C) = concat_h softmax(q_h k_h^T / sqrt(head_dim) + causal mask) v_h
 trit_tensor *trit_attention(trit_graph *g, trit_tensor *q, trit_tensor *k, trit_tensor *v, int n_head);
+// The same function computed in tiles (flash attention): memory linear in T, no T x T matrix.
+trit_tensor *trit_flash_attention(trit_graph *g, trit_tensor *q, trit_tensor *k, trit_tensor *v, int n_head);
 
 // Rotary position embedding on x: (B, T, C), C = n_head * hs, hs even. Within each head the
 // pair (i, i + hs/2) at position t is rotated by angle t * theta^(-2i/hs) (the rotate-half form).
