@@ -54,6 +54,10 @@ void trit_graph_set_rng(trit_graph *g, uint64_t seed, uint64_t step);
 // Multiplier on d(loss)/d(loss); 1/n for n accumulated micro-batches, or a loss scale.
 void trit_graph_set_grad_scale(trit_graph *g, double scale);
 
+// Fused ops (bias+GELU, residual add+LayerNorm, classifier+cross-entropy in row chunks) are
+// substituted at compile time unless turned off here or by TRIT_FUSE=0. Call before compile.
+void trit_graph_set_fusion(trit_graph *g, bool on);
+
 // Parameters (trainable and frozen) the graph reads, in first-use order.
 int trit_graph_num_params(const trit_graph *g);
 trit_tensor *trit_graph_param(const trit_graph *g, int i);

@@ -34,6 +34,8 @@ trit_graph *trit_graph_new(trit_dtype compute) {
     g->loss = -1;
     g->training = true;
     g->grad_scale = 1.0;
+    const char *fuse = getenv("TRIT_FUSE");
+    g->fusion = !(fuse && strcmp(fuse, "0") == 0);
     return g;
 }
 
@@ -251,6 +253,7 @@ void trit_graph_set_rng(trit_graph *g, uint64_t seed, uint64_t step) {
     g->seed = seed;
     g->step = step;
 }
+void trit_graph_set_fusion(trit_graph *g, bool on) { g->fusion = on; }
 void trit_graph_set_grad_scale(trit_graph *g, double scale) { g->grad_scale = scale; }
 
 void trit_graph_print(const trit_graph *g) {

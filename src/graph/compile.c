@@ -92,7 +92,7 @@ static trit_status plan_buffers(trit_graph *g) {
         if (v->kind == VALUE_INPUT) {
             v->data_buf = add_buffer(g, trit_tensor_nbytes(v->t), 0);
             if (v->data_buf >= 0) g->bufs[v->data_buf].last = END;
-        } else if (v->kind == VALUE_OP && v->root == i) {
+        } else if (v->kind == VALUE_OP && v->root == i && !v->dead) {
             v->data_buf = add_buffer(g, trit_tensor_nbytes(v->t), v->producer);
         } else {
             continue;
@@ -299,6 +299,7 @@ trit_status trit_graph_compile(trit_graph *g, trit_tensor *loss) {
     if (!g) return trit_error(TRIT_ERR_INVALID, "trit_graph_compile: graph is NULL");
     if (g->status != TRIT_OK) return trit_error(g->status, "graph build failed: %s", g->error);
     if (g->compiled) return trit_error(TRIT_ERR_STATE, "trit_graph_compile: graph is already compiled");
+    if (trit_graph_fuse(g) < 0) return trit_error(TRIT_ERR_NOMEM, "trit_graph_compile: out of memory while fusing ops");
     g->loss = -1;
     if (loss) {
         if (loss->graph != g || g->values[loss->graph_value].kind != VALUE_OP)
@@ -340,7 +341,7 @@ trit_status trit_graph_memory_report(const trit_graph *g, trit_graph_memory *out
     for (int i = 0; i < g->n_values; i++) {
         const trit_value *v = &g->values[i];
         size_t b = trit_tensor_nbytes(v->t);
-        if (v->kind == VALUE_OP && v->root == i) out->activation_bytes += b;
+        if (v->kind == VALUE_OP && v->root == i && !v->dead) out->activation_bytes += b;
         if (v->kind == VALUE_INPUT) out->input_bytes += b;
         if (v->kind == VALUE_PARAM) {
             out->param_bytes += b;

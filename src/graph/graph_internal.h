@@ -18,6 +18,7 @@ typedef struct trit_value {
     trit_tensor *grad;     // contiguous gradient; the param's own grad for parameters
     int grad_buf;          // planner buffer of an activation gradient, -1 if none
     int data_buf;          // planner buffer of this value's storage, -1 if not planned
+    bool dead;             // removed by a rewrite (fusion): no producer, no storage
 } trit_value;
 
 typedef struct trit_node {
@@ -63,6 +64,7 @@ struct trit_graph {
     void *scratch;
     size_t scratch_bytes;
     bool training;
+    bool fusion;              // let compile substitute fused ops (trit_graph_set_fusion)
     uint64_t seed, step;
     double grad_scale;
 };
@@ -76,5 +78,11 @@ trit_tensor *trit_graph_apply(trit_graph *g, const trit_op_def *def_f32, const t
 trit_tensor *trit_graph_fail(trit_graph *g, trit_status s);
 
 void trit_graph_release_compiled(trit_graph *g);
+
+// Compile's first pass: replaces op patterns with fused ops (fuse.c). Returns the number of
+// rewrites, or -1 on allocation failure.
+int trit_graph_fuse(trit_graph *g);
+// Number of nodes of each kind after fusion, for tests and reports.
+int trit_graph_count_op(const trit_graph *g, const char *name);
 
 #endif

@@ -5,12 +5,26 @@
 
 #include "kernels/strided.h"
 
+static trit_status select_view(const trit_tensor *in, int dim, int64_t index, trit_tensor *out) {
+    trit_status s = trit_tensor_view_slice(in, dim, index, index + 1, 1, out);
+    if (s != TRIT_OK) return s;
+    for (int d = dim; d < TRIT_MAX_DIMS - 1; d++) {
+        out->shape[d] = out->shape[d + 1];
+        out->strides[d] = out->strides[d + 1];
+    }
+    out->shape[TRIT_MAX_DIMS - 1] = 1;
+    out->strides[TRIT_MAX_DIMS - 1] = 0;
+    out->ndim--;
+    return TRIT_OK;
+}
+
 static trit_status apply_view(const trit_tensor *in, const trit_view_attr *a, trit_tensor *out) {
     switch (a->kind) {
     case TRIT_VIEW_RESHAPE: return trit_tensor_view_reshape(in, a->ndim, a->shape, out);
     case TRIT_VIEW_PERMUTE: return trit_tensor_view_permute(in, a->perm, out);
     case TRIT_VIEW_SLICE: return trit_tensor_view_slice(in, a->dim, a->start, a->stop, a->step, out);
     case TRIT_VIEW_EXPAND: return trit_tensor_view_expand(in, a->ndim, a->shape, out);
+    case TRIT_VIEW_SELECT: return select_view(in, a->dim, a->start, out);
     }
     return trit_error(TRIT_ERR_INVALID, "unknown view kind %d", a->kind);
 }

@@ -13,7 +13,8 @@ typedef struct trit_view_attr {
     int64_t start, stop, step;
 } trit_view_attr;
 
-enum { TRIT_VIEW_RESHAPE, TRIT_VIEW_PERMUTE, TRIT_VIEW_SLICE, TRIT_VIEW_EXPAND };
+// SELECT takes index `start` of dim `dim` and drops that dim.
+enum { TRIT_VIEW_RESHAPE, TRIT_VIEW_PERMUTE, TRIT_VIEW_SLICE, TRIT_VIEW_EXPAND, TRIT_VIEW_SELECT };
 
 TRIT_DECLARE_REAL(const trit_op_def, trit_op_view);
 TRIT_DECLARE_REAL(const trit_op_def, trit_op_contiguous);

@@ -1,0 +1,136 @@
+// Fusion: the compiler's rewrites (bias+GELU, residual add+LayerNorm, chunked classifier)
+// give the same loss and gradients as the unfused graph, and happen only where they may.
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "gradcheck.h"
+#include "graph/graph_internal.h"
+
+#include <math.h>
+#include <string.h>
+
+enum { B = 3, T = 5, C = 8, V = 11, NP = 8 };
+
+typedef struct run {
+    trit_graph *g;
+    trit_tensor *loss, *ln_out, *logits;
+} run;
+
+// x -> [s = x + mlp(x); ln(s)] -> classifier; the mlp has linear+bias -> gelu.
+static run build(trit_dtype dt, trit_tensor **p, const int32_t *targets, bool fuse, bool keep_logits) {
+    run r;
+    r.g = trit_graph_new(dt);
+    trit_graph_set_fusion(r.g, fuse);
+    trit_tensor *x = trit_graph_input(r.g, dt, 3, (int64_t[]){B, T, C}, "x");
+    trit_tensor *tg = trit_graph_input(r.g, TRIT_I32, 2, (int64_t[]){B, T}, "t");
+    trit_tensor *h = trit_gelu(r.g, trit_linear(r.g, x, p[0], p[1]));          // bias + gelu
+    trit_tensor *s = trit_add(r.g, x, trit_linear(r.g, h, p[2], NULL));         // residual add
+    r.ln_out = trit_layernorm(r.g, s, p[3], p[4], 1e-5);                         // add + layernorm
+    trit_tensor *s2 = trit_add(r.g, s, r.ln_out);                               // s is used again
+    r.logits = trit_linear(r.g, s2, p[5], p[6]);                                 // classifier
+    r.loss = trit_cross_entropy(r.g, r.logits, tg, -1, TRIT_REDUCE_MEAN);
+    if (keep_logits) trit_graph_keep(r.g, r.logits);
+    assert_int_equal(trit_graph_compile(r.g, r.loss), TRIT_OK);
+    trit_tensor_fill_normal(x, 0, 1, 3, 1);
+    memcpy(tg->data, targets, sizeof(int32_t) * B * T);
+    trit_graph_zero_grad(r.g);
+    assert_int_equal(trit_graph_forward(r.g), TRIT_OK);
+    assert_int_equal(trit_graph_backward(r.g), TRIT_OK);
+    return r;
+}
+
+static trit_tensor **make_params(trit_dtype dt) {
+    static const int64_t shapes[7][2] = {{2 * C, C}, {2 * C, 1}, {C, 2 * C}, {C, 1}, {C, 1}, {V, C}, {V, 1}};
+    static trit_tensor *p[2][7];
+    int k = dt == TRIT_F64;
+    for (int i = 0; i < 7; i++) {
+        int nd = shapes[i][1] == 1 ? 1 : 2;
+        p[k][i] = tg_param(nd, shapes[i], -0.5, 0.5, (uint64_t)(10 + i));
+        if (dt == TRIT_F32) {
+            trit_tensor *c = tg_clone(p[k][i], TRIT_F32);
+            trit_tensor_free(p[k][i]);
+            p[k][i] = c;
+        }
+    }
+    return p[k];
+}
+
+static double max_diff(const trit_tensor *a, const trit_tensor *b) {
+    double d = 0, s = 1e-30;
+    for (int64_t i = 0; i < trit_tensor_numel(a); i++) {
+        d = fmax(d, fabs(trit_tensor_get_flat(a, i) - trit_tensor_get_flat(b, i)));
+        s = fmax(s, fabs(trit_tensor_get_flat(b, i)));
+    }
+    return d / s;
+}
+
+static void compare(trit_dtype dt, double tol) {
+    int32_t targets[B * T];
+    for (int i = 0; i < B * T; i++) targets[i] = i % 4 == 3 ? -1 : (int32_t)((i * 7) % V);
+    trit_tensor **p = make_params(dt);
+    run plain = build(dt, p, targets, false, false);
+    trit_tensor *grads[7];
+    for (int i = 0; i < 7; i++) grads[i] = tg_clone(p[i]->grad, dt);
+    double loss0 = trit_tensor_get_flat(plain.loss, 0);
+    assert_int_equal(trit_graph_count_op(plain.g, "cross_entropy"), 1);
+    for (int i = 0; i < 7; i++) trit_tensor_fill(p[i]->grad, 0);
+
+    run fused = build(dt, p, targets, true, false);
+    assert_int_equal(trit_graph_count_op(fused.g, "bias_gelu"), 1);
+    assert_int_equal(trit_graph_count_op(fused.g, "add_layernorm"), 1);
+    assert_int_equal(trit_graph_count_op(fused.g, "classifier_ce"), 1);
+    assert_int_equal(trit_graph_count_op(fused.g, "cross_entropy"), 0);
+    assert_int_equal(trit_graph_count_op(fused.g, "layernorm"), 0);
+    double l1 = trit_tensor_get_flat(fused.loss, 0);
+    assert_true(fabs(l1 - loss0) <= tol * fabs(loss0));
+    for (int i = 0; i < 7; i++) {
+        double d = max_diff(p[i]->grad, grads[i]);
+        if (d > tol) fail_msg("param %d grad differs by %.3g", i, d);
+    }
+    trit_graph_free(plain.g);
+    trit_graph_free(fused.g);
+    tg_free_params(7, grads);
+    tg_free_params(7, p);
+}
+
+static void test_fused_matches_unfused_f64(void **state) {
+    (void)state;
+    compare(TRIT_F64, 1e-12);
+}
+
+static void test_fused_matches_unfused_f32(void **state) {
+    (void)state;
+    compare(TRIT_F32, 1e-5);
+}
+
+static void test_kept_logits_are_not_fused_away(void **state) {
+    (void)state;
+    int32_t targets[B * T] = {0};
+    trit_tensor **p = make_params(TRIT_F64);
+    run r = build(TRIT_F64, p, targets, true, true);
+    assert_int_equal(trit_graph_count_op(r.g, "classifier_ce"), 0);
+    assert_int_equal(trit_graph_count_op(r.g, "cross_entropy"), 1);
+    // The kept logits are real: the loss is their cross-entropy against class 0.
+    double lse_sum = 0;
+    for (int row = 0; row < B * T; row++) {
+        double m = -INFINITY, s = 0;
+        for (int v = 0; v < V; v++) m = fmax(m, trit_tensor_get_flat(r.logits, row * V + v));
+        for (int v = 0; v < V; v++) s += exp(trit_tensor_get_flat(r.logits, row * V + v) - m);
+        lse_sum += m + log(s) - trit_tensor_get_flat(r.logits, row * V);
+    }
+    assert_float_equal(trit_tensor_get_flat(r.loss, 0), lse_sum / (B * T), 1e-12);
+    trit_graph_free(r.g);
+    tg_free_params(7, p);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_fused_matches_unfused_f64),
+        cmocka_unit_test(test_fused_matches_unfused_f32),
+        cmocka_unit_test(test_kept_logits_are_not_fused_away),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
