@@ -1,0 +1,170 @@
+// add_layernorm: the residual add and the layernorm that reads it, in one pass per row.
+// out (2, ..., C): out[0] = s = x + r (the residual stream, still needed downstream) and
+// out[1] = layernorm(s) with the statistics of ops/norm.c (double, two passes, biased
+// variance, eps inside the sqrt), saved per row as (mean, rstd). Backward, per row:
+//   sh = (s - mean) * rstd,  g = gout[1] * w
+//   ds = gout[0] + rstd * (g - mean(g) - sh * mean(g * sh)),  dx += ds,  dr += ds
+// and dw, db are column sums over rows that threads split by columns, adding rows in order, so
+// the sums do not depend on the thread count.
+#include "ops/fused.h"
+
+#include <math.h>
+#include <string.h>
+
+// Columns per work item of the weight/bias gradient sums.
+#define ALN_COL_BLOCK 64
+
+static trit_status add_layernorm_infer(const trit_tensor *const *in, int n_in, const void *attr, trit_tensor *out) {
+    const trit_add_layernorm_attr *a = attr;
+    const trit_tensor *x = in[0], *r = in[1];
+    char s1[128], s2[128];
+    const int want = 2 + (a->has_weight ? 1 : 0) + (a->has_bias ? 1 : 0);
+    if (n_in != want)
+        return trit_error(TRIT_ERR_INVALID, "add_layernorm: expected %d inputs (x, r%s%s), got %d", want,
+                          a->has_weight ? ", w" : "", a->has_bias ? ", b" : "", n_in);
+    if (!(a->eps >= 0 && isfinite(a->eps)))
+        return trit_error(TRIT_ERR_INVALID, "add_layernorm: eps must be finite and >= 0, got %g", a->eps);
+    for (int i = 0; i < n_in; i++)
+        if (in[i]->dtype != TRIT_REAL_DTYPE)
+            return trit_error(TRIT_ERR_DTYPE, "add_layernorm: expected %s inputs (the graph's compute dtype), input %d is %s",
+                              trit_dtype_name(TRIT_REAL_DTYPE), i, trit_dtype_name(in[i]->dtype));
+    if (x->ndim < 1 || x->shape[x->ndim - 1] < 1 || x->ndim >= TRIT_MAX_DIMS)
+        return trit_error(TRIT_ERR_SHAPE, "add_layernorm: expected x (..., C) with C >= 1 and at most %d dims, got %s",
+                          TRIT_MAX_DIMS - 1, trit_tensor_shape_str(x, s1, sizeof s1));
+    if (!trit_tensor_same_shape(x, r))
+        return trit_error(TRIT_ERR_SHAPE, "add_layernorm: expected x and r of the same shape (no broadcasting), got %s and %s",
+                          trit_tensor_shape_str(x, s1, sizeof s1), trit_tensor_shape_str(r, s2, sizeof s2));
+    const int64_t C = x->shape[x->ndim - 1];
+    for (int i = 2; i < n_in; i++)
+        if (in[i]->ndim != 1 || in[i]->shape[0] != C)
+            return trit_error(TRIT_ERR_SHAPE, "add_layernorm: expected weight and bias of shape (%lld) for x %s, got %s",
+                              (long long)C, trit_tensor_shape_str(x, s1, sizeof s1),
+                              trit_tensor_shape_str(in[i], s2, sizeof s2));
+    int64_t shape[TRIT_MAX_DIMS];
+    shape[0] = 2;
+    memcpy(shape + 1, x->shape, sizeof(int64_t) * (size_t)x->ndim);
+    return trit_tensor_init_layout(out, TRIT_REAL_DTYPE, x->ndim + 1, shape);
+}
+
+static int64_t aln_C(const trit_op_call *c) { return c->in[0]->shape[c->in[0]->ndim - 1]; }
+static int64_t aln_rows(const trit_op_call *c) { return trit_tensor_numel(c->in[0]) / aln_C(c); }
+static size_t aln_saved_bytes(const trit_op_call *c) { return sizeof(double) * 2 * (size_t)aln_rows(c); }
+
+static const real *aln_weight(const trit_op_call *c) {
+    const trit_add_layernorm_attr *a = c->attr;
+    return a->has_weight ? trit_tensor_ptr(c->in[2]) : NULL;
+}
+
+static const real *aln_bias(const trit_op_call *c) {
+    const trit_add_layernorm_attr *a = c->attr;
+    return a->has_bias ? trit_tensor_ptr(c->in[2 + a->has_weight]) : NULL;
+}
+
+static trit_status add_layernorm_forward(const trit_op_call *c) {
+    const trit_add_layernorm_attr *a = c->attr;
+    const int64_t C = aln_C(c), rows = aln_rows(c);
+    const real *x = trit_tensor_ptr(c->in[0]), *r = trit_tensor_ptr(c->in[1]);  // (rows, C)
+    const real *w = aln_weight(c), *b = aln_bias(c);                          // (C)
+    real *s = c->out->data, *y = s + rows * C;                                // (rows, C) each
+    double *stats = c->saved;                                                 // (rows, 2)
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < rows; i++) {
+        const real *xi = x + i * C, *ri = r + i * C;
+        real *si = s + i * C, *yi = y + i * C;
+        double mean = 0, var = 0;
+        for (int64_t j = 0; j < C; j++) {
+            si[j] = xi[j] + ri[j];
+            mean += (double)si[j];
+        }
+        mean /= (double)C;
+        for (int64_t j = 0; j < C; j++) {
+            const double d = (double)si[j] - mean;
+            var += d * d;
+        }
+        const double rstd = 1.0 / sqrt(var / (double)C + a->eps);
+        stats[2 * i] = mean;
+        stats[2 * i + 1] = rstd;
+        const real m = (real)mean, sd = (real)rstd;
+        for (int64_t j = 0; j < C; j++) {
+            real v = (si[j] - m) * sd;
+            if (w) v *= w[j];
+            if (b) v += b[j];
+            yi[j] = v;
+        }
+    }
+    return TRIT_OK;
+}
+
+// dx and dr for every row (see the file comment); either may be NULL.
+static void add_layernorm_backward_xr(const trit_op_call *c, real *dx, real *dr) {
+    const int64_t C = aln_C(c), rows = aln_rows(c);
+    const real *s = c->out->data;                            // (rows, C)
+    const real *g0 = c->gout->data, *g1 = g0 + rows * C;     // (rows, C) each
+    const real *w = aln_weight(c);                           // (C)
+    const double *stats = c->saved;
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < rows; i++) {
+        const real *si = s + i * C, *g0i = g0 + i * C, *g1i = g1 + i * C;
+        const double mean = stats[2 * i], rstd = stats[2 * i + 1];
+        double sum_g = 0, sum_gs = 0;
+        for (int64_t j = 0; j < C; j++) {
+            const double g = (double)g1i[j] * (w ? (double)w[j] : 1.0);
+            sum_g += g;
+            sum_gs += g * (((double)si[j] - mean) * rstd);
+        }
+        const real mg = (real)(sum_g / (double)C), mgs = (real)(sum_gs / (double)C);
+        const real m = (real)mean, sd = (real)rstd;
+        for (int64_t j = 0; j < C; j++) {
+            const real g = g1i[j] * (w ? w[j] : (real)1);
+            const real ds = g0i[j] + sd * (g - mg - (si[j] - m) * sd * mgs);
+            if (dx) dx[i * C + j] += ds;
+            if (dr) dr[i * C + j] += ds;
+        }
+    }
+}
+
+// dw += sum over rows of gout[1] * sh, db += sum over rows of gout[1] (either may be NULL).
+static void add_layernorm_backward_params(const trit_op_call *c, real *dw, real *db) {
+    const int64_t C = aln_C(c), rows = aln_rows(c);
+    const int64_t nblocks = (C + ALN_COL_BLOCK - 1) / ALN_COL_BLOCK;
+    const real *s = c->out->data, *g1 = (const real *)c->gout->data + rows * C;  // (rows, C)
+    const double *stats = c->saved;
+#pragma omp parallel for schedule(static)
+    for (int64_t blk = 0; blk < nblocks; blk++) {
+        const int64_t c0 = blk * ALN_COL_BLOCK, n = C - c0 < ALN_COL_BLOCK ? C - c0 : ALN_COL_BLOCK;
+        double acc_w[ALN_COL_BLOCK] = {0}, acc_b[ALN_COL_BLOCK] = {0};
+        for (int64_t i = 0; i < rows; i++) {
+            const real *si = s + i * C + c0, *gi = g1 + i * C + c0;
+            const double mean = stats[2 * i], rstd = stats[2 * i + 1];
+            for (int64_t j = 0; j < n; j++) {
+                acc_w[j] += (double)gi[j] * (((double)si[j] - mean) * rstd);
+                acc_b[j] += (double)gi[j];
+            }
+        }
+        for (int64_t j = 0; j < n; j++) {
+            if (dw) dw[c0 + j] += (real)acc_w[j];
+            if (db) db[c0 + j] += (real)acc_b[j];
+        }
+    }
+}
+
+static trit_status add_layernorm_backward(const trit_op_call *c) {
+    const trit_add_layernorm_attr *a = c->attr;
+    if (aln_rows(c) == 0) return TRIT_OK;
+    real *dx = c->gin[0] ? c->gin[0]->data : NULL, *dr = c->gin[1] ? c->gin[1]->data : NULL;
+    if (dx || dr) add_layernorm_backward_xr(c, dx, dr);
+    real *dw = a->has_weight && c->gin[2] ? c->gin[2]->data : NULL;
+    real *db = a->has_bias && c->gin[2 + a->has_weight] ? c->gin[2 + a->has_weight]->data : NULL;
+    if (dw || db) add_layernorm_backward_params(c, dw, db);
+    return TRIT_OK;
+}
+
+const trit_op_def R(trit_op_add_layernorm) = {
+    .name = "add_layernorm",
+    .infer = add_layernorm_infer,
+    .forward = add_layernorm_forward,
+    .backward = add_layernorm_backward,
+    .saved_bytes = aln_saved_bytes,
+    .contiguous_inputs = 15,
+    .attr_size = sizeof(trit_add_layernorm_attr),
+};

@@ -1,0 +1,248 @@
+// classifier_ce: cross_entropy(linear(x, W, b), targets) without ever holding the (rows, V)
+// logits: they are made chunk_rows rows at a time in scratch by one GEMM, reduced to a row max
+// and log-sum-exp (saved, 2 doubles per row), and made again by backward, which turns each
+// chunk into dlogit = (softmax - onehot) * scale and feeds it to two accumulating GEMMs:
+//   dx[chunk] += dlogit W,   dW += dlogit^T x[chunk],   db += column sums of dlogit.
+// Per row the arithmetic is that of ops/matmul.c linear followed by ops/loss.c cross_entropy, so
+// the fused op matches the pair. Chunks run in a fixed order, GEMMs sum in an order independent
+// of threads, and row losses and bias sums are added serially or per column, so the results do
+// not depend on the thread count.
+#include "ops/fused.h"
+
+#include "kernels/gemm.h"
+#include "trit/ops.h"
+
+#include <math.h>
+#include <string.h>
+
+// Default chunk: about this many bytes of logits, within [CLS_MIN_ROWS, CLS_MAX_ROWS] rows.
+#define CLS_CHUNK_BYTES ((size_t)8 << 20)
+#define CLS_MIN_ROWS 64
+#define CLS_MAX_ROWS 256
+// Columns per work item of the bias gradient sums.
+#define CLS_COL_BLOCK 256
+// Chunks smaller than this many logits stay on one thread.
+#define CLS_PAR_MIN 8192
+
+static int64_t index_at(const trit_tensor *t, int64_t i) {
+    const void *p = trit_tensor_ptr(t);
+    return t->dtype == TRIT_I32 ? (int64_t)((const int32_t *)p)[i] : ((const int64_t *)p)[i];
+}
+
+static trit_status cls_check_dtypes(const trit_tensor *const *in, int n_in) {
+    static const char *names[4] = {"x", "W", "targets", "bias"};
+    for (int i = 0; i < n_in; i++) {
+        if (i == 2) continue;
+        if (in[i]->dtype != TRIT_REAL_DTYPE)
+            return trit_error(TRIT_ERR_DTYPE, "classifier_ce: expected %s to be %s (the graph's compute dtype), got %s",
+                              names[i], trit_dtype_name(TRIT_REAL_DTYPE), trit_dtype_name(in[i]->dtype));
+    }
+    if (in[2]->dtype != TRIT_I32 && in[2]->dtype != TRIT_I64)
+        return trit_error(TRIT_ERR_DTYPE, "classifier_ce: expected i32 or i64 class indices as targets, got %s",
+                          trit_dtype_name(in[2]->dtype));
+    return TRIT_OK;
+}
+
+static trit_status cls_infer(const trit_tensor *const *in, int n_in, const void *attr, trit_tensor *out) {
+    const trit_classifier_attr *a = attr;
+    char s1[128], s2[128], s3[128];
+    if (n_in != 3 + (a->has_bias ? 1 : 0))
+        return trit_error(TRIT_ERR_INVALID, "classifier_ce: expected %d inputs (x, W, targets%s), got %d",
+                          3 + (a->has_bias ? 1 : 0), a->has_bias ? ", bias" : "", n_in);
+    if (a->reduction != TRIT_REDUCE_MEAN && a->reduction != TRIT_REDUCE_SUM)
+        return trit_error(TRIT_ERR_INVALID, "classifier_ce: reduction must be TRIT_REDUCE_MEAN or TRIT_REDUCE_SUM, got %d",
+                          a->reduction);
+    if (a->chunk_rows < 0)
+        return trit_error(TRIT_ERR_INVALID, "classifier_ce: chunk_rows must be >= 0 (0 chooses), got %lld",
+                          (long long)a->chunk_rows);
+    trit_status st = cls_check_dtypes(in, n_in);
+    if (st != TRIT_OK) return st;
+    const trit_tensor *x = in[0], *w = in[1], *t = in[2];
+    trit_tensor_shape_str(x, s1, sizeof s1);
+    trit_tensor_shape_str(w, s2, sizeof s2);
+    trit_tensor_shape_str(t, s3, sizeof s3);
+    if (x->ndim < 1 || x->shape[x->ndim - 1] < 1 || w->ndim != 2 || w->shape[0] < 1 || w->shape[1] != x->shape[x->ndim - 1])
+        return trit_error(TRIT_ERR_SHAPE, "classifier_ce: expected x (..., C) and W (V, C) with C, V >= 1, got x %s and W %s",
+                          s1, s2);
+    bool ok = t->ndim == x->ndim - 1;
+    for (int i = 0; ok && i < t->ndim; i++) ok = t->shape[i] == x->shape[i];
+    if (!ok)
+        return trit_error(TRIT_ERR_SHAPE, "classifier_ce: expected targets of x's shape without its last dim, got x %s and targets %s",
+                          s1, s3);
+    if (a->has_bias && (in[3]->ndim != 1 || in[3]->shape[0] != w->shape[0]))
+        return trit_error(TRIT_ERR_SHAPE, "classifier_ce: expected bias (%lld) to match W %s, got %s",
+                          (long long)w->shape[0], s2, trit_tensor_shape_str(in[3], s1, sizeof s1));
+    return trit_tensor_init_layout(out, TRIT_REAL_DTYPE, 0, NULL);
+}
+
+static int64_t cls_rows(const trit_op_call *c) { return trit_tensor_numel(c->in[2]); }
+static int64_t cls_C(const trit_op_call *c) { return c->in[1]->shape[1]; }
+static int64_t cls_V(const trit_op_call *c) { return c->in[1]->shape[0]; }
+
+static int64_t cls_chunk(const trit_op_call *c) {
+    const trit_classifier_attr *a = c->attr;
+    const int64_t rows = cls_rows(c);
+    int64_t r = a->chunk_rows;
+    if (r <= 0) {
+        r = (int64_t)(CLS_CHUNK_BYTES / ((size_t)cls_V(c) * sizeof(real)));
+        r = r < CLS_MIN_ROWS ? CLS_MIN_ROWS : r > CLS_MAX_ROWS ? CLS_MAX_ROWS : r;
+    }
+    return r < rows ? r : rows;
+}
+
+// Scratch: the chunk's logits (chunk, V), then doubles: forward's row losses (chunk) or
+// backward's bias sums (V).
+static size_t cls_logit_bytes(const trit_op_call *c) {
+    const size_t b = (size_t)cls_chunk(c) * (size_t)cls_V(c) * sizeof(real);
+    return (b + 63) / 64 * 64;
+}
+
+static size_t cls_scratch_bytes(const trit_op_call *c) {
+    const int64_t r = cls_chunk(c), v = cls_V(c);
+    return cls_logit_bytes(c) + sizeof(double) * (size_t)(r > v ? r : v);
+}
+
+// Per row: the logits' max and log(sum(exp(logit - max))); then the count of non-ignored rows.
+static size_t cls_saved_bytes(const trit_op_call *c) { return sizeof(double) * (size_t)(2 * cls_rows(c) + 1); }
+
+// L (n, V) = x[r0 : r0 + n] W^T + b.
+static void cls_logits(const trit_op_call *c, int64_t r0, int64_t n, real *L) {
+    const trit_classifier_attr *a = c->attr;
+    const int64_t C = cls_C(c), V = cls_V(c);
+    const real *x = (const real *)trit_tensor_ptr(c->in[0]) + r0 * C;  // (n, C)
+    const real *w = trit_tensor_ptr(c->in[1]);                         // (V, C)
+    if (a->has_bias) {  // every row starts as the bias, then the GEMM accumulates onto it
+        const real *b = trit_tensor_ptr(c->in[3]);
+        for (int64_t i = 0; i < n; i++) memcpy(L + i * V, b, sizeof(real) * (size_t)V);
+    }
+    R(trit_kernel_gemm)(false, true, n, V, C, x, C, w, C, L, V, a->has_bias);
+}
+
+// Checks every target (a bad label is the user's data, so it is an error, not a crash) and
+// returns the number of non-ignored rows, or -1.
+static int64_t cls_count_targets(const trit_op_call *c) {
+    const trit_classifier_attr *a = c->attr;
+    const int64_t rows = cls_rows(c), V = cls_V(c);
+    int64_t count = 0;
+    for (int64_t r = 0; r < rows; r++) {
+        const int64_t t = index_at(c->in[2], r);
+        if (t == a->ignore_index) continue;
+        if (t < 0 || t >= V) {
+            trit_error(TRIT_ERR_RANGE,
+                       "classifier_ce: target %lld at row %lld is outside [0, %lld) and is not ignore_index (%lld); check the labels against the vocabulary size",
+                       (long long)t, (long long)r, (long long)V, (long long)a->ignore_index);
+            return -1;
+        }
+        count++;
+    }
+    return count;
+}
+
+static trit_status cls_forward(const trit_op_call *c) {
+    const trit_classifier_attr *a = c->attr;
+    const int64_t rows = cls_rows(c), V = cls_V(c), chunk = cls_chunk(c);
+    double *stats = c->saved;  // (rows, 2) then the count
+    const int64_t count = cls_count_targets(c);
+    if (count < 0) return TRIT_ERR_RANGE;
+    real *L = c->scratch;                                               // (chunk, V)
+    double *row_loss = (double *)((char *)c->scratch + cls_logit_bytes(c));  // (chunk)
+    double total = 0;
+    for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
+        const int64_t n = rows - r0 < chunk ? rows - r0 : chunk;
+        cls_logits(c, r0, n, L);
+#pragma omp parallel for schedule(static) if (n * V >= CLS_PAR_MIN)
+        for (int64_t i = 0; i < n; i++) {
+            const real *li = L + i * V;
+            real m = li[0];
+            for (int64_t j = 1; j < V; j++)
+                if (li[j] > m) m = li[j];
+            double s = 0;
+            for (int64_t j = 0; j < V; j++) s += (double)REXP(li[j] - m);
+            const double ls = log(s);
+            stats[2 * (r0 + i)] = m;
+            stats[2 * (r0 + i) + 1] = ls;
+            const int64_t t = index_at(c->in[2], r0 + i);
+            // -log_softmax(logits)[t] = (max - logit[t]) + log(sum): no cancellation of large numbers.
+            row_loss[i] = t == a->ignore_index ? 0.0 : ((double)m - (double)li[t]) + ls;
+        }
+        for (int64_t i = 0; i < n; i++) total += row_loss[i];
+    }
+    stats[2 * rows] = (double)count;
+    if (a->reduction == TRIT_REDUCE_MEAN) total = count > 0 ? total / (double)count : 0.0;
+    *(real *)c->out->data = (real)total;
+    return TRIT_OK;
+}
+
+// Turns the chunk's logits into dlogit = scale * (softmax - onehot), zero on ignored rows.
+// Returns whether any row of the chunk counts.
+static bool cls_dlogits(const trit_op_call *c, int64_t r0, int64_t n, real scale, real *L) {
+    const trit_classifier_attr *a = c->attr;
+    const int64_t V = cls_V(c);
+    const double *stats = c->saved;
+    bool any = false;
+    for (int64_t i = 0; i < n && !any; i++) any = index_at(c->in[2], r0 + i) != a->ignore_index;
+    if (!any) return false;
+#pragma omp parallel for schedule(static) if (n * V >= CLS_PAR_MIN)
+    for (int64_t i = 0; i < n; i++) {
+        const int64_t t = index_at(c->in[2], r0 + i);
+        real *li = L + i * V;
+        if (t == a->ignore_index) {
+            memset(li, 0, sizeof(real) * (size_t)V);
+            continue;
+        }
+        const real m = (real)stats[2 * (r0 + i)], ls = (real)stats[2 * (r0 + i) + 1];
+        for (int64_t j = 0; j < V; j++) li[j] = scale * REXP((li[j] - m) - ls);
+        li[t] -= scale;
+    }
+    return true;
+}
+
+// acc (V) += column sums of D (n, V); threads split the columns, rows are added in order.
+static void cls_column_sums(const real *D, int64_t n, int64_t V, double *acc) {
+    const int64_t nblocks = (V + CLS_COL_BLOCK - 1) / CLS_COL_BLOCK;
+#pragma omp parallel for schedule(static) if (n * V >= CLS_PAR_MIN)
+    for (int64_t blk = 0; blk < nblocks; blk++) {
+        const int64_t c0 = blk * CLS_COL_BLOCK, c1 = V - c0 < CLS_COL_BLOCK ? V : c0 + CLS_COL_BLOCK;
+        for (int64_t i = 0; i < n; i++)
+            for (int64_t j = c0; j < c1; j++) acc[j] += (double)D[i * V + j];
+    }
+}
+
+static trit_status cls_backward(const trit_op_call *c) {
+    const trit_classifier_attr *a = c->attr;
+    const int64_t rows = cls_rows(c), C = cls_C(c), V = cls_V(c), chunk = cls_chunk(c);
+    const double count = ((const double *)c->saved)[2 * rows];
+    real *dx = c->gin[0] ? c->gin[0]->data : NULL;                      // (rows, C)
+    real *dw = c->gin[1] ? c->gin[1]->data : NULL;                      // (V, C)
+    real *db = a->has_bias && c->gin[3] ? c->gin[3]->data : NULL;       // (V)
+    if (count == 0 || (!dx && !dw && !db)) return TRIT_OK;  // every row ignored: the loss is a constant 0
+    const double go = (double)*(const real *)c->gout->data;
+    const real scale = (real)(a->reduction == TRIT_REDUCE_MEAN ? go / count : go);
+    const real *x = trit_tensor_ptr(c->in[0]), *w = trit_tensor_ptr(c->in[1]);  // (rows, C), (V, C)
+    real *L = c->scratch;                                                       // (chunk, V)
+    double *bias_acc = (double *)((char *)c->scratch + cls_logit_bytes(c));     // (V)
+    if (db) memset(bias_acc, 0, sizeof(double) * (size_t)V);
+    for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
+        const int64_t n = rows - r0 < chunk ? rows - r0 : chunk;
+        cls_logits(c, r0, n, L);
+        if (!cls_dlogits(c, r0, n, scale, L)) continue;
+        if (dx) R(trit_kernel_gemm)(false, false, n, C, V, L, V, w, C, dx + r0 * C, C, true);
+        if (dw) R(trit_kernel_gemm)(true, false, V, C, n, L, V, x + r0 * C, C, dw, C, true);
+        if (db) cls_column_sums(L, n, V, bias_acc);
+    }
+    if (db)
+        for (int64_t j = 0; j < V; j++) db[j] += (real)bias_acc[j];
+    return TRIT_OK;
+}
+
+const trit_op_def R(trit_op_classifier_ce) = {
+    .name = "classifier_ce",
+    .infer = cls_infer,
+    .forward = cls_forward,
+    .backward = cls_backward,
+    .saved_bytes = cls_saved_bytes,
+    .scratch_bytes = cls_scratch_bytes,
+    .contiguous_inputs = 15,
+    .no_grad_inputs = 4,
+    .attr_size = sizeof(trit_classifier_attr),
+};
