@@ -306,7 +306,14 @@ char *trit_train_config_to_json(const trit_train_config *c) {
         if (!is_set(c, f)) continue;
         cJSON *v = NULL;
         switch (f->type) {
-        case F_DBL: v = cJSON_CreateNumber(dbl_of(c, f)); break;
+        case F_DBL: {
+            // "%.17g" round-trips every double; cJSON's own printing may drop the last bit,
+            // and a resumed run needs the exact learning rates.
+            char buf[40];
+            snprintf(buf, sizeof buf, "%.17g", dbl_of(c, f));
+            v = cJSON_CreateString(buf);
+            break;
+        }
         case F_STR: v = cJSON_CreateString(str_of(c, f)); break;
         case F_ENUM: v = cJSON_CreateString(f->enums[int_of(c, f)]); break;
         default: {
@@ -338,15 +345,16 @@ trit_status trit_train_config_from_json(trit_train_config *c, const char *json) 
     for (cJSON *it = o->child; it && s == TRIT_OK; it = it->next) {
         const field *f = find_field(it->string);
         if (!f) continue;  // written by a newer trit: ignore what this one does not know
-        if (f->type == F_DBL) {
-            if (!cJSON_IsNumber(it)) s = trit_error(TRIT_ERR_FORMAT, "config field '%s' is not a number", f->name);
-            else *dbl_at(c, f) = it->valuedouble;
+        if (f->type == F_DBL && cJSON_IsNumber(it)) {
+            *dbl_at(c, f) = it->valuedouble;
         } else if (!cJSON_IsString(it)) {
             s = trit_error(TRIT_ERR_FORMAT, "config field '%s' is not a string", f->name);
         } else if (f->type == F_ENUM) {
             s = parse_enum(f, f->name, it->valuestring, int_at(c, f));
         } else if (f->type == F_STR) {
             snprintf(str_at(c, f), TRIT_PATH_MAX, "%s", it->valuestring);
+        } else if (f->type == F_DBL) {
+            s = trit_arg_double(f->name, it->valuestring, dbl_at(c, f));
         } else {
             s = trit_arg_int(f->name, it->valuestring, int_at(c, f));
         }

@@ -6,6 +6,9 @@
 #include "trit/train.h"
 #include "train/trainer.h"
 
+#include <dirent.h>
+#include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +31,25 @@ static bool is_dir(const char *path) {
 
 static void note_made(trainer *t, const char *path) {
     if (t->n_made < 4) snprintf(t->made[t->n_made++], sizeof t->made[0], "%s", path);
+}
+
+// Temp files "<name>.tmp.<pid>" left by a run that was killed while writing: removed when
+// their process is gone (a live one may still be writing).
+static void remove_stale_temps(const char *dir) {
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    while (d && (e = readdir(d)) != NULL) {
+        const char *tmp = strstr(e->d_name, ".tmp.");
+        if (!tmp) continue;
+        char *end = NULL;
+        long pid = strtol(tmp + 5, &end, 10);
+        if (*end != 0 || pid <= 0 || pid == (long)getpid()) continue;
+        if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue;
+        char path[TRIT_PATH_MAX + 300];
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        unlink(path);
+    }
+    if (d) closedir(d);
 }
 
 static trit_status resume_config(const trit_train_config *cli, trit_train_config *out) {
@@ -208,6 +230,7 @@ trit_status trit_trainer_setup(trainer *t, const trit_train_config *cli) {
     trit_status s = TRIT_OK;
     t->resumed = cli->resume[0] != 0;
     if (t->resumed) s = resume_config(cli, &cfg);
+    if (s == TRIT_OK && t->resumed) remove_stale_temps(cli->resume);
     if (s == TRIT_OK) s = trit_train_config_resolve(&cfg);
     if (s != TRIT_OK) return s;
     t->cfg = cfg;

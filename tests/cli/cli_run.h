@@ -1,0 +1,98 @@
+// Running the built `trit` binary from a test: its path is the test executable's directory's
+// parent + "/trit" (tests are built in <build>/tests, the CLI in <build>), or $TRIT_BIN.
+// Include after <cmocka.h>; define _GNU_SOURCE before the first include.
+#ifndef TRIT_TEST_CLI_RUN_H
+#define TRIT_TEST_CLI_RUN_H
+
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static inline const char *cli_bin(void) {
+    static char path[PATH_MAX + 16];
+    if (path[0]) return path;
+    const char *env = getenv("TRIT_BIN");
+    if (env && *env) {
+        snprintf(path, sizeof path, "%s", env);
+    } else {
+        char self[PATH_MAX];
+        ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+        assert_true(n > 0);
+        self[n] = 0;
+        for (int i = 0; i < 2; i++) *strrchr(self, '/') = 0;  // drop "/tests/<exe>"
+        snprintf(path, sizeof path, "%s/trit", self);
+    }
+    if (access(path, X_OK) != 0) fail_msg("no trit binary at '%s' (build the trit_cli target or set TRIT_BIN)", path);
+    return path;
+}
+
+typedef struct cli_result {
+    int code;     // exit status, or 128 + signal
+    char *out;    // stdout (malloc'ed)
+    char *err;    // stderr (malloc'ed)
+} cli_result;
+
+static inline char *cli_slurp(const char *path) {
+    FILE *fp = fopen(path, "rb");
+    assert_non_null(fp);
+    fseek(fp, 0, SEEK_END);
+    long n = ftell(fp);
+    fseek(fp, 0, SEEK_SET);
+    char *s = malloc((size_t)n + 1);
+    assert_non_null(s);
+    assert_int_equal(fread(s, 1, (size_t)n, fp), (size_t)n);
+    s[n] = 0;
+    fclose(fp);
+    return s;
+}
+
+// Start `trit args...` (NULL-terminated) with stdout/stderr to files in `scratch`.
+static inline pid_t cli_spawn(const char *scratch, const char *const *args) {
+    char out[PATH_MAX], err[PATH_MAX];
+    snprintf(out, sizeof out, "%s/.stdout", scratch);
+    snprintf(err, sizeof err, "%s/.stderr", scratch);
+    const char *argv[64];
+    int n = 0;
+    argv[n++] = "trit";
+    for (; args[n - 1] && n < 63; n++) argv[n] = args[n - 1];
+    argv[n] = NULL;
+    const char *bin = cli_bin();
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        int fo = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0644), fe = open(err, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (fo < 0 || fe < 0) _exit(127);
+        dup2(fo, 1);
+        dup2(fe, 2);
+        execv(bin, (char *const *)argv);
+        _exit(127);
+    }
+    return pid;
+}
+
+static inline cli_result cli_wait(const char *scratch, pid_t pid) {
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    char out[PATH_MAX], err[PATH_MAX];
+    snprintf(out, sizeof out, "%s/.stdout", scratch);
+    snprintf(err, sizeof err, "%s/.stderr", scratch);
+    cli_result r = {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), cli_slurp(out), cli_slurp(err)};
+    return r;
+}
+
+static inline cli_result cli_run(const char *scratch, const char *const *args) {
+    return cli_wait(scratch, cli_spawn(scratch, args));
+}
+
+static inline void cli_free(cli_result *r) {
+    free(r->out);
+    free(r->err);
+}
+
+#endif

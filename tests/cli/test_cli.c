@@ -1,0 +1,219 @@
+// The `trit` binary end to end: each verb's --help, a tiny training run and what it writes,
+// info / sample / eval / plot on it, resume with a mismatched config, SIGINT, and bad input
+// (missing, empty and binary data, an oversized vocabulary, a corrupt safetensors header,
+// non-numeric flags): each a clear message, a non-zero exit, no crash and no partial output.
+#define _GNU_SOURCE
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <time.h>
+
+#include "../train/train_fixture.h"
+#include "cli_run.h"
+
+static char root[512];  // scratch directory of this test file
+static char corpus[600];
+
+#define RUN(...) cli_run(root, (const char *const[]){__VA_ARGS__, NULL})
+
+static void expect(cli_result r, int code, const char *out_has, const char *err_has) {
+    if (r.code != code || (out_has && !strstr(r.out, out_has)) || (err_has && !strstr(r.err, err_has)))
+        fail_msg("exit %d (want %d)\n--- stdout:\n%s\n--- stderr:\n%s\n--- wanted stdout '%s', stderr '%s'", r.code,
+                 code, r.out, r.err, out_has ? out_has : "", err_has ? err_has : "");
+    cli_free(&r);
+}
+
+static void path(char *buf, size_t n, const char *name) { snprintf(buf, n, "%s/%s", root, name); }
+
+static int setup(void **state) {
+    (void)state;
+    tf_mkdtemp(root, sizeof root, "cli");
+    path(corpus, sizeof corpus, "corpus.txt");
+    tf_write_corpus(corpus);
+    return 0;
+}
+
+static int teardown(void **state) {
+    (void)state;
+    tf_rm_rf(root);
+    return 0;
+}
+
+static void test_help(void **state) {
+    (void)state;
+    expect(RUN("--help"), 0, "commands:", NULL);
+    expect(cli_run(root, (const char *const[]){NULL}), 2, NULL, "usage: trit");
+    expect(RUN("fly"), 2, NULL, "unknown command 'fly'");
+    const char *verbs[] = {"train", "sample", "eval", "info", "plot", "prepare"};
+    for (int i = 0; i < 6; i++) {
+        char want[64];
+        snprintf(want, sizeof want, "usage: trit %s", verbs[i]);
+        expect(RUN(verbs[i], "--help"), 0, want, NULL);
+    }
+    expect(RUN("train", "--help"), 0, "--total-batch-tokens", NULL);
+}
+
+static void test_bad_flags(void **state) {
+    (void)state;
+    char out[700];
+    path(out, sizeof out, "never");
+    expect(RUN("train", "--steps", "abc", "--out", out), 2, NULL, "--steps expects an integer, got 'abc'");
+    expect(RUN("train", "--lr", "1e-3x", "--out", out), 2, NULL, "--lr expects a number, got '1e-3x'");
+    expect(RUN("train", "--frobnicate", "1"), 2, NULL, "unknown option '--frobnicate'");
+    expect(RUN("train", "--steps"), 2, NULL, "--steps needs a value");
+    expect(RUN("train", "--tokenizer", "words"), 2, NULL, "char|bpe");
+    expect(RUN("sample", "--ckpt", out, "--temperature", "hot"), 2, NULL, "--temperature expects a number");
+    expect(RUN("sample", "--ckpt", out, "--top-k", "3.5"), 2, NULL, "--top-k expects an integer");
+    expect(RUN("eval", "--ckpt", out, "--batches", ""), 2, NULL, "empty");
+    expect(RUN("prepare", "--data", corpus, "--out", out, "--vocab", "1k"), 2, NULL, "--vocab expects an integer");
+    assert_false(tf_exists(out));
+}
+
+static void test_bad_data(void **state) {
+    (void)state;
+    char out[700], empty[700], bin[700], missing[700];
+    path(out, sizeof out, "bad-run");
+    path(empty, sizeof empty, "empty.txt");
+    path(bin, sizeof bin, "random.bin");
+    path(missing, sizeof missing, "missing.txt");
+    tf_write_file(empty, "", 0);
+    uint8_t noise[4096];
+    for (int i = 0; i < 4096; i++) noise[i] = (uint8_t)trit_rng_u32(3, 3, (uint64_t)i);
+    tf_write_file(bin, noise, sizeof noise);
+    expect(RUN("train", "--data", missing, "--out", out), 1, NULL, "cannot open");
+    expect(RUN("train", "--data", empty, "--out", out), 1, NULL, "is empty");
+    expect(RUN("train", "--data", bin, "--out", out), 1, NULL, "looks binary");
+    expect(RUN("train", "--data", corpus, "--tokenizer", "bpe", "--vocab", "70000", "--out", out), 1, NULL,
+           "uint16");
+    expect(RUN("prepare", "--data", corpus, "--tokenizer", "bpe", "--vocab", "70000", "--out", out), 2, NULL,
+           "uint16");
+    expect(RUN("prepare", "--data", bin, "--out", out), 1, NULL, "looks binary");
+    // The corpus is shorter than one window of this context: the run fails and cleans up.
+    expect(RUN("train", "--data", corpus, "--seq", "100000", "--out", out), 1, NULL, "fewer than one window");
+    assert_false(tf_exists(out));
+}
+
+static void tiny_run(const char *out, const char *steps) {
+    expect(RUN("train", "--data", corpus, "--out", out, "--layers", "1", "--heads", "2", "--dim", "16", "--seq",
+               "16", "--batch", "4", "--steps", steps, "--eval-every", "5", "--eval-batches", "2", "--log-every",
+               "2", "--sample-tokens", "20", "--threads", "1"),
+           0, "val ", NULL);
+}
+
+static void test_train_and_inspect(void **state) {
+    (void)state;
+    char out[700], f[800];
+    path(out, sizeof out, "tiny");
+    tiny_run(out, "10");
+    const char *files[] = {TRIT_CKPT_MODEL, TRIT_CKPT_STATE, TRIT_CKPT_TOKENIZER, TRIT_CKPT_METRICS, "train.bin",
+                           "val.bin"};
+    for (int i = 0; i < 6; i++) {
+        snprintf(f, sizeof f, "%s/%s", out, files[i]);
+        if (!tf_exists(f)) fail_msg("missing %s", f);
+    }
+    snprintf(f, sizeof f, "%s/%s", out, TRIT_CKPT_METRICS);
+    char *m = cli_slurp(f);
+    assert_non_null(strstr(m, "{\"step\":2,\"loss\":"));
+    assert_non_null(strstr(m, "\"val_loss\":"));
+    assert_non_null(strstr(m, "\"tokens_per_s\":"));
+    free(m);
+
+    expect(RUN("info", out), 0, "wte.weight", NULL);
+    expect(RUN("info", out), 0, "parameters", NULL);
+    snprintf(f, sizeof f, "%s/%s", out, TRIT_CKPT_MODEL);
+    expect(RUN("info", f), 0, "F32", NULL);
+    snprintf(f, sizeof f, "%s/val.bin", out);
+    expect(RUN("info", f), 0, "token shard", NULL);
+
+    cli_result a = RUN("sample", "--ckpt", out, "--prompt", "the ", "--max-tokens", "30", "--seed", "3");
+    cli_result b = RUN("sample", "--ckpt", out, "--prompt", "the ", "--max-tokens", "30", "--seed", "3");
+    assert_int_equal(a.code, 0);
+    assert_true(strncmp(a.out, "the ", 4) == 0);
+    assert_string_equal(a.out, b.out);  // a seed fixes the text
+    cli_free(&a);
+    cli_free(&b);
+    expect(RUN("sample", "--ckpt", out, "--prompt", "Z", "--max-tokens", "3"), 2, NULL, "");  // Z not in vocab
+
+    expect(RUN("eval", "--ckpt", out), 0, "val loss", NULL);
+    expect(RUN("plot", out), 0, "loss.svg", NULL);
+    snprintf(f, sizeof f, "%s/loss.svg", out);
+    assert_true(tf_exists(f));
+
+    // Resume with another model config: refused with the hint, nothing changed.
+    expect(RUN("train", "--resume", out, "--layers", "3"), 1, NULL, "pass --layers 1");
+    // Resume to more... the same steps: the run is complete.
+    expect(RUN("train", "--resume", out), 0, "complete", NULL);
+}
+
+static void test_corrupt_safetensors(void **state) {
+    (void)state;
+    char f[700];
+    path(f, sizeof f, "corrupt.safetensors");
+    uint8_t junk[40] = {200, 0, 0, 0, 0, 0, 0, 0, '{', '"'};
+    tf_write_file(f, junk, sizeof junk);
+    expect(RUN("info", f), 1, NULL, "safetensors");
+    expect(RUN("sample", "--ckpt", f, "--tokenizer-file", corpus), 1, NULL, "safetensors");
+    expect(RUN("eval", "--ckpt", f, "--data", corpus), 1, NULL, "safetensors");
+    path(f, sizeof f, "nothing-here");
+    expect(RUN("info", f), 1, NULL, "cannot open");
+}
+
+static void sleep_ms(long ms) {
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+// SIGINT: the step finishes, a checkpoint is written, exit 0, and --resume continues.
+static void test_sigint(void **state) {
+    (void)state;
+    char out[700], f[800];
+    path(out, sizeof out, "interrupted");
+    pid_t pid = cli_spawn(root, (const char *const[]){"train", "--data", corpus, "--out", out, "--layers", "1",
+                                                      "--dim", "16", "--seq", "16", "--batch", "4", "--steps",
+                                                      "1000000", "--log-every", "1", "--threads", "1", NULL});
+    snprintf(f, sizeof f, "%s/%s", out, TRIT_CKPT_METRICS);
+    for (int i = 0; i < 2000; i++) {  // wait for the first logged step
+        struct stat st;
+        if (stat(f, &st) == 0 && st.st_size > 0) break;
+        sleep_ms(10);
+    }
+    assert_int_equal(kill(pid, SIGINT), 0);
+    cli_result r = cli_wait(root, pid);
+    const char *at = strstr(r.out, "stopped at step ");
+    if (r.code != 0 || !at) fail_msg("exit %d, stdout:\n%s\nstderr:\n%s", r.code, r.out, r.err);
+    long step = strtol(at + 16, NULL, 10);
+    cli_free(&r);
+    snprintf(f, sizeof f, "%s/%s", out, TRIT_CKPT_STATE);
+    assert_true(tf_exists(f));
+    char next[32], want[800];
+    snprintf(next, sizeof next, "%ld", step + 1);
+    snprintf(want, sizeof want, "resuming %s at step %ld", out, step);
+    expect(RUN("train", "--resume", out, "--stop-after", next, "--threads", "1"), 0, want, NULL);
+}
+
+static void test_addition_default(void **state) {
+    (void)state;
+    char out[700];
+    path(out, sizeof out, "add");
+    expect(RUN("train", "--out", out, "--steps", "5", "--layers", "1", "--dim", "16", "--task-test", "20",
+               "--threads", "1"),
+           0, "held-out exact match", NULL);
+    expect(RUN("eval", "--ckpt", out, "--task-test", "20"), 0, "exact match", NULL);
+    expect(RUN("info", out), 0, "addition task", NULL);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_help),
+        cmocka_unit_test(test_bad_flags),
+        cmocka_unit_test(test_bad_data),
+        cmocka_unit_test(test_train_and_inspect),
+        cmocka_unit_test(test_corrupt_safetensors),
+        cmocka_unit_test(test_sigint),
+        cmocka_unit_test(test_addition_default),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

@@ -1,0 +1,135 @@
+// The training config: defaults per task, flag parsing with full-string number checks, the
+// uint16 vocabulary limit, the JSON round trip and the resume merge with its hint.
+#define _GNU_SOURCE
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+
+#include "train_fixture.h"
+
+static void test_defaults(void **state) {
+    (void)state;
+    trit_train_config c;
+    trit_train_config_init(&c);
+    assert_int_equal(c.layers, -1);
+    assert_true(isnan(c.lr));
+    assert_int_equal(trit_train_config_resolve(&c), TRIT_OK);
+    assert_int_equal(trit_train_config_task(&c), TRIT_TASK_ADDITION);
+    assert_int_equal(c.seq, 3 * 3 + 2);
+    assert_string_equal(c.out, "run-addition");
+    assert_true(c.min_lr == c.lr * 0.1);
+
+    trit_train_config_init(&c);
+    assert_int_equal(trit_train_config_set(&c, "data", "x.txt"), TRIT_OK);
+    assert_int_equal(trit_train_config_set(&c, "steps", "50"), TRIT_OK);
+    assert_int_equal(trit_train_config_resolve(&c), TRIT_OK);
+    assert_int_equal(trit_train_config_task(&c), TRIT_TASK_TEXT);
+    assert_int_equal(c.layers, 4);
+    assert_int_equal(c.seq, 64);
+    assert_int_equal(c.batch, 12);
+    assert_int_equal(c.total_batch_tokens, 12 * 64);
+    assert_int_equal(trit_train_config_accum(&c), 1);
+    assert_int_equal(c.warmup, 50);  // default warmup never exceeds --steps
+    assert_true(c.beta1 == 0.9 && c.beta2 == 0.95 && c.eps == 1e-8 && c.weight_decay == 0.1 && c.clip == 1.0);
+}
+
+static void expect_set_error(const char *name, const char *value, const char *msg) {
+    trit_train_config c;
+    trit_train_config_init(&c);
+    assert_int_not_equal(trit_train_config_set(&c, name, value), TRIT_OK);
+    if (!strstr(trit_last_error(), msg)) fail_msg("--%s %s: '%s' lacks '%s'", name, value, trit_last_error(), msg);
+}
+
+static void test_flag_parsing(void **state) {
+    (void)state;
+    trit_train_config c;
+    trit_train_config_init(&c);
+    assert_int_equal(trit_train_config_set(&c, "lr", "6e-4"), TRIT_OK);
+    assert_true(c.lr == 6e-4);
+    assert_int_equal(trit_train_config_set(&c, "tokenizer", "bpe"), TRIT_OK);
+    assert_int_equal(c.tokenizer, TRIT_TOKENIZER_BPE);
+    assert_int_equal(trit_train_config_set(&c, "norm", "rms"), TRIT_OK);
+    assert_int_equal(c.norm, TRIT_NORM_RMS);
+    assert_int_equal(trit_train_config_set(&c, "bias", "off"), TRIT_OK);
+    assert_int_equal(c.bias, 0);
+    expect_set_error("steps", "abc", "--steps expects an integer, got 'abc'");
+    expect_set_error("steps", "12x", "got '12x'");
+    expect_set_error("steps", "", "empty");
+    expect_set_error("lr", "fast", "--lr expects a number");
+    expect_set_error("lr", "inf", "finite");
+    expect_set_error("layers", "99999999999999999999999", "out of the 64-bit");
+    expect_set_error("tokenizer", "word", "char|bpe");
+    expect_set_error("bias", "maybe", "1 or 0");
+    expect_set_error("no-such-flag", "1", "unknown");
+}
+
+static void expect_resolve_error(const char *name, const char *value, const char *msg) {
+    trit_train_config c;
+    trit_train_config_init(&c);
+    assert_int_equal(trit_train_config_set(&c, "data", "x.txt"), TRIT_OK);
+    assert_int_equal(trit_train_config_set(&c, name, value), TRIT_OK);
+    assert_int_not_equal(trit_train_config_resolve(&c), TRIT_OK);
+    if (!strstr(trit_last_error(), msg)) fail_msg("--%s %s: '%s' lacks '%s'", name, value, trit_last_error(), msg);
+}
+
+static void test_ranges(void **state) {
+    (void)state;
+    expect_resolve_error("vocab", "70000", "uint16");
+    expect_resolve_error("dim", "130", "multiple of --heads");
+    expect_resolve_error("total-batch-tokens", "1000", "multiple of batch * seq");
+    expect_resolve_error("min-lr", "1", "--min-lr");
+    expect_resolve_error("beta2", "1", "--beta2");
+    expect_resolve_error("steps", "0", "--steps");
+    expect_resolve_error("dropout", "1", "--dropout");
+}
+
+static void test_json_round_trip(void **state) {
+    (void)state;
+    trit_train_config c, d;
+    trit_train_config_init(&c);
+    assert_int_equal(trit_train_config_set(&c, "data", "some \"quoted\" path.txt"), TRIT_OK);
+    assert_int_equal(trit_train_config_set(&c, "seed", "9007199254740993"), TRIT_OK);  // 2^53 + 1
+    assert_int_equal(trit_train_config_set(&c, "lr", "0.1"), TRIT_OK);
+    assert_int_equal(trit_train_config_resolve(&c), TRIT_OK);
+    char *json = trit_train_config_to_json(&c);
+    assert_non_null(json);
+    assert_int_equal(trit_train_config_from_json(&d, json), TRIT_OK);
+    free(json);
+    assert_memory_equal(&c, &d, sizeof c);
+    assert_int_not_equal(trit_train_config_from_json(&d, "[1, 2]"), TRIT_OK);
+    assert_int_not_equal(trit_train_config_from_json(&d, "{\"layers\": 4}"), TRIT_OK);  // ints are strings
+}
+
+static void test_resume_merge(void **state) {
+    (void)state;
+    trit_train_config saved, cli, out;
+    trit_train_config_init(&saved);
+    assert_int_equal(trit_train_config_set(&saved, "data", "x.txt"), TRIT_OK);
+    assert_int_equal(trit_train_config_resolve(&saved), TRIT_OK);
+
+    trit_train_config_init(&cli);
+    assert_int_equal(trit_train_config_set(&cli, "resume", "runs/a"), TRIT_OK);
+    assert_int_equal(trit_train_config_set(&cli, "threads", "1"), TRIT_OK);
+    assert_int_equal(trit_train_config_set(&cli, "layers", "4"), TRIT_OK);  // same value: fine
+    assert_int_equal(trit_train_config_merge(&out, &saved, &cli), TRIT_OK);
+    assert_int_equal(out.threads, 1);
+    assert_string_equal(out.out, "runs/a");
+
+    assert_int_equal(trit_train_config_set(&cli, "layers", "6"), TRIT_OK);
+    assert_int_not_equal(trit_train_config_merge(&out, &saved, &cli), TRIT_OK);
+    assert_non_null(strstr(trit_last_error(), "trained with --layers 4, but --layers 6 was given"));
+    assert_non_null(strstr(trit_last_error(), "pass --layers 4"));
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_defaults),        cmocka_unit_test(test_flag_parsing),
+        cmocka_unit_test(test_ranges),          cmocka_unit_test(test_json_round_trip),
+        cmocka_unit_test(test_resume_merge),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
