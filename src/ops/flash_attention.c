@@ -1,30 +1,32 @@
 // Causal multi-head self-attention in tiles (flash attention), forward and backward. Same
 // function as ops/attention.c (which stays as the oracle), with memory linear in T.
 //
-// Per (batch, head) and query tile of BR rows, forward walks the key tiles of BC columns at or
+// Per (batch, head) and query tile of BR queries, forward walks the key tiles of BC keys at or
 // before the diagonal (tiles wholly above it are skipped; only diagonal tiles are masked) and
-// keeps an online softmax per query row: the running max m, the running sum l of exp(s - m)
-// and the output accumulator, rescaled by exp(m_old - m_new) whenever the max grows. At the
-// end out = acc / l and lse = m + log(l) is saved: (B, H, T), the only thing backward needs
+// keeps an online softmax per query: the running max m, the running sum l of exp(s - m) and
+// the output accumulator, rescaled by exp(m_old - m_new) whenever the max grows. At the end
+// out = acc / l and lse = m + log(l) is saved: (B, H, T), the only thing backward needs
 // besides the inputs and the output.
 //
 // Backward (as in FlashAttention-2), per (batch, head): D = rowsum(dO * O), then per key tile
 // and each query tile at or below the diagonal, P = exp(s - lse) is recomputed and
 //   dV += P^T dO,   dP = dO V^T,   dS = P (dP - D) / sqrt(hs),   dQ += dS K,   dK += dS^T Q.
 //
-// Tile products go through the GEMM kernel (dispatched SIMD for f32); the element-wise work
-// uses a polynomial exp that the compiler vectorizes. The accumulator lives in the output
-// itself and gradients are added straight into gin, so scratch holds only a few tiles per
-// thread. Threads take whole query tiles (forward) or whole (batch, head) pairs (backward),
-// each computed the same way on any thread, so results do not depend on the thread count.
+// Score tiles are kept transposed, keys by query lanes (see kernels/flash.h), so the softmax
+// over keys is element-wise across lanes; queries (and output gradients) are packed transposed
+// once per tile (forward) or per head (backward); keys and values are read in place. The
+// output accumulator lives in the output itself and gradients are added straight into gin, so
+// scratch holds a few tiles per thread plus, in backward, the head's packed queries and output
+// gradients (linear in T). Threads take whole query tiles (forward) or whole (batch, head)
+// pairs (backward), each computed the same way on any thread, so results do not depend on the
+// thread count.
 #include "ops/flash_attention.h"
 
-#include "kernels/gemm.h"
+#include "kernels/flash.h"
 
 #include <omp.h>
-#include <string.h>
 
-#define BR TRIT_FLASH_BR
+#define BR TRIT_FLASH_W  // queries per tile: the lanes of the tile kernels
 #define BC TRIT_FLASH_BC
 // Below this many multiply-adds in total the op stays on one thread.
 #define FLASH_PARALLEL_MIN ((int64_t)1 << 16)
@@ -60,13 +62,21 @@ static int64_t flash_slots(const flash_dims *d) {
     return items < procs ? (items > 0 ? items : 1) : procs;
 }
 
-// One thread's region: forward needs a score tile, the row max, sum and rescale factor;
-// backward a probability tile, a dP tile and D for every query of the pair.
+// Forward: packed queries (hs, BR), a score tile (BC, BR), m and alpha (BR), l (BR doubles).
+static size_t fwd_thread_bytes(const flash_dims *d) {
+    return sizeof(real) * (size_t)(d->hs * BR + BC * BR + 2 * BR) + sizeof(double) * BR;
+}
+
+// Backward: the head's packed queries and output gradients (nt tiles of (hs, BR) each), the
+// probability and dP tiles (BC, BR), and lse and D padded to whole tiles (nt * BR each).
+static size_t bwd_thread_bytes(const flash_dims *d) {
+    const int64_t nt = ceil_div(d->T, BR);
+    return sizeof(real) * (size_t)(2 * nt * d->hs * BR + 2 * BC * BR + 2 * nt * BR);
+}
+
 static size_t flash_thread_bytes(const flash_dims *d) {
-    size_t fwd = sizeof(real) * (BR * BC + 2 * BR) + sizeof(double) * BR;
-    size_t bwd = sizeof(real) * (2 * BR * BC + (size_t)d->T);
-    size_t b = fwd > bwd ? fwd : bwd;
-    return (b + 63) / 64 * 64;
+    size_t f = fwd_thread_bytes(d), b = bwd_thread_bytes(d);
+    return ((f > b ? f : b) + 63) / 64 * 64;
 }
 
 static size_t flash_saved_bytes(const trit_op_call *c) {
@@ -111,67 +121,7 @@ static trit_status flash_infer(const trit_tensor *const *in, int n_in, const voi
     return trit_tensor_init_layout(out, TRIT_REAL_DTYPE, 3, q->shape);
 }
 
-// ---- element-wise pieces ------------------------------------------------------------------
-
-// exp(x) for x <= 0, the only arguments softmax gives it. In f32 a polynomial the compiler
-// vectorizes (range reduction by n = round(x / ln 2), degree-6 polynomial on |r| <= ln2 / 2,
-// scaling by 2^n through the exponent bits; within 1e-7 relative of expf, and results below
-// e^-87 are flushed to about 1.6e-38 instead of 0). In f64 the C library's exp.
-#ifdef TRIT_REAL_F64
-static inline double exp_le0(double x) { return exp(x); }
-#else
-static inline float exp_le0(float x) {
-    x = x < -87.0f ? -87.0f : x;
-    const float shift = 12582912.0f;  // 1.5 * 2^23: adding and subtracting it rounds to an integer
-    float n = (x * 1.44269504088896341f + shift) - shift;
-    float r = x - n * 0.693359375f;  // ln 2 split in two so that n * hi is exact
-    r = r + n * 2.12194440e-4f;
-    float p = 1.9875691500e-4f;
-    p = p * r + 1.3981999507e-3f;
-    p = p * r + 8.3334519073e-3f;
-    p = p * r + 4.1665795894e-2f;
-    p = p * r + 1.6666665459e-1f;
-    p = p * r + 5.0000001201e-1f;
-    p = p * r * r + r + 1.0f;
-    int32_t bits = ((int32_t)n + 127) << 23;
-    float two_n;
-    memcpy(&two_n, &bits, sizeof two_n);
-    return p * two_n;
-}
-#endif
-
-// Keys of a tile that query row i (absolute position qi) may see: those at or before qi.
-static int64_t visible(int64_t qi, int64_t j0, int64_t bc) {
-    int64_t n = qi - j0 + 1;
-    return n < 0 ? 0 : n > bc ? bc : n;
-}
-
-// One row of a score tile s (bc raw scores q.k, nv of them visible) joins the online softmax:
-// s becomes exp(scale * s - m_new) (0 where masked), *m the new max, *l the new sum; returns
-// the factor exp(m_old - m_new) by which the row's accumulator must be rescaled.
-static real online_softmax_row(real *s, int64_t bc, int64_t nv, real scale, real *m, double *l) {
-    real mx = *m;
-#pragma omp simd reduction(max : mx)
-    for (int64_t j = 0; j < nv; j++) {
-        s[j] *= scale;
-        mx = s[j] > mx ? s[j] : mx;
-    }
-    real sum = 0;
-#pragma omp simd reduction(+ : sum)
-    for (int64_t j = 0; j < nv; j++) {
-        s[j] = exp_le0(s[j] - mx);
-        sum += s[j];
-    }
-    for (int64_t j = nv; j < bc; j++) s[j] = 0;
-    if (nv == 0) return 1;
-    // The first visible tile of a row starts from m = -inf: nothing to rescale.
-    real alpha = *m == RMAX_NEG ? 0 : exp_le0(*m - mx);
-    *l = *l * (double)alpha + (double)sum;
-    *m = mx;
-    return alpha;
-}
-
-// ---- forward ------------------------------------------------------------------------------
+// ---- shared pieces ------------------------------------------------------------------------
 
 typedef struct flash_head {
     const real *q, *k, *v;  // (T, hs) each, rows ldq / ldk / ldv apart
@@ -185,16 +135,30 @@ static flash_head head_of(const trit_op_call *c, const flash_dims *d, int64_t b,
     return p;
 }
 
-// Query rows [i0, i0 + br) of one head. o: (T, hs) rows C apart, the head's output columns,
-// used as the accumulator; lse: (T) of the head.
+// xt (hs, BR) = rows [0, n) of x (rows ldx apart) transposed; lanes [n, BR) are zero.
+static void pack_transposed(real *xt, const real *x, int64_t ldx, int64_t n, int64_t hs) {
+    for (int64_t c = 0; c < hs; c++)
+        for (int64_t i = n; i < BR; i++) xt[c * BR + i] = 0;
+    for (int64_t i = 0; i < n; i++) {
+        const real *row = x + i * ldx;
+        for (int64_t c = 0; c < hs; c++) xt[c * BR + i] = row[c];
+    }
+}
+
+// ---- forward ------------------------------------------------------------------------------
+
+// Queries [i0, i0 + br) of one head. o: (T, hs) rows C apart, the head's output columns, used
+// as the accumulator; lse: (T) of the head.
 static void forward_tile(const flash_dims *d, const flash_head *p, int64_t i0, real *o, real *lse, real *work) {
     const int64_t T = d->T, hs = d->hs, C = d->C, br = min64(BR, T - i0);
     const real scale = (real)(1.0 / sqrt((double)hs));
-    real *s = work;              // (br, BC) scores, then probabilities
-    real *m = s + BR * BC;       // (br) running max
-    real *alpha = m + BR;        // (br) rescale factors of the current key tile
-    double *l = (double *)(alpha + BR);  // (br) running sums
-    for (int64_t i = 0; i < br; i++) {
+    real *qt = work;             // (hs, BR) the tile's queries, transposed
+    real *st = qt + hs * BR;     // (BC, BR) scores, then probabilities
+    real *m = st + BC * BR;      // (BR) running max
+    real *alpha = m + BR;        // (BR) rescale factors of the current key tile
+    double *l = (double *)(alpha + BR);  // (BR) running sums
+    pack_transposed(qt, p->q + i0 * p->ldq, p->ldq, br, hs);
+    for (int64_t i = 0; i < BR; i++) {
         m[i] = RMAX_NEG;
         l[i] = 0;
     }
@@ -202,22 +166,14 @@ static void forward_tile(const flash_dims *d, const flash_head *p, int64_t i0, r
     // Key tiles that hold at least one key at or before the tile's last query.
     for (int64_t j0 = 0; j0 < i0 + br; j0 += BC) {
         const int64_t bc = min64(BC, i0 + br - j0);
-        R(trit_kernel_gemm)(false, true, br, bc, hs, p->q + i0 * p->ldq, p->ldq, p->k + j0 * p->ldk, p->ldk, s, BC, false);
-        const bool diag = j0 + bc - 1 > i0;
-        for (int64_t i = 0; i < br; i++)
-            alpha[i] = online_softmax_row(s + i * BC, bc, diag ? visible(i0 + i, j0, bc) : bc, scale, &m[i], &l[i]);
-        if (j0 > 0)
-            for (int64_t i = 0; i < br; i++) {
-                real *row = oi + i * C, a = alpha[i];
-                if (a == 1) continue;
-#pragma omp simd
-                for (int64_t c = 0; c < hs; c++) row[c] *= a;
-            }
-        R(trit_kernel_gemm)(false, false, br, hs, bc, s, BC, p->v + j0 * p->ldv, p->ldv, oi, C, j0 > 0);
+        R(trit_kernel_flash_scores)(bc, hs, p->k + j0 * p->ldk, p->ldk, qt, st);
+        R(trit_kernel_flash_softmax)(st, bc, br, j0 - i0, scale, m, l, alpha);
+        // out[i] = out[i] * alpha[i] + sum_j P[j][i] v[j]; the first tile overwrites.
+        R(trit_kernel_flash_accum)(br, bc, hs, st, 1, BR, p->v + j0 * p->ldv, p->ldv, oi, C, alpha, j0 > 0);
     }
     for (int64_t i = 0; i < br; i++) {
-        real *row = oi + i * C, inv = (real)(1.0 / l[i]);
-#pragma omp simd
+        real *row = oi + i * C;
+        const real inv = (real)(1.0 / l[i]);
         for (int64_t c = 0; c < hs; c++) row[c] *= inv;
         lse[i0 + i] = m[i] + (real)log(l[i]);
     }
@@ -254,59 +210,50 @@ typedef struct flash_grads {
     const real *lse;     // (T)
 } flash_grads;
 
-// s: (br, BC) raw scores of query rows [i0, i0 + br) and keys [j0, j0 + bc): becomes P.
-static void recompute_probs(real *s, int64_t br, int64_t bc, int64_t i0, int64_t j0, real scale, const real *lse) {
-    const bool diag = j0 + bc - 1 > i0;
-    for (int64_t i = 0; i < br; i++) {
-        real *row = s + i * BC, off = lse[i0 + i];
-        const int64_t nv = diag ? visible(i0 + i, j0, bc) : bc;
-#pragma omp simd
-        for (int64_t j = 0; j < nv; j++) row[j] = exp_le0(row[j] * scale - off);
-        for (int64_t j = nv; j < bc; j++) row[j] = 0;
-    }
-}
-
-// dp: (br, BC) holds dP on entry and dS * scale on return; p: the probabilities.
-static void softmax_grad(real *dp, const real *p, int64_t br, int64_t bc, const real *dd, real scale) {
-    for (int64_t i = 0; i < br; i++) {
-        real *dr = dp + i * BC, di = dd[i];
-        const real *pr = p + i * BC;
-#pragma omp simd
-        for (int64_t j = 0; j < bc; j++) dr[j] = pr[j] * (dr[j] - di) * scale;
-    }
+// Tile pair (queries from i0, keys from j0) of one head, with the head's packed tiles.
+static void backward_pair(const flash_dims *d, const flash_head *p, const flash_grads *g, int64_t i0, int64_t j0,
+                          const real *qt, const real *got, const real *lse, const real *dd, real *pt, real *dpt) {
+    const int64_t T = d->T, hs = d->hs, C = d->C, br = min64(BR, T - i0), bc = min64(BC, T - j0);
+    const real scale = (real)(1.0 / sqrt((double)hs));
+    const real *kj = p->k + j0 * p->ldk, *vj = p->v + j0 * p->ldv;
+    R(trit_kernel_flash_scores)(bc, hs, kj, p->ldk, qt, pt);
+    R(trit_kernel_flash_probs)(pt, bc, br, j0 - i0, scale, lse);
+    // dV[j] += sum_i P[j][i] dO[i]
+    if (g->gv) R(trit_kernel_flash_accum)(bc, br, hs, pt, BR, 1, g->go + i0 * C, C, g->gv + j0 * C, C, NULL, true);
+    if (!g->gq && !g->gk) return;
+    R(trit_kernel_flash_scores)(bc, hs, vj, p->ldv, got, dpt);  // dP^T = V dO^T
+    R(trit_kernel_flash_dscores)(dpt, pt, bc, dd, scale);
+    // dQ[i] += sum_j dS[j][i] k[j],   dK[j] += sum_i dS[j][i] q[i]
+    if (g->gq) R(trit_kernel_flash_accum)(br, bc, hs, dpt, 1, BR, kj, p->ldk, g->gq + i0 * C, C, NULL, true);
+    if (g->gk) R(trit_kernel_flash_accum)(bc, br, hs, dpt, BR, 1, p->q + i0 * p->ldq, p->ldq, g->gk + j0 * C, C, NULL, true);
 }
 
 static void backward_head(const flash_dims *d, const flash_head *p, const flash_grads *g, real *work) {
-    const int64_t T = d->T, hs = d->hs, C = d->C;
-    const real scale = (real)(1.0 / sqrt((double)hs));
-    real *s = work;           // (BR, BC) probabilities
-    real *dp = s + BR * BC;   // (BR, BC) dP, then dS
-    real *dd = dp + BR * BC;  // (T) D = rowsum(dO * O)
-    const bool need_ds = g->gq || g->gk;
-    if (need_ds)
-        for (int64_t i = 0; i < T; i++) {
-            const real *a = g->go + i * C, *b = g->o + i * C;
-            double acc = 0;
-            for (int64_t c = 0; c < hs; c++) acc += (double)a[c] * (double)b[c];
-            dd[i] = (real)acc;
-        }
-    for (int64_t j0 = 0; j0 < T; j0 += BC) {
-        const int64_t bc = min64(BC, T - j0);
-        const real *kj = p->k + j0 * p->ldk, *vj = p->v + j0 * p->ldv;
+    const int64_t T = d->T, hs = d->hs, C = d->C, nt = ceil_div(T, BR);
+    real *qt = work;                  // nt tiles of (hs, BR): queries, transposed
+    real *got = qt + nt * hs * BR;    // nt tiles of (hs, BR): output gradients, transposed
+    real *pt = got + nt * hs * BR;    // (BC, BR) probabilities
+    real *dpt = pt + BC * BR;         // (BC, BR) dP, then dS
+    real *lse = dpt + BC * BR;        // (nt * BR) log-sum-exp, padded with 0
+    real *dd = lse + nt * BR;         // (nt * BR) D = rowsum(dO * O), padded with 0
+    for (int64_t t = 0; t < nt; t++) {
+        const int64_t n = min64(BR, T - t * BR);
+        pack_transposed(qt + t * hs * BR, p->q + t * BR * p->ldq, p->ldq, n, hs);
+        pack_transposed(got + t * hs * BR, g->go + t * BR * C, C, n, hs);
+    }
+    for (int64_t i = 0; i < nt * BR; i++) {
+        double acc = 0;
+        if (i < T)
+            for (int64_t c = 0; c < hs; c++) acc += (double)g->go[i * C + c] * (double)g->o[i * C + c];
+        dd[i] = (real)acc;
+        lse[i] = i < T ? g->lse[i] : 0;
+    }
+    for (int64_t j0 = 0; j0 < T; j0 += BC)
         // Query tiles from the one holding query j0 (the first that sees any key of the tile).
         for (int64_t i0 = j0 / BR * BR; i0 < T; i0 += BR) {
-            const int64_t br = min64(BR, T - i0);
-            const real *qi = p->q + i0 * p->ldq, *goi = g->go + i0 * C;
-            R(trit_kernel_gemm)(false, true, br, bc, hs, qi, p->ldq, kj, p->ldk, s, BC, false);
-            recompute_probs(s, br, bc, i0, j0, scale, g->lse);
-            if (g->gv) R(trit_kernel_gemm)(true, false, bc, hs, br, s, BC, goi, C, g->gv + j0 * C, C, true);
-            if (!need_ds) continue;
-            R(trit_kernel_gemm)(false, true, br, bc, hs, goi, C, vj, p->ldv, dp, BC, false);
-            softmax_grad(dp, s, br, bc, dd + i0, scale);
-            if (g->gq) R(trit_kernel_gemm)(false, false, br, hs, bc, dp, BC, kj, p->ldk, g->gq + i0 * C, C, true);
-            if (g->gk) R(trit_kernel_gemm)(true, false, bc, hs, br, dp, BC, qi, p->ldq, g->gk + j0 * C, C, true);
+            const int64_t t = i0 / BR;
+            backward_pair(d, p, g, i0, j0, qt + t * hs * BR, got + t * hs * BR, lse + i0, dd + i0, pt, dpt);
         }
-    }
 }
 
 static trit_status flash_backward(const trit_op_call *c) {

@@ -10,8 +10,7 @@ typedef struct trit_flash_attention_attr {
     int n_head;
 } trit_flash_attention_attr;
 
-// Tile sizes: queries per tile (rows) and keys per tile (columns).
-#define TRIT_FLASH_BR 64
+// Keys per tile (queries per tile are the TRIT_FLASH_W lanes of kernels/flash.h).
 #define TRIT_FLASH_BC 64
 
 // Inputs q, k, v: (B, T, C) whose last dim is unit-stride and whose rows are at least C apart

@@ -249,7 +249,8 @@ static void test_memory_linear_in_T(void **state) {
     op_bytes(&trit_op_flash_attention_f32, 2, 4096, 384, 6, &s2, &k2);
     assert_int_equal(s1, sizeof(float) * 2 * 6 * 1024);  // one log-sum-exp per (b, h, t)
     assert_int_equal(s2, 4 * s1);
-    assert_true(k2 <= 2 * k1);  // tiles are fixed; only D (one value per query) grows
+    // Tiles are fixed; backward packs the queries and output gradients of one head per thread.
+    assert_true(k2 <= 4 * k1 + 65536);
 }
 
 // ---- bad input ----------------------------------------------------------------------------
