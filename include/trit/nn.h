@@ -27,6 +27,8 @@ typedef struct trit_gpt_config {
     double rope_theta;     // 10000
     int64_t mlp_hidden;    // 0 = 4C for GELU, and 8C/3 rounded up to a multiple of 8 for SwiGLU
     double norm_eps;       // 1e-5
+    bool naive_attention;  // false: flash attention (memory linear in T); true: the straightforward
+                           // op, which keeps the (B, H, T, T) probabilities (same results to rounding)
 } trit_gpt_config;
 
 // GPT-2 defaults for a small model: L=4, H=4, C=128, T=64, V=65, bias, LayerNorm, GELU, learned positions.

@@ -5,7 +5,7 @@
 //   logits = norm_f(x) wte^T (the head is tied to the token embedding), loss = mean cross-entropy
 //   over targets != -1.
 // Attention: c_attn gives (B, T, 3C), split into q, k, v on the last axis (views, no copy),
-// RoPE on q and k when configured, causal attention, then c_proj.
+// RoPE on q and k when configured, causal attention (flash unless naive_attention), then c_proj.
 #include "nn/gpt_internal.h"
 #include "trit/ops.h"
 
@@ -31,7 +31,8 @@ static trit_tensor *attention(trit_graph *g, const trit_gpt *m, const trit_gpt_b
         part[0] = trit_rope(g, part[0], H, m->cfg.rope_theta);
         part[1] = trit_rope(g, part[1], H, m->cfg.rope_theta);
     }
-    trit_tensor *y = trit_attention(g, part[0], part[1], part[2], H);  // (B, T, C)
+    trit_tensor *y = m->cfg.naive_attention ? trit_attention(g, part[0], part[1], part[2], H)
+                                            : trit_flash_attention(g, part[0], part[1], part[2], H);  // (B, T, C)
     return trit_linear(g, y, k->proj_w, k->proj_b);
 }
 
