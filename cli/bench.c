@@ -147,7 +147,7 @@ static int run_scaling(const bench_args *a) {
         snprintf(c.name, sizeof c.name, "T%lld", (long long)Ts[i]);
         trit_bench_result r[2];
         for (int naive = 0; naive < 2; naive++) {
-            (void)naive;  // pending: c.model.naive_attention = naive != 0;
+            c.model.naive_attention = naive != 0;
             if (trit_bench_run_isolated(&c, &o, &r[naive]) != TRIT_OK) return cli_fail("bench", CLI_FAIL);
         }
         printf("%6lld %5lld | %14.2f %9.1f %9.1f | %14.2f %9.1f %9.1f\n", (long long)Ts[i], (long long)c.batch,
