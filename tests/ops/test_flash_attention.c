@@ -99,6 +99,17 @@ static void test_matches_plain(void **state) {
         }
 }
 
+// The f32 op on the portable kernels too (the SIMD level is a run-time choice).
+static void test_matches_plain_portable(void **state) {
+    (void)state;
+    const trit_cpu_isa level = trit_cpu_level();
+    assert_int_equal(trit_cpu_set_level(TRIT_CPU_REF), TRIT_OK);
+    compare_case(2, 33, 16, 3, TRIT_F32, 1e-5);
+    compare_case(2, 100, 64, 2, TRIT_F32, 1e-5);
+    compare_case(1, 257, 8, 2, TRIT_F32, 1e-5);
+    assert_int_equal(trit_cpu_set_level(level), TRIT_OK);
+}
+
 // ---- finite differences with strided views ------------------------------------------------
 
 // q, k, v as column slices of one fused (B, T, 3C) tensor (rows 3C apart, read in place), and
@@ -294,6 +305,7 @@ static void test_bad_input(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_matches_plain),
+        cmocka_unit_test(test_matches_plain_portable),
         cmocka_unit_test(test_gradients),
         cmocka_unit_test(test_thread_count_independent),
         cmocka_unit_test(test_causal),

@@ -84,7 +84,16 @@ static inline __attribute__((always_inline)) void scores_rows(const int mr, int6
 void trit_kernel_flash_scores_avx512_f32(TRIT_FLASH_SCORES_ARGS(float)) {
     int64_t r = 0;
     for (; r + MR <= nr; r += MR) scores_rows(MR, hs, x + r * ldx, ldx, yt, st + r * W);
-    for (; r < nr; r++) scores_rows(1, hs, x + r * ldx, ldx, yt, st + r * W);
+    const float *xr = x + r * ldx;
+    float *sr = st + r * W;
+    switch (nr - r) {  // the last rows in one pass, with the row count a constant
+    case 1: scores_rows(1, hs, xr, ldx, yt, sr); break;
+    case 2: scores_rows(2, hs, xr, ldx, yt, sr); break;
+    case 3: scores_rows(3, hs, xr, ldx, yt, sr); break;
+    case 4: scores_rows(4, hs, xr, ldx, yt, sr); break;
+    case 5: scores_rows(5, hs, xr, ldx, yt, sr); break;
+    default: break;
+    }
 }
 
 // ---- accum: acc (nr, hs) = acc * rowscale + coef @ y ---------------------------------------
@@ -145,9 +154,16 @@ accum_chunk(const int nv, __mmask16 last, int64_t nr, int64_t nk, const float *c
     for (; r + MR <= nr; r += MR)
         accum_rows(MR, nv, last, nk, coef + r * rs, rs, ks, y, ldy, acc + r * ldacc, ldacc,
                    rowscale ? rowscale + r : NULL, accumulate);
-    for (; r < nr; r++)
-        accum_rows(1, nv, last, nk, coef + r * rs, rs, ks, y, ldy, acc + r * ldacc, ldacc,
-                   rowscale ? rowscale + r : NULL, accumulate);
+    const float *cr = coef + r * rs, *sr = rowscale ? rowscale + r : NULL;
+    float *ar = acc + r * ldacc;
+    switch (nr - r) {  // the last rows in one pass, with the row count a constant
+    case 1: accum_rows(1, nv, last, nk, cr, rs, ks, y, ldy, ar, ldacc, sr, accumulate); break;
+    case 2: accum_rows(2, nv, last, nk, cr, rs, ks, y, ldy, ar, ldacc, sr, accumulate); break;
+    case 3: accum_rows(3, nv, last, nk, cr, rs, ks, y, ldy, ar, ldacc, sr, accumulate); break;
+    case 4: accum_rows(4, nv, last, nk, cr, rs, ks, y, ldy, ar, ldacc, sr, accumulate); break;
+    case 5: accum_rows(5, nv, last, nk, cr, rs, ks, y, ldy, ar, ldacc, sr, accumulate); break;
+    default: break;
+    }
 }
 
 void trit_kernel_flash_accum_avx512_f32(TRIT_FLASH_ACCUM_ARGS(float)) {
