@@ -1,13 +1,11 @@
 // Embedding: out[n, :] = weight[idx[n], :]. Backward scatter-adds rows of the output gradient
 // into the weight gradient. Repeated indices make that a reduction, so it is split across
 // threads by column blocks: each thread owns a slice of every row and adds tokens in order, and
-// the result does not depend on the thread count (no atomics).
+// the result does not depend on the thread count (no atomics). The loops are the kernels of
+// kernels/rowops.h.
 #include "ops/embedding.h"
 
-#include <string.h>
-
-// Columns per work item of the backward scatter (a cache line or more of each row).
-#define EMB_COL_BLOCK 64
+#include "kernels/rowops.h"
 
 static int64_t index_at(const trit_tensor *t, int64_t i) {
     const void *p = trit_tensor_ptr(t);
@@ -51,8 +49,7 @@ static trit_status embedding_forward(const trit_op_call *c) {
     real *out = c->out->data;                   // (n, C)
     trit_status s = check_indices(idx, n, V);
     if (s != TRIT_OK) return s;
-#pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < n; i++) memcpy(out + i * C, w + index_at(idx, i) * C, sizeof(real) * (size_t)C);
+    R(trit_kernel_embedding_fwd)(out, w, trit_tensor_ptr(idx), idx->dtype == TRIT_I64, n, C);
     return TRIT_OK;
 }
 
@@ -60,21 +57,12 @@ static trit_status embedding_backward(const trit_op_call *c) {
     if (!c->gin[0]) return TRIT_OK;
     const trit_tensor *idx = c->in[1];
     const int64_t V = c->in[0]->shape[0], C = c->in[0]->shape[1], n = trit_tensor_numel(idx);
-    const int64_t nblocks = (C + EMB_COL_BLOCK - 1) / EMB_COL_BLOCK;
     const real *go = c->gout->data;  // (n, C)
     real *gw = c->gin[0]->data;      // (V, C)
     // The indices may have been refilled since forward; never write outside the table.
     trit_status s = check_indices(idx, n, V);
     if (s != TRIT_OK) return s;
-#pragma omp parallel for schedule(static)
-    for (int64_t b = 0; b < nblocks; b++) {
-        const int64_t c0 = b * EMB_COL_BLOCK, c1 = c0 + EMB_COL_BLOCK < C ? c0 + EMB_COL_BLOCK : C;
-        for (int64_t i = 0; i < n; i++) {
-            real *dst = gw + index_at(idx, i) * C;
-            const real *src = go + i * C;
-            for (int64_t j = c0; j < c1; j++) dst[j] += src[j];
-        }
-    }
+    R(trit_kernel_embedding_bwd)(gw, go, trit_tensor_ptr(idx), idx->dtype == TRIT_I64, n, C);
     return TRIT_OK;
 }
 

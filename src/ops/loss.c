@@ -1,9 +1,11 @@
 // Losses. Cross-entropy fuses log-softmax and the negative log-likelihood, so its gradient is
 // (softmax - onehot) times a scale and no (rows, V) intermediate is kept: forward saves each
 // row's max and log-sum-exp. Row losses and squared-error block sums are combined serially in
-// a fixed order, so the loss does not depend on the thread count.
+// a fixed order, so the loss does not depend on the thread count. The cross-entropy row loops are
+// the kernels of kernels/rowops.h (vectorized for f32, the reference for f64).
 #include "ops/loss.h"
 
+#include "kernels/rowops.h"
 #include "trit/ops.h"
 
 #include <math.h>
@@ -58,21 +60,7 @@ static trit_status ce_forward(const trit_op_call *c) {
                               (long long)t, (long long)r, (long long)V, (long long)a->ignore_index);
         count++;
     }
-#pragma omp parallel for schedule(static)
-    for (int64_t r = 0; r < rows; r++) {
-        const real *xr = x + r * V;
-        real m = xr[0];
-        for (int64_t j = 1; j < V; j++)
-            if (xr[j] > m) m = xr[j];
-        double s = 0;
-        for (int64_t j = 0; j < V; j++) s += (double)REXP(xr[j] - m);
-        const double ls = log(s);
-        stats[2 * r] = m;
-        stats[2 * r + 1] = ls;
-        const int64_t t = index_at(tt, r);
-        // -log_softmax(x)[t] = (max - x[t]) + log(sum): no cancellation of two large numbers.
-        row_loss[r] = t == a->ignore_index ? 0.0 : ((double)m - (double)xr[t]) + ls;
-    }
+    R(trit_kernel_ce_fwd)(stats, row_loss, x, trit_tensor_ptr(tt), tt->dtype == TRIT_I64, a->ignore_index, rows, V);
     double total = 0;
     for (int64_t r = 0; r < rows; r++) total += row_loss[r];
     stats[2 * rows] = (double)count;
@@ -94,16 +82,7 @@ static trit_status ce_backward(const trit_op_call *c) {
     if (count == 0) return TRIT_OK;  // every row ignored: the loss is a constant 0
     const double go = (double)*(const real *)c->gout->data;
     const real scale = (real)(a->reduction == TRIT_REDUCE_MEAN ? go / count : go);
-#pragma omp parallel for schedule(static)
-    for (int64_t r = 0; r < rows; r++) {
-        const int64_t t = index_at(tt, r);
-        if (t == a->ignore_index) continue;
-        const real *xr = x + r * V;
-        real *dxr = dx + r * V;
-        const real m = (real)stats[2 * r], ls = (real)stats[2 * r + 1];
-        for (int64_t j = 0; j < V; j++) dxr[j] += scale * REXP((xr[j] - m) - ls);
-        dxr[t] -= scale;
-    }
+    R(trit_kernel_ce_bwd)(dx, x, stats, trit_tensor_ptr(tt), tt->dtype == TRIT_I64, a->ignore_index, scale, rows, V);
     return TRIT_OK;
 }
 

@@ -5,13 +5,13 @@
 //   layernorm: dx = rstd * (g - mean(g) - xhat * mean(g * xhat))
 //   rmsnorm:   dx = rstd * (g - xhat * mean(g * xhat))
 // Weight and bias gradients are sums over rows; threads split the columns and add rows in
-// order, so the sums do not depend on the thread count.
+// order, so the sums do not depend on the thread count. The row loops are the kernels of
+// kernels/rowops.h (vectorized for f32, the reference for f64).
 #include "ops/norm.h"
 
-#include <math.h>
+#include "kernels/rowops.h"
 
-// Columns per work item of the weight/bias gradient sums.
-#define NORM_COL_BLOCK 64
+#include <math.h>
 
 static trit_status norm_infer(const char *name, const trit_tensor *const *in, int n_in, trit_tensor *out) {
     const trit_tensor *x = in[0];
@@ -48,36 +48,10 @@ static size_t norm_saved_bytes(const trit_op_call *c) { return sizeof(double) * 
 // y = xhat * w + b over rows; stats: (rows, 2) receives (mean, rstd).
 static void norm_forward_rows(const trit_op_call *c, bool center) {
     const trit_norm_attr *a = c->attr;
-    const int64_t C = norm_C(c), rows = norm_rows(c);
     const real *x = trit_tensor_ptr(c->in[0]);                         // (rows, C)
     const real *w = a->has_weight ? trit_tensor_ptr(c->in[1]) : NULL;  // (C)
     const real *b = a->has_bias ? trit_tensor_ptr(c->in[1 + a->has_weight]) : NULL;  // (C)
-    real *y = c->out->data;                                            // (rows, C)
-    double *stats = c->saved;
-#pragma omp parallel for schedule(static)
-    for (int64_t r = 0; r < rows; r++) {
-        const real *xr = x + r * C;
-        real *yr = y + r * C;
-        double mean = 0, var = 0;
-        if (center) {
-            for (int64_t j = 0; j < C; j++) mean += (double)xr[j];
-            mean /= (double)C;
-        }
-        for (int64_t j = 0; j < C; j++) {
-            const double d = (double)xr[j] - mean;
-            var += d * d;
-        }
-        const double rstd = 1.0 / sqrt(var / (double)C + a->eps);
-        stats[2 * r] = mean;
-        stats[2 * r + 1] = rstd;
-        const real m = (real)mean, s = (real)rstd;
-        for (int64_t j = 0; j < C; j++) {
-            real v = (xr[j] - m) * s;
-            if (w) v *= w[j];
-            if (b) v += b[j];
-            yr[j] = v;
-        }
-    }
+    R(trit_kernel_norm_fwd)(c->out->data, c->saved, NULL, x, NULL, w, b, norm_rows(c), norm_C(c), a->eps, center);
 }
 
 static trit_status layernorm_forward(const trit_op_call *c) {
@@ -90,65 +64,15 @@ static trit_status rmsnorm_forward(const trit_op_call *c) {
     return TRIT_OK;
 }
 
-// dx for every row (see the file comment).
-static void norm_backward_x(const trit_op_call *c, bool center) {
+static trit_status norm_backward(const trit_op_call *c, bool center) {
     const trit_norm_attr *a = c->attr;
     const int64_t C = norm_C(c), rows = norm_rows(c);
     const real *x = trit_tensor_ptr(c->in[0]), *dy = c->gout->data;    // (rows, C)
     const real *w = a->has_weight ? trit_tensor_ptr(c->in[1]) : NULL;  // (C)
-    const double *stats = c->saved;
-    real *dx = c->gin[0]->data;  // (rows, C)
-#pragma omp parallel for schedule(static)
-    for (int64_t r = 0; r < rows; r++) {
-        const real *xr = x + r * C, *dyr = dy + r * C;
-        real *dxr = dx + r * C;
-        const double mean = stats[2 * r], rstd = stats[2 * r + 1];
-        double sum_g = 0, sum_gx = 0;
-        for (int64_t j = 0; j < C; j++) {
-            const double g = (double)dyr[j] * (w ? (double)w[j] : 1.0);
-            sum_g += g;
-            sum_gx += g * (((double)xr[j] - mean) * rstd);
-        }
-        const real mg = center ? (real)(sum_g / (double)C) : 0, mgx = (real)(sum_gx / (double)C);
-        const real m = (real)mean, s = (real)rstd;
-        for (int64_t j = 0; j < C; j++) {
-            const real g = dyr[j] * (w ? w[j] : (real)1);
-            dxr[j] += s * (g - mg - (xr[j] - m) * s * mgx);
-        }
-    }
-}
-
-// dw += sum over rows of dy * xhat, db += sum over rows of dy (either may be NULL).
-static void norm_backward_params(const trit_op_call *c, real *dw, real *db) {
-    const int64_t C = norm_C(c), rows = norm_rows(c);
-    const int64_t nblocks = (C + NORM_COL_BLOCK - 1) / NORM_COL_BLOCK;
-    const real *x = trit_tensor_ptr(c->in[0]), *dy = c->gout->data;  // (rows, C)
-    const double *stats = c->saved;
-#pragma omp parallel for schedule(static)
-    for (int64_t blk = 0; blk < nblocks; blk++) {
-        const int64_t c0 = blk * NORM_COL_BLOCK, n = C - c0 < NORM_COL_BLOCK ? C - c0 : NORM_COL_BLOCK;
-        double acc_w[NORM_COL_BLOCK] = {0}, acc_b[NORM_COL_BLOCK] = {0};
-        for (int64_t r = 0; r < rows; r++) {
-            const real *xr = x + r * C + c0, *dyr = dy + r * C + c0;
-            const double mean = stats[2 * r], rstd = stats[2 * r + 1];
-            for (int64_t j = 0; j < n; j++) {
-                acc_w[j] += (double)dyr[j] * (((double)xr[j] - mean) * rstd);
-                acc_b[j] += (double)dyr[j];
-            }
-        }
-        for (int64_t j = 0; j < n; j++) {
-            if (dw) dw[c0 + j] += (real)acc_w[j];
-            if (db) db[c0 + j] += (real)acc_b[j];
-        }
-    }
-}
-
-static trit_status norm_backward(const trit_op_call *c, bool center) {
-    const trit_norm_attr *a = c->attr;
-    if (c->gin[0]) norm_backward_x(c, center);
+    if (c->gin[0]) R(trit_kernel_norm_bwd_x)(c->gin[0]->data, NULL, x, dy, NULL, w, c->saved, rows, C, center);
     real *dw = a->has_weight && c->gin[1] ? c->gin[1]->data : NULL;
     real *db = a->has_bias && c->gin[1 + a->has_weight] ? c->gin[1 + a->has_weight]->data : NULL;
-    if (dw || db) norm_backward_params(c, dw, db);
+    if (dw || db) R(trit_kernel_norm_bwd_params)(dw, db, x, dy, c->saved, rows, C);
     return TRIT_OK;
 }
 

@@ -1,9 +1,10 @@
 // Softmax and log-softmax over the last dim. Rows are independent, so they are split across
 // threads with no effect on the result. Each row subtracts its max before exponentiating and sums
-// the exponentials in double, so logits of any magnitude give finite results.
+// the exponentials in double, so logits of any magnitude give finite results. The row loops are
+// the kernels of kernels/rowops.h (vectorized for f32, the reference for f64).
 #include "ops/softmax.h"
 
-#include <math.h>
+#include "kernels/rowops.h"
 
 static trit_status rows_infer(const char *name, const trit_tensor *const *in, trit_tensor *out) {
     const trit_tensor *x = in[0];
@@ -29,80 +30,31 @@ static trit_status log_softmax_infer(const trit_tensor *const *in, int n_in, con
     return rows_infer("log_softmax", in, out);
 }
 
-// Max of one row x: (C), and sum(exp(x - max)) accumulated in double (>= 1, never 0).
-static real row_max_sumexp(const real *x, int64_t C, double *sum_out) {
-    real m = x[0];
-    for (int64_t j = 1; j < C; j++)
-        if (x[j] > m) m = x[j];
-    double s = 0;
-    for (int64_t j = 0; j < C; j++) s += (double)REXP(x[j] - m);
-    *sum_out = s;
-    return m;
-}
+static int64_t row_len(const trit_op_call *c) { return c->out->shape[c->out->ndim - 1]; }
+static int64_t n_rows(const trit_op_call *c) { return trit_tensor_numel(c->out) / row_len(c); }
 
+// x, y: (rows, C).
 static trit_status softmax_forward(const trit_op_call *c) {
-    const int64_t C = c->out->shape[c->out->ndim - 1], rows = trit_tensor_numel(c->out) / C;
-    const real *x = trit_tensor_ptr(c->in[0]);  // (rows, C)
-    real *y = c->out->data;                     // (rows, C)
-#pragma omp parallel for schedule(static)
-    for (int64_t r = 0; r < rows; r++) {
-        const real *xr = x + r * C;
-        real *yr = y + r * C;
-        double s;
-        const real m = row_max_sumexp(xr, C, &s), inv = (real)(1.0 / s);
-        for (int64_t j = 0; j < C; j++) yr[j] = REXP(xr[j] - m) * inv;
-    }
+    R(trit_kernel_softmax_fwd)(c->out->data, trit_tensor_ptr(c->in[0]), n_rows(c), row_len(c));
     return TRIT_OK;
 }
 
-// dx = y * (dy - sum(dy * y)), y the saved output.
+// dx = y * (dy - sum(dy * y)), y the saved output; all (rows, C).
 static trit_status softmax_backward(const trit_op_call *c) {
     if (!c->gin[0]) return TRIT_OK;
-    const int64_t C = c->out->shape[c->out->ndim - 1], rows = trit_tensor_numel(c->out) / C;
-    const real *y = c->out->data, *dy = c->gout->data;  // (rows, C)
-    real *dx = c->gin[0]->data;                         // (rows, C)
-#pragma omp parallel for schedule(static)
-    for (int64_t r = 0; r < rows; r++) {
-        const real *yr = y + r * C, *dyr = dy + r * C;
-        real *dxr = dx + r * C;
-        double dot = 0;
-        for (int64_t j = 0; j < C; j++) dot += (double)dyr[j] * (double)yr[j];
-        const real d = (real)dot;
-        for (int64_t j = 0; j < C; j++) dxr[j] += yr[j] * (dyr[j] - d);
-    }
+    R(trit_kernel_softmax_bwd)(c->gin[0]->data, c->out->data, c->gout->data, n_rows(c), row_len(c));
     return TRIT_OK;
 }
 
 static trit_status log_softmax_forward(const trit_op_call *c) {
-    const int64_t C = c->out->shape[c->out->ndim - 1], rows = trit_tensor_numel(c->out) / C;
-    const real *x = trit_tensor_ptr(c->in[0]);  // (rows, C)
-    real *y = c->out->data;                     // (rows, C)
-#pragma omp parallel for schedule(static)
-    for (int64_t r = 0; r < rows; r++) {
-        const real *xr = x + r * C;
-        real *yr = y + r * C;
-        double s;
-        const real m = row_max_sumexp(xr, C, &s), ls = (real)log(s);
-        for (int64_t j = 0; j < C; j++) yr[j] = (xr[j] - m) - ls;
-    }
+    R(trit_kernel_log_softmax_fwd)(c->out->data, trit_tensor_ptr(c->in[0]), n_rows(c), row_len(c));
     return TRIT_OK;
 }
 
-// dx = dy - exp(y) * sum(dy), y the saved output.
+// dx = dy - exp(y) * sum(dy), y the saved output; all (rows, C).
 static trit_status log_softmax_backward(const trit_op_call *c) {
     if (!c->gin[0]) return TRIT_OK;
-    const int64_t C = c->out->shape[c->out->ndim - 1], rows = trit_tensor_numel(c->out) / C;
-    const real *y = c->out->data, *dy = c->gout->data;  // (rows, C)
-    real *dx = c->gin[0]->data;                         // (rows, C)
-#pragma omp parallel for schedule(static)
-    for (int64_t r = 0; r < rows; r++) {
-        const real *yr = y + r * C, *dyr = dy + r * C;
-        real *dxr = dx + r * C;
-        double sum = 0;
-        for (int64_t j = 0; j < C; j++) sum += (double)dyr[j];
-        const real sr = (real)sum;
-        for (int64_t j = 0; j < C; j++) dxr[j] += dyr[j] - REXP(yr[j]) * sr;
-    }
+    R(trit_kernel_log_softmax_bwd)(c->gin[0]->data, c->out->data, c->gout->data, n_rows(c), row_len(c));
     return TRIT_OK;
 }
 

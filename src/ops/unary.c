@@ -5,6 +5,7 @@
 // +Inf, ln(x <= 0) is NaN or -Inf; NaN inputs give NaN outputs (relu included).
 #include "ops/unary.h"
 
+#include "kernels/rowops.h"
 #include "ops/binary.h"
 
 #include <math.h>
@@ -141,8 +142,8 @@ static trit_status unary_infer(const trit_tensor *const *in, int n_in, trit_tens
     return trit_tensor_init_layout(out, TRIT_REAL_DTYPE, in[0]->ndim, in[0]->shape);
 }
 
-// Row loops (a unit-stride version the compiler can vectorize, and a strided one) and the op entry.
-#define UNARY_OP(NAME, ATTR_SIZE)                                                                          \
+// Row loops (a unit-stride version the compiler can vectorize, and a strided one) and the shape rule.
+#define UNARY_ROWS(NAME)                                                                                   \
     static void NAME##_fwd_row(real *y, const real *x, int64_t sx, int64_t n, real s) {                   \
         if (sx == 1)                                                                                       \
             for (int64_t j = 0; j < n; j++) y[j] = f_##NAME(x[j], s);                                      \
@@ -159,7 +160,11 @@ static trit_status unary_infer(const trit_tensor *const *in, int n_in, trit_tens
     static trit_status NAME##_infer(const trit_tensor *const *in, int n_in, const void *attr, trit_tensor *out) { \
         (void)attr;                                                                                        \
         return unary_infer(in, n_in, out, #NAME);                                                          \
-    }                                                                                                      \
+    }
+
+// The op entry, forward and backward through the row loops.
+#define UNARY_OP(NAME, ATTR_SIZE)                                                                          \
+    UNARY_ROWS(NAME)                                                                                       \
     static trit_status NAME##_forward(const trit_op_call *c) { return run_forward(c, NAME##_fwd_row); }   \
     static trit_status NAME##_backward(const trit_op_call *c) { return run_backward(c, NAME##_bwd_row); } \
     const trit_op_def R(trit_op_##NAME) = {                                                                \
@@ -175,5 +180,35 @@ UNARY_OP(ln, 0)
 UNARY_OP(tanh, 0)
 UNARY_OP(sigmoid, 0)
 UNARY_OP(relu, 0)
-UNARY_OP(gelu, 0)
 UNARY_OP(silu, 0)
+
+// GELU on a contiguous input runs the row kernel of kernels/rowops.h (vectorized for f32, the same
+// formulas as f_gelu/d_gelu for f64); a strided view goes through the row loops.
+UNARY_ROWS(gelu)
+
+static bool is_contiguous(const trit_tensor *x) {
+    int64_t st[TRIT_MAX_DIMS];
+    trit_ew_contig_strides(x->ndim, x->shape, st);
+    for (int d = 0; d < x->ndim; d++)
+        if (x->shape[d] != 1 && x->strides[d] != st[d]) return false;
+    return true;
+}
+
+static trit_status gelu_forward(const trit_op_call *c) {
+    const trit_tensor *x = c->in[0];
+    if (!is_contiguous(x)) return run_forward(c, gelu_fwd_row);
+    R(trit_kernel_gelu_fwd)(c->out->data, trit_tensor_ptr(x), NULL, 1, trit_tensor_numel(x));  // (numel) each
+    return TRIT_OK;
+}
+
+static trit_status gelu_backward(const trit_op_call *c) {
+    const trit_tensor *x = c->in[0];
+    if (!c->gin[0]) return TRIT_OK;
+    if (!is_contiguous(x)) return run_backward(c, gelu_bwd_row);
+    R(trit_kernel_gelu_bwd)(c->gin[0]->data, NULL, trit_tensor_ptr(x), NULL, c->gout->data, 1, trit_tensor_numel(x));
+    return TRIT_OK;
+}
+
+const trit_op_def R(trit_op_gelu) = {
+    .name = "gelu", .infer = gelu_infer, .forward = gelu_forward, .backward = gelu_backward,
+};

@@ -5,6 +5,8 @@
 // a + (value*t1)/t2), so fp32 results agree with PyTorch to rounding.
 #include "optim/optim_internal.h"
 
+#include "kernels/rowops.h"
+
 #include <math.h>
 
 static void sgd_chunk(float *restrict p, const float *restrict g, int64_t lo, int64_t hi,
@@ -65,39 +67,6 @@ static void rmsprop_momentum_chunk(float *restrict p, const float *restrict g,
     }
 }
 
-// Adam with L2 decay in the gradient; neg_lr already carries the bias correction of m.
-static void adam_chunk(float *restrict p, const float *restrict g, float *restrict m,
-                       float *restrict v, int64_t lo, int64_t hi, const optim_scalars *s) {
-    const float step = s->neg_lr, wd = s->weight_decay;
-    const float b1 = s->a, omb1 = s->one_minus_a, b2 = s->b, omb2 = s->one_minus_b;
-    const float bc2_sqrt = s->bc2_sqrt, eps = s->eps;
-    for (int64_t i = lo; i < hi; i++) {
-        float d = g[i] + wd * p[i];
-        float mi = m[i] * b1 + omb1 * d;
-        float vi = v[i] * b2 + omb2 * d * d;
-        m[i] = mi;
-        v[i] = vi;
-        p[i] = p[i] + step * mi / (sqrtf(vi) / bc2_sqrt + eps);
-    }
-}
-
-// AdamW: the decoupled decay multiplies p before the Adam step, as torch.optim.AdamW does.
-static void adamw_chunk(float *restrict p, const float *restrict g, float *restrict m,
-                        float *restrict v, int64_t lo, int64_t hi, const optim_scalars *s) {
-    const float step = s->neg_lr, decay_mul = s->decay_mul;
-    const float b1 = s->a, omb1 = s->one_minus_a, b2 = s->b, omb2 = s->one_minus_b;
-    const float bc2_sqrt = s->bc2_sqrt, eps = s->eps;
-    for (int64_t i = lo; i < hi; i++) {
-        float x = p[i] * decay_mul;
-        float d = g[i];
-        float mi = m[i] * b1 + omb1 * d;
-        float vi = v[i] * b2 + omb2 * d * d;
-        m[i] = mi;
-        v[i] = vi;
-        p[i] = x + step * mi / (sqrtf(vi) / bc2_sqrt + eps);
-    }
-}
-
 // Runs `call` (a statement using lo and hi) over the fixed chunks of [0, n).
 #define FOR_CHUNKS(n, call)                                                      \
     do {                                                                         \
@@ -130,10 +99,15 @@ void trit_optim_update_rmsprop(float *p, const float *g, float *sq, float *buf, 
         FOR_CHUNKS(n, rmsprop_chunk(p, g, sq, lo, hi, s));
 }
 
+// Adam (L2 decay in the gradient) or AdamW (the decoupled decay multiplies p before the Adam step,
+// as torch.optim.AdamW does); neg_lr already carries the bias correction of m. The loop is the
+// kernel of kernels/rowops.h (AVX-512 where available, bit-identical to its reference).
 void trit_optim_update_adam(float *p, const float *g, float *m, float *v, int64_t n,
                             const optim_scalars *s, bool decoupled) {
-    if (decoupled)
-        FOR_CHUNKS(n, adamw_chunk(p, g, m, v, lo, hi, s));
-    else
-        FOR_CHUNKS(n, adam_chunk(p, g, m, v, lo, hi, s));
+    const trit_adam_scalars k = {
+        .step = s->neg_lr, .weight_decay = s->weight_decay, .decay_mul = s->decay_mul,
+        .b1 = s->a, .omb1 = s->one_minus_a, .b2 = s->b, .omb2 = s->one_minus_b,
+        .bc2_sqrt = s->bc2_sqrt, .eps = s->eps,
+    };
+    trit_kernel_adam_f32(p, g, m, v, n, &k, decoupled);
 }

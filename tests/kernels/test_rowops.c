@@ -1,0 +1,418 @@
+// Row kernels (kernels/rowops.h): every AVX-512 kernel against its portable reference on odd
+// sizes (C = 1, 7, 17, 129, 385; rows = 1, 3, 50) and several argument combinations, and every
+// kernel (reference and AVX-512) bit-identical with 1 and 2 threads. Skipped without AVX-512.
+//
+// Tolerance: |avx - ref| <= 1e-6 * (|ref| + floor), floor = 1 for results built from O(1)
+// terms (so cancellation cannot fail it spuriously) and 0 for softmax probabilities, which must
+// match relatively. The two sides differ only in the exp approximation (relative error < 1e-7)
+// and the order of double sums. Column sums of norm weight/bias gradients, the embedding
+// scatter and Adam(W) must be bit-identical to the reference.
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/rowops.h"
+#include "kernels/x86/rowops_x86.h"
+#include "trit/base.h"
+
+#define TOL 1e-6
+#define IGNORE (-100)
+
+// Inputs shared by all kernels for one (rows, C): four (rows, C) arrays, two (C) vectors,
+// targets/indices, and valid statistics for the backward kernels.
+typedef struct fixture {
+    int64_t rows, C;
+    int variant;                // which argument combination to exercise
+    float *a, *b, *c, *d;       // (rows, C)
+    float *w, *bias;            // (C)
+    int32_t *t32;               // (rows): targets in [0, C) or IGNORE
+    int64_t *t64;               // (rows): the same
+    int32_t *idx;               // (rows): embedding rows in [0, 5)
+    double *nstats, *rstats;    // (rows, 2): layernorm and rmsnorm stats of a
+    double *cstats;             // (rows, 2): cross-entropy stats of a
+    float *soft, *logsoft;      // (rows, C): softmax and log-softmax of a
+} fixture;
+
+static float *rnd(int64_t n, uint64_t stream, float lo, float hi) {
+    float *p = malloc(sizeof(float) * (size_t)(n > 0 ? n : 1));
+    assert_non_null(p);
+    trit_rng_fill_uniform(p, n, 42, stream, 0, lo, hi);
+    return p;
+}
+
+// special: put GELU saturation and overflow inputs (+-30, +-1e20) into every fifth element of a.
+static fixture fixture_make(int64_t rows, int64_t C, int variant, bool special) {
+    fixture f = {.rows = rows, .C = C, .variant = variant};
+    const int64_t n = rows * C;
+    f.a = rnd(n, 1, -4.0f, 4.0f);
+    f.b = rnd(n, 2, -1.0f, 1.0f);
+    f.c = rnd(n, 3, -1.0f, 1.0f);
+    f.d = rnd(n, 4, -1.0f, 1.0f);
+    f.w = rnd(C, 5, 0.5f, 1.5f);
+    f.bias = rnd(C, 6, -0.5f, 0.5f);
+    if (special)
+        for (int64_t i = 0; i < n; i += 5) f.a[i] = (i / 5) % 4 == 0 ? 30.0f : (i / 5) % 4 == 1 ? -30.0f : (i / 5) % 4 == 2 ? 1e20f : -1e20f;
+    f.t32 = malloc(sizeof(int32_t) * (size_t)rows);
+    f.t64 = malloc(sizeof(int64_t) * (size_t)rows);
+    f.idx = malloc(sizeof(int32_t) * (size_t)rows);
+    f.nstats = malloc(sizeof(double) * 2 * (size_t)rows);
+    f.rstats = malloc(sizeof(double) * 2 * (size_t)rows);
+    f.cstats = malloc(sizeof(double) * 2 * (size_t)rows);
+    f.soft = malloc(sizeof(float) * (size_t)n);
+    f.logsoft = malloc(sizeof(float) * (size_t)n);
+    assert_true(f.t32 && f.t64 && f.idx && f.nstats && f.rstats && f.cstats && f.soft && f.logsoft);
+    for (int64_t i = 0; i < rows; i++) {
+        f.t32[i] = i % 3 == 2 ? IGNORE : (int32_t)((i * 7 + 3) % C);
+        f.t64[i] = f.t32[i];
+        f.idx[i] = (int32_t)((i * 3) % 5);
+    }
+    float *y = malloc(sizeof(float) * (size_t)n);
+    double *loss = malloc(sizeof(double) * (size_t)rows);
+    assert_true(y && loss);
+    trit_kernel_norm_fwd_ref_f32(y, f.nstats, NULL, f.a, NULL, NULL, NULL, rows, C, 1e-5, true);
+    trit_kernel_norm_fwd_ref_f32(y, f.rstats, NULL, f.a, NULL, NULL, NULL, rows, C, 1e-5, false);
+    trit_kernel_ce_fwd_ref_f32(f.cstats, loss, f.a, f.t32, false, IGNORE, rows, C);
+    trit_kernel_softmax_fwd_ref_f32(f.soft, f.a, rows, C);
+    trit_kernel_log_softmax_fwd_ref_f32(f.logsoft, f.a, rows, C);
+    free(y);
+    free(loss);
+    return f;
+}
+
+static void fixture_free(fixture *f) {
+    float *fs[] = {f->a, f->b, f->c, f->d, f->w, f->bias, f->soft, f->logsoft};
+    for (size_t i = 0; i < sizeof fs / sizeof fs[0]; i++) free(fs[i]);
+    free(f->t32);
+    free(f->t64);
+    free(f->idx);
+    free(f->nstats);
+    free(f->rstats);
+    free(f->cstats);
+}
+
+// A kernel call: writes (or adds into) of[0 .. nf) and od[0 .. nd), laid out as it likes.
+typedef void (*call_fn)(const fixture *f, float *of, double *od, bool avx);
+
+typedef struct kernel_case {
+    const char *name;
+    call_fn call;
+    int64_t nf_per_elem, nf_per_col, nd_per_row;  // output sizes: * rows * C, * C, * rows
+    double floor;                                 // < 0: must be bit-identical
+    int variants;
+} kernel_case;
+
+static bool same_bits(const void *x, const void *y, size_t n) { return n == 0 || memcmp(x, y, n) == 0; }
+
+// Runs `call` at (avx, threads) on outputs preset to the same random values.
+static void run(const kernel_case *k, const fixture *f, bool avx, int threads, float *of, int64_t nf, double *od,
+                int64_t nd) {
+    trit_rng_fill_uniform(of, nf, 7, 9, 0, -1.0f, 1.0f);
+    for (int64_t i = 0; i < nd; i++) od[i] = 0.25 * (double)i;
+    omp_set_num_threads(threads);
+    k->call(f, of, od, avx);
+}
+
+static void check_close(const kernel_case *k, const fixture *f, const char *what, int64_t i, double got, double want) {
+    if (k->floor < 0 ? memcmp(&got, &want, sizeof got) == 0 : fabs(got - want) <= TOL * (fabs(want) + k->floor))
+        return;
+    if (isnan(got) && isnan(want)) return;
+    fail_msg("%s (variant %d, rows %lld, C %lld): %s[%lld] avx512 %.9g vs reference %.9g", k->name, f->variant,
+             (long long)f->rows, (long long)f->C, what, (long long)i, got, want);
+}
+
+static void check_case(const kernel_case *k, int64_t rows, int64_t C, int variant) {
+    fixture f = fixture_make(rows, C, variant, variant == 1 && strncmp(k->name, "gelu", 4) == 0);
+    const int64_t nf = k->nf_per_elem * rows * C + k->nf_per_col * C, nd = k->nd_per_row * rows;
+    float *of[2][2];
+    double *od[2][2];
+    for (int v = 0; v < 2; v++)
+        for (int t = 0; t < 2; t++) {
+            of[v][t] = malloc(sizeof(float) * (size_t)(nf + 1));
+            od[v][t] = malloc(sizeof(double) * (size_t)(nd + 1));
+            assert_true(of[v][t] && od[v][t]);
+            run(k, &f, v == 1, t + 1, of[v][t], nf, od[v][t], nd);
+        }
+    for (int v = 0; v < 2; v++) {
+        if (!same_bits(of[v][0], of[v][1], sizeof(float) * (size_t)nf) ||
+            !same_bits(od[v][0], od[v][1], sizeof(double) * (size_t)nd))
+            fail_msg("%s (%s, variant %d, rows %lld, C %lld): 1 and 2 threads differ", k->name,
+                     v ? "avx512" : "reference", variant, (long long)rows, (long long)C);
+    }
+    for (int64_t i = 0; i < nf; i++) check_close(k, &f, "float out", i, of[1][0][i], of[0][0][i]);
+    for (int64_t i = 0; i < nd; i++) check_close(k, &f, "double out", i, od[1][0][i], od[0][0][i]);
+    for (int v = 0; v < 2; v++)
+        for (int t = 0; t < 2; t++) {
+            free(of[v][t]);
+            free(od[v][t]);
+        }
+    fixture_free(&f);
+}
+
+// ---- the calls -----------------------------------------------------------------------------------
+
+static void call_norm_fwd(const fixture *f, float *of, double *od, bool avx) {
+    const int64_t n = f->rows * f->C;
+    const int v = f->variant;
+    const float *r = v == 1 || v == 3 ? f->b : NULL, *w = v != 2 ? f->w : NULL, *b = v == 0 || v == 1 ? f->bias : NULL;
+    const bool center = v != 3;
+    float *s = r ? of + n : NULL;
+    (avx ? trit_kernel_norm_fwd_avx512 : trit_kernel_norm_fwd_ref_f32)(of, od, s, f->a, r, w, b, f->rows, f->C, 1e-5,
+                                                                        center);
+}
+
+static void call_norm_bwd_x(const fixture *f, float *of, double *od, bool avx) {
+    (void)od;
+    const int64_t n = f->rows * f->C;
+    const int v = f->variant;
+    const bool center = v != 3;
+    const double *st = center ? f->nstats : f->rstats;
+    float *dx2 = v == 1 ? of + n : NULL;
+    const float *gres = v == 1 ? f->c : NULL, *w = v != 2 ? f->w : NULL;
+    (avx ? trit_kernel_norm_bwd_x_avx512 : trit_kernel_norm_bwd_x_ref_f32)(of, dx2, f->a, f->b, gres, w, st, f->rows,
+                                                                            f->C, center);
+}
+
+static void call_norm_bwd_params(const fixture *f, float *of, double *od, bool avx) {
+    (void)od;
+    float *db = f->variant == 1 ? NULL : of + f->C;
+    (avx ? trit_kernel_norm_bwd_params_avx512 : trit_kernel_norm_bwd_params_ref_f32)(of, db, f->a, f->b, f->nstats,
+                                                                                      f->rows, f->C);
+}
+
+static void call_gelu_fwd(const fixture *f, float *of, double *od, bool avx) {
+    (void)od;
+    const float *b = f->variant == 0 ? f->bias : NULL;
+    (avx ? trit_kernel_gelu_fwd_avx512 : trit_kernel_gelu_fwd_ref_f32)(of, f->a, b, f->rows, f->C);
+}
+
+// Variants: 0 dx + db with bias; 1 dx only, no bias (saturated inputs); 2 db only; 3 dx with bias.
+static void call_gelu_bwd(const fixture *f, float *of, double *od, bool avx) {
+    (void)od;
+    const int v = f->variant;
+    float *dx = v == 2 ? NULL : of, *db = v == 0 || v == 2 ? of + f->rows * f->C : NULL;
+    const float *b = v == 1 ? NULL : f->bias;
+    (avx ? trit_kernel_gelu_bwd_avx512 : trit_kernel_gelu_bwd_ref_f32)(dx, db, f->a, b, f->b, f->rows, f->C);
+}
+
+static void call_softmax_fwd(const fixture *f, float *of, double *od, bool avx) {
+    (void)od;
+    (avx ? trit_kernel_softmax_fwd_avx512 : trit_kernel_softmax_fwd_ref_f32)(of, f->a, f->rows, f->C);
+}
+
+static void call_softmax_bwd(const fixture *f, float *of, double *od, bool avx) {
+    (void)od;
+    (avx ? trit_kernel_softmax_bwd_avx512 : trit_kernel_softmax_bwd_ref_f32)(of, f->soft, f->b, f->rows, f->C);
+}
+
+static void call_log_softmax_fwd(const fixture *f, float *of, double *od, bool avx) {
+    (void)od;
+    (avx ? trit_kernel_log_softmax_fwd_avx512 : trit_kernel_log_softmax_fwd_ref_f32)(of, f->a, f->rows, f->C);
+}
+
+static void call_log_softmax_bwd(const fixture *f, float *of, double *od, bool avx) {
+    (void)od;
+    (avx ? trit_kernel_log_softmax_bwd_avx512 : trit_kernel_log_softmax_bwd_ref_f32)(of, f->logsoft, f->b, f->rows,
+                                                                                      f->C);
+}
+
+static void call_ce_fwd(const fixture *f, float *of, double *od, bool avx) {
+    (void)of;
+    const bool t64 = f->variant == 1;
+    const void *t = t64 ? (const void *)f->t64 : (const void *)f->t32;
+    (avx ? trit_kernel_ce_fwd_avx512 : trit_kernel_ce_fwd_ref_f32)(od, od + 2 * f->rows, f->a, t, t64, IGNORE,
+                                                                    f->rows, f->C);
+}
+
+static void call_ce_bwd(const fixture *f, float *of, double *od, bool avx) {
+    (void)od;
+    const bool t64 = f->variant == 1;
+    const void *t = t64 ? (const void *)f->t64 : (const void *)f->t32;
+    (avx ? trit_kernel_ce_bwd_avx512 : trit_kernel_ce_bwd_ref_f32)(of, f->a, f->cstats, t, t64, IGNORE, 0.37f,
+                                                                    f->rows, f->C);
+}
+
+// The table is (5, C) at the front of the float outputs.
+static void call_embedding_bwd(const fixture *f, float *of, double *od, bool avx) {
+    (void)od;
+    (avx ? trit_kernel_embedding_bwd_avx512 : trit_kernel_embedding_bwd_ref_f32)(of, f->b, f->idx, false, f->rows,
+                                                                                  f->C);
+}
+
+// p, m, v are the float outputs (3 * rows * C), g is fixture b; v must be >= 0.
+static void call_adam(const fixture *f, float *of, double *od, bool avx) {
+    (void)od;
+    const int64_t n = f->rows * f->C;
+    float *p = of, *m = of + n, *v = of + 2 * n;
+    for (int64_t i = 0; i < n; i++) v[i] = fabsf(v[i]);
+    const trit_adam_scalars s = {.step = -1e-3f / 0.1f, .weight_decay = 0.01f, .decay_mul = 1.0f - 1e-3f * 0.1f,
+                                 .b1 = 0.9f, .omb1 = 0.1f, .b2 = 0.95f, .omb2 = 0.05f, .bc2_sqrt = 0.2236068f,
+                                 .eps = 1e-8f};
+    (avx ? trit_kernel_adam_avx512 : trit_kernel_adam_ref_f32)(p, f->b, m, v, n, &s, f->variant == 0);
+}
+
+static const kernel_case CASES[] = {
+    {"norm_fwd", call_norm_fwd, 2, 0, 2, 1.0, 4},
+    {"norm_bwd_x", call_norm_bwd_x, 2, 0, 0, 1.0, 4},
+    {"norm_bwd_params", call_norm_bwd_params, 0, 2, 0, -1, 2},
+    {"gelu_fwd", call_gelu_fwd, 1, 0, 0, 1.0, 2},
+    {"gelu_bwd", call_gelu_bwd, 1, 1, 0, 1.0, 4},
+    {"softmax_fwd", call_softmax_fwd, 1, 0, 0, 0.0, 1},
+    {"softmax_bwd", call_softmax_bwd, 1, 0, 0, 1.0, 1},
+    {"log_softmax_fwd", call_log_softmax_fwd, 1, 0, 0, 1.0, 1},
+    {"log_softmax_bwd", call_log_softmax_bwd, 1, 0, 0, 1.0, 1},
+    {"ce_fwd", call_ce_fwd, 0, 0, 3, 1.0, 2},
+    {"ce_bwd", call_ce_bwd, 1, 0, 0, 1.0, 2},
+    {"embedding_bwd", call_embedding_bwd, 0, 5, 0, -1, 1},
+    {"adam", call_adam, 3, 0, 0, -1, 2},
+};
+
+static void require_avx512(void) {
+    const trit_cpu_isa l = trit_cpu_detected_level();
+    if (l != TRIT_CPU_AVX512 && l != TRIT_CPU_AMX) {
+        printf("  AVX-512 not available on this CPU: skipped\n");
+        skip();
+    }
+}
+
+static void check_kernel(const kernel_case *k) {
+    require_avx512();
+    static const int64_t Cs[] = {1, 7, 17, 129, 385}, Rs[] = {1, 3, 50};
+    const int saved = omp_get_max_threads();
+    for (int v = 0; v < k->variants; v++)
+        for (size_t ci = 0; ci < sizeof Cs / sizeof Cs[0]; ci++)
+            for (size_t ri = 0; ri < sizeof Rs / sizeof Rs[0]; ri++) check_case(k, Rs[ri], Cs[ci], v);
+    omp_set_num_threads(saved);
+}
+
+#define KERNEL_TEST(i, name) \
+    static void test_##name(void **state) { (void)state; check_kernel(&CASES[i]); }
+KERNEL_TEST(0, norm_fwd)
+KERNEL_TEST(1, norm_bwd_x)
+KERNEL_TEST(2, norm_bwd_params)
+KERNEL_TEST(3, gelu_fwd)
+KERNEL_TEST(4, gelu_bwd)
+KERNEL_TEST(5, softmax_fwd)
+KERNEL_TEST(6, softmax_bwd)
+KERNEL_TEST(7, log_softmax_fwd)
+KERNEL_TEST(8, log_softmax_bwd)
+KERNEL_TEST(9, ce_fwd)
+KERNEL_TEST(10, ce_bwd)
+KERNEL_TEST(11, embedding_bwd)
+KERNEL_TEST(12, adam)
+
+// Adam over more than four chunks, so the chunk loop really runs on two threads.
+static void test_adam_large(void **state) {
+    (void)state;
+    require_avx512();
+    check_case(&CASES[12], 1, 100003, 0);
+    check_case(&CASES[12], 1, 100003, 1);
+}
+
+// GELU values and slopes against closed forms in double at known points (the reference is
+// checked too, so both sides cannot drift together), including saturation and overflow guards.
+static void test_gelu_known_values(void **state) {
+    (void)state;
+    const float x[] = {0.0f, 1.0f, -1.0f, 0.5f, -3.0f, 5.0f, 12.0f, -12.0f, 1e20f, -1e20f, 40.0f, -40.0f};
+    enum { N = sizeof x / sizeof x[0] };
+    float y[2][N], d[2][N], one[N];
+    for (int i = 0; i < N; i++) one[i] = 1.0f;
+    const bool have = trit_cpu_detected_level() >= TRIT_CPU_AVX512;
+    for (int v = 0; v < 1 + have; v++) {
+        memset(d[v], 0, sizeof d[v]);
+        (v ? trit_kernel_gelu_fwd_avx512 : trit_kernel_gelu_fwd_ref_f32)(y[v], x, NULL, 1, N);
+        (v ? trit_kernel_gelu_bwd_avx512 : trit_kernel_gelu_bwd_ref_f32)(d[v], NULL, x, NULL, one, 1, N);
+        for (int i = 0; i < N; i++) {
+            const double xd = x[i], k = 0.79788456080286535588, u = k * (xd + 0.044715 * xd * xd * xd);
+            const double th = fabs(xd) < 1e10 ? tanh(u) : (xd > 0 ? 1.0 : -1.0);
+            const double want_y = 0.5 * xd * (1 + th);
+            const double want_d = fabs(xd) < 1e10 ? 0.5 * (1 + th) + 0.5 * xd * (1 - th * th) * k * (1 + 3 * 0.044715 * xd * xd)
+                                                  : (xd > 0 ? 1.0 : 0.0);
+            if (fabs(y[v][i] - want_y) > 3e-7 * (fabs(want_y) + 1e-30) + 1e-30 || fabs(d[v][i] - want_d) > 1e-6)
+                fail_msg("gelu %s at %g: value %.9g (want %.9g), slope %.9g (want %.9g)", v ? "avx512" : "reference",
+                         (double)x[i], (double)y[v][i], want_y, (double)d[v][i], want_d);
+        }
+    }
+}
+
+// The vectorized exp, seen through the cross-entropy backward with stats (max 0, lse 0) and
+// scale 1, so dx[j] = exp(x[j]): relative error < 2e-7 against double exp on 2^20 points
+// spread over [-87.3, 88.7] (normal float results), and the special values.
+static void test_exp_accuracy(void **state) {
+    (void)state;
+    require_avx512();
+    enum { N = 1 << 20, NS = 6 };
+    const float specials[NS] = {-INFINITY, INFINITY, NAN, -200.0f, 200.0f, 0.0f};
+    const float want_s[NS] = {0.0f, INFINITY, NAN, 0.0f, INFINITY, 1.0f};
+    const int64_t V = N + NS + 1;
+    float *x = malloc(sizeof(float) * (size_t)V), *dx = calloc((size_t)V, sizeof(float));
+    assert_true(x && dx);
+    for (int64_t j = 0; j < N; j++) x[j] = (float)(-87.3 + (88.7 + 87.3) * (double)j / (N - 1));
+    for (int j = 0; j < NS; j++) x[N + j] = specials[j];
+    x[V - 1] = 0.0f;
+    const int64_t target = V - 1;
+    const double stats[2] = {0.0, 0.0};
+    trit_kernel_ce_bwd_avx512(dx, x, stats, &target, true, IGNORE, 1.0f, 1, V);
+    double worst = 0;
+    for (int64_t j = 0; j < N; j++) {
+        const double e = exp((double)x[j]), rel = fabs((double)dx[j] - e) / e;
+        if (rel > worst) worst = rel;
+    }
+    printf("  exp: max relative error %.3g over [-87.3, 88.7]\n", worst);
+    assert_true(worst < 2e-7);
+    for (int j = 0; j < NS; j++) {
+        const float got = dx[N + j];
+        if (!(isnan(want_s[j]) ? isnan(got) : got == want_s[j]))
+            fail_msg("exp(%g) = %g, want %g", (double)specials[j], (double)got, (double)want_s[j]);
+    }
+    assert_true(dx[V - 1] == 0.0f);  // exp(0) - 1 at the target
+    free(x);
+    free(dx);
+}
+
+// The f32 entry points follow trit_cpu_set_level: the reference's bits at TRIT_CPU_REF, the
+// AVX-512 kernel's bits at TRIT_CPU_AVX512.
+static void test_dispatch(void **state) {
+    (void)state;
+    require_avx512();
+    fixture f = fixture_make(3, 129, 0, false);
+    const int64_t n = 3 * 129;
+    float *want = malloc(sizeof(float) * (size_t)n), *got = malloc(sizeof(float) * (size_t)n);
+    assert_true(want && got);
+    const trit_cpu_isa levels[] = {TRIT_CPU_REF, TRIT_CPU_AVX512};
+    for (int l = 0; l < 2; l++) {
+        assert_int_equal(trit_cpu_set_level(levels[l]), TRIT_OK);
+        (l ? trit_kernel_softmax_fwd_avx512 : trit_kernel_softmax_fwd_ref_f32)(want, f.a, 3, 129);
+        trit_kernel_softmax_fwd_f32(got, f.a, 3, 129);
+        assert_memory_equal(want, got, sizeof(float) * (size_t)n);
+        (l ? trit_kernel_gelu_fwd_avx512 : trit_kernel_gelu_fwd_ref_f32)(want, f.a, f.bias, 3, 129);
+        trit_kernel_gelu_fwd_f32(got, f.a, f.bias, 3, 129);
+        assert_memory_equal(want, got, sizeof(float) * (size_t)n);
+    }
+    trit_cpu_set_level(trit_cpu_detected_level());
+    free(want);
+    free(got);
+    fixture_free(&f);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_norm_fwd),        cmocka_unit_test(test_norm_bwd_x),
+        cmocka_unit_test(test_norm_bwd_params), cmocka_unit_test(test_gelu_fwd),
+        cmocka_unit_test(test_gelu_bwd),        cmocka_unit_test(test_softmax_fwd),
+        cmocka_unit_test(test_softmax_bwd),     cmocka_unit_test(test_log_softmax_fwd),
+        cmocka_unit_test(test_log_softmax_bwd), cmocka_unit_test(test_ce_fwd),
+        cmocka_unit_test(test_ce_bwd),          cmocka_unit_test(test_embedding_bwd),
+        cmocka_unit_test(test_adam),            cmocka_unit_test(test_adam_large),
+        cmocka_unit_test(test_gelu_known_values), cmocka_unit_test(test_exp_accuracy),
+        cmocka_unit_test(test_dispatch),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
