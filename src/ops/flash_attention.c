@@ -243,8 +243,11 @@ static void backward_head(const flash_dims *d, const flash_head *p, const flash_
     }
     for (int64_t i = 0; i < nt * BR; i++) {
         double acc = 0;
-        if (i < T)
-            for (int64_t c = 0; c < hs; c++) acc += (double)g->go[i * C + c] * (double)g->o[i * C + c];
+        if (i < T) {
+            const real *a = g->go + i * C, *b = g->o + i * C;
+#pragma omp simd reduction(+ : acc)
+            for (int64_t c = 0; c < hs; c++) acc += (double)a[c] * (double)b[c];
+        }
         dd[i] = (real)acc;
         lse[i] = i < T ? g->lse[i] : 0;
     }
