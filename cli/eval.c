@@ -127,13 +127,16 @@ int trit_cli_eval(int argc, char **argv) {
                trit_train_config_task(&cfg) == TRIT_TASK_ADDITION) {
         rc = eval_addition(m, ckpt, &cfg, task_test);
     } else if (is_dir(ckpt)) {
+        // The run's own val.bin, or that of the `trit prepare` directory it trained on.
+        bool from_data = trit_train_run_info(ckpt, &cfg, NULL) == TRIT_OK && is_dir(cfg.data);
         trit_clear_error();
         struct stat st;
-        if (trit_path_join(shard, sizeof shard, ckpt, TRIT_DATA_VAL) == TRIT_OK && stat(shard, &st) == 0)
+        if (trit_path_join(shard, sizeof shard, from_data ? cfg.data : ckpt, TRIT_DATA_VAL) == TRIT_OK &&
+            stat(shard, &st) == 0)
             rc = eval_loss(m, shard, batches, B, T);
         else
-            rc = cli_error("eval", CLI_USAGE, "'%s' has no %s (its data came from a `trit prepare` directory?): "
-                           "pass --data with a token shard", ckpt, TRIT_DATA_VAL);
+            rc = cli_error("eval", CLI_USAGE, "found no %s for '%s': pass --data with a token shard", TRIT_DATA_VAL,
+                           ckpt);
     } else {
         rc = cli_error("eval", CLI_USAGE, "pass --data with a token shard to evaluate '%s' on", ckpt);
     }

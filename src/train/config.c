@@ -51,7 +51,7 @@ static const field fields[] = {
     {"batch", F_INT, K_OPT, OFF(batch), NULL, "sequences per micro-batch B (12; task 64)"},
     {"total-batch-tokens", F_INT, K_OPT, OFF(total_batch_tokens), NULL,
      "tokens per step, a multiple of B*T; more accumulates micro-batches (B*T)"},
-    {"steps", F_INT, K_OPT, OFF(steps), NULL, "optimizer steps (2000)"},
+    {"steps", F_INT, K_OPT, OFF(steps), NULL, "optimizer steps (2000; task 3000)"},
     {"warmup", F_INT, K_OPT, OFF(warmup), NULL, "linear warmup steps (100)"},
     {"lr", F_DBL, K_OPT, OFF(lr), NULL, "peak learning rate (1e-3)"},
     {"min-lr", F_DBL, K_OPT, OFF(min_lr), NULL, "learning rate at the end of the cosine (lr/10)"},
@@ -213,7 +213,7 @@ static void apply_defaults(trit_train_config *c) {
     DEF_I(pos, TRIT_POS_LEARNED);
     DEF_I(batch, task ? 64 : 12);
     DEF_I(total_batch_tokens, c->batch * c->seq);
-    DEF_I(steps, task ? 2000 : 2000);
+    DEF_I(steps, task ? 3000 : 2000);
     DEF_I(warmup, c->steps < 100 ? c->steps : 100);
     DEF_D(lr, task ? 3e-3 : 1e-3);
     DEF_D(min_lr, c->lr * 0.1);

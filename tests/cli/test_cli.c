@@ -148,6 +148,25 @@ static void test_train_and_inspect(void **state) {
     expect(RUN("train", "--resume", out), 0, "complete", NULL);
 }
 
+// prepare -> train on the prepared directory -> eval finds its val.bin; BPE tokenizer.
+static void test_prepare_then_train(void **state) {
+    (void)state;
+    char data[700], out[700], f[800];
+    path(data, sizeof data, "prepared");
+    path(out, sizeof out, "from-prepared");
+    expect(RUN("prepare", "--data", corpus, "--tokenizer", "bpe", "--vocab", "300", "--out", data), 0,
+           "bpe tokenizer with 300 tokens", NULL);
+    snprintf(f, sizeof f, "%s/%s", data, TRIT_CKPT_TOKENIZER);
+    expect(RUN("info", f), 0, "bpe tokenizer, 300 tokens", NULL);
+    expect(RUN("train", "--data", data, "--out", out, "--layers", "1", "--dim", "16", "--seq", "16", "--batch", "2",
+               "--steps", "4", "--threads", "1"),
+           0, "done at step 4", NULL);
+    snprintf(f, sizeof f, "%s/train.bin", out);
+    assert_false(tf_exists(f));  // the shards stay in the prepared directory
+    expect(RUN("eval", "--ckpt", out, "--batches", "2"), 0, "prepared/val.bin", NULL);
+    expect(RUN("sample", "--ckpt", out, "--max-tokens", "5", "--temperature", "0"), 0, NULL, NULL);
+}
+
 static void test_corrupt_safetensors(void **state) {
     (void)state;
     char f[700];
@@ -166,11 +185,10 @@ static void sleep_ms(long ms) {
     nanosleep(&ts, NULL);
 }
 
-// SIGINT: the step finishes, a checkpoint is written, exit 0, and --resume continues.
-static void test_sigint(void **state) {
-    (void)state;
+// SIGINT and SIGTERM: the step finishes, a checkpoint is written, exit 0, and --resume continues.
+static void interrupt_with(int sig, const char *name) {
     char out[700], f[800];
-    path(out, sizeof out, "interrupted");
+    path(out, sizeof out, name);
     pid_t pid = cli_spawn(root, (const char *const[]){"train", "--data", corpus, "--out", out, "--layers", "1",
                                                       "--dim", "16", "--seq", "16", "--batch", "4", "--steps",
                                                       "1000000", "--log-every", "1", "--threads", "1", NULL});
@@ -180,7 +198,7 @@ static void test_sigint(void **state) {
         if (stat(f, &st) == 0 && st.st_size > 0) break;
         sleep_ms(10);
     }
-    assert_int_equal(kill(pid, SIGINT), 0);
+    assert_int_equal(kill(pid, sig), 0);
     cli_result r = cli_wait(root, pid);
     const char *at = strstr(r.out, "stopped at step ");
     if (r.code != 0 || !at) fail_msg("exit %d, stdout:\n%s\nstderr:\n%s", r.code, r.out, r.err);
@@ -192,6 +210,12 @@ static void test_sigint(void **state) {
     snprintf(next, sizeof next, "%ld", step + 1);
     snprintf(want, sizeof want, "resuming %s at step %ld", out, step);
     expect(RUN("train", "--resume", out, "--stop-after", next, "--threads", "1"), 0, want, NULL);
+}
+
+static void test_sigint_sigterm(void **state) {
+    (void)state;
+    interrupt_with(SIGINT, "interrupted-int");
+    interrupt_with(SIGTERM, "interrupted-term");
 }
 
 static void test_addition_default(void **state) {
@@ -211,8 +235,9 @@ int main(void) {
         cmocka_unit_test(test_bad_flags),
         cmocka_unit_test(test_bad_data),
         cmocka_unit_test(test_train_and_inspect),
+        cmocka_unit_test(test_prepare_then_train),
         cmocka_unit_test(test_corrupt_safetensors),
-        cmocka_unit_test(test_sigint),
+        cmocka_unit_test(test_sigint_sigterm),
         cmocka_unit_test(test_addition_default),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
