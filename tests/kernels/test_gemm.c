@@ -33,7 +33,7 @@ static int64_t rows_a(const problem *p) { return p->ta ? p->K : p->M; }
 static int64_t rows_b(const problem *p) { return p->tb ? p->N : p->K; }
 
 // Random operands with leading dimensions a few elements past the row length; the padding
-// of C holds a sentinel that must survive.
+// of C holds a sentinel that must survive, and C starts as NaN unless accumulating.
 static void problem_make(problem *p, bool ta, bool tb, int64_t M, int64_t N, int64_t K, bool acc,
                          uint64_t seed) {
     *p = (problem){.ta = ta, .tb = tb, .acc = acc, .M = M, .N = N, .K = K};
@@ -56,11 +56,13 @@ static void problem_make(problem *p, bool ta, bool tb, int64_t M, int64_t N, int
     trit_rng_fill_uniform(p->A, na, seed, 1, 0, -1.0f, 1.0f);
     trit_rng_fill_uniform(p->B, nb, seed, 2, 0, -1.0f, 1.0f);
     trit_rng_fill_uniform(p->C0, nc, seed, 3, 0, -1.0f, 1.0f);
+    if (!acc)  // without accumulate the old C must never be read
+        for (int64_t i = 0; i < nc; i++) p->C0[i] = NAN;
     for (int64_t i = 0; i < M; i++)
         for (int64_t j = N; j < p->ldc; j++) p->C0[i * p->ldc + j] = 1234.5f;
     for (int64_t i = 0; i < na; i++) p->absA[i] = fabsf(p->A[i]);
     for (int64_t i = 0; i < nb; i++) p->absB[i] = fabsf(p->B[i]);
-    for (int64_t i = 0; i < nc; i++) p->bound[i] = fabsf(p->C0[i]);
+    for (int64_t i = 0; i < nc; i++) p->bound[i] = acc ? fabsf(p->C0[i]) : 0.0f;
     trit_kernel_gemm_ref_f32(ta, tb, M, N, K, p->absA, p->lda, p->absB, p->ldb, p->bound, p->ldc,
                              acc);
 }
