@@ -128,6 +128,15 @@ void trit_kernel_ce_bwd_ref_f64(double *dx, const double *x, const double *stats
 void trit_kernel_ce_bwd_f32(float *dx, const float *x, const double *stats, const void *targets, bool t64,
                             int64_t ignore_index, float scale, int64_t rows, int64_t V);
 
+// In place, for a classifier that computes logits in chunks: L = scale * (softmax(L) - onehot(t))
+// on rows not ignored and 0 on ignored rows, with stats from the forward. L: (rows, V).
+void trit_kernel_ce_dlogits_ref_f32(float *L, const double *stats, const void *targets, bool t64,
+                                    int64_t ignore_index, float scale, int64_t rows, int64_t V);
+void trit_kernel_ce_dlogits_ref_f64(double *L, const double *stats, const void *targets, bool t64,
+                                    int64_t ignore_index, double scale, int64_t rows, int64_t V);
+void trit_kernel_ce_dlogits_f32(float *L, const double *stats, const void *targets, bool t64, int64_t ignore_index,
+                                float scale, int64_t rows, int64_t V);
+
 // ---- embedding --------------------------------------------------------------------------------
 // idx: (n) int64 when i64, else int32, each in [0, V) (the caller checks).
 // Forward: out[i, :] = w[idx[i], :]. w: (V, C), out: (n, C).
@@ -168,6 +177,7 @@ void trit_kernel_adam_f32(float *p, const float *g, float *m, float *v, int64_t 
 #define trit_kernel_log_softmax_bwd_f64 trit_kernel_log_softmax_bwd_ref_f64
 #define trit_kernel_ce_fwd_f64 trit_kernel_ce_fwd_ref_f64
 #define trit_kernel_ce_bwd_f64 trit_kernel_ce_bwd_ref_f64
+#define trit_kernel_ce_dlogits_f64 trit_kernel_ce_dlogits_ref_f64
 #define trit_kernel_embedding_fwd_f64 trit_kernel_embedding_fwd_ref_f64
 #define trit_kernel_embedding_bwd_f64 trit_kernel_embedding_bwd_ref_f64
 #define trit_kernel_adam_f64 trit_kernel_adam_ref_f64

@@ -92,6 +92,14 @@ void trit_kernel_ce_bwd_f32(float *dx, const float *x, const double *stats, cons
         trit_kernel_ce_bwd_ref_f32(dx, x, stats, targets, t64, ignore_index, scale, rows, V);
 }
 
+void trit_kernel_ce_dlogits_f32(float *L, const double *stats, const void *targets, bool t64, int64_t ignore_index,
+                                float scale, int64_t rows, int64_t V) {
+    if (use_avx512())
+        trit_kernel_ce_dlogits_avx512(L, stats, targets, t64, ignore_index, scale, rows, V);
+    else
+        trit_kernel_ce_dlogits_ref_f32(L, stats, targets, t64, ignore_index, scale, rows, V);
+}
+
 // A row memcpy: libc's copy is already as wide as the CPU allows.
 void trit_kernel_embedding_fwd_f32(float *out, const float *w, const void *idx, bool i64, int64_t n, int64_t C) {
     trit_kernel_embedding_fwd_ref_f32(out, w, idx, i64, n, C);

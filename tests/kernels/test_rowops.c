@@ -239,6 +239,16 @@ static void call_ce_bwd(const fixture *f, float *of, double *od, bool avx) {
                                                                     f->rows, f->C);
 }
 
+// In place on a copy of the logits (the float outputs).
+static void call_ce_dlogits(const fixture *f, float *of, double *od, bool avx) {
+    (void)od;
+    const bool t64 = f->variant == 1;
+    const void *t = t64 ? (const void *)f->t64 : (const void *)f->t32;
+    memcpy(of, f->a, sizeof(float) * (size_t)(f->rows * f->C));
+    (avx ? trit_kernel_ce_dlogits_avx512 : trit_kernel_ce_dlogits_ref_f32)(of, f->cstats, t, t64, IGNORE, 0.37f,
+                                                                            f->rows, f->C);
+}
+
 // The table is (5, C) at the front of the float outputs.
 static void call_embedding_bwd(const fixture *f, float *of, double *od, bool avx) {
     (void)od;
@@ -272,6 +282,7 @@ static const kernel_case CASES[] = {
     {"ce_bwd", call_ce_bwd, 1, 0, 0, 1.0, 2},
     {"embedding_bwd", call_embedding_bwd, 0, 5, 0, -1, 1},
     {"adam", call_adam, 3, 0, 0, -1, 2},
+    {"ce_dlogits", call_ce_dlogits, 1, 0, 0, 1.0, 2},
 };
 
 static void require_avx512(void) {
@@ -307,6 +318,7 @@ KERNEL_TEST(9, ce_fwd)
 KERNEL_TEST(10, ce_bwd)
 KERNEL_TEST(11, embedding_bwd)
 KERNEL_TEST(12, adam)
+KERNEL_TEST(13, ce_dlogits)
 
 // Adam over more than four chunks, so the chunk loop really runs on two threads.
 static void test_adam_large(void **state) {
@@ -411,6 +423,7 @@ int main(void) {
         cmocka_unit_test(test_log_softmax_bwd), cmocka_unit_test(test_ce_fwd),
         cmocka_unit_test(test_ce_bwd),          cmocka_unit_test(test_embedding_bwd),
         cmocka_unit_test(test_adam),            cmocka_unit_test(test_adam_large),
+        cmocka_unit_test(test_ce_dlogits),
         cmocka_unit_test(test_gelu_known_values), cmocka_unit_test(test_exp_accuracy),
         cmocka_unit_test(test_dispatch),
     };

@@ -250,6 +250,22 @@ void R(trit_kernel_ce_bwd_ref)(real *dx, const real *x, const double *stats, con
     }
 }
 
+void R(trit_kernel_ce_dlogits_ref)(real *L, const double *stats, const void *targets, bool t64,
+                                   int64_t ignore_index, real scale, int64_t rows, int64_t V) {
+#pragma omp parallel for schedule(static) if (rows * V >= TRIT_ROWOPS_PAR_MIN)
+    for (int64_t i = 0; i < rows; i++) {
+        const int64_t t = index_at(targets, t64, i);
+        real *li = L + i * V;
+        if (t == ignore_index) {
+            memset(li, 0, sizeof(real) * (size_t)V);
+            continue;
+        }
+        const real m = (real)stats[2 * i], ls = (real)stats[2 * i + 1];
+        for (int64_t j = 0; j < V; j++) li[j] = scale * REXP((li[j] - m) - ls);
+        li[t] -= scale;
+    }
+}
+
 // ---- embedding ---------------------------------------------------------------------------------
 
 void R(trit_kernel_embedding_fwd_ref)(real *out, const real *w, const void *idx, bool i64, int64_t n, int64_t C) {

@@ -2,7 +2,8 @@
 // masked tail, so any length works without a scalar remainder loop. Sums the reference takes in
 // double are taken here in double too, 8 lanes per vector (float halves widened), in an order
 // fixed by the row length alone. Element formulas keep the reference's operation order and use
-// no fused multiply-add, so given the same statistics and exponentials they round the same way.
+// no fused multiply-add, so given the same statistics and exponentials they round the same way
+// (the GELU slope excepted: it shares one division between its two terms).
 #include "kernels/x86/rowops_x86.h"
 
 #include "kernels/x86/exp_avx512.h"
@@ -175,10 +176,15 @@ static inline __m512 gelu_v(__m512 v) {
 }
 
 // h + v (2e / (1 + e)^2) sqrt(2/pi) (1 + 3 * 0.044715 v^2), the second term only where e != 0.
+// One division, 1 / (1 + e), serves both h and the second term (a division costs as much as
+// the rest of the slope; the extra roundings stay within two ulps).
 static inline __m512 gelu_slope_v(__m512 v) {
-    __m512 e;
-    const __m512 h = gelu_h(v, &e), den = _mm512_add_ps(set1(1.0f), e);
-    const __m512 q = _mm512_div_ps(_mm512_mul_ps(set1(2.0f), e), _mm512_mul_ps(den, den));
+    const __m512 u = _mm512_mul_ps(set1(GELU_C), _mm512_add_ps(v, _mm512_mul_ps(_mm512_mul_ps(_mm512_mul_ps(set1(GELU_A), v), v), v)));
+    const __m512 e = trit_exp_avx512(_mm512_mul_ps(set1(-2.0f), _mm512_abs_ps(u)));
+    const __mmask16 pos = _mm512_cmp_ps_mask(u, _mm512_setzero_ps(), _CMP_GE_OQ);
+    const __m512 inv = _mm512_div_ps(set1(1.0f), _mm512_add_ps(set1(1.0f), e));
+    const __m512 h = _mm512_mul_ps(_mm512_mask_blend_ps(pos, e, set1(1.0f)), inv);
+    const __m512 q = _mm512_mul_ps(_mm512_mul_ps(_mm512_mul_ps(set1(2.0f), e), inv), inv);
     const __m512 t = _mm512_mul_ps(_mm512_mul_ps(_mm512_mul_ps(v, q), set1(GELU_C)),
                                    _mm512_add_ps(set1(1.0f), _mm512_mul_ps(_mm512_mul_ps(set1(3.0f * GELU_A), v), v)));
     const __mmask16 nz = _mm512_cmp_ps_mask(e, _mm512_setzero_ps(), _CMP_NEQ_UQ);
@@ -390,6 +396,26 @@ void trit_kernel_ce_bwd_avx512(float *dx, const float *x, const double *stats, c
             _mm512_mask_storeu_ps(dxi + j, k, _mm512_add_ps(load(k, dxi + j), _mm512_mul_ps(sc, e)));
         }
         dxi[t] -= scale;
+    }
+}
+
+void trit_kernel_ce_dlogits_avx512(float *L, const double *stats, const void *targets, bool t64,
+                                   int64_t ignore_index, float scale, int64_t rows, int64_t V) {
+#pragma omp parallel for schedule(static) if (rows * V >= TRIT_ROWOPS_PAR_MIN)
+    for (int64_t i = 0; i < rows; i++) {
+        const int64_t t = index_at(targets, t64, i);
+        float *li = L + i * V;
+        if (t == ignore_index) {
+            memset(li, 0, sizeof(float) * (size_t)V);
+            continue;
+        }
+        const __m512 m = set1((float)stats[2 * i]), ls = set1((float)stats[2 * i + 1]), sc = set1(scale);
+        for (int64_t j = 0; j < V; j += 16) {
+            const __mmask16 k = tail_mask(V - j);
+            const __m512 e = trit_exp_avx512(_mm512_sub_ps(_mm512_sub_ps(load(k, li + j), m), ls));
+            _mm512_mask_storeu_ps(li + j, k, _mm512_mul_ps(sc, e));
+        }
+        li[t] -= scale;
     }
 }
 

@@ -23,6 +23,8 @@ void trit_kernel_ce_fwd_avx512(double *stats, double *loss, const float *x, cons
                                int64_t ignore_index, int64_t rows, int64_t V);
 void trit_kernel_ce_bwd_avx512(float *dx, const float *x, const double *stats, const void *targets, bool t64,
                                int64_t ignore_index, float scale, int64_t rows, int64_t V);
+void trit_kernel_ce_dlogits_avx512(float *L, const double *stats, const void *targets, bool t64,
+                                   int64_t ignore_index, float scale, int64_t rows, int64_t V);
 void trit_kernel_embedding_bwd_avx512(float *gw, const float *go, const void *idx, bool i64, int64_t n,
                                       int64_t C);
 void trit_kernel_adam_avx512(float *p, const float *g, float *m, float *v, int64_t n, const trit_adam_scalars *s,
