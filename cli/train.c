@@ -55,6 +55,6 @@ int trit_cli_train(int argc, char **argv) {
     printf("%s at step %lld: loss %.4f", r.interrupted ? "stopped" : "done", (long long)r.step, r.loss);
     if (!isnan(r.val_loss)) printf(", val loss %.4f", r.val_loss);
     if (!isnan(r.accuracy)) printf(", held-out exact match %.2f%%", 100.0 * r.accuracy);
-    printf(", %s\n", took);
+    printf(", %s; weights in %s/%s\n", took, r.out, TRIT_CKPT_MODEL);
     return CLI_OK;
 }

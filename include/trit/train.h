@@ -171,6 +171,7 @@ typedef struct trit_train_result {
     double seconds;          // wall time of this run
     bool interrupted;        // stopped by a signal or trit_train_request_stop
     int64_t num_params;
+    char out[TRIT_PATH_MAX]; // the run directory
 } trit_train_result;
 
 // Train as configured (resolving a copy of `cfg`); hooks and result may be NULL. SIGINT and

@@ -66,7 +66,7 @@ static const field fields[] = {
     {"log-every", F_INT, K_RUN, OFF(log_every), NULL, "steps between log lines (10)"},
     {"ckpt-every", F_INT, K_RUN, OFF(ckpt_every), NULL, "steps between checkpoints, 0 = at the end (500)"},
     {"sample-tokens", F_INT, K_RUN, OFF(sample_tokens), NULL, "tokens sampled at each eval, 0 = none (200)"},
-    {"threads", F_INT, K_RUN, OFF(threads), NULL, "threads, 0 = all cores (0)"},
+    {"threads", F_INT, K_RUN, OFF(threads), NULL, "threads, 0 = all cores (0; task 1)"},
     {"stop-after", F_INT, K_RUN, OFF(stop_after), NULL, "stop with a checkpoint after this step (0 = never)"},
     {"quiet", F_BOOL, K_RUN, OFF(quiet), NULL, "no progress lines, 1|0 (0)"},
     {"out", F_STR, K_RUN, OFF(out), NULL, "run directory (run; task: run-addition)"},
@@ -228,7 +228,7 @@ static void apply_defaults(trit_train_config *c) {
     DEF_I(log_every, task ? 50 : 10);
     DEF_I(ckpt_every, task ? 0 : 500);
     DEF_I(sample_tokens, task ? 0 : 200);
-    DEF_I(threads, 0);
+    DEF_I(threads, task ? 1 : 0);  // the task's model is too small to gain from more threads
     DEF_I(stop_after, 0);
     DEF_I(quiet, 0);
     if (!c->out[0]) snprintf(c->out, sizeof c->out, "%s", c->resume[0] ? c->resume : task ? "run-addition" : "run");

@@ -162,6 +162,7 @@ trit_status trit_train_run(const trit_train_config *cfg, const trit_train_hooks 
         return s;
     }
     r.step = t.step;
+    snprintf(r.out, sizeof r.out, "%s", t.cfg.out);
     r.num_params = trit_gpt_num_params(t.model);
     if (!t.cfg.quiet) print_header(&t);
     struct sigaction sa, old_int, old_term;
