@@ -6,5 +6,11 @@
 #include "trit/tensor.h"
 #include "trit/graph.h"
 #include "trit/ops.h"
+#include "trit/optim.h"
+#include "trit/io.h"
+#include "trit/tokenizer.h"
+#include "trit/nn.h"
+#include "trit/train.h"
+#include "trit/bench.h"
 
 #endif
