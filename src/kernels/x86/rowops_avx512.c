@@ -10,6 +10,7 @@
 
 #include <immintrin.h>
 #include <math.h>
+#include <omp.h>
 #include <string.h>
 
 static inline __mmask16 tail_mask(int64_t n) {
@@ -25,6 +26,20 @@ static inline __m512 set1(float v) { return _mm512_set1_ps(v); }
 static inline int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 static inline int64_t index_at(const void *idx, bool i64, int64_t i) {
     return i64 ? ((const int64_t *)idx)[i] : (int64_t)((const int32_t *)idx)[i];
+}
+
+// Column sums walk every row of a column block. Each column is summed over rows in order
+// whatever the blocks, so the split is free to follow the thread count: one block per thread
+// (a multiple of 16 wide, at most COLS_MAX), which keeps each row's run long enough for the
+// hardware prefetchers and every thread busy.
+#define COLS_MAX 1024
+
+static int64_t col_block_width(int64_t N, bool parallel) {
+    const int64_t T = parallel ? omp_get_max_threads() : 1;
+    int64_t nb = T;
+    while ((N + nb - 1) / nb > COLS_MAX) nb += T;
+    const int64_t w = (N + nb - 1) / nb;
+    return (w + 15) / 16 * 16;
 }
 
 // ---- layernorm / rmsnorm ---------------------------------------------------------------------
@@ -122,36 +137,35 @@ void trit_kernel_norm_bwd_x_avx512(float *dx, float *dx2, const float *x, const 
                        gres ? gres + i * C : NULL, w, stats + 2 * i, C, center);
 }
 
-// Column sums over one block of up to 64 columns, 16 double accumulators in registers.
 void trit_kernel_norm_bwd_params_avx512(float *dw, float *db, const float *x, const float *dy,
                                         const double *stats, int64_t rows, int64_t C) {
-    const int64_t nblocks = (C + TRIT_ROWOPS_COL_BLOCK - 1) / TRIT_ROWOPS_COL_BLOCK;
-#pragma omp parallel for schedule(static) if (rows * C >= TRIT_ROWOPS_PAR_MIN)
+    const bool par = rows * C >= TRIT_ROWOPS_PAR_MIN;
+    const int64_t width = col_block_width(C, par), nblocks = (C + width - 1) / width;
+#pragma omp parallel for schedule(static) if (par)
     for (int64_t blk = 0; blk < nblocks; blk++) {
-        const int64_t c0 = blk * TRIT_ROWOPS_COL_BLOCK, n = min64(C - c0, TRIT_ROWOPS_COL_BLOCK);
-        __mmask16 k[4];
-        __m512d aw[8], ab[8];
-        for (int q = 0; q < 4; q++) k[q] = tail_mask(n - 16 * q);
-        for (int q = 0; q < 8; q++) aw[q] = ab[q] = _mm512_setzero_pd();
+        const int64_t c0 = blk * width, n = min64(C - c0, width), nv = (n + 15) / 16;
+        __m512d aw[2 * COLS_MAX / 16], ab[2 * COLS_MAX / 16];
+        for (int64_t q = 0; q < 2 * nv; q++) aw[q] = ab[q] = _mm512_setzero_pd();
         for (int64_t i = 0; i < rows; i++) {
             const __m512d mean = _mm512_set1_pd(stats[2 * i]), rstd = _mm512_set1_pd(stats[2 * i + 1]);
             const float *xi = x + i * C + c0, *dyi = dy + i * C + c0;
-            for (int q = 0; q < 4; q++) {
-                if (!k[q]) break;
-                const __m512 dyv = load(k[q], dyi + 16 * q), xv = load(k[q], xi + 16 * q);
+            for (int64_t q = 0; q < nv; q++) {
+                const __mmask16 k = tail_mask(n - 16 * q);
+                const __m512 dyv = load(k, dyi + 16 * q), xv = load(k, xi + 16 * q);
                 const __m512d d0 = lo_pd(dyv), d1 = hi_pd(dyv);
-                aw[2 * q] = _mm512_add_pd(aw[2 * q], _mm512_mul_pd(d0, _mm512_mul_pd(_mm512_sub_pd(lo_pd(xv), mean), rstd)));
-                aw[2 * q + 1] =
-                    _mm512_add_pd(aw[2 * q + 1], _mm512_mul_pd(d1, _mm512_mul_pd(_mm512_sub_pd(hi_pd(xv), mean), rstd)));
+                const __m512d h0 = _mm512_mul_pd(_mm512_sub_pd(lo_pd(xv), mean), rstd);
+                const __m512d h1 = _mm512_mul_pd(_mm512_sub_pd(hi_pd(xv), mean), rstd);
+                aw[2 * q] = _mm512_add_pd(aw[2 * q], _mm512_mul_pd(d0, h0));
+                aw[2 * q + 1] = _mm512_add_pd(aw[2 * q + 1], _mm512_mul_pd(d1, h1));
                 ab[2 * q] = _mm512_add_pd(ab[2 * q], d0);
                 ab[2 * q + 1] = _mm512_add_pd(ab[2 * q + 1], d1);
             }
         }
-        for (int q = 0; q < 4; q++) {
-            if (!k[q]) break;
+        for (int64_t q = 0; q < nv; q++) {
+            const __mmask16 k = tail_mask(n - 16 * q);
             const int64_t j = c0 + 16 * q;
-            if (dw) _mm512_mask_storeu_ps(dw + j, k[q], _mm512_add_ps(load(k[q], dw + j), to_ps(aw[2 * q], aw[2 * q + 1])));
-            if (db) _mm512_mask_storeu_ps(db + j, k[q], _mm512_add_ps(load(k[q], db + j), to_ps(ab[2 * q], ab[2 * q + 1])));
+            if (dw) _mm512_mask_storeu_ps(dw + j, k, _mm512_add_ps(load(k, dw + j), to_ps(aw[2 * q], aw[2 * q + 1])));
+            if (db) _mm512_mask_storeu_ps(db + j, k, _mm512_add_ps(load(k, db + j), to_ps(ab[2 * q], ab[2 * q + 1])));
         }
     }
 }
@@ -240,34 +254,29 @@ void trit_kernel_gelu_bwd_avx512(float *dx, float *db, const float *x, const flo
         for (int64_t i = 0; i < rows; i++) gelu_bwd_dx_row(dx + i * N, x + i * N, b, g + i * N, N);
         return;
     }
-    const int64_t nblocks = (N + TRIT_ROWOPS_COL_BLOCK - 1) / TRIT_ROWOPS_COL_BLOCK;
-#pragma omp parallel for schedule(static) if (rows * N >= TRIT_ROWOPS_PAR_MIN)
+    const bool par = rows * N >= TRIT_ROWOPS_PAR_MIN;
+    const int64_t width = col_block_width(N, par), nblocks = (N + width - 1) / width;
+#pragma omp parallel for schedule(static) if (par)
     for (int64_t blk = 0; blk < nblocks; blk++) {
-        const int64_t c0 = blk * TRIT_ROWOPS_COL_BLOCK, n = min64(N - c0, TRIT_ROWOPS_COL_BLOCK);
-        __mmask16 k[4];
-        __m512 bv[4];
-        __m512d acc[8];
-        for (int q = 0; q < 4; q++) {
-            k[q] = tail_mask(n - 16 * q);
-            bv[q] = b ? load(k[q], b + c0 + 16 * q) : _mm512_setzero_ps();
-        }
-        for (int q = 0; q < 8; q++) acc[q] = _mm512_setzero_pd();
+        const int64_t c0 = blk * width, n = min64(N - c0, width), nv = (n + 15) / 16;
+        __m512d acc[2 * COLS_MAX / 16];
+        for (int64_t q = 0; q < 2 * nv; q++) acc[q] = _mm512_setzero_pd();
         for (int64_t i = 0; i < rows; i++) {
-            for (int q = 0; q < 4; q++) {
-                if (!k[q]) break;
+            for (int64_t q = 0; q < nv; q++) {
+                const __mmask16 k = tail_mask(n - 16 * q);
                 const int64_t off = i * N + c0 + 16 * q;
-                __m512 v = load(k[q], x + off);
-                if (b) v = _mm512_add_ps(v, bv[q]);
-                const __m512 d = _mm512_mul_ps(load(k[q], g + off), gelu_slope_v(v));
+                __m512 v = load(k, x + off);
+                if (b) v = _mm512_add_ps(v, load(k, b + c0 + 16 * q));
+                const __m512 d = _mm512_mul_ps(load(k, g + off), gelu_slope_v(v));
                 acc[2 * q] = _mm512_add_pd(acc[2 * q], lo_pd(d));
                 acc[2 * q + 1] = _mm512_add_pd(acc[2 * q + 1], hi_pd(d));
-                if (dx) _mm512_mask_storeu_ps(dx + off, k[q], _mm512_add_ps(load(k[q], dx + off), d));
+                if (dx) _mm512_mask_storeu_ps(dx + off, k, _mm512_add_ps(load(k, dx + off), d));
             }
         }
-        for (int q = 0; q < 4; q++) {
-            if (!k[q]) break;
+        for (int64_t q = 0; q < nv; q++) {
+            const __mmask16 k = tail_mask(n - 16 * q);
             float *dst = db + c0 + 16 * q;
-            _mm512_mask_storeu_ps(dst, k[q], _mm512_add_ps(load(k[q], dst), to_ps(acc[2 * q], acc[2 * q + 1])));
+            _mm512_mask_storeu_ps(dst, k, _mm512_add_ps(load(k, dst), to_ps(acc[2 * q], acc[2 * q + 1])));
         }
     }
 }
@@ -423,10 +432,11 @@ void trit_kernel_ce_dlogits_avx512(float *L, const double *stats, const void *ta
 
 void trit_kernel_embedding_bwd_avx512(float *gw, const float *go, const void *idx, bool i64, int64_t n,
                                       int64_t C) {
-    const int64_t nblocks = (C + TRIT_ROWOPS_COL_BLOCK - 1) / TRIT_ROWOPS_COL_BLOCK;
-#pragma omp parallel for schedule(static) if (n * C >= TRIT_ROWOPS_PAR_MIN)
+    const bool par = n * C >= TRIT_ROWOPS_PAR_MIN;
+    const int64_t width = col_block_width(C, par), nblocks = (C + width - 1) / width;
+#pragma omp parallel for schedule(static) if (par)
     for (int64_t blk = 0; blk < nblocks; blk++) {
-        const int64_t c0 = blk * TRIT_ROWOPS_COL_BLOCK, nc = min64(C - c0, TRIT_ROWOPS_COL_BLOCK);
+        const int64_t c0 = blk * width, nc = min64(C - c0, width);
         for (int64_t i = 0; i < n; i++) {
             float *dst = gw + index_at(idx, i64, i) * C + c0;
             const float *src = go + i * C + c0;
