@@ -24,7 +24,9 @@
 
 // Below this many elements a kernel runs on the calling thread (thread start-up costs more).
 #define TRIT_ROWOPS_PAR_MIN ((int64_t)1 << 14)
-// Columns per work item of the column sums (norm weight/bias, GELU bias, embedding scatter).
+// Columns per work item of the reference column sums (norm weight/bias, GELU bias, embedding
+// scatter); the AVX-512 versions give each thread one wider block. Each column is summed over
+// rows in order either way, so the split never changes a result.
 #define TRIT_ROWOPS_COL_BLOCK 64
 // Elements per work item of purely element-wise kernels (GELU without bias, Adam).
 #define TRIT_ROWOPS_CHUNK 8192
