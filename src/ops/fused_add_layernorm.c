@@ -5,14 +5,14 @@
 //   sh = (s - mean) * rstd,  g = gout[1] * w
 //   ds = gout[0] + rstd * (g - mean(g) - sh * mean(g * sh)),  dx += ds,  dr += ds
 // and dw, db are column sums over rows that threads split by columns, adding rows in order, so
-// the sums do not depend on the thread count.
+// the sums do not depend on the thread count. The row loops are the norm kernels of
+// kernels/rowops.h (vectorized for f32, the reference for f64).
 #include "ops/fused.h"
+
+#include "kernels/rowops.h"
 
 #include <math.h>
 #include <string.h>
-
-// Columns per work item of the weight/bias gradient sums.
-#define ALN_COL_BLOCK 64
 
 static trit_status add_layernorm_infer(const trit_tensor *const *in, int n_in, const void *attr, trit_tensor *out) {
     const trit_add_layernorm_attr *a = attr;
@@ -67,95 +67,21 @@ static trit_status add_layernorm_forward(const trit_op_call *c) {
     const real *w = aln_weight(c), *b = aln_bias(c);                          // (C)
     real *s = c->out->data, *y = s + rows * C;                                // (rows, C) each
     double *stats = c->saved;                                                 // (rows, 2)
-#pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < rows; i++) {
-        const real *xi = x + i * C, *ri = r + i * C;
-        real *si = s + i * C, *yi = y + i * C;
-        double mean = 0, var = 0;
-        for (int64_t j = 0; j < C; j++) {
-            si[j] = xi[j] + ri[j];
-            mean += (double)si[j];
-        }
-        mean /= (double)C;
-        for (int64_t j = 0; j < C; j++) {
-            const double d = (double)si[j] - mean;
-            var += d * d;
-        }
-        const double rstd = 1.0 / sqrt(var / (double)C + a->eps);
-        stats[2 * i] = mean;
-        stats[2 * i + 1] = rstd;
-        const real m = (real)mean, sd = (real)rstd;
-        for (int64_t j = 0; j < C; j++) {
-            real v = (si[j] - m) * sd;
-            if (w) v *= w[j];
-            if (b) v += b[j];
-            yi[j] = v;
-        }
-    }
+    R(trit_kernel_norm_fwd)(y, stats, s, x, r, w, b, rows, C, a->eps, true);
     return TRIT_OK;
-}
-
-// dx and dr for every row (see the file comment); either may be NULL.
-static void add_layernorm_backward_xr(const trit_op_call *c, real *dx, real *dr) {
-    const int64_t C = aln_C(c), rows = aln_rows(c);
-    const real *s = c->out->data;                            // (rows, C)
-    const real *g0 = c->gout->data, *g1 = g0 + rows * C;     // (rows, C) each
-    const real *w = aln_weight(c);                           // (C)
-    const double *stats = c->saved;
-#pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < rows; i++) {
-        const real *si = s + i * C, *g0i = g0 + i * C, *g1i = g1 + i * C;
-        const double mean = stats[2 * i], rstd = stats[2 * i + 1];
-        double sum_g = 0, sum_gs = 0;
-        for (int64_t j = 0; j < C; j++) {
-            const double g = (double)g1i[j] * (w ? (double)w[j] : 1.0);
-            sum_g += g;
-            sum_gs += g * (((double)si[j] - mean) * rstd);
-        }
-        const real mg = (real)(sum_g / (double)C), mgs = (real)(sum_gs / (double)C);
-        const real m = (real)mean, sd = (real)rstd;
-        for (int64_t j = 0; j < C; j++) {
-            const real g = g1i[j] * (w ? w[j] : (real)1);
-            const real ds = g0i[j] + sd * (g - mg - (si[j] - m) * sd * mgs);
-            if (dx) dx[i * C + j] += ds;
-            if (dr) dr[i * C + j] += ds;
-        }
-    }
-}
-
-// dw += sum over rows of gout[1] * sh, db += sum over rows of gout[1] (either may be NULL).
-static void add_layernorm_backward_params(const trit_op_call *c, real *dw, real *db) {
-    const int64_t C = aln_C(c), rows = aln_rows(c);
-    const int64_t nblocks = (C + ALN_COL_BLOCK - 1) / ALN_COL_BLOCK;
-    const real *s = c->out->data, *g1 = (const real *)c->gout->data + rows * C;  // (rows, C)
-    const double *stats = c->saved;
-#pragma omp parallel for schedule(static)
-    for (int64_t blk = 0; blk < nblocks; blk++) {
-        const int64_t c0 = blk * ALN_COL_BLOCK, n = C - c0 < ALN_COL_BLOCK ? C - c0 : ALN_COL_BLOCK;
-        double acc_w[ALN_COL_BLOCK] = {0}, acc_b[ALN_COL_BLOCK] = {0};
-        for (int64_t i = 0; i < rows; i++) {
-            const real *si = s + i * C + c0, *gi = g1 + i * C + c0;
-            const double mean = stats[2 * i], rstd = stats[2 * i + 1];
-            for (int64_t j = 0; j < n; j++) {
-                acc_w[j] += (double)gi[j] * (((double)si[j] - mean) * rstd);
-                acc_b[j] += (double)gi[j];
-            }
-        }
-        for (int64_t j = 0; j < n; j++) {
-            if (dw) dw[c0 + j] += (real)acc_w[j];
-            if (db) db[c0 + j] += (real)acc_b[j];
-        }
-    }
 }
 
 static trit_status add_layernorm_backward(const trit_op_call *c) {
     const trit_add_layernorm_attr *a = c->attr;
-    if (aln_rows(c) == 0) return TRIT_OK;
+    const int64_t C = aln_C(c), rows = aln_rows(c);
+    if (rows == 0) return TRIT_OK;
+    const real *s = c->out->data;                         // (rows, C): the saved sum x + r
+    const real *g0 = c->gout->data, *g1 = g0 + rows * C;  // (rows, C) each
     real *dx = c->gin[0] ? c->gin[0]->data : NULL, *dr = c->gin[1] ? c->gin[1]->data : NULL;
-    if (dx || dr) add_layernorm_backward_xr(c, dx, dr);
+    if (dx || dr) R(trit_kernel_norm_bwd_x)(dx, dr, s, g1, g0, aln_weight(c), c->saved, rows, C, true);
     real *dw = a->has_weight && c->gin[2] ? c->gin[2]->data : NULL;
     real *db = a->has_bias && c->gin[2 + a->has_weight] ? c->gin[2 + a->has_weight]->data : NULL;
-    if (dw || db) add_layernorm_backward_params(c, dw, db);
+    if (dw || db) R(trit_kernel_norm_bwd_params)(dw, db, s, g1, c->saved, rows, C);
     return TRIT_OK;
 }
 

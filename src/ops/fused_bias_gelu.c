@@ -1,36 +1,11 @@
 // bias_gelu: out = gelu(h + b) in one pass, for the linear -> gelu of a transformer MLP (the
 // linear then skips its bias). Backward computes the slope once per element and feeds both
 // dh and the bias gradient's column sums; threads split the columns and add rows in order, so
-// db does not depend on the thread count.
+// db does not depend on the thread count. The loops are the GELU kernels of kernels/rowops.h
+// (the tanh form of ops/unary.c with its exact slope; vectorized for f32, the reference for f64).
 #include "ops/fused.h"
 
-#include <math.h>
-
-// The tanh-form GELU of ops/unary.c, with the same arithmetic so the fused op matches the
-// unfused add + gelu: y = 0.5 x (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3), written with
-// e = exp(-2|u|) so neither the value nor the exact slope suffers 1 - tanh^2 cancellation.
-#define GELU_C ((real)0.79788456080286535588)  // sqrt(2/pi)
-#define GELU_A ((real)0.044715)
-
-static inline real gelu_half(real u, real e) { return (u >= 0 ? 1 : e) / (1 + e); }
-
-static inline real gelu(real x) {
-    const real u = GELU_C * (x + GELU_A * x * x * x), e = REXP(-2 * RFABS(u));
-    return x * gelu_half(u, e);
-}
-
-static inline real gelu_slope(real x) {
-    const real u = GELU_C * (x + GELU_A * x * x * x), e = REXP(-2 * RFABS(u));
-    const real h = gelu_half(u, e);
-    if (e == 0) return h;  // saturated: the second term is 0 (and x^2 may be Inf)
-    const real den = 1 + e;
-    return h + x * (2 * e / (den * den)) * GELU_C * (1 + 3 * GELU_A * x * x);
-}
-
-// Columns per work item of the bias gradient.
-#define BG_COL_BLOCK 64
-// Below this many elements the loops stay on one thread.
-#define BG_PAR_MIN 16384
+#include "kernels/rowops.h"
 
 static trit_status bias_gelu_infer(const trit_tensor *const *in, int n_in, const void *attr, trit_tensor *out) {
     (void)attr;
@@ -54,48 +29,8 @@ static trit_status bias_gelu_forward(const trit_op_call *c) {
     const int64_t rows = N > 0 ? numel / N : 0;
     const real *h = trit_tensor_ptr(c->in[0]), *b = trit_tensor_ptr(c->in[1]);  // (rows, N), (N)
     real *y = c->out->data;                                                      // (rows, N)
-#pragma omp parallel for schedule(static) if (numel >= BG_PAR_MIN)
-    for (int64_t r = 0; r < rows; r++) {
-        const real *hr = h + r * N;
-        real *yr = y + r * N;
-        for (int64_t j = 0; j < N; j++) yr[j] = gelu(hr[j] + b[j]);
-    }
+    R(trit_kernel_gelu_fwd)(y, h, b, rows, N);
     return TRIT_OK;
-}
-
-// dh += g * gelu'(h + b) row by row (no bias gradient wanted).
-static void bias_gelu_backward_h(const trit_op_call *c, int64_t rows, int64_t N) {
-    const real *h = trit_tensor_ptr(c->in[0]), *b = trit_tensor_ptr(c->in[1]), *g = c->gout->data;
-    real *dh = c->gin[0]->data;  // (rows, N)
-#pragma omp parallel for schedule(static) if (rows * N >= BG_PAR_MIN)
-    for (int64_t r = 0; r < rows; r++) {
-        const real *hr = h + r * N, *gr = g + r * N;
-        real *dhr = dh + r * N;
-        for (int64_t j = 0; j < N; j++) dhr[j] += gr[j] * gelu_slope(hr[j] + b[j]);
-    }
-}
-
-// db += column sums of g * gelu'(h + b), and dh += the same when dh is not NULL. Each column
-// block is one work item that adds its rows in order.
-static void bias_gelu_backward_hb(const trit_op_call *c, int64_t rows, int64_t N, real *dh, real *db) {
-    const real *h = trit_tensor_ptr(c->in[0]), *b = trit_tensor_ptr(c->in[1]), *g = c->gout->data;
-    const int64_t nblocks = (N + BG_COL_BLOCK - 1) / BG_COL_BLOCK;
-#pragma omp parallel for schedule(static) if (rows * N >= BG_PAR_MIN)
-    for (int64_t blk = 0; blk < nblocks; blk++) {
-        const int64_t c0 = blk * BG_COL_BLOCK, n = N - c0 < BG_COL_BLOCK ? N - c0 : BG_COL_BLOCK;
-        double acc[BG_COL_BLOCK] = {0};
-        real d[BG_COL_BLOCK];
-        for (int64_t r = 0; r < rows; r++) {
-            const real *hr = h + r * N + c0, *gr = g + r * N + c0;
-            for (int64_t j = 0; j < n; j++) {
-                d[j] = gr[j] * gelu_slope(hr[j] + b[c0 + j]);
-                acc[j] += (double)d[j];
-            }
-            if (dh)
-                for (int64_t j = 0; j < n; j++) dh[r * N + c0 + j] += d[j];
-        }
-        for (int64_t j = 0; j < n; j++) db[c0 + j] += (real)acc[j];
-    }
 }
 
 static trit_status bias_gelu_backward(const trit_op_call *c) {
@@ -104,10 +39,8 @@ static trit_status bias_gelu_backward(const trit_op_call *c) {
     const int64_t rows = numel / N;
     real *dh = c->gin[0] ? c->gin[0]->data : NULL;
     real *db = c->gin[1] ? c->gin[1]->data : NULL;
-    if (db)
-        bias_gelu_backward_hb(c, rows, N, dh, db);
-    else if (dh)
-        bias_gelu_backward_h(c, rows, N);
+    const real *h = trit_tensor_ptr(c->in[0]), *b = trit_tensor_ptr(c->in[1]);  // (rows, N), (N)
+    if (dh || db) R(trit_kernel_gelu_bwd)(dh, db, h, b, c->gout->data, rows, N);
     return TRIT_OK;
 }
 

@@ -10,6 +10,7 @@
 #include "ops/fused.h"
 
 #include "kernels/gemm.h"
+#include "kernels/rowops.h"
 #include "trit/ops.h"
 
 #include <math.h>
@@ -26,6 +27,12 @@
 #define CLS_COL_BLOCK 256
 // Chunks smaller than this many logits stay on one thread.
 #define CLS_PAR_MIN 8192
+
+// The targets of rows [r0, ...): contiguous i32 or i64.
+static const void *cls_targets_at(const trit_op_call *c, int64_t r0) {
+    const trit_tensor *t = c->in[2];
+    return (const char *)trit_tensor_ptr(t) + r0 * (t->dtype == TRIT_I64 ? 8 : 4);
+}
 
 static int64_t index_at(const trit_tensor *t, int64_t i) {
     const void *p = trit_tensor_ptr(t);
@@ -153,21 +160,9 @@ static trit_status cls_forward(const trit_op_call *c) {
     for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
         const int64_t n = rows - r0 < chunk ? rows - r0 : chunk;
         cls_logits(c, r0, n, L);
-#pragma omp parallel for schedule(static) if (n * V >= CLS_PAR_MIN)
-        for (int64_t i = 0; i < n; i++) {
-            const real *li = L + i * V;
-            real m = li[0];
-            for (int64_t j = 1; j < V; j++)
-                if (li[j] > m) m = li[j];
-            double s = 0;
-            for (int64_t j = 0; j < V; j++) s += (double)REXP(li[j] - m);
-            const double ls = log(s);
-            stats[2 * (r0 + i)] = m;
-            stats[2 * (r0 + i) + 1] = ls;
-            const int64_t t = index_at(c->in[2], r0 + i);
-            // -log_softmax(logits)[t] = (max - logit[t]) + log(sum): no cancellation of large numbers.
-            row_loss[i] = t == a->ignore_index ? 0.0 : ((double)m - (double)li[t]) + ls;
-        }
+        // -log_softmax(logits)[t] = (max - logit[t]) + log(sum): no cancellation of large numbers.
+        R(trit_kernel_ce_fwd)(stats + 2 * r0, row_loss, L, cls_targets_at(c, r0), c->in[2]->dtype == TRIT_I64,
+                              a->ignore_index, n, V);
         for (int64_t i = 0; i < n; i++) total += row_loss[i];
     }
     stats[2 * rows] = (double)count;
@@ -185,18 +180,8 @@ static bool cls_dlogits(const trit_op_call *c, int64_t r0, int64_t n, real scale
     bool any = false;
     for (int64_t i = 0; i < n && !any; i++) any = index_at(c->in[2], r0 + i) != a->ignore_index;
     if (!any) return false;
-#pragma omp parallel for schedule(static) if (n * V >= CLS_PAR_MIN)
-    for (int64_t i = 0; i < n; i++) {
-        const int64_t t = index_at(c->in[2], r0 + i);
-        real *li = L + i * V;
-        if (t == a->ignore_index) {
-            memset(li, 0, sizeof(real) * (size_t)V);
-            continue;
-        }
-        const real m = (real)stats[2 * (r0 + i)], ls = (real)stats[2 * (r0 + i) + 1];
-        for (int64_t j = 0; j < V; j++) li[j] = scale * REXP((li[j] - m) - ls);
-        li[t] -= scale;
-    }
+    R(trit_kernel_ce_dlogits)(L, stats + 2 * r0, cls_targets_at(c, r0), c->in[2]->dtype == TRIT_I64, a->ignore_index,
+                              scale, n, V);
     return true;
 }
 
