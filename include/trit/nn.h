@@ -83,6 +83,9 @@ typedef struct trit_gpt_graph {
 // trit_graph_set_training(out->graph, false). Needs 1 <= T <= seq_len. Graphs of one model
 // share its parameters and their grads (e.g. a training graph and an evaluation graph).
 trit_status trit_gpt_build(trit_gpt *m, int64_t B, int64_t T, trit_gpt_graph *out);
+// The same graph for training steps: logits are not kept (out->logits is NULL), so the compiler
+// computes the head and the cross-entropy in row chunks and the B x T x V logits never exist.
+trit_status trit_gpt_build_train(trit_gpt *m, int64_t B, int64_t T, trit_gpt_graph *out);
 void trit_gpt_graph_free(trit_gpt_graph *gg);
 
 // Incremental decoding: each call feeds one token at the next position and returns the logits

@@ -68,7 +68,7 @@ static void build_forward(trit_graph *g, const trit_gpt *m, int64_t B, int64_t T
     out->loss = trit_cross_entropy(g, out->logits, out->targets, -1, TRIT_REDUCE_MEAN);
 }
 
-trit_status trit_gpt_build(trit_gpt *m, int64_t B, int64_t T, trit_gpt_graph *out) {
+static trit_status build(trit_gpt *m, int64_t B, int64_t T, bool keep_logits, trit_gpt_graph *out) {
     if (!out) return trit_error(TRIT_ERR_INVALID, "gpt build: NULL output struct");
     memset(out, 0, sizeof *out);
     if (!m) return trit_error(TRIT_ERR_INVALID, "gpt build: NULL model");
@@ -83,13 +83,23 @@ trit_status trit_gpt_build(trit_gpt *m, int64_t B, int64_t T, trit_gpt_graph *ou
     out->graph = g;
     build_forward(g, m, B, T, out);
     // A failed op leaves NULLs behind; compile then reports the first build error.
-    trit_status s = out->logits ? trit_graph_keep(g, out->logits) : TRIT_OK;
+    trit_status s = out->logits && keep_logits ? trit_graph_keep(g, out->logits) : TRIT_OK;
     if (s == TRIT_OK) s = trit_graph_compile(g, out->loss);
     if (s != TRIT_OK) {
         trit_gpt_graph_free(out);
         return s;
     }
+    // Without a keep, the compiler fuses the head and the loss: the logits never exist.
+    if (!keep_logits) out->logits = NULL;
     return TRIT_OK;
+}
+
+trit_status trit_gpt_build(trit_gpt *m, int64_t B, int64_t T, trit_gpt_graph *out) {
+    return build(m, B, T, true, out);
+}
+
+trit_status trit_gpt_build_train(trit_gpt *m, int64_t B, int64_t T, trit_gpt_graph *out) {
+    return build(m, B, T, false, out);
 }
 
 void trit_gpt_graph_free(trit_gpt_graph *gg) {

@@ -118,7 +118,7 @@ static void run_free(bench_run *b) {
 static trit_status run_setup(bench_run *b, const trit_bench_config *c, uint64_t seed) {
     b->model = trit_gpt_new(&c->model, seed);
     if (!b->model) return TRIT_ERR_INVALID;
-    trit_status s = trit_gpt_build(b->model, c->batch, c->model.seq_len, &b->gg);
+    trit_status s = trit_gpt_build_train(b->model, c->batch, c->model.seq_len, &b->gg);
     if (s != TRIT_OK) return s;
     int n = trit_gpt_num_tensors(b->model);
     b->params = malloc((size_t)n * sizeof *b->params);

@@ -192,7 +192,7 @@ static trit_status setup_model(trainer *t) {
                           "prepare`", trit_data_max_token(t->train) - 1, (long long)g.vocab_size);
     t->model = trit_gpt_new(&g, (uint64_t)c->seed);
     if (!t->model) return TRIT_ERR_INVALID;
-    trit_status s = trit_gpt_build(t->model, c->batch, t->T, &t->gg);
+    trit_status s = trit_gpt_build_train(t->model, c->batch, t->T, &t->gg);
     if (s != TRIT_OK) return s;
     int n = trit_gpt_num_tensors(t->model);
     t->params = malloc((size_t)n * sizeof *t->params);
