@@ -27,7 +27,10 @@ static double time_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const
     int64_t lda = ta ? M : K, ldb = tb ? K : N;
     double flop = 2.0 * (double)M * (double)N * (double)K;
     int reps = (int)(2e8 / flop) + 1;
-    trit_kernel_gemm_f32(ta, tb, M, N, K, A, lda, B, ldb, C, N, false);  // warm up buffers
+    // Warm up for a while: packing buffers grow on the first call, and the OS needs a few
+    // milliseconds to spread freshly started threads over the cores.
+    for (double t0 = seconds(); seconds() - t0 < 0.1;)
+        trit_kernel_gemm_f32(ta, tb, M, N, K, A, lda, B, ldb, C, N, false);
     double best = 1e30;
     for (int trial = 0; trial < 5; trial++) {
         double t0 = seconds();
