@@ -1,11 +1,13 @@
 #!/bin/sh
 # trit against PyTorch on the same GPT configs, one after the other in one session: trit first,
 # then bench/pytorch_gpt.py. The PyTorch side runs with OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE
-# removed from its environment so OpenBLAS picks its best kernels for this CPU; trit's side and
+# removed from its environment so OpenBLAS picks its best kernels for this CPU (and, where its
+# detection does not know an AVX-512 CPU, with its AVX-512 core named); trit's side and
 # everything else keep the environment as it is.
 #
 # usage: bench/compare.sh [--config baby|small|bpe50k|all] [--steps N] [--warmup N] [--threads N]
 #   TRIT=path/to/trit (default: build/trit under the repository root)
+#   PEER_CORETYPE=name  the OpenBLAS core named when detection fails (default SkylakeX)
 set -eu
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -20,7 +22,7 @@ while [ $# -gt 0 ]; do
     --steps) steps=$2; shift 2 ;;
     --warmup) warmup=$2; shift 2 ;;
     --threads) threads=$2; shift 2 ;;
-    -h|--help) sed -n '2,9p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,11p' "$0"; exit 0 ;;
     *) echo "compare.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -35,9 +37,21 @@ echo "load before: $(cat /proc/loadavg)" >&2
 echo "== trit ==" >&2
 "$trit" bench --json --config "$config" --steps "$steps" --warmup "$warmup" --threads "$threads" \
     >"$out/trit.jsonl"
+# OpenBLAS 0.3.21 does not know every CPU model: on some AVX-512 machines its detection falls
+# back to Prescott (SSE3) kernels, a third of its AVX-512 speed. Then name its AVX-512 core.
+peer_env=
+core=$(env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE OPENBLAS_VERBOSE=2 /usr/bin/python3 -c 'import torch' 2>&1 |
+    sed -n 's/^Core: //p' | head -n 1)
+if grep -qw avx512f /proc/cpuinfo; then
+    case $core in
+    SkylakeX|Cooperlake|SapphireRapids) ;;
+    *) peer_env=OPENBLAS_CORETYPE=${PEER_CORETYPE:-SkylakeX}
+       echo "OpenBLAS detects '${core:-?}' on this AVX-512 CPU: the PyTorch side runs with $peer_env" >&2 ;;
+    esac
+fi
 echo "== PyTorch $(/usr/bin/python3 -c 'import torch; print(torch.__version__)') ==" >&2
-env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE /usr/bin/python3 "$root/bench/pytorch_gpt.py" --json \
-    --config "$config" --steps "$steps" --warmup "$warmup" --threads "$threads" >"$out/torch.jsonl"
+env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE $peer_env /usr/bin/python3 "$root/bench/pytorch_gpt.py" \
+    --json --config "$config" --steps "$steps" --warmup "$warmup" --threads "$threads" >"$out/torch.jsonl"
 echo "load after: $(cat /proc/loadavg)" >&2
 
 /usr/bin/python3 - "$out/trit.jsonl" "$out/torch.jsonl" "$threads" <<'EOF'
