@@ -95,7 +95,7 @@ def flops_per_token(L, C, T, n_params):
     return 6.0 * n_params + 12.0 * L * T * C
 
 
-def gemm_peak(reps=3):
+def gemm_peak(reps=5):
     best = 0.0
     for n in (1024, 2048):
         a, b = torch.randn(n, n), torch.randn(n, n)
@@ -173,8 +173,8 @@ def main():
     peak = args.gemm_peak
     if peak is None:
         peak = gemm_peak()
-        print(f"f32 GEMM peak (torch.mm): {peak / 1e9:.1f} GFLOP/s (best of n = 1024, 2048)",
-              file=log, flush=True)
+        print(f"f32 GEMM peak (torch.mm): {peak / 1e9:.1f} GFLOP/s "
+              "(best of 5 runs at n = 1024 and 2048)", file=log, flush=True)
     names = list(CONFIGS) if args.config == "all" else [args.config]
     if len(names) == 1 and args.gemm_peak is not None:  # a child: run here, JSON to stdout
         print(json.dumps(run_config(names[0], args.steps, args.warmup, peak, log)), flush=True)
