@@ -18,6 +18,14 @@
 
 #include "trit/bench.h"
 
+#if defined(__SANITIZE_ADDRESS__)
+#define TEST_UNDER_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define TEST_UNDER_ASAN 1
+#endif
+#endif
+
 // Mid-size: 3.4M parameters, a 76 MB arena; the report's items are far above the few MB the
 // program and its libraries take, so 10% is a fair bound. One step takes well under a second.
 static void test_memory_report_matches_peak_rss(void **state) {
@@ -41,6 +49,11 @@ static void test_memory_report_matches_peak_rss(void **state) {
     assert_true(m->arena > 0);
     assert_int_equal(m->total, m->params + m->grads + m->optimizer + m->arena + m->inputs + m->workspace);
     double ratio = (double)r.peak_rss_bytes / (double)m->total;
+#if defined(TEST_UNDER_ASAN)
+    // AddressSanitizer's shadow memory and redzones inflate RSS; the bound holds for real builds.
+    (void)ratio;
+    skip();
+#endif
     print_message("memory report total %zu bytes, peak RSS %zu bytes (ratio %.3f)\n", m->total,
                   r.peak_rss_bytes, ratio);
     assert_true(ratio > 0.9 && ratio < 1.1);
