@@ -6,6 +6,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "trit/train.h"
 #include "train/trainer.h"
+#include "trit/bench.h"
 
 #include <math.h>
 #include <signal.h>
@@ -76,6 +77,8 @@ static void print_header(const trainer *t) {
            "warmup %lld; threads %d\n", (long long)c->batch, (long long)t->T, (long long)t->accum,
            (long long)(c->batch * t->T * t->accum), (long long)c->steps, c->lr, c->min_lr,
            (long long)c->warmup, trit_threads_get());
+    trit_memory_report mem;
+    if (trit_memory_report_make(t->gg.graph, t->opt, 0, &mem) == TRIT_OK) trit_memory_report_print(&mem, "memory: ", stdout);
     if (t->resumed) printf("resuming %s at step %lld\n", c->out, (long long)t->step);
     fflush(stdout);
 }
