@@ -72,7 +72,7 @@ trit_tensor *trit_graph_fail(trit_graph *g, trit_status s) {
     return NULL;
 }
 
-static int add_value(trit_graph *g, trit_tensor *t, trit_value_kind kind, int producer) {
+int trit_graph_add_value(trit_graph *g, trit_tensor *t, trit_value_kind kind, int producer) {
     if (!grow((void **)&g->values, &g->cap_values, g->n_values + 1, sizeof(trit_value))) return -1;
     int id = g->n_values++;
     trit_value *v = &g->values[id];
@@ -107,7 +107,7 @@ trit_tensor *trit_graph_input(trit_graph *g, trit_dtype dt, int ndim, const int6
     }
     t->flags = TRIT_FLAG_INPUT;
     if (name) snprintf(t->name, sizeof t->name, "%s", name);
-    if (add_value(g, t, VALUE_INPUT, -1) < 0) {
+    if (trit_graph_add_value(g, t, VALUE_INPUT, -1) < 0) {
         free(t);
         return trit_graph_fail(g, trit_error(TRIT_ERR_NOMEM, "out of memory"));
     }
@@ -132,7 +132,7 @@ static int value_of(trit_graph *g, trit_tensor *t) {
         return -1;
     }
     bool param = (t->flags & TRIT_FLAG_PARAM) != 0;
-    int id = add_value(g, t, param ? VALUE_PARAM : VALUE_CONST, -1);
+    int id = trit_graph_add_value(g, t, param ? VALUE_PARAM : VALUE_CONST, -1);
     if (id < 0) {
         trit_error(TRIT_ERR_NOMEM, "out of memory");
         return -1;
@@ -199,7 +199,7 @@ trit_tensor *trit_graph_apply(trit_graph *g, const trit_op_def *def_f32, const t
         return trit_graph_fail(g, trit_error(TRIT_ERR_NOMEM, "out of memory"));
     }
     int nid = g->n_nodes;
-    int vid = add_value(g, out, VALUE_OP, nid);
+    int vid = trit_graph_add_value(g, out, VALUE_OP, nid);
     if (vid < 0) {
         free(out);
         free(attr_copy);

@@ -93,27 +93,6 @@ static int fuse_bias_gelu(trit_graph *g, const int *uses, trit_node *n) {
     return 1;
 }
 
-static int append_value(trit_graph *g, trit_tensor *t, int producer) {
-    if (g->n_values == g->cap_values) {
-        int ncap = g->cap_values ? g->cap_values * 2 : 16;
-        trit_value *p = realloc(g->values, (size_t)ncap * sizeof *p);
-        if (!p) return -1;
-        g->values = p;
-        g->cap_values = ncap;
-    }
-    int id = g->n_values++;
-    trit_value *v = &g->values[id];
-    memset(v, 0, sizeof *v);
-    v->t = t;
-    v->kind = VALUE_OP;
-    v->producer = producer;
-    v->root = id;
-    v->grad_buf = v->data_buf = -1;
-    t->graph = g;
-    t->graph_value = id;
-    return id;
-}
-
 // Makes node `pos` a SELECT view of value `from` at `index`, producing value `out`.
 static bool make_select(trit_graph *g, int pos, int from, int64_t index, int out) {
     trit_view_attr a = {.kind = TRIT_VIEW_SELECT, .dim = 0, .start = index};
@@ -161,7 +140,7 @@ static int fuse_add_layernorm(trit_graph *g, int li) {
     }
     snprintf(ft->name, sizeof ft->name, "add_layernorm.%d", si);
     const int lnout = ln->out;
-    int f = append_value(g, ft, si);
+    int f = trit_graph_add_value(g, ft, VALUE_OP, si);
     if (f < 0 || !insert_node(g, si + 1)) {
         free(ft);
         return -1;

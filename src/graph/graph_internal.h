@@ -74,6 +74,10 @@ trit_tensor *trit_graph_apply(trit_graph *g, const trit_op_def *def_f32, const t
                               int n_in, trit_tensor *const *in, const void *attr);
 #define TRIT_APPLY(g, op, n, ins, attr) trit_graph_apply((g), &op##_f32, &op##_f64, (n), (ins), (attr))
 
+// Appends a value (its tensor is tagged with the graph for inputs and op outputs); -1 when out
+// of memory.
+int trit_graph_add_value(trit_graph *g, trit_tensor *t, trit_value_kind kind, int producer);
+
 // Records a build error on the graph (first one wins) and returns NULL for op constructors.
 trit_tensor *trit_graph_fail(trit_graph *g, trit_status s);
 
