@@ -141,8 +141,13 @@ static int fuse_add_layernorm(trit_graph *g, int li) {
     snprintf(ft->name, sizeof ft->name, "add_layernorm.%d", si);
     const int lnout = ln->out;
     int f = trit_graph_add_value(g, ft, VALUE_OP, si);
-    if (f < 0 || !insert_node(g, si + 1)) {
+    if (f < 0) {
         free(ft);
+        return -1;
+    }
+    if (!insert_node(g, si + 1)) {  // the graph owns ft now and frees it with the graph
+        g->values[f].dead = true;
+        g->values[f].producer = -1;
         return -1;
     }
     trit_node *fn = &g->nodes[si];
