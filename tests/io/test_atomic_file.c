@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "scratch.h"
 #include "trit/io.h"
 
 #include <dirent.h>
@@ -16,37 +17,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static char dir[256];
-
-static int make_dir(void **state) {
-    (void)state;
-    snprintf(dir, sizeof dir, "/tmp/trit_atomic_XXXXXX");
-    return mkdtemp(dir) ? 0 : -1;
-}
-
-static int remove_dir(void **state) {
-    (void)state;
-    DIR *d = opendir(dir);
-    struct dirent *e;
-    char p[600];
-    while (d && (e = readdir(d)))
-        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
-            snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-            if (unlink(p) != 0) rmdir(p);
-        }
-    if (d) closedir(d);
-    return rmdir(dir);
-}
-
-static const char *path_of(const char *name) {
-    static char p[600];
-    snprintf(p, sizeof p, "%s/%s", dir, name);
-    return p;
-}
-
 // Number of "*.tmp.*" files left in the directory.
 static int temp_files(void) {
-    DIR *d = opendir(dir);
+    DIR *d = opendir(tfile_dir());
     struct dirent *e;
     int n = 0;
     while (d && (e = readdir(d)))
@@ -58,7 +31,7 @@ static int temp_files(void) {
 static void assert_content(const char *name, const char *want) {
     uint8_t *b;
     size_t n;
-    assert_int_equal(trit_file_read_all(path_of(name), &b, &n), TRIT_OK);
+    assert_int_equal(trit_file_read_all(tfile_path(name), &b, &n), TRIT_OK);
     assert_int_equal(n, strlen(want));
     assert_memory_equal(b, want, n);
     assert_int_equal(b[n], 0);
@@ -67,13 +40,13 @@ static void assert_content(const char *name, const char *want) {
 
 static void test_write_and_replace(void **state) {
     (void)state;
-    assert_int_equal(trit_file_write_atomic(path_of("a.txt"), "first version", 13), TRIT_OK);
+    assert_int_equal(trit_file_write_atomic(tfile_path("a.txt"), "first version", 13), TRIT_OK);
     assert_content("a.txt", "first version");
     trit_atomic_file f;
-    assert_int_equal(trit_atomic_open(&f, path_of("a.txt")), TRIT_OK);
+    assert_int_equal(trit_atomic_open(&f, tfile_path("a.txt")), TRIT_OK);
     char tmp_name[64];
     snprintf(tmp_name, sizeof tmp_name, "a.txt.tmp.%ld", (long)getpid());
-    assert_string_equal(f.tmp_path, path_of(tmp_name));
+    assert_string_equal(f.tmp_path, tfile_path(tmp_name));
     assert_int_equal(temp_files(), 1);
     assert_int_equal(trit_atomic_write(&f, "second", 6), TRIT_OK);
     assert_content("a.txt", "first version"); // nothing visible before commit
@@ -82,21 +55,21 @@ static void test_write_and_replace(void **state) {
     assert_content("a.txt", "second one");
     assert_int_equal(temp_files(), 0);
     assert_null(f.fp);
-    assert_int_equal(trit_file_write_atomic(path_of("empty"), NULL, 0), TRIT_OK);
+    assert_int_equal(trit_file_write_atomic(tfile_path("empty"), NULL, 0), TRIT_OK);
     assert_content("empty", "");
 }
 
 static void test_abort_and_sticky_failure(void **state) {
     (void)state;
-    assert_int_equal(trit_file_write_atomic(path_of("b.txt"), "keep me", 7), TRIT_OK);
+    assert_int_equal(trit_file_write_atomic(tfile_path("b.txt"), "keep me", 7), TRIT_OK);
     trit_atomic_file f;
-    assert_int_equal(trit_atomic_open(&f, path_of("b.txt")), TRIT_OK);
+    assert_int_equal(trit_atomic_open(&f, tfile_path("b.txt")), TRIT_OK);
     trit_atomic_write(&f, "half", 4);
     trit_atomic_abort(&f);
     assert_content("b.txt", "keep me");
     assert_int_equal(temp_files(), 0);
     // A failure in the middle of a write is remembered; commit discards the temp file.
-    assert_int_equal(trit_atomic_open(&f, path_of("b.txt")), TRIT_OK);
+    assert_int_equal(trit_atomic_open(&f, tfile_path("b.txt")), TRIT_OK);
     trit_atomic_write(&f, "part", 4);
     f.status = trit_error(TRIT_ERR_IO, "simulated failure");
     assert_int_equal(trit_atomic_write(&f, "more", 4), TRIT_ERR_IO);
@@ -109,23 +82,23 @@ static void test_abort_and_sticky_failure(void **state) {
 static void test_failures(void **state) {
     (void)state;
     // Directory missing: nothing created, message names the path.
-    assert_int_equal(trit_file_write_atomic(path_of("no/such/dir/x"), "x", 1), TRIT_ERR_IO);
+    assert_int_equal(trit_file_write_atomic(tfile_path("no/such/dir/x"), "x", 1), TRIT_ERR_IO);
     assert_non_null(strstr(trit_last_error(), "no/such/dir/x"));
     // The target is a directory: rename fails, the temp file is removed.
-    assert_int_equal(mkdir(path_of("sub"), 0755), 0);
-    assert_int_equal(trit_file_write_atomic(path_of("sub"), "data", 4), TRIT_ERR_IO);
+    assert_int_equal(mkdir(tfile_path("sub"), 0755), 0);
+    assert_int_equal(trit_file_write_atomic(tfile_path("sub"), "data", 4), TRIT_ERR_IO);
     assert_non_null(strstr(trit_last_error(), "sub"));
     assert_int_equal(temp_files(), 0);
     struct stat st;
-    assert_int_equal(stat(path_of("sub"), &st), 0);
+    assert_int_equal(stat(tfile_path("sub"), &st), 0);
     assert_true(S_ISDIR(st.st_mode));
     assert_int_equal(trit_atomic_open(NULL, "x"), TRIT_ERR_INVALID);
     // Reads.
     uint8_t *b;
     size_t n;
-    assert_int_equal(trit_file_read_all(path_of("missing"), &b, &n), TRIT_ERR_IO);
+    assert_int_equal(trit_file_read_all(tfile_path("missing"), &b, &n), TRIT_ERR_IO);
     assert_non_null(strstr(trit_last_error(), "missing"));
-    assert_int_equal(trit_file_read_all(path_of("sub"), &b, &n), TRIT_ERR_IO);
+    assert_int_equal(trit_file_read_all(tfile_path("sub"), &b, &n), TRIT_ERR_IO);
     assert_non_null(strstr(trit_last_error(), "regular file"));
 }
 
@@ -135,5 +108,5 @@ int main(void) {
         cmocka_unit_test(test_abort_and_sticky_failure),
         cmocka_unit_test(test_failures),
     };
-    return cmocka_run_group_tests(tests, make_dir, remove_dir);
+    return cmocka_run_group_tests(tests, tfile_group_setup, tfile_group_teardown);
 }

@@ -8,43 +8,15 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "scratch.h"
 #include "trit/io.h"
 #include "io/io_internal.h"
 
 #include <cjson/cJSON.h>
-#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-static char dir[256];
-
-static int make_dir(void **state) {
-    (void)state;
-    snprintf(dir, sizeof dir, "/tmp/trit_st_XXXXXX");
-    return mkdtemp(dir) ? 0 : -1;
-}
-
-static int remove_dir(void **state) {
-    (void)state;
-    DIR *d = opendir(dir);
-    struct dirent *e;
-    char p[600];
-    while (d && (e = readdir(d)))
-        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
-            snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-            unlink(p);
-        }
-    if (d) closedir(d);
-    return rmdir(dir);
-}
-
-static const char *path_of(const char *name) {
-    static char p[600];
-    snprintf(p, sizeof p, "%s/%s", dir, name);
-    return p;
-}
 
 #define N_CASES 10
 static const struct {
@@ -75,8 +47,8 @@ static void test_round_trip(void **state) {
         e[k] = (trit_safetensors_entry){cases[k].name, ts[k]};
     }
     const trit_safetensors_kv meta[2] = {{"format", "pt"}, {"note", "line\nbreak \"and\" caf\xc3\xa9"}};
-    assert_int_equal(trit_safetensors_write(path_of("rt.safetensors"), e, N_CASES, meta, 2), TRIT_OK);
-    trit_safetensors *f = trit_safetensors_open(path_of("rt.safetensors"));
+    assert_int_equal(trit_safetensors_write(tfile_path("rt.safetensors"), e, N_CASES, meta, 2), TRIT_OK);
+    trit_safetensors *f = trit_safetensors_open(tfile_path("rt.safetensors"));
     assert_non_null(f);
     assert_int_equal(trit_safetensors_count(f), N_CASES);
     for (int k = 0; k < N_CASES; k++) {
@@ -110,10 +82,10 @@ static void test_writer_layout(void **state) {
     trit_tensor *a = make_case(0), *b = make_case(5);
     trit_safetensors_entry e[2] = {{"a", a}, {"b", b}};
     const trit_safetensors_kv meta[1] = {{"step", "12"}};
-    assert_int_equal(trit_safetensors_write(path_of("w.safetensors"), e, 2, meta, 1), TRIT_OK);
+    assert_int_equal(trit_safetensors_write(tfile_path("w.safetensors"), e, 2, meta, 1), TRIT_OK);
     uint8_t *raw;
     size_t n;
-    assert_int_equal(trit_file_read_all(path_of("w.safetensors"), &raw, &n), TRIT_OK);
+    assert_int_equal(trit_file_read_all(tfile_path("w.safetensors"), &raw, &n), TRIT_OK);
     uint64_t hn = trit_le64_load(raw);
     assert_int_equal(hn % 8, 0); // padded so the data is 8-byte aligned
     assert_int_equal(n, 8 + hn + 24 + 24);
@@ -147,10 +119,7 @@ static size_t put_st(const char *name, const char *json, const uint8_t *data, si
     trit_le64_store(buf, hn);
     memcpy(buf + 8, json, hn);
     if (nd) memcpy(buf + 8 + hn, data, nd);
-    FILE *fp = fopen(path_of(name), "wb");
-    assert_non_null(fp);
-    assert_int_equal(fwrite(buf, 1, 8 + hn + nd, fp), 8 + hn + nd);
-    fclose(fp);
+    tfile_write(tfile_path(name), buf, 8 + hn + nd);
     free(buf);
     return 8 + hn + nd;
 }
@@ -170,7 +139,7 @@ static void test_read_handmade(void **state) {
     data[16] = 0x80, data[17] = 0x3F;        // bf16 1.0
     data[18] = 0x40, data[19] = 0xC0;        // bf16 -3.0
     put_st("hand.safetensors", json, data, sizeof data);
-    trit_safetensors *f = trit_safetensors_open(path_of("hand.safetensors"));
+    trit_safetensors *f = trit_safetensors_open(tfile_path("hand.safetensors"));
     if (!f) fail_msg("%s", trit_last_error());
     assert_int_equal(trit_safetensors_count(f), 3);
     assert_string_equal(trit_safetensors_meta(f, "format"), "pt");
@@ -204,8 +173,8 @@ static void test_strided(void **state) {
     trit_tensor tv;
     assert_int_equal(trit_tensor_view_transpose(base, 0, 1, &tv), TRIT_OK); // [[0,2,4],[1,3,5]]
     trit_safetensors_entry e[1] = {{"t", &tv}};
-    assert_int_equal(trit_safetensors_write(path_of("s.safetensors"), e, 1, NULL, 0), TRIT_OK);
-    trit_safetensors *f = trit_safetensors_open(path_of("s.safetensors"));
+    assert_int_equal(trit_safetensors_write(tfile_path("s.safetensors"), e, 1, NULL, 0), TRIT_OK);
+    trit_safetensors *f = trit_safetensors_open(tfile_path("s.safetensors"));
     assert_non_null(f);
     trit_tensor *flat = trit_tensor_new(TRIT_F32, 2, s23);
     assert_int_equal(trit_safetensors_load(f, "t", flat), TRIT_OK);
@@ -227,8 +196,8 @@ static void test_load_mismatch(void **state) {
     (void)state;
     trit_tensor *a = make_case(0); // F32 (2, 3)
     trit_safetensors_entry e[1] = {{"blocks.0.attn.weight", a}};
-    assert_int_equal(trit_safetensors_write(path_of("m.safetensors"), e, 1, NULL, 0), TRIT_OK);
-    trit_safetensors *f = trit_safetensors_open(path_of("m.safetensors"));
+    assert_int_equal(trit_safetensors_write(tfile_path("m.safetensors"), e, 1, NULL, 0), TRIT_OK);
+    trit_safetensors *f = trit_safetensors_open(tfile_path("m.safetensors"));
     int64_t s32[2] = {3, 2}, s23[2] = {2, 3};
     trit_tensor *wrong_shape = trit_tensor_new(TRIT_F32, 2, s32);
     assert_int_equal(trit_safetensors_load(f, "blocks.0.attn.weight", wrong_shape), TRIT_ERR_SHAPE);
@@ -249,12 +218,12 @@ static void test_load_mismatch(void **state) {
 
     // Writer refuses what the format cannot hold.
     trit_safetensors_entry dup[2] = {{"x", a}, {"x", a}};
-    assert_int_equal(trit_safetensors_write(path_of("d.safetensors"), dup, 2, NULL, 0), TRIT_ERR_INVALID);
+    assert_int_equal(trit_safetensors_write(tfile_path("d.safetensors"), dup, 2, NULL, 0), TRIT_ERR_INVALID);
     trit_safetensors_entry meta_name[1] = {{"__metadata__", a}};
-    assert_int_equal(trit_safetensors_write(path_of("d.safetensors"), meta_name, 1, NULL, 0), TRIT_ERR_INVALID);
+    assert_int_equal(trit_safetensors_write(tfile_path("d.safetensors"), meta_name, 1, NULL, 0), TRIT_ERR_INVALID);
     trit_safetensors_entry bad_utf8[1] = {{"caf\xe9", a}};
-    assert_int_equal(trit_safetensors_write(path_of("d.safetensors"), bad_utf8, 1, NULL, 0), TRIT_ERR_INVALID);
-    assert_int_equal(access(path_of("d.safetensors"), F_OK), -1);
+    assert_int_equal(trit_safetensors_write(tfile_path("d.safetensors"), bad_utf8, 1, NULL, 0), TRIT_ERR_INVALID);
+    assert_int_equal(access(tfile_path("d.safetensors"), F_OK), -1);
     trit_tensor_free(a);
 }
 
@@ -266,5 +235,5 @@ int main(void) {
         cmocka_unit_test(test_strided),
         cmocka_unit_test(test_load_mismatch),
     };
-    return cmocka_run_group_tests(tests, make_dir, remove_dir);
+    return cmocka_run_group_tests(tests, tfile_group_setup, tfile_group_teardown);
 }

@@ -8,51 +8,20 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "scratch.h"
 #include "trit/io.h"
 #include "io/io_internal.h"
 
-#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-static char dir[256];
-
-static int make_dir(void **state) {
-    (void)state;
-    snprintf(dir, sizeof dir, "/tmp/trit_stbad_XXXXXX");
-    return mkdtemp(dir) ? 0 : -1;
-}
-
-static int remove_dir(void **state) {
-    (void)state;
-    DIR *d = opendir(dir);
-    struct dirent *e;
-    char p[600];
-    while (d && (e = readdir(d)))
-        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
-            snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-            unlink(p);
-        }
-    if (d) closedir(d);
-    return rmdir(dir);
-}
-
-static const char *path_of(const char *name) {
-    static char p[600];
-    snprintf(p, sizeof p, "%s/%s", dir, name);
-    return p;
-}
-
 static void put_raw(const uint8_t *b, size_t n) {
     // A new file each time: truncating a file in place makes some file systems (ext4's
     // auto_da_alloc) flush it on close, which turns this loop into seconds of disk waits.
-    unlink(path_of("x.safetensors"));
-    FILE *fp = fopen(path_of("x.safetensors"), "wb");
-    assert_non_null(fp);
-    if (n) assert_int_equal(fwrite(b, 1, n, fp), n);
-    fclose(fp);
+    unlink(tfile_path("x.safetensors"));
+    tfile_write(tfile_path("x.safetensors"), b, n);
 }
 
 // A file with `json` as header (length field = its length + adjust) and `nd` data bytes.
@@ -66,7 +35,7 @@ static void put_st(const char *json, size_t nd, int64_t adjust) {
 }
 
 static void expect_error(const char *needle) {
-    trit_safetensors *f = trit_safetensors_open(path_of("x.safetensors"));
+    trit_safetensors *f = trit_safetensors_open(tfile_path("x.safetensors"));
     if (f) {
         trit_safetensors_close(f);
         fail_msg("opening a broken file succeeded; expected an error with '%s'", needle);
@@ -78,7 +47,7 @@ static void expect_error(const char *needle) {
 
 static void test_corrupt_headers(void **state) {
     (void)state;
-    assert_null(trit_safetensors_open(path_of("missing.safetensors")));
+    assert_null(trit_safetensors_open(tfile_path("missing.safetensors")));
     assert_non_null(strstr(trit_last_error(), "missing.safetensors"));
     put_raw((const uint8_t *)"", 0);
     expect_error("too short");
@@ -140,7 +109,7 @@ static void test_corrupt_headers(void **state) {
 static void test_unsupported_dtype(void **state) {
     (void)state;
     put_st("{\"mask\":" T("BOOL", "[3]", "0", "3") ",\"w\":" T("F32", "[1]", "3", "7") "}", 7, 0);
-    trit_safetensors *f = trit_safetensors_open(path_of("x.safetensors"));
+    trit_safetensors *f = trit_safetensors_open(tfile_path("x.safetensors"));
     if (!f) fail_msg("%s", trit_last_error());
     const trit_safetensors_info *in = trit_safetensors_find(f, "mask");
     assert_non_null(in);
@@ -167,7 +136,7 @@ static uint32_t rnd(void) {
 
 // Open a possibly broken file and, if it opens, load every tensor it lists.
 static int exercise(void) {
-    trit_safetensors *f = trit_safetensors_open(path_of("x.safetensors"));
+    trit_safetensors *f = trit_safetensors_open(tfile_path("x.safetensors"));
     if (!f) {
         assert_true(strlen(trit_last_error()) > 0);
         return 0;
@@ -197,10 +166,10 @@ static void test_fuzz(void **state) {
                 *c = trit_tensor_new(TRIT_I64, 3, s3);
     trit_safetensors_entry e[3] = {{"model.a", a}, {"model.b", b}, {"model.c", c}};
     const trit_safetensors_kv meta[2] = {{"format", "pt"}, {"step", "100"}};
-    assert_int_equal(trit_safetensors_write(path_of("x.safetensors"), e, 3, meta, 2), TRIT_OK);
+    assert_int_equal(trit_safetensors_write(tfile_path("x.safetensors"), e, 3, meta, 2), TRIT_OK);
     uint8_t *good;
     size_t n;
-    assert_int_equal(trit_file_read_all(path_of("x.safetensors"), &good, &n), TRIT_OK);
+    assert_int_equal(trit_file_read_all(tfile_path("x.safetensors"), &good, &n), TRIT_OK);
     assert_int_equal(exercise(), 1);
     size_t hn = (size_t)trit_le64_load(good) + 8;
     uint8_t *buf = malloc(n);
@@ -235,5 +204,5 @@ int main(void) {
         cmocka_unit_test(test_unsupported_dtype),
         cmocka_unit_test(test_fuzz),
     };
-    return cmocka_run_group_tests(tests, make_dir, remove_dir);
+    return cmocka_run_group_tests(tests, tfile_group_setup, tfile_group_teardown);
 }

@@ -7,53 +7,18 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "scratch.h"
 #include "trit/io.h"
 #include "trit/tokenizer.h"
 #include "io/io_internal.h"
 
-#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-static char dir[256];
-
-static int make_dir(void **state) {
-    (void)state;
-    snprintf(dir, sizeof dir, "/tmp/trit_shard_XXXXXX");
-    return mkdtemp(dir) ? 0 : -1;
-}
-
-static int remove_dir(void **state) {
-    (void)state;
-    DIR *d = opendir(dir);
-    struct dirent *e;
-    char p[600];
-    while (d && (e = readdir(d)))
-        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
-            snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-            unlink(p);
-        }
-    if (d) closedir(d);
-    return rmdir(dir);
-}
-
-static char *path_of(const char *name) {
-    static char p[4][600];
-    static int k;
-    k = (k + 1) % 4;
-    snprintf(p[k], sizeof p[k], "%s/%s", dir, name);
-    return p[k];
-}
-
-static void put_file(const char *name, const void *data, size_t n) {
-    FILE *fp = fopen(path_of(name), "wb");
-    assert_non_null(fp);
-    assert_int_equal(fwrite(data, 1, n, fp), n);
-    fclose(fp);
-}
+static void put_file(const char *name, const void *data, size_t n) { tfile_write(tfile_path(name), data, n); }
 
 static void test_write_read(void **state) {
     (void)state;
@@ -61,11 +26,11 @@ static void test_write_read(void **state) {
     for (int i = 0; i < 1000; i++) tokens[i] = (int32_t)((i * 2654435761u) % 65536);
     tokens[0] = 0;
     tokens[1] = 65535;
-    assert_int_equal(trit_shard_write(path_of("s.bin"), tokens, 1000), TRIT_OK);
+    assert_int_equal(trit_shard_write(tfile_path("s.bin"), tokens, 1000), TRIT_OK);
     // The raw bytes follow the layout.
     uint8_t *raw;
     size_t n;
-    assert_int_equal(trit_file_read_all(path_of("s.bin"), &raw, &n), TRIT_OK);
+    assert_int_equal(trit_file_read_all(tfile_path("s.bin"), &raw, &n), TRIT_OK);
     assert_int_equal(n, 1024 + 2 * 1000);
     assert_int_equal(trit_le32_load(raw), 20240520);
     assert_int_equal(trit_le32_load(raw + 4), 1);
@@ -75,15 +40,15 @@ static void test_write_read(void **state) {
     free(raw);
     uint16_t *back;
     int64_t count;
-    assert_int_equal(trit_shard_read(path_of("s.bin"), &back, &count), TRIT_OK);
+    assert_int_equal(trit_shard_read(tfile_path("s.bin"), &back, &count), TRIT_OK);
     assert_int_equal(count, 1000);
     for (int i = 0; i < 1000; i++) assert_int_equal(back[i], tokens[i]);
     free(back);
-    assert_int_equal(trit_shard_read_count(path_of("s.bin"), &count), TRIT_OK);
+    assert_int_equal(trit_shard_read_count(tfile_path("s.bin"), &count), TRIT_OK);
     assert_int_equal(count, 1000);
     // Zero tokens is a valid shard.
-    assert_int_equal(trit_shard_write(path_of("zero.bin"), NULL, 0), TRIT_OK);
-    assert_int_equal(trit_shard_read(path_of("zero.bin"), &back, &count), TRIT_OK);
+    assert_int_equal(trit_shard_write(tfile_path("zero.bin"), NULL, 0), TRIT_OK);
+    assert_int_equal(trit_shard_read(tfile_path("zero.bin"), &back, &count), TRIT_OK);
     assert_int_equal(count, 0);
     assert_non_null(back);
     free(back);
@@ -104,7 +69,7 @@ static void test_read_handmade(void **state) {
     put_file("hand.bin", buf, sizeof buf);
     uint16_t *t;
     int64_t n;
-    assert_int_equal(trit_shard_read(path_of("hand.bin"), &t, &n), TRIT_OK);
+    assert_int_equal(trit_shard_read(tfile_path("hand.bin"), &t, &n), TRIT_OK);
     assert_int_equal(n, 3);
     for (int i = 0; i < 3; i++) assert_int_equal(t[i], vals[i]);
     free(t);
@@ -113,21 +78,21 @@ static void test_read_handmade(void **state) {
 static void expect_read_error(const char *name, trit_status code, const char *needle) {
     uint16_t *t = (uint16_t *)1;
     int64_t n = 5;
-    assert_int_equal(trit_shard_read(path_of(name), &t, &n), code);
+    assert_int_equal(trit_shard_read(tfile_path(name), &t, &n), code);
     assert_null(t);
     assert_int_equal(n, 0);
     if (!strstr(trit_last_error(), needle)) fail_msg("error '%s' lacks '%s'", trit_last_error(), needle);
     assert_non_null(strstr(trit_last_error(), name));
-    assert_int_equal(trit_shard_read_count(path_of(name), &n), code);
+    assert_int_equal(trit_shard_read_count(tfile_path(name), &n), code);
 }
 
 static void test_bad_inputs(void **state) {
     (void)state;
     int32_t tokens[10] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
-    assert_int_equal(trit_shard_write(path_of("ok.bin"), tokens, 10), TRIT_OK);
+    assert_int_equal(trit_shard_write(tfile_path("ok.bin"), tokens, 10), TRIT_OK);
     uint8_t *good;
     size_t n;
-    assert_int_equal(trit_file_read_all(path_of("ok.bin"), &good, &n), TRIT_OK);
+    assert_int_equal(trit_file_read_all(tfile_path("ok.bin"), &good, &n), TRIT_OK);
     uint8_t *b = malloc(n + 2);
 
     expect_read_error("missing.bin", TRIT_ERR_IO, "cannot open");
@@ -166,23 +131,23 @@ static void test_bad_inputs(void **state) {
     expect_read_error("junk.bin", TRIT_ERR_FORMAT, "not a token shard");
     uint16_t *t;
     int64_t cnt;
-    assert_int_equal(trit_shard_read(dir, &t, &cnt), TRIT_ERR_IO); // a directory
+    assert_int_equal(trit_shard_read(tfile_dir(), &t, &cnt), TRIT_ERR_IO); // a directory
     free(b);
     free(good);
 
     // Writes that cannot be represented fail before creating anything.
     tokens[3] = 65536;
-    assert_int_equal(trit_shard_write(path_of("big.bin"), tokens, 10), TRIT_ERR_RANGE);
+    assert_int_equal(trit_shard_write(tfile_path("big.bin"), tokens, 10), TRIT_ERR_RANGE);
     assert_non_null(strstr(trit_last_error(), "65536"));
     tokens[3] = -1;
-    assert_int_equal(trit_shard_write(path_of("big.bin"), tokens, 10), TRIT_ERR_RANGE);
+    assert_int_equal(trit_shard_write(tfile_path("big.bin"), tokens, 10), TRIT_ERR_RANGE);
     struct stat st;
-    assert_int_equal(stat(path_of("big.bin"), &st), -1);
-    assert_int_equal(trit_shard_write(path_of("big.bin"), tokens, (int64_t)INT32_MAX + 1), TRIT_ERR_RANGE);
+    assert_int_equal(stat(tfile_path("big.bin"), &st), -1);
+    assert_int_equal(trit_shard_write(tfile_path("big.bin"), tokens, (int64_t)INT32_MAX + 1), TRIT_ERR_RANGE);
 }
 
 static void read_shard(const char *name, uint16_t **t, int64_t *n) {
-    assert_int_equal(trit_shard_read(path_of(name), t, n), TRIT_OK);
+    assert_int_equal(trit_shard_read(tfile_path(name), t, n), TRIT_OK);
 }
 
 static void test_prepare(void **state) {
@@ -193,7 +158,7 @@ static void test_prepare(void **state) {
     put_file("input.txt", text, 1000);
     trit_tokenizer *tok = trit_tokenizer_train_char(text, 1000);
     int64_t nt = 0, nv = 0;
-    assert_int_equal(trit_shards_prepare(tok, path_of("input.txt"), path_of("train.bin"), path_of("val.bin"),
+    assert_int_equal(trit_shards_prepare(tok, tfile_path("input.txt"), tfile_path("train.bin"), tfile_path("val.bin"),
                                          TRIT_DEFAULT_VAL_FRACTION, &nt, &nv),
                      TRIT_OK);
     assert_int_equal(nt, 900);
@@ -215,7 +180,7 @@ static void test_prepare(void **state) {
 
     // BPE splits at a token boundary: train + val decode back to the whole text.
     trit_tokenizer *bpe = trit_tokenizer_train_bpe(text, 1000, 300);
-    assert_int_equal(trit_shards_prepare(bpe, path_of("input.txt"), path_of("train.bin"), path_of("val.bin"), 0.25,
+    assert_int_equal(trit_shards_prepare(bpe, tfile_path("input.txt"), tfile_path("train.bin"), tfile_path("val.bin"), 0.25,
                                          &nt, &nv),
                      TRIT_OK);
     read_shard("train.bin", &tr, &ntr);
@@ -235,7 +200,7 @@ static void test_prepare(void **state) {
     free(va);
 
     // No validation split.
-    assert_int_equal(trit_shards_prepare(tok, path_of("input.txt"), path_of("t0.bin"), NULL, 0.0, &nt, &nv), TRIT_OK);
+    assert_int_equal(trit_shards_prepare(tok, tfile_path("input.txt"), tfile_path("t0.bin"), NULL, 0.0, &nt, &nv), TRIT_OK);
     assert_int_equal(nt, 1000);
     assert_int_equal(nv, 0);
     trit_tokenizer_free(bpe);
@@ -260,33 +225,33 @@ static trit_tokenizer *huge_vocab_tokenizer(void) {
     trit_le32_store(b + n - 4, trit_crc32(0, b, n - 4));
     put_file("huge.tok", b, n);
     free(b);
-    return trit_tokenizer_load(path_of("huge.tok"));
+    return trit_tokenizer_load(tfile_path("huge.tok"));
 }
 
 static void test_prepare_errors(void **state) {
     (void)state;
     trit_tokenizer *tok = trit_tokenizer_train_char("abc\n", 4);
     char out[600], val[600];
-    snprintf(out, sizeof out, "%s", path_of("o.bin"));
-    snprintf(val, sizeof val, "%s", path_of("v.bin"));
-    assert_int_equal(trit_shards_prepare(tok, path_of("nope.txt"), out, val, 0.1, NULL, NULL), TRIT_ERR_IO);
+    snprintf(out, sizeof out, "%s", tfile_path("o.bin"));
+    snprintf(val, sizeof val, "%s", tfile_path("v.bin"));
+    assert_int_equal(trit_shards_prepare(tok, tfile_path("nope.txt"), out, val, 0.1, NULL, NULL), TRIT_ERR_IO);
     assert_non_null(strstr(trit_last_error(), "nope.txt"));
     put_file("empty.txt", "", 0);
-    assert_int_equal(trit_shards_prepare(tok, path_of("empty.txt"), out, val, 0.1, NULL, NULL), TRIT_ERR_INVALID);
+    assert_int_equal(trit_shards_prepare(tok, tfile_path("empty.txt"), out, val, 0.1, NULL, NULL), TRIT_ERR_INVALID);
     assert_non_null(strstr(trit_last_error(), "empty"));
     const uint8_t junk[] = {0x7f, 'E', 'L', 'F', 2, 1, 1, 0, 0, 0, 0xff};
     put_file("junk.txt", junk, sizeof junk);
-    assert_int_equal(trit_shards_prepare(tok, path_of("junk.txt"), out, val, 0.1, NULL, NULL), TRIT_ERR_FORMAT);
+    assert_int_equal(trit_shards_prepare(tok, tfile_path("junk.txt"), out, val, 0.1, NULL, NULL), TRIT_ERR_FORMAT);
     assert_non_null(strstr(trit_last_error(), "binary"));
     put_file("other.txt", "abcz\n", 5);
-    assert_int_equal(trit_shards_prepare(tok, path_of("other.txt"), out, val, 0.1, NULL, NULL), TRIT_ERR_RANGE);
+    assert_int_equal(trit_shards_prepare(tok, tfile_path("other.txt"), out, val, 0.1, NULL, NULL), TRIT_ERR_RANGE);
     assert_non_null(strstr(trit_last_error(), "0x7a"));
     put_file("tiny.txt", "ab", 2);
-    assert_int_equal(trit_shards_prepare(tok, path_of("tiny.txt"), out, val, 0.1, NULL, NULL), TRIT_ERR_INVALID);
+    assert_int_equal(trit_shards_prepare(tok, tfile_path("tiny.txt"), out, val, 0.1, NULL, NULL), TRIT_ERR_INVALID);
     assert_non_null(strstr(trit_last_error(), "too few"));
-    assert_int_equal(trit_shards_prepare(tok, path_of("tiny.txt"), out, val, 1.0, NULL, NULL), TRIT_ERR_RANGE);
-    assert_int_equal(trit_shards_prepare(tok, path_of("tiny.txt"), out, val, -0.5, NULL, NULL), TRIT_ERR_RANGE);
-    assert_int_equal(trit_shards_prepare(tok, path_of("tiny.txt"), out, NULL, 0.1, NULL, NULL), TRIT_ERR_INVALID);
+    assert_int_equal(trit_shards_prepare(tok, tfile_path("tiny.txt"), out, val, 1.0, NULL, NULL), TRIT_ERR_RANGE);
+    assert_int_equal(trit_shards_prepare(tok, tfile_path("tiny.txt"), out, val, -0.5, NULL, NULL), TRIT_ERR_RANGE);
+    assert_int_equal(trit_shards_prepare(tok, tfile_path("tiny.txt"), out, NULL, 0.1, NULL, NULL), TRIT_ERR_INVALID);
     struct stat st;
     assert_int_equal(stat(out, &st), -1); // no failed call left a file behind
     assert_int_equal(stat(val, &st), -1);
@@ -296,7 +261,7 @@ static void test_prepare_errors(void **state) {
     assert_non_null(huge);
     assert_int_equal(trit_tokenizer_vocab_size(huge), 65537);
     put_file("fine.txt", "hello world\n", 12);
-    assert_int_equal(trit_shards_prepare(huge, path_of("fine.txt"), out, val, 0.1, NULL, NULL), TRIT_ERR_RANGE);
+    assert_int_equal(trit_shards_prepare(huge, tfile_path("fine.txt"), out, val, 0.1, NULL, NULL), TRIT_ERR_RANGE);
     assert_non_null(strstr(trit_last_error(), "uint16"));
     trit_tokenizer_free(huge);
 }
@@ -310,5 +275,5 @@ int main(void) {
         cmocka_unit_test(test_prepare_errors),
     };
     trit_log_set_level(TRIT_LOG_ERROR);
-    return cmocka_run_group_tests(tests, make_dir, remove_dir);
+    return cmocka_run_group_tests(tests, tfile_group_setup, tfile_group_teardown);
 }

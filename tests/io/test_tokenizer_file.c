@@ -7,43 +7,15 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "scratch.h"
 #include "trit/io.h"
 #include "trit/tokenizer.h"
 #include "io/io_internal.h"
 
-#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-static char dir[256];
-
-static int make_dir(void **state) {
-    (void)state;
-    snprintf(dir, sizeof dir, "/tmp/trit_tokfile_XXXXXX");
-    return mkdtemp(dir) ? 0 : -1;
-}
-
-static int remove_dir(void **state) {
-    (void)state;
-    DIR *d = opendir(dir);
-    struct dirent *e;
-    char p[600];
-    while (d && (e = readdir(d)))
-        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
-            snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-            unlink(p);
-        }
-    if (d) closedir(d);
-    return rmdir(dir);
-}
-
-static const char *path_of(const char *name) {
-    static char p[600];
-    snprintf(p, sizeof p, "%s/%s", dir, name);
-    return p;
-}
 
 static const char sample[] =
     "First Citizen:\nBefore we proceed any further, hear me speak.\n\nAll:\nSpeak, speak.\n\n"
@@ -78,8 +50,8 @@ static void test_save_load_identity(void **state) {
                                trit_tokenizer_train_bpe(sample, SAMPLE_LEN, 300)};
     for (int k = 0; k < 2; k++) {
         assert_non_null(toks[k]);
-        assert_int_equal(trit_tokenizer_save(toks[k], path_of("tok.bin")), TRIT_OK);
-        trit_tokenizer *back = trit_tokenizer_load(path_of("tok.bin"));
+        assert_int_equal(trit_tokenizer_save(toks[k], tfile_path("tok.bin")), TRIT_OK);
+        trit_tokenizer *back = trit_tokenizer_load(tfile_path("tok.bin"));
         assert_non_null(back);
         assert_same_tokenizer(toks[k], back);
         trit_tokenizer_free(back);
@@ -89,13 +61,13 @@ static void test_save_load_identity(void **state) {
 
 static uint8_t *load_bytes(const char *name, size_t *n) {
     uint8_t *b;
-    assert_int_equal(trit_file_read_all(path_of(name), &b, n), TRIT_OK);
+    assert_int_equal(trit_file_read_all(tfile_path(name), &b, n), TRIT_OK);
     return b;
 }
 
 static void expect_load_error(const uint8_t *bytes, size_t n, const char *needle) {
-    assert_int_equal(trit_file_write_atomic(path_of("bad.bin"), bytes, n), TRIT_OK);
-    trit_tokenizer *tok = trit_tokenizer_load(path_of("bad.bin"));
+    assert_int_equal(trit_file_write_atomic(tfile_path("bad.bin"), bytes, n), TRIT_OK);
+    trit_tokenizer *tok = trit_tokenizer_load(tfile_path("bad.bin"));
     if (tok) fail_msg("loading a bad file succeeded; expected an error with '%s'", needle);
     if (!strstr(trit_last_error(), needle)) fail_msg("error '%s' lacks '%s'", trit_last_error(), needle);
     assert_non_null(strstr(trit_last_error(), "bad.bin"));
@@ -107,7 +79,7 @@ static void reseal(uint8_t *b, size_t n) { trit_le32_store(b + n - 4, trit_crc32
 static void test_corrupt_files(void **state) {
     (void)state;
     trit_tokenizer *tok = trit_tokenizer_train_bpe(sample, SAMPLE_LEN, 280);
-    assert_int_equal(trit_tokenizer_save(tok, path_of("good.bin")), TRIT_OK);
+    assert_int_equal(trit_tokenizer_save(tok, tfile_path("good.bin")), TRIT_OK);
     trit_tokenizer_free(tok);
     size_t n;
     uint8_t *good = load_bytes("good.bin", &n);
@@ -115,7 +87,7 @@ static void test_corrupt_files(void **state) {
     assert_memory_equal(good, "TTOK", 4);
     uint8_t *b = malloc(n);
 
-    assert_null(trit_tokenizer_load(path_of("missing.bin")));
+    assert_null(trit_tokenizer_load(tfile_path("missing.bin")));
     assert_non_null(strstr(trit_last_error(), "missing.bin"));
     expect_load_error(good, 0, "not a trit tokenizer");
     expect_load_error((const uint8_t *)"{\"model\": \"gpt2\"}", 17, "not a trit tokenizer");
@@ -152,7 +124,7 @@ static void test_corrupt_files(void **state) {
 
     // A char vocabulary must be strictly increasing.
     tok = trit_tokenizer_train_char("abc", 3);
-    assert_int_equal(trit_tokenizer_save(tok, path_of("char.bin")), TRIT_OK);
+    assert_int_equal(trit_tokenizer_save(tok, tfile_path("char.bin")), TRIT_OK);
     trit_tokenizer_free(tok);
     good = load_bytes("char.bin", &n);
     good[25] = 'a';
@@ -175,5 +147,5 @@ int main(void) {
         cmocka_unit_test(test_save_load_identity),
         cmocka_unit_test(test_corrupt_files),
     };
-    return cmocka_run_group_tests(tests, make_dir, remove_dir);
+    return cmocka_run_group_tests(tests, tfile_group_setup, tfile_group_teardown);
 }
