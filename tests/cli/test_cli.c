@@ -30,7 +30,7 @@ static void path(char *buf, size_t n, const char *name) { snprintf(buf, n, "%s/%
 
 static int setup(void **state) {
     (void)state;
-    tf_mkdtemp(root, sizeof root, "cli");
+    tfile_mkdtemp(root, sizeof root, "cli");
     path(corpus, sizeof corpus, "corpus.txt");
     tf_write_corpus(corpus);
     return 0;
@@ -38,7 +38,7 @@ static int setup(void **state) {
 
 static int teardown(void **state) {
     (void)state;
-    tf_rm_rf(root);
+    tfile_rm_rf(root);
     return 0;
 }
 
@@ -69,7 +69,7 @@ static void test_bad_flags(void **state) {
     expect(RUN("sample", "--ckpt", out, "--top-k", "3.5"), 2, NULL, "--top-k expects an integer");
     expect(RUN("eval", "--ckpt", out, "--batches", ""), 2, NULL, "empty");
     expect(RUN("prepare", "--data", corpus, "--out", out, "--vocab", "1k"), 2, NULL, "--vocab expects an integer");
-    assert_false(tf_exists(out));
+    assert_false(tfile_exists(out));
 }
 
 static void test_bad_data(void **state) {
@@ -79,10 +79,10 @@ static void test_bad_data(void **state) {
     path(empty, sizeof empty, "empty.txt");
     path(bin, sizeof bin, "random.bin");
     path(missing, sizeof missing, "missing.txt");
-    tf_write_file(empty, "", 0);
+    tfile_write(empty, "", 0);
     uint8_t noise[4096];
     for (int i = 0; i < 4096; i++) noise[i] = (uint8_t)trit_rng_u32(3, 3, (uint64_t)i);
-    tf_write_file(bin, noise, sizeof noise);
+    tfile_write(bin, noise, sizeof noise);
     expect(RUN("train", "--data", missing, "--out", out), 1, NULL, "cannot open");
     expect(RUN("train", "--data", empty, "--out", out), 1, NULL, "is empty");
     expect(RUN("train", "--data", bin, "--out", out), 1, NULL, "looks binary");
@@ -93,7 +93,7 @@ static void test_bad_data(void **state) {
     expect(RUN("prepare", "--data", bin, "--out", out), 1, NULL, "looks binary");
     // The corpus is shorter than one window of this context: the run fails and cleans up.
     expect(RUN("train", "--data", corpus, "--seq", "100000", "--out", out), 1, NULL, "fewer than one window");
-    assert_false(tf_exists(out));
+    assert_false(tfile_exists(out));
 }
 
 static void tiny_run(const char *out, const char *steps) {
@@ -112,7 +112,7 @@ static void test_train_and_inspect(void **state) {
                            "val.bin"};
     for (int i = 0; i < 6; i++) {
         snprintf(f, sizeof f, "%s/%s", out, files[i]);
-        if (!tf_exists(f)) fail_msg("missing %s", f);
+        if (!tfile_exists(f)) fail_msg("missing %s", f);
     }
     snprintf(f, sizeof f, "%s/%s", out, TRIT_CKPT_METRICS);
     char *m = cli_slurp(f);
@@ -140,7 +140,7 @@ static void test_train_and_inspect(void **state) {
     expect(RUN("eval", "--ckpt", out), 0, "val loss", NULL);
     expect(RUN("plot", out), 0, "loss.svg", NULL);
     snprintf(f, sizeof f, "%s/loss.svg", out);
-    assert_true(tf_exists(f));
+    assert_true(tfile_exists(f));
 
     // Resume with another model config: refused with the hint, nothing changed.
     expect(RUN("train", "--resume", out, "--layers", "3"), 1, NULL, "pass --layers 1");
@@ -162,7 +162,7 @@ static void test_prepare_then_train(void **state) {
                "--steps", "4", "--threads", "1"),
            0, "done at step 4", NULL);
     snprintf(f, sizeof f, "%s/train.bin", out);
-    assert_false(tf_exists(f));  // the shards stay in the prepared directory
+    assert_false(tfile_exists(f));  // the shards stay in the prepared directory
     expect(RUN("eval", "--ckpt", out, "--batches", "2"), 0, "prepared/val.bin", NULL);
     expect(RUN("sample", "--ckpt", out, "--max-tokens", "5", "--temperature", "0"), 0, NULL, NULL);
 }
@@ -172,7 +172,7 @@ static void test_corrupt_safetensors(void **state) {
     char f[700];
     path(f, sizeof f, "corrupt.safetensors");
     uint8_t junk[40] = {200, 0, 0, 0, 0, 0, 0, 0, '{', '"'};
-    tf_write_file(f, junk, sizeof junk);
+    tfile_write(f, junk, sizeof junk);
     expect(RUN("info", f), 1, NULL, "safetensors");
     expect(RUN("sample", "--ckpt", f, "--tokenizer-file", corpus), 1, NULL, "safetensors");
     expect(RUN("eval", "--ckpt", f, "--data", corpus), 1, NULL, "safetensors");
@@ -205,7 +205,7 @@ static void interrupt_with(int sig, const char *name) {
     long step = strtol(at + 16, NULL, 10);
     cli_free(&r);
     snprintf(f, sizeof f, "%s/%s", out, TRIT_CKPT_STATE);
-    assert_true(tf_exists(f));
+    assert_true(tfile_exists(f));
     char next[32], want[800];
     snprintf(next, sizeof next, "%ld", step + 1);
     snprintf(want, sizeof want, "resuming %s at step %ld", out, step);

@@ -68,7 +68,7 @@ static void test_split_and_batches(void **state) {
 static void test_learns_two_digit_addition(void **state) {
     (void)state;
     char root[512];
-    tf_mkdtemp(root, sizeof root, "add");
+    tfile_mkdtemp(root, sizeof root, "add");
     trit_train_config c;
     trit_train_config_init(&c);
     snprintf(c.out, sizeof c.out, "%s/run", root);
@@ -87,7 +87,7 @@ static void test_learns_two_digit_addition(void **state) {
     assert_int_equal(trit_train_run(&c, NULL, &r), TRIT_OK);
     print_message("2-digit addition after 600 steps: %.1f%% exact match, %.1f s\n", 100 * r.accuracy, r.seconds);
     assert_true(r.accuracy > 0.9);
-    tf_rm_rf(root);
+    tfile_rm_rf(root);
 }
 
 int main(void) {

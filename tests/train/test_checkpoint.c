@@ -44,7 +44,7 @@ static void expect_same_weights(const trit_gpt *a, const trit_gpt *b) {
 static void test_model_round_trip(void **state) {
     (void)state;
     char root[512], path[600];
-    tf_mkdtemp(root, sizeof root, "ckpt");
+    tfile_mkdtemp(root, sizeof root, "ckpt");
     for (int rope = 0; rope < 2; rope++) {
         snprintf(path, sizeof path, "%s/m%d.safetensors", root, rope);
         trit_gpt *a = small_model(5, rope);
@@ -62,7 +62,7 @@ static void test_model_round_trip(void **state) {
         trit_gpt_free(a);
         trit_gpt_free(b);
     }
-    tf_rm_rf(root);
+    tfile_rm_rf(root);
 }
 
 static void expect_load_error(const char *path, const char *msg) {
@@ -74,16 +74,16 @@ static void expect_load_error(const char *path, const char *msg) {
 static void test_bad_model_files(void **state) {
     (void)state;
     char root[512], path[600];
-    tf_mkdtemp(root, sizeof root, "badckpt");
+    tfile_mkdtemp(root, sizeof root, "badckpt");
     // A header length beyond the file.
     snprintf(path, sizeof path, "%s/corrupt.safetensors", root);
     uint8_t junk[64] = {0xff, 0xff, 0, 0, 0, 0, 0, 0, '{'};
-    tf_write_file(path, junk, sizeof junk);
+    tfile_write(path, junk, sizeof junk);
     expect_load_error(path, "safetensors");
     // Valid JSON length, broken JSON.
     uint8_t broken[24] = {16, 0, 0, 0, 0, 0, 0, 0};
     memcpy(broken + 8, "{\"a\": {\"dtype\":", 16);
-    tf_write_file(path, broken, sizeof broken);
+    tfile_write(path, broken, sizeof broken);
     expect_load_error(path, "JSON");
     // A valid safetensors file that is not a trit model.
     snprintf(path, sizeof path, "%s/foreign.safetensors", root);
@@ -113,14 +113,14 @@ static void test_bad_model_files(void **state) {
     struct dirent *de;
     while ((de = readdir(d)) != NULL) assert_null(strstr(de->d_name, ".tmp."));
     closedir(d);
-    tf_rm_rf(root);
+    tfile_rm_rf(root);
 }
 
 // A training-state file with one flipped byte, or cut short, is refused by its CRC or length.
 static void test_state_file_integrity(void **state) {
     (void)state;
     char root[512], text[600], out[600], st[700];
-    tf_mkdtemp(root, sizeof root, "state");
+    tfile_mkdtemp(root, sizeof root, "state");
     snprintf(text, sizeof text, "%s/corpus.txt", root);
     snprintf(out, sizeof out, "%s/run", root);
     snprintf(st, sizeof st, "%s/%s", out, TRIT_CKPT_STATE);
@@ -139,20 +139,20 @@ static void test_state_file_integrity(void **state) {
     size_t n;
     assert_int_equal(trit_file_read_all(st, &b, &n), TRIT_OK);
     b[n / 2] ^= 0x10;
-    tf_write_file(st, b, n);
+    tfile_write(st, b, n);
     assert_int_not_equal(trit_train_run_info(out, &saved, &step), TRIT_OK);
     assert_non_null(strstr(trit_last_error(), "CRC"));
     b[n / 2] ^= 0x10;
-    tf_write_file(st, b, n - 100);
+    tfile_write(st, b, n - 100);
     assert_int_not_equal(trit_train_run_info(out, &saved, &step), TRIT_OK);
-    tf_write_file(st, "TRITSTAT", 8);
+    tfile_write(st, "TRITSTAT", 8);
     assert_int_not_equal(trit_train_run_info(out, &saved, &step), TRIT_OK);
     free(b);
     // A fresh run may not overwrite another run's directory.
     tf_tiny_config(&c, text, out);
     assert_int_not_equal(trit_train_run(&c, NULL, NULL), TRIT_OK);
     assert_non_null(strstr(trit_last_error(), "--resume"));
-    tf_rm_rf(root);
+    tfile_rm_rf(root);
 }
 
 int main(void) {

@@ -123,7 +123,7 @@ static double wait_commit(const char *ckpt) {
 static void test_kill_during_checkpoint(void **state) {
     (void)state;
     char root[512], text[600], out[600], ckpt[700];
-    tf_mkdtemp(root, sizeof root, "kill");
+    tfile_mkdtemp(root, sizeof root, "kill");
     snprintf(text, sizeof text, "%s/corpus.txt", root);
     snprintf(out, sizeof out, "%s/run", root);
     snprintf(ckpt, sizeof ckpt, "%s/%s", out, TRIT_CKPT_STATE);
@@ -158,7 +158,7 @@ static void test_kill_during_checkpoint(void **state) {
     int64_t step = 0;
     assert_int_equal(trit_train_run_info(out, &cfg, &step), TRIT_OK);
     assert_true(step >= rounds);  // every round moved the run forward
-    tf_rm_rf(root);
+    tfile_rm_rf(root);
 }
 
 int main(void) {

@@ -78,7 +78,7 @@ static void test_sequential_epochs(void **state) {
 static void test_bad_shards(void **state) {
     (void)state;
     char root[512], p[600];
-    tf_mkdtemp(root, sizeof root, "data");
+    tfile_mkdtemp(root, sizeof root, "data");
     uint16_t few[8] = {1, 2, 3, 4, 5, 6, 7, 8};
     assert_null(trit_data_from_tokens(few, 8, 8));  // needs T + 1 tokens
     assert_non_null(strstr(trit_last_error(), "fewer than one window"));
@@ -86,7 +86,7 @@ static void test_bad_shards(void **state) {
     snprintf(p, sizeof p, "%s/missing.bin", root);
     assert_null(trit_data_open(p, 8));
     snprintf(p, sizeof p, "%s/text.bin", root);
-    tf_write_file(p, "hello, this is not a shard", 26);
+    tfile_write(p, "hello, this is not a shard", 26);
     assert_null(trit_data_open(p, 8));
     assert_true(strlen(trit_last_error()) > 0);
 
@@ -99,7 +99,7 @@ static void test_bad_shards(void **state) {
     assert_int_equal(trit_data_num_tokens(d), 100);
     assert_int_equal(trit_data_max_token(d), 100);
     trit_data_free(d);
-    tf_rm_rf(root);
+    tfile_rm_rf(root);
 }
 
 int main(void) {

@@ -21,12 +21,12 @@ static int count(const char *s, const char *what) {
 static void test_metrics_read(void **state) {
     (void)state;
     char root[512], path[600];
-    tf_mkdtemp(root, sizeof root, "metrics");
+    tfile_mkdtemp(root, sizeof root, "metrics");
     snprintf(path, sizeof path, "%s/metrics.jsonl", root);
     const char *text = "{\"step\":10,\"loss\":2.5,\"lr\":0.001,\"grad_norm\":1,\"ms\":3,\"tokens_per_s\":100}\n"
                        "\n"
                        "{\"step\":20,\"loss\":2.25,\"val_loss\":2.375,\"lr\":0.001,\"grad_norm\":1,\"ms\":3,\"tokens_per_s\":100}\n";
-    tf_write_file(path, text, strlen(text));
+    tfile_write(path, text, strlen(text));
     trit_metric_row *r;
     int64_t n;
     assert_int_equal(trit_metrics_read(path, &r, &n), TRIT_OK);
@@ -35,16 +35,16 @@ static void test_metrics_read(void **state) {
     assert_true(r[0].loss == 2.5 && isnan(r[0].val_loss));
     assert_true(r[1].loss == 2.25 && r[1].val_loss == 2.375);
     free(r);
-    tf_write_file(path, "{\"loss\": 1}\n", 12);
+    tfile_write(path, "{\"loss\": 1}\n", 12);
     assert_int_not_equal(trit_metrics_read(path, &r, &n), TRIT_OK);
     assert_non_null(strstr(trit_last_error(), "line 1"));
-    tf_rm_rf(root);
+    tfile_rm_rf(root);
 }
 
 static void test_svg(void **state) {
     (void)state;
     char root[512], path[600];
-    tf_mkdtemp(root, sizeof root, "plot");
+    tfile_mkdtemp(root, sizeof root, "plot");
     snprintf(path, sizeof path, "%s/loss.svg", root);
     trit_metric_row rows[50];
     for (int i = 0; i < 50; i++)
@@ -80,7 +80,7 @@ static void test_svg(void **state) {
     assert_int_equal(k, 50);
     free(b);
     assert_int_not_equal(trit_plot_svg(rows, 0, "x", path), TRIT_OK);
-    tf_rm_rf(root);
+    tfile_rm_rf(root);
 }
 
 int main(void) {

@@ -70,7 +70,7 @@ static void expect_same_file(const char *dir_a, const char *dir_b, const char *n
 static void test_stop_after_and_resume(void **state) {
     (void)state;
     char root[512], text[600], full[600], part[600];
-    tf_mkdtemp(root, sizeof root, "resume");
+    tfile_mkdtemp(root, sizeof root, "resume");
     snprintf(text, sizeof text, "%s/corpus.txt", root);
     snprintf(full, sizeof full, "%s/full", root);
     snprintf(part, sizeof part, "%s/part", root);
@@ -122,14 +122,14 @@ static void test_stop_after_and_resume(void **state) {
     }
     free(ra);
     free(rb);
-    tf_rm_rf(root);
+    tfile_rm_rf(root);
 }
 
 // A stop request (what SIGINT and SIGTERM raise) finishes the step, checkpoints and returns OK.
 static void test_stop_request_and_resume(void **state) {
     (void)state;
     char root[512], text[600], full[600], part[600];
-    tf_mkdtemp(root, sizeof root, "stop");
+    tfile_mkdtemp(root, sizeof root, "stop");
     snprintf(text, sizeof text, "%s/corpus.txt", root);
     snprintf(full, sizeof full, "%s/full", root);
     snprintf(part, sizeof part, "%s/part", root);
@@ -158,14 +158,14 @@ static void test_stop_request_and_resume(void **state) {
     assert_false(res.interrupted);
     expect_same_bits(&a, &b, 1, STEPS);
     expect_same_file(full, part, TRIT_CKPT_MODEL);
-    tf_rm_rf(root);
+    tfile_rm_rf(root);
 }
 
 // The addition task resumes exactly too (its batches are generated from the step).
 static void test_addition_resume(void **state) {
     (void)state;
     char root[512], full[600], part[600];
-    tf_mkdtemp(root, sizeof root, "addres");
+    tfile_mkdtemp(root, sizeof root, "addres");
     snprintf(full, sizeof full, "%s/full", root);
     snprintf(part, sizeof part, "%s/part", root);
     trit_train_config c;
@@ -192,7 +192,7 @@ static void test_addition_resume(void **state) {
     run(&c, &b, &res);
     expect_same_bits(&a, &b, 1, STEPS);
     assert_false(isnan(res.accuracy));
-    tf_rm_rf(root);
+    tfile_rm_rf(root);
 }
 
 int main(void) {

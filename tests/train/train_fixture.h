@@ -1,6 +1,5 @@
-// Helpers shared by the training tests: temporary directories, a small text corpus, a tiny
-// training config and recursive removal. Include after <cmocka.h>; the test file defines
-// _GNU_SOURCE before its first include (mkdtemp, lstat).
+// Helpers shared by the training tests: a small text corpus and a tiny training config (scratch
+// directories come from scratch.h). Include after <cmocka.h>.
 #ifndef TRIT_TEST_TRAIN_FIXTURE_H
 #define TRIT_TEST_TRAIN_FIXTURE_H
 
@@ -13,43 +12,7 @@
 
 #include "trit/trit.h"
 #include "trit/train.h"
-
-// A fresh directory under $TMPDIR (or /tmp); path written into buf.
-static inline void tf_mkdtemp(char *buf, size_t n, const char *tag) {
-    const char *tmp = getenv("TMPDIR");
-    snprintf(buf, n, "%s/trit-%s-XXXXXX", tmp && *tmp ? tmp : "/tmp", tag);
-    assert_non_null(mkdtemp(buf));
-}
-
-// Remove a directory tree (test scratch only).
-static inline void tf_rm_rf(const char *path) {
-    struct stat st;
-    if (lstat(path, &st) != 0) return;
-    if (S_ISDIR(st.st_mode)) {
-        DIR *d = opendir(path);
-        struct dirent *e;
-        while (d && (e = readdir(d)) != NULL) {
-            if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
-            size_t n = strlen(path) + strlen(e->d_name) + 2;
-            char *sub = malloc(n);
-            assert_non_null(sub);
-            snprintf(sub, n, "%s/%s", path, e->d_name);
-            tf_rm_rf(sub);
-            free(sub);
-        }
-        if (d) closedir(d);
-        rmdir(path);
-    } else {
-        unlink(path);
-    }
-}
-
-static inline void tf_write_file(const char *path, const void *data, size_t n) {
-    FILE *fp = fopen(path, "wb");
-    assert_non_null(fp);
-    assert_int_equal(fwrite(data, 1, n, fp), n);
-    assert_int_equal(fclose(fp), 0);
-}
+#include "scratch.h"
 
 // About 6 KB of English-like text with enough variety that a model's loss moves.
 static inline void tf_write_corpus(const char *path) {
@@ -62,7 +25,7 @@ static inline void tf_write_corpus(const char *path) {
         const char *w = words[trit_rng_u32(5, 1, i) % (sizeof words / sizeof words[0])];
         n += (size_t)snprintf(text + n, 8192 - n, "%s%s", w, i % 11 == 10 ? ".\n" : " ");
     }
-    tf_write_file(path, text, n);
+    tfile_write(path, text, n);
     free(text);
 }
 
@@ -86,11 +49,6 @@ static inline void tf_tiny_config(trit_train_config *c, const char *data, const 
     c->sample_tokens = 0;
     c->threads = 1;
     c->quiet = 1;
-}
-
-static inline bool tf_exists(const char *path) {
-    struct stat st;
-    return stat(path, &st) == 0;
 }
 
 #endif
