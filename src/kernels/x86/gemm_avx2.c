@@ -4,18 +4,11 @@
 // panels (KC x NC) and op(A) into 6-tall panels (MC x KC); a 6x16 register tile (12 ymm
 // accumulators, A broadcast, two B vectors) runs over each pair of panels. The loop order keeps
 // a B panel in L1 and the A block in L2, which suits the smaller L2 of AVX2-only CPUs. The
-// transposes of the four cases happen in the packing.
-//
-// Determinism: each C element is summed k = 0..K-1 inside fixed KC slices that depend on K
-// alone, and slices are added to C in order; threads own disjoint ranges of C, so the thread
-// count never changes the arithmetic.
-#include "kernels/gemm.h"
+// transposes of the four cases happen in the packing. Blocking, threads and determinism:
+// kernels/x86/gemm_driver.h.
 #include "kernels/x86/gemm_x86.h"
-#include "trit/base.h"
 
 #include <immintrin.h>
-#include <omp.h>
-#include <stddef.h>
 
 #define MR 6
 #define NR 16
@@ -38,20 +31,14 @@
 #ifndef GEMM256_PARALLEL
 #define GEMM256_PARALLEL ((int64_t)1 << 19)
 #endif
+#define GEMM_KC GEMM256_KC
+#define GEMM_MC GEMM256_MC
+#define GEMM_NC GEMM256_NC
+#define GEMM_SMALL GEMM256_SMALL
+#define GEMM_PARALLEL GEMM256_PARALLEL
+#define GEMM_FMA_PER_CYCLE 16
 
-typedef struct gemm_args {
-    bool trans_a, trans_b, accumulate;
-    int64_t M, N, K;
-    const float *A;
-    int64_t lda;
-    const float *B;
-    int64_t ldb;
-    float *C;
-    int64_t ldc;
-} gemm_args;
-
-static inline int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
-static inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+#include "kernels/x86/gemm_driver.h"
 // Lane mask for maskload/maskstore: the first n of 8 lanes set.
 static inline __m256i lanes(int64_t n) {
     int32_t k = n < 0 ? 0 : n > 8 ? 8 : (int32_t)n;
@@ -207,132 +194,21 @@ static void pack_b(const gemm_args *g, int64_t p0, int64_t kc, int64_t j0, int64
     }
 }
 
-// ---- blocking and threads ------------------------------------------------------------------
+// ---- macro-kernel --------------------------------------------------------------------------
 
-// Per-thread packing memory, grown on demand and kept for the life of the thread.
-static _Thread_local float *pack_mem;
-static _Thread_local size_t pack_floats;
-
-static float *pack_buffer(size_t floats) {
-    if (floats > pack_floats) {
-        trit_aligned_free(pack_mem);
-        pack_mem = trit_aligned_alloc(floats * sizeof(float));
-        pack_floats = pack_mem ? floats : 0;
+// Each B panel stays in L1 while the A block streams past it from L2.
+static void gemm_macro(int64_t kc, int64_t mc, int64_t nc, const float *ap, const float *bp,
+                       float *c, int64_t ldc, bool add_c) {
+    for (int64_t jr = 0; jr < nc; jr += NR) {
+        __m256i mk0 = lanes(nc - jr), mk1 = lanes(nc - jr - 8);
+        for (int64_t ir = 0; ir < mc; ir += MR)
+            tile_packed(kc, ap + ir * kc, bp + jr * kc, mk0, mk1, c + ir * ldc + jr, ldc,
+                        min64(MR, mc - ir), add_c);
     }
-    return pack_mem;
-}
-
-// The KC slicing of K: equal slices of at most GEMM256_KC. Depends on K alone.
-static int64_t k_slice(int64_t K) { return ceil_div(K, ceil_div(K, GEMM256_KC)); }
-
-// C[m0:m1, n0:n1] with everything packed.
-static void gemm_block(const gemm_args *g, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
-    int64_t ks = k_slice(g->K);
-    int64_t nc_max = min64(GEMM256_NC, ceil_div(n1 - n0, NR) * NR);
-    int64_t mc_max = min64(GEMM256_MC, ceil_div(m1 - m0, MR) * MR);
-    float *bp = pack_buffer((size_t)(ks * (nc_max + mc_max)));
-    if (!bp) {  // out of memory: the portable path needs no buffers
-        trit_kernel_gemm_ref_f32(g->trans_a, g->trans_b, m1 - m0, n1 - n0, g->K,
-                                 g->trans_a ? g->A + m0 : g->A + m0 * g->lda, g->lda,
-                                 g->trans_b ? g->B + n0 * g->ldb : g->B + n0, g->ldb,
-                                 g->C + m0 * g->ldc + n0, g->ldc, g->accumulate);
-        return;
-    }
-    float *ap = bp + ks * nc_max;
-    for (int64_t jc = n0; jc < n1; jc += GEMM256_NC) {
-        int64_t nc = min64(GEMM256_NC, n1 - jc);
-        for (int64_t pc = 0; pc < g->K; pc += ks) {
-            int64_t kc = min64(ks, g->K - pc);
-            bool add_c = g->accumulate || pc > 0;
-            pack_b(g, pc, kc, jc, nc, bp);
-            for (int64_t ic = m0; ic < m1; ic += GEMM256_MC) {
-                int64_t mc = min64(GEMM256_MC, m1 - ic);
-                pack_a(g, ic, mc, pc, kc, ap);
-                for (int64_t jr = 0; jr < nc; jr += NR) {
-                    __m256i mk0 = lanes(nc - jr), mk1 = lanes(nc - jr - 8);
-                    float *c = g->C + ic * g->ldc + jc + jr;
-                    for (int64_t ir = 0; ir < mc; ir += MR)
-                        tile_packed(kc, ap + ir * kc, bp + jr * kc, mk0, mk1, c + ir * g->ldc,
-                                    g->ldc, min64(MR, mc - ir), add_c);
-                }
-            }
-        }
-    }
-}
-
-// Small problems: A packed one panel at a time, B read in place when it is (K, N).
-static void gemm_small(const gemm_args *g, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
-    int64_t ks = k_slice(g->K);
-    float *ap = g->trans_b ? NULL : pack_buffer((size_t)(ks * MR));
-    if (!ap) {  // (N, K) storage needs packing; so does the portable fallback on no memory
-        gemm_block(g, m0, m1, n0, n1);
-        return;
-    }
-    for (int64_t pc = 0; pc < g->K; pc += ks) {
-        int64_t kc = min64(ks, g->K - pc);
-        bool add_c = g->accumulate || pc > 0;
-        for (int64_t ir = m0; ir < m1; ir += MR) {
-            int64_t mr = min64(MR, m1 - ir);
-            pack_a(g, ir, mr, pc, kc, ap);
-            for (int64_t jr = n0; jr < n1; jr += NR)
-                tile_direct(kc, ap, g->B + pc * g->ldb + jr, g->ldb, n1 - jr,
-                            g->C + ir * g->ldc + jr, g->ldc, mr, add_c);
-        }
-    }
-}
-
-// Which share of C thread t of nt owns: contiguous MR-row or NR-column units, along the
-// dimension that keeps both threads busy with the least duplicated packing.
-static void thread_share(const gemm_args *g, int t, int nt, int64_t r[4]) {
-    int64_t um = ceil_div(g->M, MR), un = ceil_div(g->N, NR);
-    int64_t rows = ceil_div(um, nt) * MR, cols = ceil_div(un, nt) * NR;
-    // Rough cycles: 16 multiply-adds per cycle, 4 packed floats per cycle.
-    double cost_m = (double)rows * g->N * g->K / 16 +
-                    ((double)rows * g->K * ceil_div(g->N, GEMM256_NC) + (double)g->K * g->N) / 4;
-    double cost_n = (double)g->M * cols * g->K / 16 +
-                    ((double)g->M * g->K * ceil_div(cols, GEMM256_NC) + (double)g->K * cols) / 4;
-    bool split_m = cost_m <= cost_n;
-    int64_t units = split_m ? um : un, size = split_m ? MR : NR;
-    int64_t lo = units * t / nt * size, hi = units * (t + 1) / nt * size;
-    int64_t dim = split_m ? g->M : g->N;
-    lo = min64(lo, dim);
-    hi = min64(hi, dim);
-    r[0] = split_m ? lo : 0;
-    r[1] = split_m ? hi : g->M;
-    r[2] = split_m ? 0 : lo;
-    r[3] = split_m ? g->N : hi;
 }
 
 void trit_kernel_gemm_avx2_f32(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
                                const float *A, int64_t lda, const float *B, int64_t ldb,
                                float *C, int64_t ldc, bool accumulate) {
-    if (M <= 0 || N <= 0) return;
-    if (K <= 0) {
-        if (!accumulate)
-            for (int64_t i = 0; i < M; i++)
-                for (int64_t j = 0; j < N; j++) C[i * ldc + j] = 0.0f;
-        return;
-    }
-    gemm_args g = {trans_a, trans_b, accumulate, M, N, K, A, lda, B, ldb, C, ldc};
-    int64_t work = M * N * K;
-    bool small = work <= GEMM256_SMALL;
-    int nt = work < GEMM256_PARALLEL || omp_in_parallel() ? 1 : omp_get_max_threads();
-    if (nt == 1) {
-        if (small)
-            gemm_small(&g, 0, M, 0, N);
-        else
-            gemm_block(&g, 0, M, 0, N);
-        return;
-    }
-#pragma omp parallel num_threads(nt)
-    {
-        int64_t r[4];
-        thread_share(&g, omp_get_thread_num(), omp_get_num_threads(), r);
-        if (r[0] < r[1] && r[2] < r[3]) {
-            if (small)
-                gemm_small(&g, r[0], r[1], r[2], r[3]);
-            else
-                gemm_block(&g, r[0], r[1], r[2], r[3]);
-        }
-    }
+    gemm_run(trans_a, trans_b, M, N, K, A, lda, B, ldb, C, ldc, accumulate);
 }

@@ -5,19 +5,10 @@
 // packs op(A) into 14-tall panels. A 14x32 register tile (28 zmm accumulators, A broadcast from
 // memory, two B vectors per k) runs each A panel, held in L1, against every B panel of the
 // block as they stream from L2. The transposes of all four cases happen in the packing, so one
-// micro-kernel serves every case.
-//
-// Determinism: every C element is summed k = 0..K-1 inside fixed KC slices (the slicing depends
-// only on K) and the slices are added to C in order, so the thread count changes who computes a
-// tile, never how. Threads own disjoint row (or column) ranges of C and pack privately, so they
-// never wait on each other inside a call.
-#include "kernels/gemm.h"
+// micro-kernel serves every case. Blocking, threads and determinism: kernels/x86/gemm_driver.h.
 #include "kernels/x86/gemm_x86.h"
-#include "trit/base.h"
 
 #include <immintrin.h>
-#include <omp.h>
-#include <stddef.h>
 
 #define MR 14
 #define NR 32
@@ -42,20 +33,14 @@
 #ifndef GEMM512_PARALLEL
 #define GEMM512_PARALLEL ((int64_t)1 << 19)
 #endif
+#define GEMM_KC GEMM512_KC
+#define GEMM_MC GEMM512_MC
+#define GEMM_NC GEMM512_NC
+#define GEMM_SMALL GEMM512_SMALL
+#define GEMM_PARALLEL GEMM512_PARALLEL
+#define GEMM_FMA_PER_CYCLE 32
 
-typedef struct gemm_args {
-    bool trans_a, trans_b, accumulate;
-    int64_t M, N, K;
-    const float *A;
-    int64_t lda;
-    const float *B;
-    int64_t ldb;
-    float *C;
-    int64_t ldc;
-} gemm_args;
-
-static inline int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
-static inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+#include "kernels/x86/gemm_driver.h"
 static inline __mmask16 lanes(int64_t n) {
     return n >= 16 ? (__mmask16)0xFFFF : n <= 0 ? (__mmask16)0 : (__mmask16)((1u << n) - 1u);
 }
@@ -223,132 +208,21 @@ static void pack_b(const gemm_args *g, int64_t p0, int64_t kc, int64_t j0, int64
     }
 }
 
-// ---- blocking and threads ------------------------------------------------------------------
+// ---- macro-kernel --------------------------------------------------------------------------
 
-// Per-thread packing memory, grown on demand and kept for the life of the thread.
-static _Thread_local float *pack_mem;
-static _Thread_local size_t pack_floats;
-
-static float *pack_buffer(size_t floats) {
-    if (floats > pack_floats) {
-        trit_aligned_free(pack_mem);
-        pack_mem = trit_aligned_alloc(floats * sizeof(float));
-        pack_floats = pack_mem ? floats : 0;
+// Each A panel stays in L1 while the B panels of the block stream past it from L2.
+static void gemm_macro(int64_t kc, int64_t mc, int64_t nc, const float *ap, const float *bp,
+                       float *c, int64_t ldc, bool add_c) {
+    for (int64_t ir = 0; ir < mc; ir += MR) {
+        int64_t mr = min64(MR, mc - ir);
+        for (int64_t jr = 0; jr < nc; jr += NR)
+            tile_packed(kc, ap + ir * kc, bp + jr * kc, lanes(nc - jr), lanes(nc - jr - 16),
+                        c + ir * ldc + jr, ldc, mr, add_c);
     }
-    return pack_mem;
-}
-
-// The KC slicing of K: equal slices of at most GEMM512_KC. Depends on K alone.
-static int64_t k_slice(int64_t K) { return ceil_div(K, ceil_div(K, GEMM512_KC)); }
-
-// C[m0:m1, n0:n1] with everything packed.
-static void gemm_block(const gemm_args *g, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
-    int64_t ks = k_slice(g->K);
-    int64_t nc_max = min64(GEMM512_NC, ceil_div(n1 - n0, NR) * NR);
-    int64_t mc_max = min64(GEMM512_MC, ceil_div(m1 - m0, MR) * MR);
-    float *bp = pack_buffer((size_t)(ks * (nc_max + mc_max)));
-    if (!bp) {  // out of memory: the portable path needs no buffers
-        trit_kernel_gemm_ref_f32(g->trans_a, g->trans_b, m1 - m0, n1 - n0, g->K,
-                                 g->trans_a ? g->A + m0 : g->A + m0 * g->lda, g->lda,
-                                 g->trans_b ? g->B + n0 * g->ldb : g->B + n0, g->ldb,
-                                 g->C + m0 * g->ldc + n0, g->ldc, g->accumulate);
-        return;
-    }
-    float *ap = bp + ks * nc_max;
-    for (int64_t jc = n0; jc < n1; jc += GEMM512_NC) {
-        int64_t nc = min64(GEMM512_NC, n1 - jc);
-        for (int64_t pc = 0; pc < g->K; pc += ks) {
-            int64_t kc = min64(ks, g->K - pc);
-            bool add_c = g->accumulate || pc > 0;
-            pack_b(g, pc, kc, jc, nc, bp);
-            for (int64_t ic = m0; ic < m1; ic += GEMM512_MC) {
-                int64_t mc = min64(GEMM512_MC, m1 - ic);
-                pack_a(g, ic, mc, pc, kc, ap);
-                for (int64_t ir = 0; ir < mc; ir += MR) {
-                    float *c = g->C + (ic + ir) * g->ldc + jc;
-                    int64_t mr = min64(MR, mc - ir);
-                    for (int64_t jr = 0; jr < nc; jr += NR)
-                        tile_packed(kc, ap + ir * kc, bp + jr * kc, lanes(nc - jr),
-                                    lanes(nc - jr - 16), c + jr, g->ldc, mr, add_c);
-                }
-            }
-        }
-    }
-}
-
-// Small problems: A packed one panel at a time, B read in place when it is (K, N).
-static void gemm_small(const gemm_args *g, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
-    int64_t ks = k_slice(g->K);
-    float *ap = g->trans_b ? NULL : pack_buffer((size_t)(ks * MR));
-    if (!ap) {  // (N, K) storage needs packing; so does the portable fallback on no memory
-        gemm_block(g, m0, m1, n0, n1);
-        return;
-    }
-    for (int64_t pc = 0; pc < g->K; pc += ks) {
-        int64_t kc = min64(ks, g->K - pc);
-        bool add_c = g->accumulate || pc > 0;
-        for (int64_t ir = m0; ir < m1; ir += MR) {
-            int64_t mr = min64(MR, m1 - ir);
-            pack_a(g, ir, mr, pc, kc, ap);
-            for (int64_t jr = n0; jr < n1; jr += NR)
-                tile_direct(kc, ap, g->B + pc * g->ldb + jr, g->ldb, n1 - jr,
-                            g->C + ir * g->ldc + jr, g->ldc, mr, add_c);
-        }
-    }
-}
-
-// Which share of C thread t of nt owns: contiguous MR-row or NR-column units, along the
-// dimension that keeps both threads busy with the least duplicated packing.
-static void thread_share(const gemm_args *g, int t, int nt, int64_t r[4]) {
-    int64_t um = ceil_div(g->M, MR), un = ceil_div(g->N, NR);
-    int64_t rows = ceil_div(um, nt) * MR, cols = ceil_div(un, nt) * NR;
-    // Rough cycles: 32 multiply-adds per cycle, 4 packed floats per cycle.
-    double cost_m = (double)rows * g->N * g->K / 32 +
-                    ((double)rows * g->K * ceil_div(g->N, GEMM512_NC) + (double)g->K * g->N) / 4;
-    double cost_n = (double)g->M * cols * g->K / 32 +
-                    ((double)g->M * g->K * ceil_div(cols, GEMM512_NC) + (double)g->K * cols) / 4;
-    bool split_m = cost_m <= cost_n;
-    int64_t units = split_m ? um : un, size = split_m ? MR : NR;
-    int64_t lo = units * t / nt * size, hi = units * (t + 1) / nt * size;
-    int64_t dim = split_m ? g->M : g->N;
-    lo = min64(lo, dim);
-    hi = min64(hi, dim);
-    r[0] = split_m ? lo : 0;
-    r[1] = split_m ? hi : g->M;
-    r[2] = split_m ? 0 : lo;
-    r[3] = split_m ? g->N : hi;
 }
 
 void trit_kernel_gemm_avx512_f32(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
                                  const float *A, int64_t lda, const float *B, int64_t ldb,
                                  float *C, int64_t ldc, bool accumulate) {
-    if (M <= 0 || N <= 0) return;
-    if (K <= 0) {
-        if (!accumulate)
-            for (int64_t i = 0; i < M; i++)
-                for (int64_t j = 0; j < N; j++) C[i * ldc + j] = 0.0f;
-        return;
-    }
-    gemm_args g = {trans_a, trans_b, accumulate, M, N, K, A, lda, B, ldb, C, ldc};
-    int64_t work = M * N * K;
-    bool small = work <= GEMM512_SMALL;
-    int nt = work < GEMM512_PARALLEL || omp_in_parallel() ? 1 : omp_get_max_threads();
-    if (nt == 1) {
-        if (small)
-            gemm_small(&g, 0, M, 0, N);
-        else
-            gemm_block(&g, 0, M, 0, N);
-        return;
-    }
-#pragma omp parallel num_threads(nt)
-    {
-        int64_t r[4];
-        thread_share(&g, omp_get_thread_num(), omp_get_num_threads(), r);
-        if (r[0] < r[1] && r[2] < r[3]) {
-            if (small)
-                gemm_small(&g, r[0], r[1], r[2], r[3]);
-            else
-                gemm_block(&g, r[0], r[1], r[2], r[3]);
-        }
-    }
+    gemm_run(trans_a, trans_b, M, N, K, A, lda, B, ldb, C, ldc, accumulate);
 }
