@@ -8,7 +8,13 @@
 #include <cmocka.h>
 
 #include "gradcheck.h"
-#include "nn_fixture.h"
+#include "tritfix.h"
+#include "graph/graph_internal.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 typedef struct bn_case {
     bool training, strided;
@@ -37,23 +43,23 @@ static void test_gradcheck(void **state) {
     trit_tensor *p[3] = {tg_param(4, sx, -2, 2, 51), tg_param(1, sc, 0.5, 1.5, 52), tg_param(1, sc, -1, 1, 53)};
     trit_tensor *rm = state_tensor(3, -0.5, 0.5, 54), *rv = state_tensor(3, 0.5, 1.5, 55);
     bn_case train = {true, false, 1, 2, rm, rv, 0.1}, eval = {false, false, 1, 2, rm, rv, 0.1};
-    nnf_check("batchnorm train 4-d", build_bn, &train, 3, p, 1e-5);
-    nnf_check("batchnorm eval 4-d", build_bn, &eval, 3, p, 1e-5);
+    tg_check("batchnorm train 4-d", build_bn, &train, 3, p, 1e-5);
+    tg_check("batchnorm eval 4-d", build_bn, &eval, 3, p, 1e-5);
     // No running statistics: batch statistics in both modes.
     bn_case untracked = {false, false, 1, 2, NULL, NULL, 0.1};
-    nnf_check("batchnorm untracked eval", build_bn, &untracked, 3, p, 1e-5);
+    tg_check("batchnorm untracked eval", build_bn, &untracked, 3, p, 1e-5);
     // (4, 3, 5) transposed to a strided (3, 4, 5): N = 3, C = 4, no affine.
     int64_t st[3] = {4, 3, 5};
     trit_tensor *q = tg_param(3, st, -2, 2, 56);
     trit_tensor *rm4 = state_tensor(4, -0.5, 0.5, 57), *rv4 = state_tensor(4, 0.5, 1.5, 58);
     bn_case plain = {true, true, -1, -1, rm4, rv4, 0.1}, plain_eval = {false, true, -1, -1, rm4, rv4, 0.1};
-    nnf_check("batchnorm train strided", build_bn, &plain, 1, &q, 1e-5);
-    nnf_check("batchnorm eval strided", build_bn, &plain_eval, 1, &q, 1e-5);
+    tg_check("batchnorm train strided", build_bn, &plain, 1, &q, 1e-5);
+    tg_check("batchnorm eval strided", build_bn, &plain_eval, 1, &q, 1e-5);
     // 2-d input (N, C) with a weight only.
     int64_t s2[2] = {6, 3};
     trit_tensor *r[2] = {tg_param(2, s2, -2, 2, 59), p[1]};
     bn_case two = {true, false, 1, -1, rm, rv, 0.2};
-    nnf_check("batchnorm train 2-d", build_bn, &two, 2, r, 1e-5);
+    tg_check("batchnorm train 2-d", build_bn, &two, 2, r, 1e-5);
     trit_tensor_free(r[0]);
     trit_tensor_free(q);
     trit_tensor_free(rm);
@@ -63,30 +69,30 @@ static void test_gradcheck(void **state) {
     tg_free_params(3, p);
 }
 
-static double bn_fixture(const nnf_file *nf, const char *c, bool training, double momentum) {
+static double bn_fixture(const tf_file *nf, const char *c, bool training, double momentum) {
     char n[64];
     const char *names[5] = {"x", "w", "b", "running_mean", "running_var"};
     trit_tensor *t[5];
     for (int i = 0; i < 5; i++) {
         snprintf(n, sizeof n, "%s.%s", c, names[i]);
-        t[i] = nnf_tensor(nf, n, TRIT_F64, i < 3 ? TRIT_FLAG_PARAM : TRIT_FLAG_STATE);
+        t[i] = tf_tensor(nf, n, TRIT_F64, i < 3 ? TRIT_FLAG_PARAM : TRIT_FLAG_STATE);
     }
     snprintf(n, sizeof n, "%s.r", c);
-    trit_tensor *r = nnf_tensor(nf, n, TRIT_F64, 0);
+    trit_tensor *r = tf_tensor(nf, n, TRIT_F64, 0);
     trit_graph *g = trit_graph_new(TRIT_F64);
     trit_graph_set_training(g, training);
     trit_tensor *y = trit_batchnorm(g, t[0], t[1], t[2], t[3], t[4], momentum, 1e-5);
     trit_graph_keep(g, y);
-    nnf_run(g, nnf_dot(g, y, r));  // one forward: one update of the running statistics
+    tg_run(g, tf_dot(g, y, r));  // one forward: one update of the running statistics
     snprintf(n, sizeof n, "%s.out", c);
-    double worst = nnf_assert_close(nf, n, y, 1e-10);
+    double worst = tf_compare(nf, n, y, n, 1e-10);
     for (int i = 0; i < 3; i++) {
         snprintf(n, sizeof n, "%s.d%s", c, names[i]);
-        worst = fmax(worst, nnf_assert_close(nf, n, t[i]->grad, 1e-10));
+        worst = fmax(worst, tf_compare(nf, n, t[i]->grad, n, 1e-10));
     }
     for (int i = 3; i < 5; i++) {
         snprintf(n, sizeof n, "%s.%s_after", c, names[i]);
-        worst = fmax(worst, nnf_assert_close(nf, n, t[i], 1e-10));
+        worst = fmax(worst, tf_compare(nf, n, t[i], n, 1e-10));
     }
     trit_graph_free(g);
     for (int i = 0; i < 5; i++) trit_tensor_free(t[i]);
@@ -96,12 +102,12 @@ static double bn_fixture(const nnf_file *nf, const char *c, bool training, doubl
 
 static void test_pytorch_parity(void **state) {
     (void)state;
-    nnf_file *nf = nnf_open();
+    tf_file *nf = tf_open("nn.bin");
     double worst = bn_fixture(nf, "bn_train", true, 0.1);
     worst = fmax(worst, bn_fixture(nf, "bn_eval", false, 0.1));
     worst = fmax(worst, bn_fixture(nf, "bn_train2d", true, 0.3));
     print_message("batchnorm vs PyTorch (incl. running stats): max abs error %.3g\n", worst);
-    nnf_close(nf);
+    tf_close(nf);
 }
 
 // f32 running statistics in an f64 graph are read and written in their own dtype; eval mode

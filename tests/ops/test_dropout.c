@@ -8,7 +8,13 @@
 #include <cmocka.h>
 
 #include "gradcheck.h"
-#include "nn_fixture.h"
+#include "tritfix.h"
+#include "graph/graph_internal.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include "ops/dropout.h"
 
 // The node index is the random stream; it is the number in the op's output name.
@@ -128,7 +134,7 @@ static void test_gradient(void **state) {
         trit_graph_set_rng(g, 42, 3);
         trit_tensor *y = trit_dropout(g, x, p);
         trit_graph_keep(g, y);
-        nnf_run(g, nnf_dot(g, y, r));
+        tg_run(g, tf_dot(g, y, r));
         const uint64_t node = node_of(y);
         const double *xd = x->data, *rd = r->data, *gd = x->grad->data, *yd = y->data;
         for (int i = 0; i < 1000; i++) {
@@ -158,9 +164,9 @@ static void test_gradcheck(void **state) {
     int64_t s[3] = {4, 6, 5}, st[2] = {7, 9};
     trit_tensor *a = tg_param(3, s, -1, 1, 63), *b = tg_param(2, st, -1, 1, 64);
     drop_case c1 = {0.25, false}, c2 = {0.6, true}, c3 = {0.0, true};
-    nnf_check("dropout p=0.25", build_drop, &c1, 1, &a, 1e-6);
-    nnf_check("dropout p=0.6 strided", build_drop, &c2, 1, &b, 1e-6);
-    nnf_check("dropout p=0 strided", build_drop, &c3, 1, &b, 1e-6);
+    tg_check("dropout p=0.25", build_drop, &c1, 1, &a, 1e-6);
+    tg_check("dropout p=0.6 strided", build_drop, &c2, 1, &b, 1e-6);
+    tg_check("dropout p=0 strided", build_drop, &c3, 1, &b, 1e-6);
     trit_tensor_free(a);
     trit_tensor_free(b);
 }

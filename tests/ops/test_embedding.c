@@ -7,7 +7,13 @@
 #include <cmocka.h>
 
 #include "gradcheck.h"
-#include "nn_fixture.h"
+#include "tritfix.h"
+#include "graph/graph_internal.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include "ops/embedding.h"
 
 typedef struct emb_case {
@@ -25,36 +31,36 @@ static void test_gradcheck(void **state) {
     int64_t sw[2] = {7, 5}, si[2] = {2, 6};
     const int64_t iv[12] = {3, 3, 0, 6, 3, 1, 6, 6, 2, 0, 3, 5};
     trit_tensor *p = tg_param(2, sw, -1, 1, 31);
-    emb_case a = {nnf_indices(TRIT_I64, 2, si, iv), false};
-    nnf_check("embedding i64", build_emb, &a, 1, &p, 1e-6);
+    emb_case a = {tg_indices(TRIT_I64, 2, si, iv), false};
+    tg_check("embedding i64", build_emb, &a, 1, &p, 1e-6);
     trit_tensor_free(a.idx);
     trit_tensor_free(p);
     int64_t st[2] = {5, 7}, s1[1] = {12};
     p = tg_param(2, st, -1, 1, 32);
-    emb_case b = {nnf_indices(TRIT_I32, 1, s1, iv), true};
-    nnf_check("embedding i32 strided", build_emb, &b, 1, &p, 1e-6);
+    emb_case b = {tg_indices(TRIT_I32, 1, s1, iv), true};
+    tg_check("embedding i32 strided", build_emb, &b, 1, &p, 1e-6);
     trit_tensor_free(b.idx);
     trit_tensor_free(p);
 }
 
 static void test_pytorch_parity(void **state) {
     (void)state;
-    nnf_file *nf = nnf_open();
+    tf_file *nf = tf_open("nn.bin");
     trit_graph *g = trit_graph_new(TRIT_F64);
-    trit_tensor *w = nnf_tensor(nf, "emb.weight", TRIT_F64, TRIT_FLAG_PARAM);
-    trit_tensor *idx = nnf_tensor(nf, "emb.idx", TRIT_I32, 0);
-    trit_tensor *r = nnf_tensor(nf, "emb.r", TRIT_F64, 0);
+    trit_tensor *w = tf_tensor(nf, "emb.weight", TRIT_F64, TRIT_FLAG_PARAM);
+    trit_tensor *idx = tf_tensor(nf, "emb.idx", TRIT_I32, 0);
+    trit_tensor *r = tf_tensor(nf, "emb.r", TRIT_F64, 0);
     trit_tensor *y = trit_embedding(g, w, idx);
     trit_graph_keep(g, y);
-    nnf_run(g, nnf_dot(g, y, r));
-    double worst = nnf_assert_close(nf, "emb.out", y, 1e-10);
-    worst = fmax(worst, nnf_assert_close(nf, "emb.dweight", w->grad, 1e-10));
+    tg_run(g, tf_dot(g, y, r));
+    double worst = tf_compare(nf, "emb.out", y, "emb.out", 1e-10);
+    worst = fmax(worst, tf_compare(nf, "emb.dweight", w->grad, "emb.dweight", 1e-10));
     print_message("embedding vs PyTorch: max abs error %.3g\n", worst);
     trit_graph_free(g);
     trit_tensor_free(w);
     trit_tensor_free(idx);
     trit_tensor_free(r);
-    nnf_close(nf);
+    tf_close(nf);
 }
 
 // The op's message names the position and the index; the graph returns TRIT_ERR_RANGE.
@@ -64,7 +70,7 @@ static void test_index_out_of_range(void **state) {
     const int64_t bad[2][3] = {{0, 4, 1}, {2, 1, -1}};
     const char *want[2] = {"index 4 at position 1", "index -1 at position 2"};
     for (int k = 0; k < 2; k++) {
-        trit_tensor *w = tg_param(2, sw, -1, 1, 33), *idx = nnf_indices(k ? TRIT_I32 : TRIT_I64, 1, si, bad[k]);
+        trit_tensor *w = tg_param(2, sw, -1, 1, 33), *idx = tg_indices(k ? TRIT_I32 : TRIT_I64, 1, si, bad[k]);
         double out[9];
         trit_tensor o;
         trit_tensor_init_layout(&o, TRIT_F64, 2, (int64_t[]){3, 3});
@@ -91,7 +97,7 @@ static void test_scatter_add_is_deterministic(void **state) {
     enum { V = 5, C = 300, N = 2000 };
     int64_t sw[2] = {V, C}, si[1] = {N}, *iv = malloc(sizeof(int64_t) * N);
     for (int i = 0; i < N; i++) iv[i] = (int64_t)(trit_rng_u32(3, 1, (uint64_t)i) % V);
-    trit_tensor *idx = nnf_indices(TRIT_I32, 1, si, iv);
+    trit_tensor *idx = tg_indices(TRIT_I32, 1, si, iv);
     float *grads[2];
     const int keep = trit_threads_get();
     for (int th = 1; th <= 2; th++) {
@@ -99,7 +105,7 @@ static void test_scatter_add_is_deterministic(void **state) {
         trit_tensor *w = trit_tensor_new_param(TRIT_F32, 2, sw, "w");
         trit_tensor_fill_uniform(w, -1, 1, 4, 1);
         trit_graph *g = trit_graph_new(TRIT_F32);
-        nnf_run(g, tg_weighted_sum(g, trit_embedding(g, w, idx)));
+        tg_run(g, tg_weighted_sum(g, trit_embedding(g, w, idx)));
         grads[th - 1] = malloc(sizeof(float) * V * C);
         memcpy(grads[th - 1], w->grad->data, sizeof(float) * V * C);
         trit_graph_free(g);

@@ -8,7 +8,13 @@
 #include <cmocka.h>
 
 #include "gradcheck.h"
-#include "nn_fixture.h"
+#include "tritfix.h"
+#include "graph/graph_internal.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include "ops/loss.h"
 
 typedef struct ce_case {
@@ -30,16 +36,16 @@ static void test_cross_entropy_gradcheck(void **state) {
     int64_t s0[3] = {3, 4, 9}, ts0[2] = {3, 4};
     int64_t t0[12] = {0, 8, -100, 3, 4, 4, 1, 7, -100, 2, 6, 5};
     trit_tensor *p = tg_param(3, s0, -3, 3, 21);
-    ce_case a = {nnf_indices(TRIT_I64, 2, ts0, t0), -100, TRIT_REDUCE_MEAN, false};
-    nnf_check("cross_entropy mean i64", build_ce, &a, 1, &p, 1e-5);
+    ce_case a = {tg_indices(TRIT_I64, 2, ts0, t0), -100, TRIT_REDUCE_MEAN, false};
+    tg_check("cross_entropy mean i64", build_ce, &a, 1, &p, 1e-5);
     trit_tensor_free(p);
     trit_tensor_free(a.targets);
     // (9, 6) parameter transposed to strided (6, 9) logits, i32 targets, ignore_index 2, sum.
     int64_t s1[2] = {9, 6}, ts1[1] = {6};
     int64_t t1[6] = {2, 0, 8, 2, 5, 1};
     p = tg_param(2, s1, -3, 3, 22);
-    ce_case b = {nnf_indices(TRIT_I32, 1, ts1, t1), 2, TRIT_REDUCE_SUM, true};
-    nnf_check("cross_entropy sum i32 strided", build_ce, &b, 1, &p, 1e-5);
+    ce_case b = {tg_indices(TRIT_I32, 1, ts1, t1), 2, TRIT_REDUCE_SUM, true};
+    tg_check("cross_entropy sum i32 strided", build_ce, &b, 1, &p, 1e-5);
     trit_tensor_free(p);
     trit_tensor_free(b.targets);
 }
@@ -60,7 +66,7 @@ static void test_mse_gradcheck(void **state) {
     int64_t sp[2] = {5, 4}, st[2] = {4, 5};
     trit_tensor *p[2] = {tg_param(2, sp, -2, 2, 23), tg_param(2, st, -2, 2, 24)};
     mse_case both = {TRIT_REDUCE_MEAN, NULL};
-    nnf_check("mse mean, target trained", build_mse, &both, 2, p, 1e-5);
+    tg_check("mse mean, target trained", build_mse, &both, 2, p, 1e-5);
     trit_tensor *c = tg_clone(p[1], TRIT_F64);
     c->flags &= ~(uint32_t)TRIT_FLAG_PARAM;
     mse_case fixed = {TRIT_REDUCE_SUM, c};
@@ -72,40 +78,40 @@ static void test_mse_gradcheck(void **state) {
     tg_free_params(2, p);
 }
 
-static void ce_fixture(const nnf_file *nf, const char *cs, int64_t ignore, trit_reduction red, double *worst) {
+static void ce_fixture(const tf_file *nf, const char *cs, int64_t ignore, trit_reduction red, double *worst) {
     char n[64];
     trit_graph *g = trit_graph_new(TRIT_F64);
     snprintf(n, sizeof n, "%s.logits", cs);
-    trit_tensor *x = nnf_tensor(nf, n, TRIT_F64, TRIT_FLAG_PARAM);
+    trit_tensor *x = tf_tensor(nf, n, TRIT_F64, TRIT_FLAG_PARAM);
     snprintf(n, sizeof n, "%s.target", cs);
-    trit_tensor *t = nnf_tensor(nf, n, TRIT_I64, 0);
+    trit_tensor *t = tf_tensor(nf, n, TRIT_I64, 0);
     trit_tensor *loss = trit_cross_entropy(g, x, t, ignore, red);
-    nnf_run(g, loss);
+    tg_run(g, loss);
     snprintf(n, sizeof n, "%s.out", cs);
-    *worst = fmax(*worst, nnf_assert_close(nf, n, loss, 1e-10));
+    *worst = fmax(*worst, tf_compare(nf, n, loss, n, 1e-10));
     snprintf(n, sizeof n, "%s.dlogits", cs);
-    *worst = fmax(*worst, nnf_assert_close(nf, n, x->grad, 1e-10));
+    *worst = fmax(*worst, tf_compare(nf, n, x->grad, n, 1e-10));
     trit_graph_free(g);
     trit_tensor_free(x);
     trit_tensor_free(t);
 }
 
-static void mse_fixture(const nnf_file *nf, const char *cs, trit_reduction red, bool target_grad, double *worst) {
+static void mse_fixture(const tf_file *nf, const char *cs, trit_reduction red, bool target_grad, double *worst) {
     char n[64];
     trit_graph *g = trit_graph_new(TRIT_F64);
     snprintf(n, sizeof n, "%s.pred", cs);
-    trit_tensor *pr = nnf_tensor(nf, n, TRIT_F64, TRIT_FLAG_PARAM);
+    trit_tensor *pr = tf_tensor(nf, n, TRIT_F64, TRIT_FLAG_PARAM);
     snprintf(n, sizeof n, "%s.target", cs);
-    trit_tensor *t = nnf_tensor(nf, n, TRIT_F64, target_grad ? TRIT_FLAG_PARAM : 0);
+    trit_tensor *t = tf_tensor(nf, n, TRIT_F64, target_grad ? TRIT_FLAG_PARAM : 0);
     trit_tensor *loss = trit_mse(g, pr, t, red);
-    nnf_run(g, loss);
+    tg_run(g, loss);
     snprintf(n, sizeof n, "%s.out", cs);
-    *worst = fmax(*worst, nnf_assert_close(nf, n, loss, 1e-10));
+    *worst = fmax(*worst, tf_compare(nf, n, loss, n, 1e-10));
     snprintf(n, sizeof n, "%s.dpred", cs);
-    *worst = fmax(*worst, nnf_assert_close(nf, n, pr->grad, 1e-10));
+    *worst = fmax(*worst, tf_compare(nf, n, pr->grad, n, 1e-10));
     if (target_grad) {
         snprintf(n, sizeof n, "%s.dtarget", cs);
-        *worst = fmax(*worst, nnf_assert_close(nf, n, t->grad, 1e-10));
+        *worst = fmax(*worst, tf_compare(nf, n, t->grad, n, 1e-10));
     } else {
         assert_null(t->grad);
     }
@@ -116,7 +122,7 @@ static void mse_fixture(const nnf_file *nf, const char *cs, trit_reduction red, 
 
 static void test_pytorch_parity(void **state) {
     (void)state;
-    nnf_file *nf = nnf_open();
+    tf_file *nf = tf_open("nn.bin");
     double worst = 0;
     ce_fixture(nf, "ce_mean", -100, TRIT_REDUCE_MEAN, &worst);
     ce_fixture(nf, "ce_sum", 2, TRIT_REDUCE_SUM, &worst);
@@ -124,17 +130,17 @@ static void test_pytorch_parity(void **state) {
     mse_fixture(nf, "mse_mean", TRIT_REDUCE_MEAN, true, &worst);
     mse_fixture(nf, "mse_sum", TRIT_REDUCE_SUM, false, &worst);
     print_message("cross_entropy/mse vs PyTorch: max abs error %.3g\n", worst);
-    nnf_close(nf);
+    tf_close(nf);
 }
 
 static void test_all_rows_ignored(void **state) {
     (void)state;
     int64_t s[2] = {3, 5}, ts[1] = {3}, tv[3] = {-100, -100, -100};
     for (int red = 0; red < 2; red++) {
-        trit_tensor *p = tg_param(2, s, -1, 1, 25), *t = nnf_indices(TRIT_I32, 1, ts, tv);
+        trit_tensor *p = tg_param(2, s, -1, 1, 25), *t = tg_indices(TRIT_I32, 1, ts, tv);
         trit_graph *g = trit_graph_new(TRIT_F64);
         trit_tensor *loss = trit_cross_entropy(g, p, t, -100, (trit_reduction)red);
-        nnf_run(g, loss);
+        tg_run(g, loss);
         assert_true(trit_tensor_get_flat(loss, 0) == 0.0);
         for (int i = 0; i < 15; i++) assert_true(((double *)p->grad->data)[i] == 0.0);
         trit_graph_free(g);
@@ -150,7 +156,7 @@ static void test_target_out_of_range(void **state) {
     const int64_t bad[2][4] = {{1, 2, -100, 7}, {0, -1, 3, 4}};
     const char *want[2] = {"target 7 at row 3", "target -1 at row 1"};
     for (int k = 0; k < 2; k++) {
-        trit_tensor *p = tg_param(2, s, -1, 1, 26), *t = nnf_indices(TRIT_I64, 1, ts, bad[k]);
+        trit_tensor *p = tg_param(2, s, -1, 1, 26), *t = tg_indices(TRIT_I64, 1, ts, bad[k]);
         double out, saved[9], scratch[4];
         trit_tensor o;
         trit_tensor_init_layout(&o, TRIT_F64, 0, NULL);
@@ -181,7 +187,7 @@ static void run_ce(trit_dtype dt, const float *logits, int64_t rows, int64_t V, 
     for (int64_t i = 0; i < rows * V; i++) trit_tensor_set_flat(p, i, logits[i]);
     trit_graph *g = trit_graph_new(dt);
     trit_tensor *loss = trit_cross_entropy(g, p, t, -100, TRIT_REDUCE_MEAN);
-    nnf_run(g, loss);
+    tg_run(g, loss);
     *loss_out = trit_tensor_get_flat(loss, 0);
     for (int64_t i = 0; i < rows * V; i++) grad_out[i] = trit_tensor_get_flat(p->grad, i);
     trit_graph_free(g);
@@ -198,7 +204,7 @@ static void test_huge_logits(void **state) {
     x[V + 4] = -9000, x[V + 5] = -9000.25f;
     for (int j = 0; j < 4; j++) x[V + j] = -1e4f;
     int64_t ts[1] = {ROWS}, tv[ROWS] = {0, 5, 2, 3};
-    trit_tensor *t = nnf_indices(TRIT_I64, 1, ts, tv);
+    trit_tensor *t = tg_indices(TRIT_I64, 1, ts, tv);
     double l32, l64, g32[ROWS * V], g64[ROWS * V];
     run_ce(TRIT_F32, x, ROWS, V, t, &l32, g32);
     run_ce(TRIT_F64, x, ROWS, V, t, &l64, g64);
@@ -222,7 +228,7 @@ static void test_threads_do_not_change_loss(void **state) {
     for (int i = 0; i < ROWS * V; i++) x[i] = (trit_rng_uniform(10, 1, (uint64_t)i) * 2 - 1) * 5;
     int64_t ts[1] = {ROWS}, tv[ROWS];
     for (int i = 0; i < ROWS; i++) tv[i] = i % 7 == 3 ? -100 : (int64_t)(trit_rng_u32(10, 2, (uint64_t)i) % V);
-    trit_tensor *t = nnf_indices(TRIT_I32, 1, ts, tv);
+    trit_tensor *t = tg_indices(TRIT_I32, 1, ts, tv);
     double l1, l2, *g1 = malloc(sizeof(double) * ROWS * V), *g2 = malloc(sizeof(double) * ROWS * V);
     const int keep = trit_threads_get();
     trit_threads_set(1);

@@ -7,7 +7,13 @@
 #include <cmocka.h>
 
 #include "gradcheck.h"
-#include "nn_fixture.h"
+#include "tritfix.h"
+#include "graph/graph_internal.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 // Which of p[1], p[2] are weight and bias; x is p[0], transposed when strided.
 typedef struct norm_case {
@@ -27,12 +33,12 @@ static void test_layernorm_gradcheck(void **state) {
     int64_t sx[3] = {3, 4, 8}, sc[1] = {8}, st[3] = {2, 8, 5};
     trit_tensor *p[3] = {tg_param(3, sx, -2, 2, 41), tg_param(1, sc, 0.5, 1.5, 42), tg_param(1, sc, -1, 1, 43)};
     norm_case affine = {false, false, 1, 2}, wonly = {false, false, 1, -1};
-    nnf_check("layernorm weight+bias", build_norm, &affine, 3, p, 1e-5);
-    nnf_check("layernorm weight only", build_norm, &wonly, 2, p, 1e-5);
+    tg_check("layernorm weight+bias", build_norm, &affine, 3, p, 1e-5);
+    tg_check("layernorm weight only", build_norm, &wonly, 2, p, 1e-5);
     trit_tensor *q[2] = {tg_param(3, st, -2, 2, 44), p[2]};
     norm_case bonly = {false, true, -1, 1}, plain = {false, true, -1, -1};
-    nnf_check("layernorm bias only strided", build_norm, &bonly, 2, q, 1e-5);
-    nnf_check("layernorm plain strided", build_norm, &plain, 1, q, 1e-5);
+    tg_check("layernorm bias only strided", build_norm, &bonly, 2, q, 1e-5);
+    tg_check("layernorm plain strided", build_norm, &plain, 1, q, 1e-5);
     trit_tensor_free(q[0]);
     tg_free_params(3, p);
 }
@@ -42,16 +48,16 @@ static void test_rmsnorm_gradcheck(void **state) {
     int64_t sx[3] = {2, 3, 10}, sc[1] = {10}, st[2] = {10, 4};
     trit_tensor *p[2] = {tg_param(3, sx, -2, 2, 45), tg_param(1, sc, 0.5, 1.5, 46)};
     norm_case w = {true, false, 1, -1};
-    nnf_check("rmsnorm weight", build_norm, &w, 2, p, 1e-5);
+    tg_check("rmsnorm weight", build_norm, &w, 2, p, 1e-5);
     trit_tensor *q = tg_param(2, st, -2, 2, 47);
     norm_case plain = {true, true, -1, -1};
-    nnf_check("rmsnorm plain strided", build_norm, &plain, 1, &q, 1e-5);
+    tg_check("rmsnorm plain strided", build_norm, &plain, 1, &q, 1e-5);
     trit_tensor_free(q);
     tg_free_params(2, p);
 }
 
 // Runs a fixture case: inputs <c>.x and optionally <c>.w, <c>.b; compares out and gradients.
-static double norm_fixture(const nnf_file *nf, const char *c, bool rms, bool has_w, bool has_b, double eps) {
+static double norm_fixture(const tf_file *nf, const char *c, bool rms, bool has_w, bool has_b, double eps) {
     char n[64];
     const char *names[3] = {"x", "w", "b"};
     const bool have[3] = {true, has_w, has_b};
@@ -59,20 +65,20 @@ static double norm_fixture(const nnf_file *nf, const char *c, bool rms, bool has
     for (int i = 0; i < 3; i++) {
         if (!have[i]) continue;
         snprintf(n, sizeof n, "%s.%s", c, names[i]);
-        t[i] = nnf_tensor(nf, n, TRIT_F64, TRIT_FLAG_PARAM);
+        t[i] = tf_tensor(nf, n, TRIT_F64, TRIT_FLAG_PARAM);
     }
     snprintf(n, sizeof n, "%s.r", c);
-    trit_tensor *r = nnf_tensor(nf, n, TRIT_F64, 0);
+    trit_tensor *r = tf_tensor(nf, n, TRIT_F64, 0);
     trit_graph *g = trit_graph_new(TRIT_F64);
     trit_tensor *y = rms ? trit_rmsnorm(g, t[0], t[1], eps) : trit_layernorm(g, t[0], t[1], t[2], eps);
     trit_graph_keep(g, y);
-    nnf_run(g, nnf_dot(g, y, r));
+    tg_run(g, tf_dot(g, y, r));
     snprintf(n, sizeof n, "%s.out", c);
-    double worst = nnf_assert_close(nf, n, y, 1e-10);
+    double worst = tf_compare(nf, n, y, n, 1e-10);
     for (int i = 0; i < 3; i++) {
         if (!have[i]) continue;
         snprintf(n, sizeof n, "%s.d%s", c, names[i]);
-        worst = fmax(worst, nnf_assert_close(nf, n, t[i]->grad, 1e-10));
+        worst = fmax(worst, tf_compare(nf, n, t[i]->grad, n, 1e-10));
         trit_tensor_free(t[i]);
     }
     trit_graph_free(g);
@@ -82,12 +88,12 @@ static double norm_fixture(const nnf_file *nf, const char *c, bool rms, bool has
 
 static void test_pytorch_parity(void **state) {
     (void)state;
-    nnf_file *nf = nnf_open();
+    tf_file *nf = tf_open("nn.bin");
     double worst = norm_fixture(nf, "ln_affine", false, true, true, 1e-5);
     worst = fmax(worst, norm_fixture(nf, "ln_plain", false, false, false, 1e-5));
     worst = fmax(worst, norm_fixture(nf, "rms", true, true, false, 1e-6));
     print_message("layernorm/rmsnorm vs PyTorch: max abs error %.3g\n", worst);
-    nnf_close(nf);
+    tf_close(nf);
 }
 
 // Rows with mean 1000 and spread 1 in f32: the statistics are taken in double, so the output
@@ -131,7 +137,7 @@ static void test_threads_do_not_change_grads(void **state) {
         trit_tensor_fill_uniform(b, -1, 1, 6, 3);
         trit_graph *g = trit_graph_new(TRIT_F32);
         trit_tensor *ln = trit_layernorm(g, x, w, b, 1e-5);
-        nnf_run(g, tg_weighted_sum(g, trit_rmsnorm(g, ln, w, 1e-6)));
+        tg_run(g, tg_weighted_sum(g, trit_rmsnorm(g, ln, w, 1e-6)));
         res[th - 1] = malloc(sizeof(float) * (ROWS * C + 2 * C));
         memcpy(res[th - 1], x->grad->data, sizeof(float) * ROWS * C);
         memcpy(res[th - 1] + ROWS * C, w->grad->data, sizeof(float) * C);

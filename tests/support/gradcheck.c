@@ -181,3 +181,24 @@ void tg_assert_f32_close(const char *what, tg_build_fn build, void *ctx, int n, 
     double err = tg_f32_vs_f64(build, ctx, n, params);
     if (!(err >= 0 && err <= tol)) fail_msg("%s: f32 differs from f64 by %.3g > %.3g", what, err, tol);
 }
+
+void tg_check(const char *what, tg_build_fn build, void *ctx, int n, trit_tensor **params, double f32_tol) {
+    const double gc = tg_gradcheck(build, ctx, n, params, 64), fd = tg_f32_vs_f64(build, ctx, n, params);
+    print_message("%-28s gradcheck %.2e  f32 vs f64 %.2e\n", what, gc, fd);
+    if (!(gc >= 0 && gc <= 1e-6)) fail_msg("%s: gradient check relative error %.3g > 1e-6", what, gc);
+    if (!(fd >= 0 && fd <= f32_tol)) fail_msg("%s: f32 differs from f64 by %.3g > %.3g", what, fd, f32_tol);
+}
+
+void tg_run(trit_graph *g, trit_tensor *loss) {
+    if (trit_graph_compile(g, loss) != TRIT_OK) fail_msg("compile: %s", trit_last_error());
+    trit_graph_zero_grad(g);
+    if (trit_graph_forward(g) != TRIT_OK) fail_msg("forward: %s", trit_last_error());
+    if (trit_graph_backward(g) != TRIT_OK) fail_msg("backward: %s", trit_last_error());
+}
+
+trit_tensor *tg_indices(trit_dtype dt, int ndim, const int64_t *shape, const int64_t *vals) {
+    trit_tensor *t = trit_tensor_new(dt, ndim, shape);
+    assert_non_null(t);
+    for (int64_t i = 0; i < trit_tensor_numel(t); i++) trit_tensor_set_flat(t, i, (double)vals[i]);
+    return t;
+}

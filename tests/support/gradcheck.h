@@ -31,5 +31,11 @@ void tg_assert_f32_close(const char *what, tg_build_fn build, void *ctx, int n, 
 
 // The weighted-sum reduction used as the loss (exported for tests of the graph itself).
 trit_tensor *tg_weighted_sum(trit_graph *g, trit_tensor *x);
+// Gradient check (<= 1e-6) and f32 vs f64 (<= f32_tol) of one builder, printing both errors.
+void tg_check(const char *what, tg_build_fn build, void *ctx, int n, trit_tensor **params, double f32_tol);
+// Compile with `loss`, zero the grads, run forward and backward; fails the test on an error.
+void tg_run(trit_graph *g, trit_tensor *loss);
+// An index tensor (i32 or i64) holding vals[0..n) with the given shape.
+trit_tensor *tg_indices(trit_dtype dt, int ndim, const int64_t *shape, const int64_t *vals);
 
 #endif

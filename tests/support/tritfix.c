@@ -72,15 +72,17 @@ const tf_record *tf_get(const tf_file *f, const char *name) {
     return NULL;
 }
 
-trit_tensor *tf_param(const tf_file *f, const char *name) {
+trit_tensor *tf_tensor(const tf_file *f, const char *name, trit_dtype dt, uint32_t flags) {
     const tf_record *x = tf_get(f, name);
-    trit_tensor *p = trit_tensor_new(TRIT_F64, x->ndim, x->shape);
-    assert_non_null(p);
-    memcpy(p->data, x->data, sizeof(double) * (size_t)x->n);
-    p->flags |= TRIT_FLAG_PARAM;
-    snprintf(p->name, sizeof p->name, "%.*s", (int)sizeof p->name - 1, name);
-    return p;
+    trit_tensor *t = trit_tensor_new(dt, x->ndim, x->shape);
+    assert_non_null(t);
+    for (int64_t i = 0; i < x->n; i++) trit_tensor_set_flat(t, i, x->data[i]);
+    t->flags |= flags;
+    snprintf(t->name, sizeof t->name, "%.*s", (int)sizeof t->name - 1, name);
+    return t;
 }
+
+trit_tensor *tf_param(const tf_file *f, const char *name) { return tf_tensor(f, name, TRIT_F64, TRIT_FLAG_PARAM); }
 
 double tf_compare(const tf_file *f, const char *what, const trit_tensor *got, const char *want_name, double tol) {
     const tf_record *w = tf_get(f, want_name);
@@ -94,34 +96,39 @@ double tf_compare(const tf_file *f, const char *what, const trit_tensor *got, co
     return worst;
 }
 
-// loss = sum(x * r) for a fixed r (f64 graphs only): the fixture's upstream gradient is r.
+// loss = sum(x * r) for a fixed r: the fixture's upstream gradient is r.
 typedef struct dot_attr {
-    const double *r;
-    int64_t n;
+    const trit_tensor *r;
 } dot_attr;
 
 static trit_status dot_infer(const trit_tensor *const *in, int n_in, const void *attr, trit_tensor *out) {
     (void)n_in;
     const dot_attr *a = attr;
-    if (in[0]->dtype != TRIT_F64 || trit_tensor_numel(in[0]) != a->n) return trit_error(TRIT_ERR_SHAPE, "dot: bad input");
-    return trit_tensor_init_layout(out, TRIT_F64, 0, NULL);
+    if (trit_tensor_numel(in[0]) != trit_tensor_numel(a->r)) return trit_error(TRIT_ERR_SHAPE, "tf_dot: r has another size");
+    return trit_tensor_init_layout(out, in[0]->dtype, 0, NULL);
 }
 static trit_status dot_forward(const trit_op_call *c) {
     const dot_attr *a = c->attr;
-    const double *x = c->in[0]->data;
     double s = 0;
-    for (int64_t i = 0; i < a->n; i++) s += x[i] * a->r[i];
-    *(double *)c->out->data = s;
+    for (int64_t i = 0; i < trit_tensor_numel(c->in[0]); i++) s += trit_tensor_get_flat(c->in[0], i) * trit_tensor_get_flat(a->r, i);
+    trit_tensor_set_flat(c->out, 0, s);
     return TRIT_OK;
 }
 static trit_status dot_backward(const trit_op_call *c) {
     const dot_attr *a = c->attr;
-    double go = *(const double *)c->gout->data, *gi = c->gin[0]->data;
-    for (int64_t i = 0; i < a->n; i++) gi[i] += go * a->r[i];
+    if (!c->gin[0]) return TRIT_OK;
+    const double go = trit_tensor_get_flat(c->gout, 0);
+    for (int64_t i = 0; i < trit_tensor_numel(c->in[0]); i++)
+        trit_tensor_set_flat(c->gin[0], i, trit_tensor_get_flat(c->gin[0], i) + go * trit_tensor_get_flat(a->r, i));
     return TRIT_OK;
 }
-static const trit_op_def dot_def = {.name = "fixture_dot", .infer = dot_infer, .forward = dot_forward,
+
+trit_tensor *tf_dot(trit_graph *g, trit_tensor *x, const trit_tensor *r) {
+    static const trit_op_def def = {.name = "fixture_dot", .infer = dot_infer, .forward = dot_forward,
                                     .backward = dot_backward, .contiguous_inputs = 1, .attr_size = sizeof(dot_attr)};
+    dot_attr a = {r};
+    return trit_graph_apply(g, &def, &def, 1, &x, &a);
+}
 
 double tf_check_case(const tf_file *f, const char *fcase, tg_build_fn build, void *ctx, int n,
                      const char *const *names, double tol) {
@@ -133,12 +140,11 @@ double tf_check_case(const tf_file *f, const char *fcase, tg_build_fn build, voi
         p[i] = tf_param(f, key);
     }
     snprintf(key, sizeof key, "%s.r", fcase);
-    const tf_record *r = tf_get(f, key);
+    trit_tensor *r = tf_tensor(f, key, TRIT_F64, 0);
     trit_graph *g = trit_graph_new(TRIT_F64);
     trit_tensor *out = build(g, p, ctx);
     assert_non_null(out);
-    dot_attr a = {r->data, r->n};
-    trit_tensor *loss = trit_graph_apply(g, &dot_def, &dot_def, 1, &out, &a);
+    trit_tensor *loss = tf_dot(g, out, r);
     trit_graph_keep(g, out);
     assert_int_equal(trit_graph_compile(g, loss), TRIT_OK);
     trit_graph_zero_grad(g);
@@ -151,6 +157,7 @@ double tf_check_case(const tf_file *f, const char *fcase, tg_build_fn build, voi
         worst = fmax(worst, tf_compare(f, fcase, p[i]->grad, key, tol));
     }
     trit_graph_free(g);
+    trit_tensor_free(r);
     tg_free_params(n, p);
     return worst;
 }

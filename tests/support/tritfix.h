@@ -23,8 +23,13 @@ tf_file *tf_open(const char *file);
 void tf_close(tf_file *f);
 // The record named `name`; fails the test if absent.
 const tf_record *tf_get(const tf_file *f, const char *name);
+// A new tensor of dtype dt (float or integer) holding a record's values, with the given flags.
+trit_tensor *tf_tensor(const tf_file *f, const char *name, trit_dtype dt, uint32_t flags);
 // A new f64 parameter holding a record's values.
 trit_tensor *tf_param(const tf_file *f, const char *name);
+// The test loss sum(x * r) for a caller-owned r with x's element count (any float dtype), so a
+// graph's gradients are those of a fixture's loss whose upstream gradient is r.
+trit_tensor *tf_dot(trit_graph *g, trit_tensor *x, const trit_tensor *r);
 // Max over elements of |got - want| / max(1, |want|); fails the test above tol.
 double tf_compare(const tf_file *f, const char *what, const trit_tensor *got, const char *want_name, double tol);
 // Builds `build` on the inputs <fcase>.<names[i]> in an f64 graph with loss sum(out * <fcase>.r),
