@@ -1,6 +1,7 @@
 // CNN demo: tell the orientation of a bar (0, 45, 90 or 135 degrees) in a noisy 16x16 image
 // the program draws, with conv-relu-maxpool twice and a linear classifier; reports held-out
 // accuracy. Usage: cnn_bars [--steps N] [--seed S] [--check]   (--check: exit 1 below 95%)
+#include "example_util.h"
 #include "trit/trit.h"
 
 #include <math.h>
@@ -48,40 +49,14 @@ static trit_tensor *forward(trit_graph *g, const cnn *m, trit_tensor *x /* (B, 1
     return trit_linear(g, h, m->fw, m->fb);  // (B, CLASSES)
 }
 
-static int64_t correct(const trit_tensor *logits, const int32_t *y, int64_t n) {
-    const float *l = logits->data;
-    int64_t right = 0;
-    for (int64_t i = 0; i < n; i++) {
-        int best = 0;
-        for (int c = 1; c < CLASSES; c++)
-            if (l[i * CLASSES + c] > l[i * CLASSES + best]) best = c;
-        right += best == y[i];
-    }
-    return right;
-}
-
-static int fail(const char *what) {
-    fprintf(stderr, "cnn_bars: %s: %s\n", what, trit_last_error());
-    return 2;
-}
+static int fail(const char *what) { return example_fail("cnn_bars", what); }
 
 int main(int argc, char **argv) {
     int steps = 400;
     uint64_t seed = 5;
     bool check = false;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--steps") && i + 1 < argc) steps = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--seed") && i + 1 < argc) seed = strtoull(argv[++i], NULL, 10);
-        else if (!strcmp(argv[i], "--check")) check = true;
-        else {
-            fprintf(stderr, "usage: cnn_bars [--steps N] [--seed S] [--check]\n");
-            return 2;
-        }
-    }
-    if (steps <= 0) {
-        fprintf(stderr, "cnn_bars: --steps must be a positive integer\n");
-        return 2;
-    }
+    int bad = example_parse_args(argc, argv, "cnn_bars", &steps, &seed, &check);
+    if (bad) return bad;
     cnn m = {
         param(4, (int64_t[]){8, 1, 3, 3}, "conv1.weight", 9, 1),   param(1, (int64_t[]){8}, "conv1.bias", 0, 0),
         param(4, (int64_t[]){16, 8, 3, 3}, "conv2.weight", 72, 2), param(1, (int64_t[]){16}, "conv2.bias", 0, 0),
@@ -113,7 +88,7 @@ int main(int argc, char **argv) {
     for (int batch = 0; batch < 32; batch++) {
         for (int b = 0; b < BATCH; b++) draw(xd + b * S * S, yd + b, seed + 999, (uint64_t)batch * BATCH + b);
         if (trit_graph_forward(g)) return fail("eval");
-        right += correct(logits, yd, BATCH);
+        right += example_correct(logits, yd, BATCH, CLASSES);
         total += BATCH;
     }
     double acc = (double)right / (double)total;

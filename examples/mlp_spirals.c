@@ -1,6 +1,7 @@
 // MLP demo: classify points of three interleaved spiral arms (a data set the program makes)
 // with a 2-64-64-3 ReLU network, cross-entropy and Adam, then report held-out accuracy.
 // Usage: mlp_spirals [--steps N] [--seed S] [--check]   (--check: exit 1 below 97% accuracy)
+#include "example_util.h"
 #include "trit/trit.h"
 
 #include <math.h>
@@ -46,40 +47,19 @@ static trit_tensor *forward(trit_graph *g, const mlp *m, trit_tensor *x) {
     return trit_linear(g, h, m->w3, m->b3);  // (N, CLASSES)
 }
 
-static double accuracy(const trit_tensor *logits, const int32_t *y, int64_t n) {
-    const float *l = logits->data;
-    int64_t right = 0;
-    for (int64_t i = 0; i < n; i++) {
-        int best = 0;
-        for (int c = 1; c < CLASSES; c++)
-            if (l[i * CLASSES + c] > l[i * CLASSES + best]) best = c;
-        right += best == y[i];
-    }
-    return (double)right / (double)n;
+static double accuracy(const trit_tensor *logits /* (n, CLASSES) */, const int32_t *y /* (n) */,
+                       int64_t n) {
+    return (double)example_correct(logits, y, n, CLASSES) / (double)n;
 }
 
-static int fail(const char *what) {
-    fprintf(stderr, "mlp_spirals: %s: %s\n", what, trit_last_error());
-    return 2;
-}
+static int fail(const char *what) { return example_fail("mlp_spirals", what); }
 
 int main(int argc, char **argv) {
     int steps = 1500;
     uint64_t seed = 1;
     bool check = false;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--steps") && i + 1 < argc) steps = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--seed") && i + 1 < argc) seed = strtoull(argv[++i], NULL, 10);
-        else if (!strcmp(argv[i], "--check")) check = true;
-        else {
-            fprintf(stderr, "usage: mlp_spirals [--steps N] [--seed S] [--check]\n");
-            return 2;
-        }
-    }
-    if (steps <= 0) {
-        fprintf(stderr, "mlp_spirals: --steps must be a positive integer\n");
-        return 2;
-    }
+    int bad = example_parse_args(argc, argv, "mlp_spirals", &steps, &seed, &check);
+    if (bad) return bad;
     const int64_t NTRAIN = 1500, NTEST = 600;
     mlp m = {
         param(2, (int64_t[]){HIDDEN, 2}, "w1", 2, 1),          param(1, (int64_t[]){HIDDEN}, "b1", 0, 0),
