@@ -13,16 +13,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-// ---- checks used below -----------------------------------------------------------
-
-// Finite differences in f64 (<= 1e-6) and f32 against f64 (<= f32_tol); prints both errors.
-static void check_grads(const char *what, tg_build_fn build, void *ctx, int n, trit_tensor **p, double f32_tol) {
-    double e = tg_gradcheck(build, ctx, n, p, 64), f = tg_f32_vs_f64(build, ctx, n, p);
-    print_message("%s: gradcheck %.3g, f32 vs f64 %.3g\n", what, e, f);
-    if (!(e >= 0 && e <= 1e-6)) fail_msg("%s: gradient check relative error %.3g > 1e-6", what, e);
-    if (!(f >= 0 && f <= f32_tol)) fail_msg("%s: f32 differs from f64 by %.3g > %.3g", what, f, f32_tol);
-}
-
 // ---- attention ---------------------------------------------------------------------
 
 static trit_tensor *build_plain(trit_graph *g, trit_tensor **p, void *ctx) {
@@ -60,17 +50,17 @@ static void test_gradients(void **state) {
     int64_t s[3] = {2, 5, 8};
     int h = 2;
     trit_tensor *p[3] = {tg_param(3, s, -1, 1, 11), tg_param(3, s, -1, 1, 12), tg_param(3, s, -1, 1, 13)};
-    check_grads("attention", build_plain, &h, 3, p, 1e-5);
+    tg_check("attention", build_plain, &h, 3, p, 1e-5);
     tg_free_params(3, p);
 
     int64_t sq[3] = {2, 5, 24}, sk[3] = {5, 2, 8}, sv[3] = {2, 8, 5};
     trit_tensor *pv[3] = {tg_param(3, sq, -1, 1, 14), tg_param(3, sk, -1, 1, 15), tg_param(3, sv, -1, 1, 16)};
-    check_grads("attention of views", build_views, NULL, 3, pv, 1e-5);
+    tg_check("attention of views", build_views, NULL, 3, pv, 1e-5);
     tg_free_params(3, pv);
 
     int64_t sx[3] = {1, 6, 8};
     trit_tensor *px[1] = {tg_param(3, sx, -1, 1, 17)};
-    check_grads("attention with q = k = v", build_shared, NULL, 1, px, 1e-5);
+    tg_check("attention with q = k = v", build_shared, NULL, 1, px, 1e-5);
     tg_free_params(1, px);
 }
 
@@ -192,40 +182,33 @@ static void test_thread_count_independent(void **state) {
     free(b);
 }
 
-static void expect_error(trit_graph *g, trit_tensor *r, trit_status code, const char *text) {
-    assert_null(r);
-    if (!strstr(trit_last_error(), text)) fail_msg("error '%s' does not mention '%s'", trit_last_error(), text);
-    assert_int_equal(trit_graph_compile(g, NULL), code);
-    trit_graph_free(g);
-}
-
 static void test_bad_input(void **state) {
     (void)state;
     int64_t s[3] = {2, 5, 8}, s2[3] = {2, 4, 8}, s2d[2] = {5, 8};
     trit_graph *g = trit_graph_new(TRIT_F32);
     trit_tensor *a = trit_graph_input(g, TRIT_F32, 3, s, "a"), *b = trit_graph_input(g, TRIT_F32, 3, s2, "b");
-    expect_error(g, trit_attention(g, a, b, a, 2), TRIT_ERR_SHAPE, "one shape");
+    tg_expect_graph_error(g, trit_attention(g, a, b, a, 2), TRIT_ERR_SHAPE, "one shape");
 
     g = trit_graph_new(TRIT_F32);
     a = trit_graph_input(g, TRIT_F32, 3, s, "a");
-    expect_error(g, trit_attention(g, a, a, a, 3), TRIT_ERR_SHAPE, "multiple of n_head");
+    tg_expect_graph_error(g, trit_attention(g, a, a, a, 3), TRIT_ERR_SHAPE, "multiple of n_head");
 
     g = trit_graph_new(TRIT_F32);
     a = trit_graph_input(g, TRIT_F32, 3, s, "a");
-    expect_error(g, trit_attention(g, a, a, a, 0), TRIT_ERR_INVALID, "n_head");
+    tg_expect_graph_error(g, trit_attention(g, a, a, a, 0), TRIT_ERR_INVALID, "n_head");
 
     g = trit_graph_new(TRIT_F32);
     a = trit_graph_input(g, TRIT_F32, 2, s2d, "a");
-    expect_error(g, trit_attention(g, a, a, a, 2), TRIT_ERR_SHAPE, "(B, T, C)");
+    tg_expect_graph_error(g, trit_attention(g, a, a, a, 2), TRIT_ERR_SHAPE, "(B, T, C)");
 
     g = trit_graph_new(TRIT_F32);
     a = trit_graph_input(g, TRIT_F32, 3, s, "a");
     b = trit_graph_input(g, TRIT_I32, 3, s, "b");
-    expect_error(g, trit_attention(g, a, a, b, 2), TRIT_ERR_DTYPE, "i32");
+    tg_expect_graph_error(g, trit_attention(g, a, a, b, 2), TRIT_ERR_DTYPE, "i32");
 
     g = trit_graph_new(TRIT_F32);
     a = trit_graph_input(g, TRIT_F32, 3, s, "a");
-    expect_error(g, trit_attention(g, a, NULL, a, 2), TRIT_ERR_INVALID, "NULL");
+    tg_expect_graph_error(g, trit_attention(g, a, NULL, a, 2), TRIT_ERR_INVALID, "NULL");
 }
 
 int main(void) {

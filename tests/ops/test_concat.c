@@ -11,23 +11,6 @@
 
 #include <string.h>
 
-// ---- checks used below -----------------------------------------------------------
-
-// Finite differences in f64 (<= 1e-6) and f32 against f64 (<= f32_tol); prints both errors.
-static void check_grads(const char *what, tg_build_fn build, void *ctx, int n, trit_tensor **p, double f32_tol) {
-    double e = tg_gradcheck(build, ctx, n, p, 64), f = tg_f32_vs_f64(build, ctx, n, p);
-    print_message("%s: gradcheck %.3g, f32 vs f64 %.3g\n", what, e, f);
-    if (!(e >= 0 && e <= 1e-6)) fail_msg("%s: gradient check relative error %.3g > 1e-6", what, e);
-    if (!(f >= 0 && f <= f32_tol)) fail_msg("%s: f32 differs from f64 by %.3g > %.3g", what, f, f32_tol);
-}
-
-static void expect_error(trit_graph *g, trit_tensor *r, trit_status code, const char *text) {
-    assert_null(r);
-    if (!strstr(trit_last_error(), text)) fail_msg("error '%s' does not mention '%s'", trit_last_error(), text);
-    assert_int_equal(trit_graph_compile(g, NULL), code);
-    trit_graph_free(g);
-}
-
 // ---- concat ------------------------------------------------------------------------
 
 typedef struct cat_case {
@@ -65,13 +48,13 @@ static void test_gradients(void **state) {
     (void)state;
     int64_t s0[3] = {4, 3, 2}, s1[3] = {2, 5, 4};
     trit_tensor *p[2] = {tg_param(3, s0, -1, 1, 61), tg_param(3, s1, -1, 1, 62)};
-    check_grads("concat of views", build_views, NULL, 2, p, 1e-6);
+    tg_check("concat of views", build_views, NULL, 2, p, 1e-6);
     tg_free_params(2, p);
 
     int64_t sa[2] = {3, 2}, sb[2] = {3, 5};
     trit_tensor *q[2] = {tg_param(2, sa, -1, 1, 63), tg_param(2, sb, -1, 1, 64)};
     cat_case last = {2, -1};
-    check_grads("concat last axis", build_plain, &last, 2, q, 1e-6);
+    tg_check("concat last axis", build_plain, &last, 2, q, 1e-6);
     tg_free_params(2, q);
 }
 
@@ -100,7 +83,7 @@ static void test_sixteen_inputs(void **state) {
 
     g = trit_graph_new(TRIT_F64);
     for (int i = 0; i < 17; i++) xs[i] = trit_graph_input(g, TRIT_F64, 2, s, "x");
-    expect_error(g, trit_concat(g, 17, xs, 0), TRIT_ERR_INVALID, "1 to 16");
+    tg_expect_graph_error(g, trit_concat(g, 17, xs, 0), TRIT_ERR_INVALID, "1 to 16");
 }
 
 static void test_bad_input(void **state) {
@@ -108,29 +91,29 @@ static void test_bad_input(void **state) {
     int64_t s[3] = {2, 3, 4}, s2[3] = {2, 3, 5}, s2d[2] = {2, 3};
     trit_graph *g = trit_graph_new(TRIT_F32);
     trit_tensor *xs[2] = {trit_graph_input(g, TRIT_F32, 3, s, "a"), trit_graph_input(g, TRIT_F32, 3, s2, "b")};
-    expect_error(g, trit_concat(g, 2, xs, 1), TRIT_ERR_SHAPE, "all dims but axis 1 must agree");
+    tg_expect_graph_error(g, trit_concat(g, 2, xs, 1), TRIT_ERR_SHAPE, "all dims but axis 1 must agree");
 
     g = trit_graph_new(TRIT_F32);
     xs[0] = trit_graph_input(g, TRIT_F32, 3, s, "a");
     xs[1] = trit_graph_input(g, TRIT_F32, 2, s2d, "b");
-    expect_error(g, trit_concat(g, 2, xs, 0), TRIT_ERR_SHAPE, "(2, 3)");
+    tg_expect_graph_error(g, trit_concat(g, 2, xs, 0), TRIT_ERR_SHAPE, "(2, 3)");
 
     g = trit_graph_new(TRIT_F32);
     xs[0] = xs[1] = trit_graph_input(g, TRIT_F32, 3, s, "a");
-    expect_error(g, trit_concat(g, 2, xs, 3), TRIT_ERR_INVALID, "axis 3 out of range");
+    tg_expect_graph_error(g, trit_concat(g, 2, xs, 3), TRIT_ERR_INVALID, "axis 3 out of range");
 
     g = trit_graph_new(TRIT_F32);
     xs[0] = trit_graph_input(g, TRIT_F32, 3, s, "a");
     xs[1] = trit_graph_input(g, TRIT_I32, 3, s, "b");
-    expect_error(g, trit_concat(g, 2, xs, 0), TRIT_ERR_DTYPE, "i32");
+    tg_expect_graph_error(g, trit_concat(g, 2, xs, 0), TRIT_ERR_DTYPE, "i32");
 
     g = trit_graph_new(TRIT_F32);
     xs[0] = trit_graph_input(g, TRIT_F32, 3, s, "a");
     xs[1] = NULL;
-    expect_error(g, trit_concat(g, 2, xs, 0), TRIT_ERR_INVALID, "NULL");
+    tg_expect_graph_error(g, trit_concat(g, 2, xs, 0), TRIT_ERR_INVALID, "NULL");
 
     g = trit_graph_new(TRIT_F32);
-    expect_error(g, trit_concat(g, 0, xs, 0), TRIT_ERR_INVALID, "n = 0");
+    tg_expect_graph_error(g, trit_concat(g, 0, xs, 0), TRIT_ERR_INVALID, "n = 0");
 }
 
 int main(void) {

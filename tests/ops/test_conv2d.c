@@ -13,23 +13,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-// ---- checks used below -----------------------------------------------------------
-
-// Finite differences in f64 (<= 1e-6) and f32 against f64 (<= f32_tol); prints both errors.
-static void check_grads(const char *what, tg_build_fn build, void *ctx, int n, trit_tensor **p, double f32_tol) {
-    double e = tg_gradcheck(build, ctx, n, p, 64), f = tg_f32_vs_f64(build, ctx, n, p);
-    print_message("%s: gradcheck %.3g, f32 vs f64 %.3g\n", what, e, f);
-    if (!(e >= 0 && e <= 1e-6)) fail_msg("%s: gradient check relative error %.3g > 1e-6", what, e);
-    if (!(f >= 0 && f <= f32_tol)) fail_msg("%s: f32 differs from f64 by %.3g > %.3g", what, f, f32_tol);
-}
-
-static void expect_error(trit_graph *g, trit_tensor *r, trit_status code, const char *text) {
-    assert_null(r);
-    if (!strstr(trit_last_error(), text)) fail_msg("error '%s' does not mention '%s'", trit_last_error(), text);
-    assert_int_equal(trit_graph_compile(g, NULL), code);
-    trit_graph_free(g);
-}
-
 // ---- conv2d ------------------------------------------------------------------------
 
 typedef struct conv_case {
@@ -65,13 +48,13 @@ static void test_gradients(void **state) {
     int64_t sx[4] = {2, 3, 7, 6}, sw[4] = {4, 3, 3, 3}, sb[1] = {4};
     conv_case c1 = {2, 1}, c2 = {1, 0};
     trit_tensor *p[3] = {tg_param(4, sx, -1, 1, 21), tg_param(4, sw, -1, 1, 22), tg_param(1, sb, -1, 1, 23)};
-    check_grads("conv2d stride 2 pad 1", build_plain, &c1, 3, p, 1e-5);
-    check_grads("conv2d stride 1 pad 0", build_plain, &c2, 2, p, 1e-5);
+    tg_check("conv2d stride 2 pad 1", build_plain, &c1, 3, p, 1e-5);
+    tg_check("conv2d stride 1 pad 0", build_plain, &c2, 2, p, 1e-5);
     tg_free_params(3, p);
 
     int64_t tx[4] = {2, 3, 6, 7}, tw[4] = {6, 3, 3, 3};
     trit_tensor *pv[3] = {tg_param(4, tx, -1, 1, 24), tg_param(4, tw, -1, 1, 25), tg_param(1, sb, -1, 1, 26)};
-    check_grads("conv2d of views", build_views, &c1, 3, pv, 1e-5);
+    tg_check("conv2d of views", build_views, &c1, 3, pv, 1e-5);
     tg_free_params(3, pv);
 }
 
@@ -143,30 +126,30 @@ static void test_bad_input(void **state) {
                 *wbig = trit_tensor_new(TRIT_F32, 4, sbig), *b5 = trit_tensor_new(TRIT_F32, 1, sb);
     trit_graph *g = trit_graph_new(TRIT_F32);
     trit_tensor *x = trit_graph_input(g, TRIT_F32, 4, sx, "x");
-    expect_error(g, trit_conv2d(g, x, w2, NULL, 1, 0), TRIT_ERR_SHAPE, "input channels");
+    tg_expect_graph_error(g, trit_conv2d(g, x, w2, NULL, 1, 0), TRIT_ERR_SHAPE, "input channels");
 
     g = trit_graph_new(TRIT_F32);
     x = trit_graph_input(g, TRIT_F32, 4, sx, "x");
-    expect_error(g, trit_conv2d(g, x, wbig, NULL, 1, 0), TRIT_ERR_SHAPE, "output would be empty");
+    tg_expect_graph_error(g, trit_conv2d(g, x, wbig, NULL, 1, 0), TRIT_ERR_SHAPE, "output would be empty");
 
     g = trit_graph_new(TRIT_F32);
     x = trit_graph_input(g, TRIT_F32, 4, sx, "x");
-    expect_error(g, trit_conv2d(g, x, w, NULL, 0, 0), TRIT_ERR_INVALID, "stride");
+    tg_expect_graph_error(g, trit_conv2d(g, x, w, NULL, 0, 0), TRIT_ERR_INVALID, "stride");
 
     g = trit_graph_new(TRIT_F32);
     x = trit_graph_input(g, TRIT_F32, 4, sx, "x");
-    expect_error(g, trit_conv2d(g, x, w, b5, 1, 0), TRIT_ERR_SHAPE, "bias");
+    tg_expect_graph_error(g, trit_conv2d(g, x, w, b5, 1, 0), TRIT_ERR_SHAPE, "bias");
 
     g = trit_graph_new(TRIT_F32);
     x = trit_graph_input(g, TRIT_F32, 3, s3, "x");
-    expect_error(g, trit_conv2d(g, x, w, NULL, 1, 0), TRIT_ERR_SHAPE, "(N, Cin, H, W)");
+    tg_expect_graph_error(g, trit_conv2d(g, x, w, NULL, 1, 0), TRIT_ERR_SHAPE, "(N, Cin, H, W)");
 
     g = trit_graph_new(TRIT_F32);
     x = trit_graph_input(g, TRIT_F64, 4, sx, "x");
-    expect_error(g, trit_conv2d(g, x, w, NULL, 1, 0), TRIT_ERR_DTYPE, "f64");
+    tg_expect_graph_error(g, trit_conv2d(g, x, w, NULL, 1, 0), TRIT_ERR_DTYPE, "f64");
 
     g = trit_graph_new(TRIT_F32);
-    expect_error(g, trit_conv2d(g, NULL, w, NULL, 1, 0), TRIT_ERR_INVALID, "NULL");
+    tg_expect_graph_error(g, trit_conv2d(g, NULL, w, NULL, 1, 0), TRIT_ERR_INVALID, "NULL");
     trit_tensor_free(w);
     trit_tensor_free(w2);
     trit_tensor_free(wbig);

@@ -266,40 +266,33 @@ static void test_memory_linear_in_T(void **state) {
 
 // ---- bad input ----------------------------------------------------------------------------
 
-static void expect_error(trit_graph *g, trit_tensor *r, trit_status code, const char *text) {
-    assert_null(r);
-    if (!strstr(trit_last_error(), text)) fail_msg("error '%s' does not mention '%s'", trit_last_error(), text);
-    assert_int_equal(trit_graph_compile(g, NULL), code);
-    trit_graph_free(g);
-}
-
 static void test_bad_input(void **state) {
     (void)state;
     int64_t s[3] = {2, 5, 8}, s2[3] = {2, 4, 8}, s2d[2] = {5, 8};
     trit_graph *g = trit_graph_new(TRIT_F32);
     trit_tensor *a = trit_graph_input(g, TRIT_F32, 3, s, "a"), *b = trit_graph_input(g, TRIT_F32, 3, s2, "b");
-    expect_error(g, trit_flash_attention(g, a, b, a, 2), TRIT_ERR_SHAPE, "one shape");
+    tg_expect_graph_error(g, trit_flash_attention(g, a, b, a, 2), TRIT_ERR_SHAPE, "one shape");
 
     g = trit_graph_new(TRIT_F32);
     a = trit_graph_input(g, TRIT_F32, 3, s, "a");
-    expect_error(g, trit_flash_attention(g, a, a, a, 3), TRIT_ERR_SHAPE, "multiple of n_head");
+    tg_expect_graph_error(g, trit_flash_attention(g, a, a, a, 3), TRIT_ERR_SHAPE, "multiple of n_head");
 
     g = trit_graph_new(TRIT_F32);
     a = trit_graph_input(g, TRIT_F32, 3, s, "a");
-    expect_error(g, trit_flash_attention(g, a, a, a, 0), TRIT_ERR_INVALID, "n_head");
+    tg_expect_graph_error(g, trit_flash_attention(g, a, a, a, 0), TRIT_ERR_INVALID, "n_head");
 
     g = trit_graph_new(TRIT_F32);
     a = trit_graph_input(g, TRIT_F32, 2, s2d, "a");
-    expect_error(g, trit_flash_attention(g, a, a, a, 2), TRIT_ERR_SHAPE, "(B, T, C)");
+    tg_expect_graph_error(g, trit_flash_attention(g, a, a, a, 2), TRIT_ERR_SHAPE, "(B, T, C)");
 
     g = trit_graph_new(TRIT_F32);
     a = trit_graph_input(g, TRIT_F32, 3, s, "a");
     b = trit_graph_input(g, TRIT_I32, 3, s, "b");
-    expect_error(g, trit_flash_attention(g, a, a, b, 2), TRIT_ERR_DTYPE, "i32");
+    tg_expect_graph_error(g, trit_flash_attention(g, a, a, b, 2), TRIT_ERR_DTYPE, "i32");
 
     g = trit_graph_new(TRIT_F32);
     a = trit_graph_input(g, TRIT_F32, 3, s, "a");
-    expect_error(g, trit_flash_attention(g, a, NULL, a, 2), TRIT_ERR_INVALID, "NULL");
+    tg_expect_graph_error(g, trit_flash_attention(g, a, NULL, a, 2), TRIT_ERR_INVALID, "NULL");
 }
 
 int main(void) {

@@ -12,23 +12,6 @@
 
 #include <string.h>
 
-// ---- checks used below -----------------------------------------------------------
-
-// Finite differences in f64 (<= 1e-6) and f32 against f64 (<= f32_tol); prints both errors.
-static void check_grads(const char *what, tg_build_fn build, void *ctx, int n, trit_tensor **p, double f32_tol) {
-    double e = tg_gradcheck(build, ctx, n, p, 64), f = tg_f32_vs_f64(build, ctx, n, p);
-    print_message("%s: gradcheck %.3g, f32 vs f64 %.3g\n", what, e, f);
-    if (!(e >= 0 && e <= 1e-6)) fail_msg("%s: gradient check relative error %.3g > 1e-6", what, e);
-    if (!(f >= 0 && f <= f32_tol)) fail_msg("%s: f32 differs from f64 by %.3g > %.3g", what, f, f32_tol);
-}
-
-static void expect_error(trit_graph *g, trit_tensor *r, trit_status code, const char *text) {
-    assert_null(r);
-    if (!strstr(trit_last_error(), text)) fail_msg("error '%s' does not mention '%s'", trit_last_error(), text);
-    assert_int_equal(trit_graph_compile(g, NULL), code);
-    trit_graph_free(g);
-}
-
 // ---- pools -------------------------------------------------------------------------
 
 typedef struct pool_case {
@@ -73,10 +56,10 @@ static void test_gradients(void **state) {
     trit_tensor *p[1] = {tg_param(4, sx, -1, 1, 51)};
     trit_tensor *pv[1] = {tg_param(4, tx, -1, 1, 52)};
     pool_case mx = {true, 3, 2, 1}, av = {false, 3, 2, 1}, av2 = {false, 2, 1, 0};
-    check_grads("maxpool2d", build_plain, &mx, 1, p, 1e-6);
-    check_grads("avgpool2d", build_plain, &av, 1, p, 1e-6);
-    check_grads("maxpool2d of a view", build_view, &mx, 1, pv, 1e-6);
-    check_grads("avgpool2d of a view", build_view, &av2, 1, pv, 1e-6);
+    tg_check("maxpool2d", build_plain, &mx, 1, p, 1e-6);
+    tg_check("avgpool2d", build_plain, &av, 1, p, 1e-6);
+    tg_check("maxpool2d of a view", build_view, &mx, 1, pv, 1e-6);
+    tg_check("avgpool2d of a view", build_view, &av2, 1, pv, 1e-6);
     tg_free_params(1, p);
     tg_free_params(1, pv);
 }
@@ -117,26 +100,26 @@ static void test_bad_input(void **state) {
     int64_t sx[4] = {2, 3, 7, 6}, s3[3] = {3, 7, 6};
     trit_graph *g = trit_graph_new(TRIT_F32);
     trit_tensor *x = trit_graph_input(g, TRIT_F32, 4, sx, "x");
-    expect_error(g, trit_maxpool2d(g, x, 3, 1, 2), TRIT_ERR_INVALID, "padding <= kernel / 2");
+    tg_expect_graph_error(g, trit_maxpool2d(g, x, 3, 1, 2), TRIT_ERR_INVALID, "padding <= kernel / 2");
 
     g = trit_graph_new(TRIT_F32);
     x = trit_graph_input(g, TRIT_F32, 4, sx, "x");
-    expect_error(g, trit_avgpool2d(g, x, 8, 1, 0), TRIT_ERR_SHAPE, "output would be empty");
+    tg_expect_graph_error(g, trit_avgpool2d(g, x, 8, 1, 0), TRIT_ERR_SHAPE, "output would be empty");
 
     g = trit_graph_new(TRIT_F32);
     x = trit_graph_input(g, TRIT_F32, 4, sx, "x");
-    expect_error(g, trit_avgpool2d(g, x, 2, 0, 0), TRIT_ERR_INVALID, "stride >= 1");
+    tg_expect_graph_error(g, trit_avgpool2d(g, x, 2, 0, 0), TRIT_ERR_INVALID, "stride >= 1");
 
     g = trit_graph_new(TRIT_F32);
     x = trit_graph_input(g, TRIT_F32, 3, s3, "x");
-    expect_error(g, trit_maxpool2d(g, x, 2, 2, 0), TRIT_ERR_SHAPE, "(N, C, H, W)");
+    tg_expect_graph_error(g, trit_maxpool2d(g, x, 2, 2, 0), TRIT_ERR_SHAPE, "(N, C, H, W)");
 
     g = trit_graph_new(TRIT_F64);
     x = trit_graph_input(g, TRIT_I64, 4, sx, "x");
-    expect_error(g, trit_avgpool2d(g, x, 2, 2, 0), TRIT_ERR_DTYPE, "i64");
+    tg_expect_graph_error(g, trit_avgpool2d(g, x, 2, 2, 0), TRIT_ERR_DTYPE, "i64");
 
     g = trit_graph_new(TRIT_F32);
-    expect_error(g, trit_maxpool2d(g, NULL, 2, 2, 0), TRIT_ERR_INVALID, "NULL");
+    tg_expect_graph_error(g, trit_maxpool2d(g, NULL, 2, 2, 0), TRIT_ERR_INVALID, "NULL");
 }
 
 int main(void) {

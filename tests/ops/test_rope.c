@@ -44,24 +44,17 @@ static trit_tensor *build_views(trit_graph *g, trit_tensor **p, void *ctx) {
     return trit_add(g, x, y);
 }
 
-static void check_grads(const char *what, tg_build_fn build, void *ctx, int n, trit_tensor **p) {
-    double e = tg_gradcheck(build, ctx, n, p, 64), f = tg_f32_vs_f64(build, ctx, n, p);
-    print_message("%s: gradcheck %.3g, f32 vs f64 %.3g\n", what, e, f);
-    if (!(e >= 0 && e <= 1e-6)) fail_msg("%s: gradient check relative error %.3g > 1e-6", what, e);
-    if (!(f >= 0 && f <= 1e-5)) fail_msg("%s: f32 differs from f64 by %.3g > 1e-5", what, f);
-}
-
 static void test_gradients(void **state) {
     (void)state;
     int64_t s[3] = {3, 7, 16};
     rope_ctx c = {4, 10000.0};
     trit_tensor *p[1] = {tg_param(3, s, -1, 1, 21)};
-    check_grads("rope", build_plain, &c, 1, p);
+    tg_check("rope", build_plain, &c, 1, p, 1e-5);
     tg_free_params(1, p);
 
     int64_t sa[3] = {2, 5, 24}, sb[3] = {5, 2, 12};
     trit_tensor *pv[2] = {tg_param(3, sa, -1, 1, 22), tg_param(3, sb, -1, 1, 23)};
-    check_grads("rope of views", build_views, NULL, 2, pv);
+    tg_check("rope of views", build_views, NULL, 2, pv, 1e-5);
     tg_free_params(2, pv);
 }
 

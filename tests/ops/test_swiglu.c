@@ -39,23 +39,16 @@ static trit_tensor *build_views(trit_graph *g, trit_tensor **p, void *ctx) {
     return trit_add(g, trit_add(g, a, b), c);
 }
 
-static void check_grads(const char *what, tg_build_fn build, int n, trit_tensor **p) {
-    double e = tg_gradcheck(build, NULL, n, p, 64), f = tg_f32_vs_f64(build, NULL, n, p);
-    print_message("%s: gradcheck %.3g, f32 vs f64 %.3g\n", what, e, f);
-    if (!(e >= 0 && e <= 1e-6)) fail_msg("%s: gradient check relative error %.3g > 1e-6", what, e);
-    if (!(f >= 0 && f <= 1e-5)) fail_msg("%s: f32 differs from f64 by %.3g > 1e-5", what, f);
-}
-
 static void test_gradients(void **state) {
     (void)state;
     int64_t s[2] = {6, 7};
     trit_tensor *p[2] = {tg_param(2, s, -4, 4, 31), tg_param(2, s, -1, 1, 32)};
-    check_grads("swiglu", build_plain, 2, p);
+    tg_check("swiglu", build_plain, NULL, 2, p, 1e-5);
     tg_free_params(2, p);
 
     int64_t s0[3] = {2, 3, 10}, s1[3] = {3, 2, 5}, s2[3] = {2, 3, 5};
     trit_tensor *pv[3] = {tg_param(3, s0, -3, 3, 33), tg_param(3, s1, -3, 3, 34), tg_param(3, s2, -3, 3, 35)};
-    check_grads("swiglu of views", build_views, 3, pv);
+    tg_check("swiglu of views", build_views, NULL, 3, pv, 1e-5);
     tg_free_params(3, pv);
 }
 

@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <cmocka.h>
 
 // ---- the weighted-sum loss op: out = sum_i x_i * r_i with r_i from Philox ------------
@@ -201,4 +202,22 @@ trit_tensor *tg_indices(trit_dtype dt, int ndim, const int64_t *shape, const int
     assert_non_null(t);
     for (int64_t i = 0; i < trit_tensor_numel(t); i++) trit_tensor_set_flat(t, i, (double)vals[i]);
     return t;
+}
+
+void tg_assert_gradcheck_sampled(const char *what, tg_build_fn build, void *ctx, int n, trit_tensor **params) {
+    int64_t most = 0;
+    for (int i = 0; i < n; i++) most = trit_tensor_numel(params[i]) > most ? trit_tensor_numel(params[i]) : most;
+    if (most <= 4096) {
+        tg_assert_gradcheck(what, build, ctx, n, params);
+        return;
+    }
+    const double err = tg_gradcheck(build, ctx, n, params, 8);
+    if (!(err >= 0 && err <= 1e-6)) fail_msg("%s: gradient check relative error %.3g > 1e-6", what, err);
+}
+
+void tg_expect_graph_error(trit_graph *g, trit_tensor *r, trit_status code, const char *text) {
+    assert_null(r);
+    if (!strstr(trit_last_error(), text)) fail_msg("error '%s' does not mention '%s'", trit_last_error(), text);
+    assert_int_equal(trit_graph_compile(g, NULL), code);
+    trit_graph_free(g);
 }

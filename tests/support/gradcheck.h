@@ -27,6 +27,9 @@ double tg_f32_vs_f64(tg_build_fn build, void *ctx, int n, trit_tensor **params);
 
 // cmocka helpers: fail with a message naming the check.
 void tg_assert_gradcheck(const char *what, tg_build_fn build, void *ctx, int n, trit_tensor **params);
+// tg_assert_gradcheck with every element of small parameters checked; of large ones (there to
+// reach the threaded paths) an evenly spread few, which keeps the many forward passes cheap.
+void tg_assert_gradcheck_sampled(const char *what, tg_build_fn build, void *ctx, int n, trit_tensor **params);
 void tg_assert_f32_close(const char *what, tg_build_fn build, void *ctx, int n, trit_tensor **params, double tol);
 
 // The weighted-sum reduction used as the loss (exported for tests of the graph itself).
@@ -37,5 +40,8 @@ void tg_check(const char *what, tg_build_fn build, void *ctx, int n, trit_tensor
 void tg_run(trit_graph *g, trit_tensor *loss);
 // An index tensor (i32 or i64) holding vals[0..n) with the given shape.
 trit_tensor *tg_indices(trit_dtype dt, int ndim, const int64_t *shape, const int64_t *vals);
+// A graph-building call that should have failed: r is NULL, the error mentions `text`, the graph
+// reports `code` on compile; frees the graph.
+void tg_expect_graph_error(trit_graph *g, trit_tensor *r, trit_status code, const char *text);
 
 #endif
