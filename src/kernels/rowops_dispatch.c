@@ -9,95 +9,64 @@ static bool use_avx512(void) {
     return level == TRIT_CPU_AVX512 || level == TRIT_CPU_AMX;
 }
 
+// Calls trit_kernel_<kernel>_avx512 or trit_kernel_<kernel>_ref_f32 (same signature) with the
+// arguments.
+#define DISPATCH(kernel, ...)                                                                     \
+    (use_avx512() ? trit_kernel_##kernel##_avx512 : trit_kernel_##kernel##_ref_f32)(__VA_ARGS__)
+
 void trit_kernel_norm_fwd_f32(float *y, double *stats, float *s, const float *x, const float *r,
                               const float *w, const float *b, int64_t rows, int64_t C, double eps, bool center) {
-    if (use_avx512())
-        trit_kernel_norm_fwd_avx512(y, stats, s, x, r, w, b, rows, C, eps, center);
-    else
-        trit_kernel_norm_fwd_ref_f32(y, stats, s, x, r, w, b, rows, C, eps, center);
+    DISPATCH(norm_fwd, y, stats, s, x, r, w, b, rows, C, eps, center);
 }
 
 void trit_kernel_norm_bwd_x_f32(float *dx, float *dx2, const float *x, const float *dy, const float *gres,
                                 const float *w, const double *stats, int64_t rows, int64_t C, bool center) {
-    if (use_avx512())
-        trit_kernel_norm_bwd_x_avx512(dx, dx2, x, dy, gres, w, stats, rows, C, center);
-    else
-        trit_kernel_norm_bwd_x_ref_f32(dx, dx2, x, dy, gres, w, stats, rows, C, center);
+    DISPATCH(norm_bwd_x, dx, dx2, x, dy, gres, w, stats, rows, C, center);
 }
 
 void trit_kernel_norm_bwd_params_f32(float *dw, float *db, const float *x, const float *dy,
                                      const double *stats, int64_t rows, int64_t C) {
-    if (use_avx512())
-        trit_kernel_norm_bwd_params_avx512(dw, db, x, dy, stats, rows, C);
-    else
-        trit_kernel_norm_bwd_params_ref_f32(dw, db, x, dy, stats, rows, C);
+    DISPATCH(norm_bwd_params, dw, db, x, dy, stats, rows, C);
 }
 
 void trit_kernel_gelu_fwd_f32(float *y, const float *x, const float *b, int64_t rows, int64_t N) {
-    if (use_avx512())
-        trit_kernel_gelu_fwd_avx512(y, x, b, rows, N);
-    else
-        trit_kernel_gelu_fwd_ref_f32(y, x, b, rows, N);
+    DISPATCH(gelu_fwd, y, x, b, rows, N);
 }
 
 void trit_kernel_gelu_bwd_f32(float *dx, float *db, const float *x, const float *b, const float *g,
                               int64_t rows, int64_t N) {
-    if (use_avx512())
-        trit_kernel_gelu_bwd_avx512(dx, db, x, b, g, rows, N);
-    else
-        trit_kernel_gelu_bwd_ref_f32(dx, db, x, b, g, rows, N);
+    DISPATCH(gelu_bwd, dx, db, x, b, g, rows, N);
 }
 
 void trit_kernel_softmax_fwd_f32(float *y, const float *x, int64_t rows, int64_t C) {
-    if (use_avx512())
-        trit_kernel_softmax_fwd_avx512(y, x, rows, C);
-    else
-        trit_kernel_softmax_fwd_ref_f32(y, x, rows, C);
+    DISPATCH(softmax_fwd, y, x, rows, C);
 }
 
 void trit_kernel_softmax_bwd_f32(float *dx, const float *y, const float *dy, int64_t rows, int64_t C) {
-    if (use_avx512())
-        trit_kernel_softmax_bwd_avx512(dx, y, dy, rows, C);
-    else
-        trit_kernel_softmax_bwd_ref_f32(dx, y, dy, rows, C);
+    DISPATCH(softmax_bwd, dx, y, dy, rows, C);
 }
 
 void trit_kernel_log_softmax_fwd_f32(float *y, const float *x, int64_t rows, int64_t C) {
-    if (use_avx512())
-        trit_kernel_log_softmax_fwd_avx512(y, x, rows, C);
-    else
-        trit_kernel_log_softmax_fwd_ref_f32(y, x, rows, C);
+    DISPATCH(log_softmax_fwd, y, x, rows, C);
 }
 
 void trit_kernel_log_softmax_bwd_f32(float *dx, const float *y, const float *dy, int64_t rows, int64_t C) {
-    if (use_avx512())
-        trit_kernel_log_softmax_bwd_avx512(dx, y, dy, rows, C);
-    else
-        trit_kernel_log_softmax_bwd_ref_f32(dx, y, dy, rows, C);
+    DISPATCH(log_softmax_bwd, dx, y, dy, rows, C);
 }
 
 void trit_kernel_ce_fwd_f32(double *stats, double *loss, const float *x, const void *targets, bool t64,
                             int64_t ignore_index, int64_t rows, int64_t V) {
-    if (use_avx512())
-        trit_kernel_ce_fwd_avx512(stats, loss, x, targets, t64, ignore_index, rows, V);
-    else
-        trit_kernel_ce_fwd_ref_f32(stats, loss, x, targets, t64, ignore_index, rows, V);
+    DISPATCH(ce_fwd, stats, loss, x, targets, t64, ignore_index, rows, V);
 }
 
 void trit_kernel_ce_bwd_f32(float *dx, const float *x, const double *stats, const void *targets, bool t64,
                             int64_t ignore_index, float scale, int64_t rows, int64_t V) {
-    if (use_avx512())
-        trit_kernel_ce_bwd_avx512(dx, x, stats, targets, t64, ignore_index, scale, rows, V);
-    else
-        trit_kernel_ce_bwd_ref_f32(dx, x, stats, targets, t64, ignore_index, scale, rows, V);
+    DISPATCH(ce_bwd, dx, x, stats, targets, t64, ignore_index, scale, rows, V);
 }
 
 void trit_kernel_ce_dlogits_f32(float *L, const double *stats, const void *targets, bool t64, int64_t ignore_index,
                                 float scale, int64_t rows, int64_t V) {
-    if (use_avx512())
-        trit_kernel_ce_dlogits_avx512(L, stats, targets, t64, ignore_index, scale, rows, V);
-    else
-        trit_kernel_ce_dlogits_ref_f32(L, stats, targets, t64, ignore_index, scale, rows, V);
+    DISPATCH(ce_dlogits, L, stats, targets, t64, ignore_index, scale, rows, V);
 }
 
 // A row memcpy: libc's copy is already as wide as the CPU allows.
@@ -106,16 +75,10 @@ void trit_kernel_embedding_fwd_f32(float *out, const float *w, const void *idx, 
 }
 
 void trit_kernel_embedding_bwd_f32(float *gw, const float *go, const void *idx, bool i64, int64_t n, int64_t C) {
-    if (use_avx512())
-        trit_kernel_embedding_bwd_avx512(gw, go, idx, i64, n, C);
-    else
-        trit_kernel_embedding_bwd_ref_f32(gw, go, idx, i64, n, C);
+    DISPATCH(embedding_bwd, gw, go, idx, i64, n, C);
 }
 
 void trit_kernel_adam_f32(float *p, const float *g, float *m, float *v, int64_t n, const trit_adam_scalars *s,
                           bool decoupled) {
-    if (use_avx512())
-        trit_kernel_adam_avx512(p, g, m, v, n, s, decoupled);
-    else
-        trit_kernel_adam_ref_f32(p, g, m, v, n, s, decoupled);
+    DISPATCH(adam, p, g, m, v, n, s, decoupled);
 }
