@@ -16,6 +16,18 @@ static pool_dims dims_of(const trit_tensor *x, const trit_pool2d_attr *a) {
     return d;
 }
 
+// The input rows [h_lo, h_hi) and columns [w_lo, w_hi) under output pixel (oh, ow)'s window,
+// with the padding cut off.
+typedef struct pool_window {
+    int64_t h_lo, h_hi, w_lo, w_hi;
+} pool_window;
+
+static inline pool_window window_of(const pool_dims *d, int64_t oh, int64_t ow) {
+    const int64_t h0 = oh * d->S - d->P, w0 = ow * d->S - d->P;
+    return (pool_window){h0 < 0 ? 0 : h0, h0 + d->K < d->H ? h0 + d->K : d->H, w0 < 0 ? 0 : w0,
+                         w0 + d->K < d->W ? w0 + d->K : d->W};
+}
+
 static bool worth_threads(const pool_dims *d) { return d->planes * d->OH * d->OW * d->K * d->K >= POOL_PARALLEL_MIN; }
 
 static trit_status pool_infer(const char *name, const trit_tensor *const *in, int n_in, const trit_pool2d_attr *a,
@@ -61,13 +73,13 @@ static trit_status maxpool_forward(const trit_op_call *c) {
         const real *xp = x + pl * d.H * d.W;
         for (int64_t oh = 0; oh < d.OH; oh++)
             for (int64_t ow = 0; ow < d.OW; ow++) {
-                const int64_t h0 = oh * d.S - d.P, w0 = ow * d.S - d.P;
+                const pool_window win = window_of(&d, oh, ow);
                 // Padding is -inf, so it never wins; padding <= kernel / 2 leaves a real pixel
                 // in every window. A NaN wins and stays (it spreads, as in PyTorch).
                 real best = RMAX_NEG;
                 int64_t at = -1;
-                for (int64_t ih = h0 < 0 ? 0 : h0; ih < h0 + d.K && ih < d.H; ih++)
-                    for (int64_t iw = w0 < 0 ? 0 : w0; iw < w0 + d.K && iw < d.W; iw++) {
+                for (int64_t ih = win.h_lo; ih < win.h_hi; ih++)
+                    for (int64_t iw = win.w_lo; iw < win.w_hi; iw++) {
                         const real v = xp[ih * d.W + iw];
                         if (at < 0 || (!isnan(best) && (v > best || isnan(v)))) {
                             best = v;
@@ -125,10 +137,10 @@ static trit_status avgpool_forward(const trit_op_call *c) {
         const real *xp = x + pl * d.H * d.W;
         for (int64_t oh = 0; oh < d.OH; oh++)
             for (int64_t ow = 0; ow < d.OW; ow++) {
-                const int64_t h0 = oh * d.S - d.P, w0 = ow * d.S - d.P;
+                const pool_window win = window_of(&d, oh, ow);
                 double s = 0;
-                for (int64_t ih = h0 < 0 ? 0 : h0; ih < h0 + d.K && ih < d.H; ih++)
-                    for (int64_t iw = w0 < 0 ? 0 : w0; iw < w0 + d.K && iw < d.W; iw++) s += (double)xp[ih * d.W + iw];
+                for (int64_t ih = win.h_lo; ih < win.h_hi; ih++)
+                    for (int64_t iw = win.w_lo; iw < win.w_hi; iw++) s += (double)xp[ih * d.W + iw];
                 out[(pl * d.OH + oh) * d.OW + ow] = (real)(s / area);
             }
     }
@@ -146,10 +158,10 @@ static trit_status avgpool_backward(const trit_op_call *c) {
         real *gp = gx + pl * d.H * d.W;
         for (int64_t oh = 0; oh < d.OH; oh++)
             for (int64_t ow = 0; ow < d.OW; ow++) {
-                const int64_t h0 = oh * d.S - d.P, w0 = ow * d.S - d.P;
+                const pool_window win = window_of(&d, oh, ow);
                 const real g = go[(pl * d.OH + oh) * d.OW + ow] * inv_area;
-                for (int64_t ih = h0 < 0 ? 0 : h0; ih < h0 + d.K && ih < d.H; ih++)
-                    for (int64_t iw = w0 < 0 ? 0 : w0; iw < w0 + d.K && iw < d.W; iw++) gp[ih * d.W + iw] += g;
+                for (int64_t ih = win.h_lo; ih < win.h_hi; ih++)
+                    for (int64_t iw = win.w_lo; iw < win.w_hi; iw++) gp[ih * d.W + iw] += g;
             }
     }
     return TRIT_OK;
