@@ -31,5 +31,10 @@ void cli_getopt_reset(void);
 // Parse a flag value as a number (full-string check); on failure print and return false.
 bool cli_int(const char *verb, const char *flag, const char *s, int64_t *out);
 bool cli_double(const char *verb, const char *flag, const char *s, double *out);
+// After getopt_long for a verb that reads a checkpoint: nothing left over in argv and --ckpt
+// given. Returns CLI_OK, or CLI_USAGE after saying what is wrong.
+int cli_check_ckpt_args(const char *verb, int argc, char **argv, const char *ckpt);
+// Whether path names an existing directory.
+bool cli_is_dir(const char *path);
 
 #endif

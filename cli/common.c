@@ -4,6 +4,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 
 int cli_error(const char *verb, int code, const char *fmt, ...) {
     fprintf(stderr, "trit %s: ", verb);
@@ -42,4 +43,15 @@ bool cli_double(const char *verb, const char *flag, const char *s, double *out) 
     if (trit_arg_double(flag, s, out) == TRIT_OK) return true;
     cli_fail(verb, CLI_USAGE);
     return false;
+}
+
+int cli_check_ckpt_args(const char *verb, int argc, char **argv, const char *ckpt) {
+    if (optind < argc) return cli_error(verb, CLI_USAGE, "unexpected argument '%s'", argv[optind]);
+    if (!ckpt) return cli_error(verb, CLI_USAGE, "--ckpt DIR is required (see trit %s --help)", verb);
+    return CLI_OK;
+}
+
+bool cli_is_dir(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
 }

@@ -23,11 +23,6 @@ static void usage(FILE *fp) {
             "  --help             this text\n");
 }
 
-static bool is_dir(const char *p) {
-    struct stat st;
-    return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
-}
-
 static int eval_loss(trit_gpt *m, const char *shard, int64_t batches, int64_t B, int64_t T) {
     trit_data *d = trit_data_open(shard, T);
     if (!d) return cli_fail("eval", CLI_FAIL);
@@ -103,8 +98,8 @@ int trit_cli_eval(int argc, char **argv) {
         }
         if (!ok) return CLI_USAGE;
     }
-    if (optind < argc) return cli_error("eval", CLI_USAGE, "unexpected argument '%s'", argv[optind]);
-    if (!ckpt) return cli_error("eval", CLI_USAGE, "--ckpt DIR is required (see trit eval --help)");
+    int bad = cli_check_ckpt_args("eval", argc, argv, ckpt);
+    if (bad) return bad;
     if (batches < 0 || B < 1 || T < 0 || task_test < 1 || threads < 0)
         return cli_error("eval", CLI_USAGE, "--batches >= 0, --batch >= 1, --seq >= 0, --task-test >= 1 and "
                          "--threads >= 0 are required");
@@ -120,15 +115,15 @@ int trit_cli_eval(int argc, char **argv) {
         rc = cli_error("eval", CLI_USAGE, "--seq %lld is longer than the model's context of %lld", (long long)T,
                        (long long)ctx);
     } else if (data) {
-        if (is_dir(data)) rc = trit_path_join(shard, sizeof shard, data, TRIT_DATA_VAL) == TRIT_OK ? CLI_OK : CLI_FAIL;
+        if (cli_is_dir(data)) rc = trit_path_join(shard, sizeof shard, data, TRIT_DATA_VAL) == TRIT_OK ? CLI_OK : CLI_FAIL;
         else rc = snprintf(shard, sizeof shard, "%s", data) < (int)sizeof shard ? CLI_OK : CLI_FAIL;
         if (rc == CLI_OK) rc = eval_loss(m, shard, batches, B, T);
-    } else if (is_dir(ckpt) && trit_train_run_info(ckpt, &cfg, NULL) == TRIT_OK &&
+    } else if (cli_is_dir(ckpt) && trit_train_run_info(ckpt, &cfg, NULL) == TRIT_OK &&
                trit_train_config_task(&cfg) == TRIT_TASK_ADDITION) {
         rc = eval_addition(m, ckpt, &cfg, task_test);
-    } else if (is_dir(ckpt)) {
+    } else if (cli_is_dir(ckpt)) {
         // The run's own val.bin, or that of the `trit prepare` directory it trained on.
-        bool from_data = trit_train_run_info(ckpt, &cfg, NULL) == TRIT_OK && is_dir(cfg.data);
+        bool from_data = trit_train_run_info(ckpt, &cfg, NULL) == TRIT_OK && cli_is_dir(cfg.data);
         trit_clear_error();
         struct stat st;
         if (trit_path_join(shard, sizeof shard, from_data ? cfg.data : ckpt, TRIT_DATA_VAL) == TRIT_OK &&

@@ -5,7 +5,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 static void usage(FILE *fp) {
     fprintf(fp,
@@ -33,8 +32,7 @@ static void emit(void *ctx, int32_t token) {
 static trit_tokenizer *load_tokenizer(const char *ckpt, const char *file) {
     char path[TRIT_PATH_MAX + 32];
     if (!file) {
-        struct stat st;
-        if (stat(ckpt, &st) != 0 || !S_ISDIR(st.st_mode)) {
+        if (!cli_is_dir(ckpt)) {
             trit_error(TRIT_ERR_INVALID, "'%s' is not a run directory: pass --tokenizer-file too", ckpt);
             return NULL;
         }
@@ -74,8 +72,8 @@ int trit_cli_sample(int argc, char **argv) {
         }
         if (!ok) return CLI_USAGE;
     }
-    if (optind < argc) return cli_error("sample", CLI_USAGE, "unexpected argument '%s'", argv[optind]);
-    if (!ckpt) return cli_error("sample", CLI_USAGE, "--ckpt DIR is required (see trit sample --help)");
+    int bad = cli_check_ckpt_args("sample", argc, argv, ckpt);
+    if (bad) return bad;
     if (sc.max_tokens < 0 || sc.max_tokens > 100000000)
         return cli_error("sample", CLI_USAGE, "--max-tokens must be in 0..100000000");
     if (seed < 0 || threads < 0) return cli_error("sample", CLI_USAGE, "--seed and --threads must be >= 0");
