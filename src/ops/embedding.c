@@ -7,11 +7,6 @@
 
 #include "kernels/rowops.h"
 
-static int64_t index_at(const trit_tensor *t, int64_t i) {
-    const void *p = trit_tensor_ptr(t);
-    return t->dtype == TRIT_I32 ? (int64_t)((const int32_t *)p)[i] : ((const int64_t *)p)[i];
-}
-
 static trit_status embedding_infer(const trit_tensor *const *in, int n_in, const void *attr, trit_tensor *out) {
     (void)n_in;
     (void)attr;
@@ -34,7 +29,7 @@ static trit_status embedding_infer(const trit_tensor *const *in, int n_in, const
 // idx: (n); every index must lie in [0, V).
 static trit_status check_indices(const trit_tensor *idx, int64_t n, int64_t V) {
     for (int64_t i = 0; i < n; i++) {
-        const int64_t k = index_at(idx, i);
+        const int64_t k = trit_op_index_at(idx, i);
         if (k < 0 || k >= V)
             return trit_error(TRIT_ERR_RANGE, "embedding: index %lld at position %lld is outside [0, %lld); check the token ids against the table size",
                               (long long)k, (long long)i, (long long)V);

@@ -8,6 +8,7 @@
 // of threads, and row losses and bias sums are added serially or per column, so the results do
 // not depend on the thread count.
 #include "ops/fused.h"
+#include "ops/loss.h"
 
 #include "kernels/gemm.h"
 #include "kernels/rowops.h"
@@ -32,11 +33,6 @@
 static const void *cls_targets_at(const trit_op_call *c, int64_t r0) {
     const trit_tensor *t = c->in[2];
     return (const char *)trit_tensor_ptr(t) + r0 * (t->dtype == TRIT_I64 ? 8 : 4);
-}
-
-static int64_t index_at(const trit_tensor *t, int64_t i) {
-    const void *p = trit_tensor_ptr(t);
-    return t->dtype == TRIT_I32 ? (int64_t)((const int32_t *)p)[i] : ((const int64_t *)p)[i];
 }
 
 static trit_status cls_check_dtypes(const trit_tensor *const *in, int n_in) {
@@ -128,31 +124,11 @@ static void cls_logits(const trit_op_call *c, int64_t r0, int64_t n, real *L) {
     R(trit_kernel_gemm)(false, true, n, V, C, x, C, w, C, L, V, a->has_bias);
 }
 
-// Checks every target (a bad label is the user's data, so it is an error, not a crash) and
-// returns the number of non-ignored rows, or -1.
-static int64_t cls_count_targets(const trit_op_call *c) {
-    const trit_classifier_attr *a = c->attr;
-    const int64_t rows = cls_rows(c), V = cls_V(c);
-    int64_t count = 0;
-    for (int64_t r = 0; r < rows; r++) {
-        const int64_t t = index_at(c->in[2], r);
-        if (t == a->ignore_index) continue;
-        if (t < 0 || t >= V) {
-            trit_error(TRIT_ERR_RANGE,
-                       "classifier_ce: target %lld at row %lld is outside [0, %lld) and is not ignore_index (%lld); check the labels against the vocabulary size",
-                       (long long)t, (long long)r, (long long)V, (long long)a->ignore_index);
-            return -1;
-        }
-        count++;
-    }
-    return count;
-}
-
 static trit_status cls_forward(const trit_op_call *c) {
     const trit_classifier_attr *a = c->attr;
     const int64_t rows = cls_rows(c), V = cls_V(c), chunk = cls_chunk(c);
     double *stats = c->saved;  // (rows, 2) then the count
-    const int64_t count = cls_count_targets(c);
+    const int64_t count = trit_ce_count_targets("classifier_ce", c->in[2], V, a->ignore_index);
     if (count < 0) return TRIT_ERR_RANGE;
     real *L = c->scratch;                                               // (chunk, V)
     double *row_loss = (double *)((char *)c->scratch + cls_logit_bytes(c));  // (chunk)
@@ -178,7 +154,7 @@ static bool cls_dlogits(const trit_op_call *c, int64_t r0, int64_t n, real scale
     const int64_t V = cls_V(c);
     const double *stats = c->saved;
     bool any = false;
-    for (int64_t i = 0; i < n && !any; i++) any = index_at(c->in[2], r0 + i) != a->ignore_index;
+    for (int64_t i = 0; i < n && !any; i++) any = trit_op_index_at(c->in[2], r0 + i) != a->ignore_index;
     if (!any) return false;
     R(trit_kernel_ce_dlogits)(L, stats + 2 * r0, cls_targets_at(c, r0), c->in[2]->dtype == TRIT_I64, a->ignore_index,
                               scale, n, V);

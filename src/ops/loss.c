@@ -12,11 +12,6 @@
 
 // ---- cross-entropy -------------------------------------------------------------------------
 
-static int64_t index_at(const trit_tensor *t, int64_t i) {
-    const void *p = trit_tensor_ptr(t);
-    return t->dtype == TRIT_I32 ? (int64_t)((const int32_t *)p)[i] : ((const int64_t *)p)[i];
-}
-
 static trit_status ce_infer(const trit_tensor *const *in, int n_in, const void *attr, trit_tensor *out) {
     (void)n_in;
     (void)attr;
@@ -50,16 +45,8 @@ static trit_status ce_forward(const trit_op_call *c) {
     const real *x = trit_tensor_ptr(c->in[0]);  // (rows, V)
     double *stats = c->saved;                   // (rows, 2) then the count
     double *row_loss = c->scratch;              // (rows)
-    int64_t count = 0;
-    for (int64_t r = 0; r < rows; r++) {
-        const int64_t t = index_at(tt, r);
-        if (t == a->ignore_index) continue;
-        if (t < 0 || t >= V)
-            return trit_error(TRIT_ERR_RANGE,
-                              "cross_entropy: target %lld at row %lld is outside [0, %lld) and is not ignore_index (%lld); check the labels against the vocabulary size",
-                              (long long)t, (long long)r, (long long)V, (long long)a->ignore_index);
-        count++;
-    }
+    const int64_t count = trit_ce_count_targets("cross_entropy", tt, V, a->ignore_index);
+    if (count < 0) return TRIT_ERR_RANGE;
     R(trit_kernel_ce_fwd)(stats, row_loss, x, trit_tensor_ptr(tt), tt->dtype == TRIT_I64, a->ignore_index, rows, V);
     double total = 0;
     for (int64_t r = 0; r < rows; r++) total += row_loss[r];

@@ -48,4 +48,10 @@ typedef struct trit_op_def {
     size_t attr_size;
 } trit_op_def;
 
+// Element i of an index tensor (I32 or I64: ops that take indices check which in infer).
+static inline int64_t trit_op_index_at(const trit_tensor *t /* (n) */, int64_t i) {
+    const void *p = trit_tensor_ptr(t);
+    return t->dtype == TRIT_I32 ? (int64_t)((const int32_t *)p)[i] : ((const int64_t *)p)[i];
+}
+
 #endif
