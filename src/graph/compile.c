@@ -135,17 +135,15 @@ static trit_status plan_buffers(trit_graph *g) {
     return TRIT_OK;
 }
 
-static int by_size_desc(const void *a, const void *b, void *ctx) {
-    const trit_buffer *bufs = ctx;
-    size_t x = bufs[*(const int *)a].bytes, y = bufs[*(const int *)b].bytes;
-    if (x != y) return x < y ? 1 : -1;
-    return *(const int *)a - *(const int *)b;
+// Larger buffers first; equal sizes keep id order, so plans are reproducible.
+static bool placed_before(const trit_buffer *bufs, int a, int b) {
+    return bufs[a].bytes != bufs[b].bytes ? bufs[a].bytes > bufs[b].bytes : a < b;
 }
 
-static void sort_ids(int *ids, int n, trit_buffer *bufs) {
-    for (int i = 1; i < n; i++) {  // insertion sort: stable and dependency-free
+static void sort_ids(int *ids, int n, const trit_buffer *bufs) {
+    for (int i = 1; i < n; i++) {  // insertion sort: stable, and n is the number of buffers
         int x = ids[i], j = i - 1;
-        while (j >= 0 && by_size_desc(&ids[j], &x, bufs) > 0) {
+        while (j >= 0 && placed_before(bufs, x, ids[j])) {
             ids[j + 1] = ids[j];
             j--;
         }
