@@ -7,11 +7,9 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "attn_check.h"
 #include "gradcheck.h"
 #include "tritfix.h"
-
-#include <stdlib.h>
-#include <string.h>
 
 // ---- attention ---------------------------------------------------------------------
 
@@ -64,23 +62,13 @@ static void test_gradients(void **state) {
     tg_free_params(1, px);
 }
 
-// An f32 graph with graph inputs q, k, v of shape s; returns the output (kept).
-static trit_tensor *input_graph(trit_graph *g, const int64_t *s, int n_head, trit_tensor **qkv) {
-    const char *names[3] = {"q", "k", "v"};
-    for (int i = 0; i < 3; i++) qkv[i] = trit_graph_input(g, trit_graph_dtype(g), 3, s, names[i]);
-    trit_tensor *out = trit_attention(g, qkv[0], qkv[1], qkv[2], n_head);
-    trit_graph_keep(g, out);
-    assert_int_equal(trit_graph_compile(g, NULL), TRIT_OK);
-    return out;
-}
-
 static void test_known_answers(void **state) {
     (void)state;
     // q = 0: every visible key scores the same, so out_t = mean(v_0 .. v_t).
     int64_t s[3] = {1, 4, 2};
     trit_graph *g = trit_graph_new(TRIT_F64);
     trit_tensor *in[3];
-    trit_tensor *out = input_graph(g, s, 1, in);
+    trit_tensor *out = ta_input_graph(g, trit_attention, s, 1, in);
     double *q = in[0]->data, *k = in[1]->data, *v = in[2]->data;
     const double vv[8] = {1, 2, 3, 4, 5, 6, 7, 8};
     for (int i = 0; i < 8; i++) {
@@ -97,7 +85,7 @@ static void test_known_answers(void **state) {
     // the row max subtracted, exp overflows and the output is NaN.
     int64_t s1[3] = {1, 3, 1};
     g = trit_graph_new(TRIT_F32);
-    out = input_graph(g, s1, 1, in);
+    out = ta_input_graph(g, trit_attention, s1, 1, in);
     for (int i = 0; i < 3; i++) {
         ((float *)in[0]->data)[i] = ((float *)in[1]->data)[i] = 1000.0f * (float)(i + 1);
         ((float *)in[2]->data)[i] = (float)(i + 7);
@@ -107,108 +95,31 @@ static void test_known_answers(void **state) {
     trit_graph_free(g);
 }
 
-// Changing q, k and v at position t0 leaves every output before t0 bit-identical.
-static void check_causal(trit_dtype dt) {
-    int64_t s[3] = {2, 37, 32};
-    const int64_t B = 2, T = 37, C = 32, t0 = 21;
-    trit_graph *g = trit_graph_new(dt);
-    trit_tensor *in[3];
-    trit_tensor *out = input_graph(g, s, 4, in);
-    for (int i = 0; i < 3; i++) trit_tensor_fill_uniform(in[i], -2, 2, 99, (uint64_t)i);
-    assert_int_equal(trit_graph_forward(g), TRIT_OK);
-    const size_t esz = trit_dtype_size(dt), row = (size_t)C * esz;
-    uint8_t *before = malloc(trit_tensor_nbytes(out));
-    memcpy(before, out->data, trit_tensor_nbytes(out));
-    for (int i = 0; i < 3; i++)
-        for (int64_t b = 0; b < B; b++)
-            for (int64_t c = 0; c < C; c++) {
-                int64_t idx[3] = {b, t0, c};
-                trit_tensor_set(in[i], idx, trit_tensor_get(in[i], idx) * -3.0 + 0.25);
-            }
-    assert_int_equal(trit_graph_forward(g), TRIT_OK);
-    const uint8_t *after = out->data;
-    for (int64_t b = 0; b < B; b++) {
-        for (int64_t t = 0; t < t0; t++)
-            assert_memory_equal(after + (size_t)(b * T + t) * row, before + (size_t)(b * T + t) * row, row);
-        assert_memory_not_equal(after + (size_t)(b * T + t0) * row, before + (size_t)(b * T + t0) * row, row);
-    }
-    free(before);
-    trit_graph_free(g);
-}
-
+// Changing q, k and v at position 21 of 37 leaves every output before it bit-identical.
 static void test_causal(void **state) {
     (void)state;
-    check_causal(TRIT_F32);
-    check_causal(TRIT_F64);
+    ta_check_causal(trit_attention, TRIT_F32, 2, 37, 32, 4, 21);
+    ta_check_causal(trit_attention, TRIT_F64, 2, 37, 32, 4, 21);
 }
 
-// Output and gradients of an f32 step with `threads` threads, copied into buf.
-static void run_f32(int threads, double *buf, int64_t *n) {
-    int64_t s[3] = {2, 40, 48};
-    trit_tensor *p[3];
-    for (int i = 0; i < 3; i++) {
-        trit_tensor *p64 = tg_param(3, s, -1, 1, (uint64_t)(40 + i));
-        p[i] = tg_clone(p64, TRIT_F32);
-        trit_tensor_free(p64);
-    }
-    trit_threads_set(threads);
-    trit_graph *g = trit_graph_new(TRIT_F32);
-    int h = 3;
-    trit_tensor *out = build_plain(g, p, &h);
-    trit_graph_keep(g, out);
-    assert_int_equal(trit_graph_compile(g, tg_weighted_sum(g, out)), TRIT_OK);
-    trit_graph_zero_grad(g);
-    assert_int_equal(trit_graph_forward(g), TRIT_OK);
-    assert_int_equal(trit_graph_backward(g), TRIT_OK);
-    *n = 0;
-    for (int64_t i = 0; i < trit_tensor_numel(out); i++) buf[(*n)++] = trit_tensor_get_flat(out, i);
-    for (int j = 0; j < 3; j++)
-        for (int64_t i = 0; i < trit_tensor_numel(p[j]); i++) buf[(*n)++] = trit_tensor_get_flat(p[j]->grad, i);
-    trit_graph_free(g);
-    tg_free_params(3, p);
-    trit_threads_set(0);
-}
-
+// Output and gradients of an f32 step are the same with 1 and 2 threads.
 static void test_thread_count_independent(void **state) {
     (void)state;
-    const int64_t cap = 4 * 2 * 40 * 48;
-    double *a = malloc(sizeof(double) * (size_t)cap), *b = malloc(sizeof(double) * (size_t)cap);
-    int64_t na = 0, nb = 0;
-    run_f32(1, a, &na);
-    run_f32(2, b, &nb);
-    assert_int_equal(na, nb);
-    assert_memory_equal(a, b, sizeof(double) * (size_t)na);
-    free(a);
-    free(b);
+    int64_t s[3] = {2, 40, 48};
+    trit_tensor *p[3];
+    for (int i = 0; i < 3; i++) p[i] = tg_param(3, s, -1, 1, (uint64_t)(40 + i));
+    ta_result a = ta_run(trit_attention, TRIT_F32, p, 3, 1);
+    ta_result b = ta_run(trit_attention, TRIT_F32, p, 3, 2);
+    assert_int_equal(a.n, b.n);
+    for (int j = 0; j < 4; j++) assert_memory_equal(a.v[j], b.v[j], sizeof(double) * (size_t)a.n);
+    ta_result_free(&a);
+    ta_result_free(&b);
+    tg_free_params(3, p);
 }
 
 static void test_bad_input(void **state) {
     (void)state;
-    int64_t s[3] = {2, 5, 8}, s2[3] = {2, 4, 8}, s2d[2] = {5, 8};
-    trit_graph *g = trit_graph_new(TRIT_F32);
-    trit_tensor *a = trit_graph_input(g, TRIT_F32, 3, s, "a"), *b = trit_graph_input(g, TRIT_F32, 3, s2, "b");
-    tg_expect_graph_error(g, trit_attention(g, a, b, a, 2), TRIT_ERR_SHAPE, "one shape");
-
-    g = trit_graph_new(TRIT_F32);
-    a = trit_graph_input(g, TRIT_F32, 3, s, "a");
-    tg_expect_graph_error(g, trit_attention(g, a, a, a, 3), TRIT_ERR_SHAPE, "multiple of n_head");
-
-    g = trit_graph_new(TRIT_F32);
-    a = trit_graph_input(g, TRIT_F32, 3, s, "a");
-    tg_expect_graph_error(g, trit_attention(g, a, a, a, 0), TRIT_ERR_INVALID, "n_head");
-
-    g = trit_graph_new(TRIT_F32);
-    a = trit_graph_input(g, TRIT_F32, 2, s2d, "a");
-    tg_expect_graph_error(g, trit_attention(g, a, a, a, 2), TRIT_ERR_SHAPE, "(B, T, C)");
-
-    g = trit_graph_new(TRIT_F32);
-    a = trit_graph_input(g, TRIT_F32, 3, s, "a");
-    b = trit_graph_input(g, TRIT_I32, 3, s, "b");
-    tg_expect_graph_error(g, trit_attention(g, a, a, b, 2), TRIT_ERR_DTYPE, "i32");
-
-    g = trit_graph_new(TRIT_F32);
-    a = trit_graph_input(g, TRIT_F32, 3, s, "a");
-    tg_expect_graph_error(g, trit_attention(g, a, NULL, a, 2), TRIT_ERR_INVALID, "NULL");
+    ta_check_bad_input(trit_attention);
 }
 
 int main(void) {

@@ -8,52 +8,13 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "attn_check.h"
 #include "gradcheck.h"
 #include "ops/flash_attention.h"
 
 #include <math.h>
-#include <stdlib.h>
-#include <string.h>
-
-typedef trit_tensor *(*attn_fn)(trit_graph *g, trit_tensor *q, trit_tensor *k, trit_tensor *v, int n_head);
 
 // ---- flash against the straightforward op -------------------------------------------------
-
-// out and d(weighted sum of out)/d q, k, v of one run, as doubles.
-typedef struct run_result {
-    int64_t n;       // elements of each of the four arrays
-    double *v[4];    // out, gq, gk, gv
-} run_result;
-
-static void result_free(run_result *r) {
-    for (int i = 0; i < 4; i++) free(r->v[i]);
-}
-
-// Runs fn on copies of the f64 parameters p (q, k, v: (B, T, C)) in dtype dt with `threads`
-// threads (0 = default).
-static run_result run_attention(attn_fn fn, trit_dtype dt, trit_tensor **p64, int n_head, int threads) {
-    trit_tensor *p[3];
-    for (int i = 0; i < 3; i++) p[i] = tg_clone(p64[i], dt);
-    trit_threads_set(threads);
-    trit_graph *g = trit_graph_new(dt);
-    trit_tensor *out = fn(g, p[0], p[1], p[2], n_head);
-    assert_non_null(out);
-    trit_graph_keep(g, out);
-    assert_int_equal(trit_graph_compile(g, tg_weighted_sum(g, out)), TRIT_OK);
-    trit_graph_zero_grad(g);
-    assert_int_equal(trit_graph_forward(g), TRIT_OK);
-    assert_int_equal(trit_graph_backward(g), TRIT_OK);
-    run_result r = {.n = trit_tensor_numel(out)};
-    const trit_tensor *src[4] = {out, p[0]->grad, p[1]->grad, p[2]->grad};
-    for (int j = 0; j < 4; j++) {
-        r.v[j] = malloc(sizeof(double) * (size_t)r.n);
-        for (int64_t i = 0; i < r.n; i++) r.v[j][i] = trit_tensor_get_flat(src[j], i);
-    }
-    trit_graph_free(g);
-    tg_free_params(3, p);
-    trit_threads_set(0);
-    return r;
-}
 
 // max |a - b| / max |b| over one array.
 static double rel_diff(const double *a, const double *b, int64_t n) {
@@ -70,8 +31,8 @@ static void compare_case(int64_t B, int64_t T, int64_t hs, int H, trit_dtype dt,
     int64_t s[3] = {B, T, hs * H};
     uint64_t seed = (uint64_t)(T * 1000 + hs * 10 + H);
     trit_tensor *p[3] = {tg_param(3, s, -2, 2, seed), tg_param(3, s, -2, 2, seed + 1), tg_param(3, s, -1, 1, seed + 2)};
-    run_result f = run_attention(trit_flash_attention, dt, p, H, 0);
-    run_result o = run_attention(trit_attention, dt, p, H, 0);
+    ta_result f = ta_run(trit_flash_attention, dt, p, H, 0);
+    ta_result o = ta_run(trit_attention, dt, p, H, 0);
     double worst = 0;
     for (int j = 0; j < 4; j++) {
         double e = rel_diff(f.v[j], o.v[j], f.n);
@@ -82,8 +43,8 @@ static void compare_case(int64_t B, int64_t T, int64_t hs, int H, trit_dtype dt,
     }
     print_message("%s B=%lld T=%3lld hs=%2lld H=%d: max rel diff %.3g\n", dt == TRIT_F32 ? "f32" : "f64",
                   (long long)B, (long long)T, (long long)hs, H, worst);
-    result_free(&f);
-    result_free(&o);
+    ta_result_free(&f);
+    ta_result_free(&o);
     tg_free_params(3, p);
 }
 
@@ -150,60 +111,22 @@ static void test_thread_count_independent(void **state) {
     (void)state;
     int64_t s[3] = {2, 150, 96};
     trit_tensor *p[3] = {tg_param(3, s, -2, 2, 31), tg_param(3, s, -2, 2, 32), tg_param(3, s, -1, 1, 33)};
-    run_result a = run_attention(trit_flash_attention, TRIT_F32, p, 3, 1);
-    run_result b = run_attention(trit_flash_attention, TRIT_F32, p, 3, 2);
+    ta_result a = ta_run(trit_flash_attention, TRIT_F32, p, 3, 1);
+    ta_result b = ta_run(trit_flash_attention, TRIT_F32, p, 3, 2);
     for (int j = 0; j < 4; j++) assert_memory_equal(a.v[j], b.v[j], sizeof(double) * (size_t)a.n);
-    result_free(&a);
-    result_free(&b);
+    ta_result_free(&a);
+    ta_result_free(&b);
     tg_free_params(3, p);
-}
-
-// An f32 or f64 graph with graph inputs q, k, v of shape s; returns the output (kept).
-static trit_tensor *input_graph(trit_graph *g, const int64_t *s, int n_head, trit_tensor **qkv) {
-    const char *names[3] = {"q", "k", "v"};
-    for (int i = 0; i < 3; i++) qkv[i] = trit_graph_input(g, trit_graph_dtype(g), 3, s, names[i]);
-    trit_tensor *out = trit_flash_attention(g, qkv[0], qkv[1], qkv[2], n_head);
-    trit_graph_keep(g, out);
-    assert_int_equal(trit_graph_compile(g, NULL), TRIT_OK);
-    return out;
 }
 
 // Changing q, k and v at position t0 leaves every output before t0 bit-identical, whether t0
 // is in the first tile, mid-tile or at a tile start.
-static void check_causal(trit_dtype dt, int64_t t0) {
-    const int64_t B = 2, T = 150, C = 32;
-    int64_t s[3] = {B, T, C};
-    trit_graph *g = trit_graph_new(dt);
-    trit_tensor *in[3];
-    trit_tensor *out = input_graph(g, s, 2, in);
-    for (int i = 0; i < 3; i++) trit_tensor_fill_uniform(in[i], -2, 2, 99, (uint64_t)i);
-    assert_int_equal(trit_graph_forward(g), TRIT_OK);
-    const size_t row = (size_t)C * trit_dtype_size(dt);
-    uint8_t *before = malloc(trit_tensor_nbytes(out));
-    memcpy(before, out->data, trit_tensor_nbytes(out));
-    for (int i = 0; i < 3; i++)
-        for (int64_t b = 0; b < B; b++)
-            for (int64_t c = 0; c < C; c++) {
-                int64_t idx[3] = {b, t0, c};
-                trit_tensor_set(in[i], idx, trit_tensor_get(in[i], idx) * -3.0 + 0.25);
-            }
-    assert_int_equal(trit_graph_forward(g), TRIT_OK);
-    const uint8_t *after = out->data;
-    for (int64_t b = 0; b < B; b++) {
-        for (int64_t t = 0; t < t0; t++)
-            assert_memory_equal(after + (size_t)(b * T + t) * row, before + (size_t)(b * T + t) * row, row);
-        assert_memory_not_equal(after + (size_t)(b * T + t0) * row, before + (size_t)(b * T + t0) * row, row);
-    }
-    free(before);
-    trit_graph_free(g);
-}
-
 static void test_causal(void **state) {
     (void)state;
     const int64_t t0s[] = {5, 64, 101};
     for (int i = 0; i < 3; i++) {
-        check_causal(TRIT_F32, t0s[i]);
-        check_causal(TRIT_F64, t0s[i]);
+        ta_check_causal(trit_flash_attention, TRIT_F32, 2, 150, 32, 2, t0s[i]);
+        ta_check_causal(trit_flash_attention, TRIT_F64, 2, 150, 32, 2, t0s[i]);
     }
 }
 
@@ -214,7 +137,7 @@ static void test_known_answers(void **state) {
     int64_t s[3] = {1, T, 1};
     trit_graph *g = trit_graph_new(TRIT_F64);
     trit_tensor *in[3];
-    trit_tensor *out = input_graph(g, s, 1, in);
+    trit_tensor *out = ta_input_graph(g, trit_flash_attention, s, 1, in);
     double *q = in[0]->data, *k = in[1]->data, *v = in[2]->data;
     for (int64_t i = 0; i < T; i++) {
         q[i] = 0;
@@ -230,7 +153,7 @@ static void test_known_answers(void **state) {
     const int64_t T1 = 100;
     int64_t s1[3] = {1, T1, 1};
     g = trit_graph_new(TRIT_F32);
-    out = input_graph(g, s1, 1, in);
+    out = ta_input_graph(g, trit_flash_attention, s1, 1, in);
     for (int64_t i = 0; i < T1; i++) {
         ((float *)in[0]->data)[i] = ((float *)in[1]->data)[i] = 100.0f * (float)(i + 1);
         ((float *)in[2]->data)[i] = (float)(i + 7);
@@ -268,31 +191,7 @@ static void test_memory_linear_in_T(void **state) {
 
 static void test_bad_input(void **state) {
     (void)state;
-    int64_t s[3] = {2, 5, 8}, s2[3] = {2, 4, 8}, s2d[2] = {5, 8};
-    trit_graph *g = trit_graph_new(TRIT_F32);
-    trit_tensor *a = trit_graph_input(g, TRIT_F32, 3, s, "a"), *b = trit_graph_input(g, TRIT_F32, 3, s2, "b");
-    tg_expect_graph_error(g, trit_flash_attention(g, a, b, a, 2), TRIT_ERR_SHAPE, "one shape");
-
-    g = trit_graph_new(TRIT_F32);
-    a = trit_graph_input(g, TRIT_F32, 3, s, "a");
-    tg_expect_graph_error(g, trit_flash_attention(g, a, a, a, 3), TRIT_ERR_SHAPE, "multiple of n_head");
-
-    g = trit_graph_new(TRIT_F32);
-    a = trit_graph_input(g, TRIT_F32, 3, s, "a");
-    tg_expect_graph_error(g, trit_flash_attention(g, a, a, a, 0), TRIT_ERR_INVALID, "n_head");
-
-    g = trit_graph_new(TRIT_F32);
-    a = trit_graph_input(g, TRIT_F32, 2, s2d, "a");
-    tg_expect_graph_error(g, trit_flash_attention(g, a, a, a, 2), TRIT_ERR_SHAPE, "(B, T, C)");
-
-    g = trit_graph_new(TRIT_F32);
-    a = trit_graph_input(g, TRIT_F32, 3, s, "a");
-    b = trit_graph_input(g, TRIT_I32, 3, s, "b");
-    tg_expect_graph_error(g, trit_flash_attention(g, a, a, b, 2), TRIT_ERR_DTYPE, "i32");
-
-    g = trit_graph_new(TRIT_F32);
-    a = trit_graph_input(g, TRIT_F32, 3, s, "a");
-    tg_expect_graph_error(g, trit_flash_attention(g, a, NULL, a, 2), TRIT_ERR_INVALID, "NULL");
+    ta_check_bad_input(trit_flash_attention);
 }
 
 int main(void) {
