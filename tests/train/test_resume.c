@@ -67,14 +67,31 @@ static void expect_same_file(const char *dir_a, const char *dir_b, const char *n
     free(b);
 }
 
+// A scratch root with the run directories full/ and part/ and, if wanted, a corpus file.
+typedef struct dirs {
+    char root[512], text[600], full[600], part[600];
+} dirs;
+
+static void make_dirs(dirs *d, const char *tag, int corpus) {
+    tfile_mkdtemp(d->root, sizeof d->root, tag);
+    snprintf(d->text, sizeof d->text, "%s/corpus.txt", d->root);
+    snprintf(d->full, sizeof d->full, "%s/full", d->root);
+    snprintf(d->part, sizeof d->part, "%s/part", d->root);
+    if (corpus) tf_write_corpus(d->text);
+}
+
+// A config with only --resume (and the quiet flag) given, as on the command line.
+static void resume_config(trit_train_config *c, const char *dir) {
+    trit_train_config_init(c);
+    assert_int_equal(trit_train_config_set(c, "resume", dir), TRIT_OK);
+    c->quiet = 1;
+}
+
 static void test_stop_after_and_resume(void **state) {
     (void)state;
-    char root[512], text[600], full[600], part[600];
-    tfile_mkdtemp(root, sizeof root, "resume");
-    snprintf(text, sizeof text, "%s/corpus.txt", root);
-    snprintf(full, sizeof full, "%s/full", root);
-    snprintf(part, sizeof part, "%s/part", root);
-    tf_write_corpus(text);
+    dirs d;
+    make_dirs(&d, "resume", 1);
+    const char *text = d.text, *full = d.full, *part = d.part;
 
     trit_train_config c;
     trit_train_result res;
@@ -94,10 +111,8 @@ static void test_stop_after_and_resume(void **state) {
     assert_int_equal(res.step, 5);
     assert_int_equal(b.last, 5);
 
-    // Resume: only --resume (and a running flag) on the command line.
-    trit_train_config_init(&c);
-    assert_int_equal(trit_train_config_set(&c, "resume", part), TRIT_OK);
-    c.quiet = 1;
+    // Resume: only --resume on the command line.
+    resume_config(&c, part);
     b.first = 0;
     run(&c, &b, &res);
     assert_int_equal(b.first, 6);
@@ -122,18 +137,15 @@ static void test_stop_after_and_resume(void **state) {
     }
     free(ra);
     free(rb);
-    tfile_rm_rf(root);
+    tfile_rm_rf(d.root);
 }
 
 // A stop request (what SIGINT and SIGTERM raise) finishes the step, checkpoints and returns OK.
 static void test_stop_request_and_resume(void **state) {
     (void)state;
-    char root[512], text[600], full[600], part[600];
-    tfile_mkdtemp(root, sizeof root, "stop");
-    snprintf(text, sizeof text, "%s/corpus.txt", root);
-    snprintf(full, sizeof full, "%s/full", root);
-    snprintf(part, sizeof part, "%s/part", root);
-    tf_write_corpus(text);
+    dirs d;
+    make_dirs(&d, "stop", 1);
+    const char *text = d.text, *full = d.full, *part = d.part;
 
     trit_train_config c;
     trit_train_result res;
@@ -149,25 +161,22 @@ static void test_stop_request_and_resume(void **state) {
     assert_true(res.interrupted);
     assert_int_equal(res.step, 7);
 
-    trit_train_config_init(&c);
-    assert_int_equal(trit_train_config_set(&c, "resume", part), TRIT_OK);
-    c.quiet = 1;
+    resume_config(&c, part);
     c.threads = 2;  // thread count may change on resume and must not change the numbers
     b.stop_at = 0;
     run(&c, &b, &res);
     assert_false(res.interrupted);
     expect_same_bits(&a, &b, 1, STEPS);
     expect_same_file(full, part, TRIT_CKPT_MODEL);
-    tfile_rm_rf(root);
+    tfile_rm_rf(d.root);
 }
 
 // The addition task resumes exactly too (its batches are generated from the step).
 static void test_addition_resume(void **state) {
     (void)state;
-    char root[512], full[600], part[600];
-    tfile_mkdtemp(root, sizeof root, "addres");
-    snprintf(full, sizeof full, "%s/full", root);
-    snprintf(part, sizeof part, "%s/part", root);
+    dirs d;
+    make_dirs(&d, "addres", 0);
+    const char *full = d.full, *part = d.part;
     trit_train_config c;
     trit_train_result res;
     record a = {0}, b = {0};
@@ -187,12 +196,11 @@ static void test_addition_resume(void **state) {
         c.stop_after = k ? 3 : 0;
         run(&c, k ? &b : &a, &res);
     }
-    trit_train_config_init(&c);
-    assert_int_equal(trit_train_config_set(&c, "resume", part), TRIT_OK);
+    resume_config(&c, part);
     run(&c, &b, &res);
     expect_same_bits(&a, &b, 1, STEPS);
     assert_false(isnan(res.accuracy));
-    tfile_rm_rf(root);
+    tfile_rm_rf(d.root);
 }
 
 int main(void) {
