@@ -167,46 +167,29 @@ static void expect_bad(trit_gpt_config c, const char *msg) {
     assert_int_not_equal(trit_gpt_config_check(&c), TRIT_OK);
 }
 
+// expect_bad on a copy b of config c changed by `change` (an expression on b).
+#define BAD(c, change, msg)      \
+    do {                         \
+        trit_gpt_config b = (c); \
+        (void)(change);          \
+        expect_bad(b, msg);      \
+    } while (0)
+
 static void test_bad_configs(void **state) {
     (void)state;
     trit_gpt_config c = trit_gpt_config_default();
     assert_int_equal(trit_gpt_config_check(&c), TRIT_OK);
-    trit_gpt_config b = c;
-    b.n_head = 3;
-    expect_bad(b, "not divisible by n_head");
-    b = c;
-    b.pos = TRIT_POS_ROPE;
-    b.n_embd = 12;
-    b.n_head = 4;  // head size 3
-    expect_bad(b, "must be even");
-    b = c;
-    b.pos = TRIT_POS_ROPE;
-    b.rope_theta = 0;
-    expect_bad(b, "rope_theta");
-    b = c;
-    b.vocab_size = 0;
-    expect_bad(b, "vocab_size");
-    b = c;
-    b.n_layer = -1;
-    expect_bad(b, "n_layer");
-    b = c;
-    b.seq_len = 0;
-    expect_bad(b, "seq_len");
-    b = c;
-    b.n_embd = 0;
-    expect_bad(b, "n_embd");
-    b = c;
-    b.dropout = 1.0;
-    expect_bad(b, "dropout");
-    b = c;
-    b.norm_eps = 0;
-    expect_bad(b, "norm_eps");
-    b = c;
-    b.mlp_hidden = -5;
-    expect_bad(b, "mlp_hidden");
-    b = c;
-    b.norm = (trit_norm_kind)7;
-    expect_bad(b, "norm kind");
+    BAD(c, b.n_head = 3, "not divisible by n_head");
+    BAD(c, (b.pos = TRIT_POS_ROPE, b.n_embd = 12, b.n_head = 4), "must be even");  // head size 3
+    BAD(c, (b.pos = TRIT_POS_ROPE, b.rope_theta = 0), "rope_theta");
+    BAD(c, b.vocab_size = 0, "vocab_size");
+    BAD(c, b.n_layer = -1, "n_layer");
+    BAD(c, b.seq_len = 0, "seq_len");
+    BAD(c, b.n_embd = 0, "n_embd");
+    BAD(c, b.dropout = 1.0, "dropout");
+    BAD(c, b.norm_eps = 0, "norm_eps");
+    BAD(c, b.mlp_hidden = -5, "mlp_hidden");
+    BAD(c, b.norm = (trit_norm_kind)7, "norm kind");
     assert_int_not_equal(trit_gpt_config_check(NULL), TRIT_OK);
 
     // Build and decode misuse.
