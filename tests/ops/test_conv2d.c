@@ -118,37 +118,30 @@ static void test_thread_count_independent(void **state) {
     free(b);
 }
 
+// conv2d of a graph input x (dtype xdt, shape sx, meant to be (N, Cin, H, W)) with weights w
+// (Cout, Cin, kh, kw) and bias b (Cout,) or NULL, in an f32 graph, is refused with `code` and an
+// error mentioning `text`.
+static void expect_conv_error(trit_dtype xdt, int ndim, const int64_t *sx, trit_tensor *w, trit_tensor *b,
+                              int stride, trit_status code, const char *text) {
+    trit_graph *g = trit_graph_new(TRIT_F32);
+    trit_tensor *x = trit_graph_input(g, xdt, ndim, sx, "x");
+    tg_expect_graph_error(g, trit_conv2d(g, x, w, b, stride, 0), code, text);
+}
+
 static void test_bad_input(void **state) {
     (void)state;
     int64_t sx[4] = {2, 3, 7, 6}, sw[4] = {4, 3, 3, 3}, sw2[4] = {4, 2, 3, 3}, sbig[4] = {4, 3, 9, 3}, sb[1] = {5},
             s3[3] = {3, 7, 6};
     trit_tensor *w = trit_tensor_new(TRIT_F32, 4, sw), *w2 = trit_tensor_new(TRIT_F32, 4, sw2),
                 *wbig = trit_tensor_new(TRIT_F32, 4, sbig), *b5 = trit_tensor_new(TRIT_F32, 1, sb);
+    expect_conv_error(TRIT_F32, 4, sx, w2, NULL, 1, TRIT_ERR_SHAPE, "input channels");
+    expect_conv_error(TRIT_F32, 4, sx, wbig, NULL, 1, TRIT_ERR_SHAPE, "output would be empty");
+    expect_conv_error(TRIT_F32, 4, sx, w, NULL, 0, TRIT_ERR_INVALID, "stride");
+    expect_conv_error(TRIT_F32, 4, sx, w, b5, 1, TRIT_ERR_SHAPE, "bias");
+    expect_conv_error(TRIT_F32, 3, s3, w, NULL, 1, TRIT_ERR_SHAPE, "(N, Cin, H, W)");
+    expect_conv_error(TRIT_F64, 4, sx, w, NULL, 1, TRIT_ERR_DTYPE, "f64");
+
     trit_graph *g = trit_graph_new(TRIT_F32);
-    trit_tensor *x = trit_graph_input(g, TRIT_F32, 4, sx, "x");
-    tg_expect_graph_error(g, trit_conv2d(g, x, w2, NULL, 1, 0), TRIT_ERR_SHAPE, "input channels");
-
-    g = trit_graph_new(TRIT_F32);
-    x = trit_graph_input(g, TRIT_F32, 4, sx, "x");
-    tg_expect_graph_error(g, trit_conv2d(g, x, wbig, NULL, 1, 0), TRIT_ERR_SHAPE, "output would be empty");
-
-    g = trit_graph_new(TRIT_F32);
-    x = trit_graph_input(g, TRIT_F32, 4, sx, "x");
-    tg_expect_graph_error(g, trit_conv2d(g, x, w, NULL, 0, 0), TRIT_ERR_INVALID, "stride");
-
-    g = trit_graph_new(TRIT_F32);
-    x = trit_graph_input(g, TRIT_F32, 4, sx, "x");
-    tg_expect_graph_error(g, trit_conv2d(g, x, w, b5, 1, 0), TRIT_ERR_SHAPE, "bias");
-
-    g = trit_graph_new(TRIT_F32);
-    x = trit_graph_input(g, TRIT_F32, 3, s3, "x");
-    tg_expect_graph_error(g, trit_conv2d(g, x, w, NULL, 1, 0), TRIT_ERR_SHAPE, "(N, Cin, H, W)");
-
-    g = trit_graph_new(TRIT_F32);
-    x = trit_graph_input(g, TRIT_F64, 4, sx, "x");
-    tg_expect_graph_error(g, trit_conv2d(g, x, w, NULL, 1, 0), TRIT_ERR_DTYPE, "f64");
-
-    g = trit_graph_new(TRIT_F32);
     tg_expect_graph_error(g, trit_conv2d(g, NULL, w, NULL, 1, 0), TRIT_ERR_INVALID, "NULL");
     trit_tensor_free(w);
     trit_tensor_free(w2);
