@@ -36,7 +36,7 @@ trit_gpt_config trit_gpt_config_default(void);
 // Sizes >= 1 (and <= 2^24), C % H == 0, an even head size with RoPE, dropout in [0, 1),
 // eps > 0, known enum values; the message says which field is wrong and how to fix it.
 trit_status trit_gpt_config_check(const trit_gpt_config *c);
-// The MLP hidden size the model uses: mlp_hidden, or its default when 0.
+// The MLP hidden size the model uses: mlp_hidden, or its default when 0 (0 for a NULL config).
 int64_t trit_gpt_mlp_hidden(const trit_gpt_config *c);
 
 typedef struct trit_gpt trit_gpt;

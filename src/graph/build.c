@@ -247,16 +247,25 @@ trit_tensor *trit_graph_param(const trit_graph *g, int i) {
     return g->values[g->params[i]].t;
 }
 
-void trit_graph_set_training(trit_graph *g, bool training) { g->training = training; }
-bool trit_graph_training(const trit_graph *g) { return g->training; }
+// The setters cannot report failure, so a NULL graph is a no-op, as with trit_graph_free.
+void trit_graph_set_training(trit_graph *g, bool training) {
+    if (g) g->training = training;
+}
+bool trit_graph_training(const trit_graph *g) { return g && g->training; }
 void trit_graph_set_rng(trit_graph *g, uint64_t seed, uint64_t step) {
+    if (!g) return;
     g->seed = seed;
     g->step = step;
 }
-void trit_graph_set_fusion(trit_graph *g, bool on) { g->fusion = on; }
-void trit_graph_set_grad_scale(trit_graph *g, double scale) { g->grad_scale = scale; }
+void trit_graph_set_fusion(trit_graph *g, bool on) {
+    if (g) g->fusion = on;
+}
+void trit_graph_set_grad_scale(trit_graph *g, double scale) {
+    if (g) g->grad_scale = scale;
+}
 
 void trit_graph_print(const trit_graph *g) {
+    if (!g) return;
     char a[128], b[128];
     for (int i = 0; i < g->n_nodes; i++) {
         const trit_node *n = &g->nodes[i];

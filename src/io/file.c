@@ -91,6 +91,10 @@ trit_status trit_atomic_write(trit_atomic_file *f, const void *data, size_t n) {
     if (!f || !f->fp) return trit_error(TRIT_ERR_STATE, "trit_atomic_write: file is not open");
     if (f->status != TRIT_OK) return f->status;
     if (n == 0) return TRIT_OK;
+    if (!data) {  // poisons the file: the commit then removes it instead of leaving a partial one
+        f->status = trit_error(TRIT_ERR_INVALID, "trit_atomic_write: data is NULL for %zu bytes to '%s'", n, f->path);
+        return f->status;
+    }
     if (fwrite(data, 1, n, f->fp) != n)
         f->status = trit_error(TRIT_ERR_IO, "writing '%s': %s", f->tmp_path, strerror(errno));
     return f->status;

@@ -27,6 +27,7 @@ trit_gpt_config trit_gpt_config_default(void) {
 }
 
 int64_t trit_gpt_mlp_hidden(const trit_gpt_config *c) {
+    if (!c) return 0;  // like the other getters: no config, no width
     if (c->mlp_hidden > 0) return c->mlp_hidden;
     if (c->mlp == TRIT_MLP_SWIGLU) {
         const int64_t h = (8 * c->n_embd + 2) / 3;  // ceil(8C / 3)

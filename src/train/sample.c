@@ -23,17 +23,18 @@ struct trit_sampler {
     scored *tok;  // (V) scratch
 };
 
+static trit_status check_config(int64_t V, const trit_sample_config *c) {
+    if (V < 1 || V > INT32_MAX || !c)
+        return trit_error(TRIT_ERR_INVALID, "sampler: vocabulary %lld out of range", (long long)V);
+    if (!(c->temperature >= 0) || c->top_k < 0 || !(c->top_p > 0 && c->top_p <= 1))
+        return trit_error(TRIT_ERR_INVALID,
+                          "sampler: temperature must be >= 0 (got %g), top-k >= 0 (got %lld), top-p in "
+                          "(0, 1] (got %g)", c->temperature, (long long)c->top_k, c->top_p);
+    return TRIT_OK;
+}
+
 trit_sampler *trit_sampler_new(int64_t V, const trit_sample_config *c) {
-    if (V < 1 || V > INT32_MAX || !c) {
-        trit_error(TRIT_ERR_INVALID, "sampler: vocabulary %lld out of range", (long long)V);
-        return NULL;
-    }
-    if (!(c->temperature >= 0) || c->top_k < 0 || !(c->top_p > 0 && c->top_p <= 1)) {
-        trit_error(TRIT_ERR_INVALID,
-                   "sampler: temperature must be >= 0 (got %g), top-k >= 0 (got %lld), top-p in "
-                   "(0, 1] (got %g)", c->temperature, (long long)c->top_k, c->top_p);
-        return NULL;
-    }
+    if (check_config(V, c) != TRIT_OK) return NULL;
     trit_sampler *s = calloc(1, sizeof *s);
     if (s) s->tok = malloc((size_t)V * sizeof *s->tok);
     if (!s || !s->tok) {
@@ -129,6 +130,8 @@ trit_status trit_generate(const trit_gpt *m, const int32_t *prompt, int64_t n_pr
         if (prompt[i] < 0 || prompt[i] >= V)
             return trit_error(TRIT_ERR_RANGE, "prompt token %d at %lld is outside the vocabulary of %lld",
                               prompt[i], (long long)i, (long long)V);
+    trit_status bad = check_config(V, c);  // before allocating, so its message is the one kept
+    if (bad != TRIT_OK) return bad;
     trit_sampler *sp = trit_sampler_new(V, c);
     trit_gpt_cache *cache = trit_gpt_cache_new(m);
     int32_t *hist = malloc((size_t)(n_prompt + c->max_tokens) * sizeof *hist);

@@ -142,6 +142,15 @@ static void test_misuse_is_reported(void **state) {
     trit_graph_free(g4);
     trit_tensor_free(p);
     assert_null(trit_graph_new(TRIT_I32));
+
+    // A NULL graph: the calls that cannot report an error do nothing.
+    trit_graph_set_training(NULL, true);
+    assert_false(trit_graph_training(NULL));
+    trit_graph_set_rng(NULL, 1, 2);
+    trit_graph_set_fusion(NULL, true);
+    trit_graph_set_grad_scale(NULL, 2.0);
+    trit_graph_print(NULL);
+    assert_int_equal(trit_graph_backward(NULL), TRIT_ERR_INVALID);
 }
 
 static void test_frozen_param_gets_no_grad(void **state) {

@@ -93,6 +93,12 @@ static void test_failures(void **state) {
     assert_int_equal(stat(tfile_path("sub"), &st), 0);
     assert_true(S_ISDIR(st.st_mode));
     assert_int_equal(trit_atomic_open(NULL, "x"), TRIT_ERR_INVALID);
+    // NULL data for a non-zero length: refused, the old file kept, no temp file left.
+    assert_int_equal(trit_file_write_atomic(tfile_path("c.txt"), "old", 3), TRIT_OK);
+    assert_int_equal(trit_file_write_atomic(tfile_path("c.txt"), NULL, 5), TRIT_ERR_INVALID);
+    assert_non_null(strstr(trit_last_error(), "data is NULL"));
+    assert_content("c.txt", "old");
+    assert_int_equal(temp_files(), 0);
     // Reads.
     uint8_t *b;
     size_t n;

@@ -191,6 +191,7 @@ static void test_bad_configs(void **state) {
     BAD(c, b.mlp_hidden = -5, "mlp_hidden");
     BAD(c, b.norm = (trit_norm_kind)7, "norm kind");
     assert_int_not_equal(trit_gpt_config_check(NULL), TRIT_OK);
+    assert_int_equal(trit_gpt_mlp_hidden(NULL), 0);
 
     // Build and decode misuse.
     trit_gpt_config s = small_config(false, false, false, true);

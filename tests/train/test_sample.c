@@ -139,6 +139,11 @@ static void test_generate_matches_recompute(void **state) {
     }
     trit_gpt_cache_free(cache);
     trit_sampler_free(s);
+
+    // A bad setting is reported as itself, not as an allocation failure.
+    sc.top_k = -1;
+    assert_int_equal(trit_generate(m, prompt, 3, &sc, out, &n, NULL, NULL), TRIT_ERR_INVALID);
+    assert_non_null(strstr(trit_last_error(), "top-k >= 0 (got -1)"));
     trit_gpt_free(m);
 }
 
