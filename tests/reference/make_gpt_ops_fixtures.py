@@ -17,11 +17,11 @@ rotate_half([x1, x2]) = [-x2, x1].
 
 Run: tests/reference/make_gpt_ops_fixtures.py  (from any directory)
 """
-import os
-import struct
 
 import torch
 import torch.nn.functional as F
+
+from tritfix import write_fixture
 
 torch.manual_seed(2024)
 torch.set_default_dtype(torch.float64)
@@ -74,15 +74,4 @@ run_case("rope3", lambda x: rope(x, 1, 10000.0), [("x", u(2, 33, 6))])
 run_case("swiglu1", lambda gate, up: F.silu(gate) * up, [("gate", u(3, 4, 6, scale=3.0)), ("up", u(3, 4, 6))])
 run_case("swiglu2", lambda gate, up: F.silu(gate) * up, [("gate", u(2, 9, scale=40.0)), ("up", u(2, 9, scale=2.0))])
 
-here = os.path.dirname(os.path.abspath(__file__))
-path = os.path.join(here, "fixtures", "gpt_ops.bin")
-os.makedirs(os.path.dirname(path), exist_ok=True)
-with open(path + ".tmp", "wb") as f:
-    f.write(b"TRITFIX1" + struct.pack("<II", 1, len(records)))
-    for name, t in records:
-        nb = name.encode("ascii")
-        f.write(struct.pack("<I", len(nb)) + nb + struct.pack("<I", t.dim()))
-        f.write(struct.pack(f"<{t.dim()}q", *t.shape))
-        f.write(t.numpy().astype("<f8").tobytes())
-os.replace(path + ".tmp", path)
-print(f"wrote {len(records)} records to {path}")
+write_fixture("gpt_ops.bin", records)

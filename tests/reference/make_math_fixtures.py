@@ -11,10 +11,10 @@ Layout (TRITFIX1, little endian):
 Record names are "<case>.<input>" (e.g. "mul_bcast.a"), "<case>.out", "<case>.r" and
 "<case>.d<input>" (the input's gradient).
 """
-import os
-import struct
 
 import torch
+
+from tritfix import write_fixture
 
 torch.manual_seed(1234)
 torch.set_default_dtype(torch.float64)
@@ -97,14 +97,4 @@ case("matmul_ta", lambda a, b: a.transpose(-1, -2) @ b, ("a", "b"), u(3, 2, 4), 
 case("linear_bias", torch.nn.functional.linear, ("x", "w", "b"), u(2, 3, 4), u(5, 4), u(5))
 case("linear_nobias", lambda x, w: torch.nn.functional.linear(x, w), ("x", "w"), u(6, 4), u(3, 4))
 
-path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "math.bin")
-with open(path, "wb") as f:
-    f.write(b"TRITFIX1")
-    f.write(struct.pack("<II", 1, len(records)))
-    for name, t in records:
-        nb = name.encode()
-        f.write(struct.pack("<I", len(nb)) + nb)
-        f.write(struct.pack("<I", t.dim()))
-        f.write(struct.pack(f"<{t.dim()}q", *t.shape))
-        f.write(struct.pack(f"<{t.numel()}d", *t.flatten().tolist()))
-print(f"wrote {len(records)} arrays to {path}")
+write_fixture("math.bin", records)

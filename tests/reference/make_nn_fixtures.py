@@ -16,11 +16,11 @@ after the step as <case>.running_mean_after and <case>.running_var_after.
 
 Run: tests/reference/make_nn_fixtures.py  (from any directory)
 """
-import os
-import struct
 
 import torch
 import torch.nn.functional as F
+
+from tritfix import write_fixture
 
 torch.manual_seed(4321)
 torch.set_default_dtype(torch.float64)
@@ -127,15 +127,4 @@ bn_case("bn_train", u(4, 3, 5, 2, scale=2.0) + 0.3, True)
 bn_case("bn_eval", u(3, 4, 6, scale=2.0), False)
 bn_case("bn_train2d", u(8, 5, scale=1.5), True, momentum=0.3)
 
-here = os.path.dirname(os.path.abspath(__file__))
-path = os.path.join(here, "fixtures", "nn.bin")
-os.makedirs(os.path.dirname(path), exist_ok=True)
-with open(path + ".tmp", "wb") as f:
-    f.write(b"TRITFIX1" + struct.pack("<II", 1, len(records)))
-    for name, t in records:
-        nb = name.encode("ascii")
-        f.write(struct.pack("<I", len(nb)) + nb + struct.pack("<I", t.dim()))
-        f.write(struct.pack(f"<{t.dim()}q", *t.shape))
-        f.write(t.numpy().astype("<f8").tobytes())
-os.replace(path + ".tmp", path)
-print(f"wrote {len(records)} records to {path}")
+write_fixture("nn.bin", records)

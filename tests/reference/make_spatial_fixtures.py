@@ -14,11 +14,11 @@ sum(out * r), and the gradients of that loss, <case>.d<input name>.
 Run: tests/reference/make_spatial_fixtures.py  (from any directory)
 """
 import math
-import os
-import struct
 
 import torch
 import torch.nn.functional as F
+
+from tritfix import write_fixture
 
 torch.manual_seed(1234)
 torch.set_default_dtype(torch.float64)
@@ -85,15 +85,4 @@ run_case("maxtie", lambda x: F.max_pool2d(x, 3, 1, 1),
 run_case("avg1", lambda x: F.avg_pool2d(x, 3, 2, 1, count_include_pad=True), [("x", u(2, 3, 7, 6))], ["x"])
 run_case("avg2", lambda x: F.avg_pool2d(x, 2, 2, 0), [("x", u(1, 2, 5, 8))], ["x"])
 
-here = os.path.dirname(os.path.abspath(__file__))
-path = os.path.join(here, "fixtures", "spatial.bin")
-os.makedirs(os.path.dirname(path), exist_ok=True)
-with open(path + ".tmp", "wb") as f:
-    f.write(b"TRITFIX1" + struct.pack("<II", 1, len(records)))
-    for name, t in records:
-        nb = name.encode("ascii")
-        f.write(struct.pack("<I", len(nb)) + nb + struct.pack("<I", t.dim()))
-        f.write(struct.pack(f"<{t.dim()}q", *t.shape))
-        f.write(t.numpy().astype("<f8").tobytes())
-os.replace(path + ".tmp", path)
-print(f"wrote {len(records)} records to {path}")
+write_fixture("spatial.bin", records)
