@@ -77,6 +77,7 @@ int trit_cli_sample(int argc, char **argv) {
     if (sc.max_tokens < 0 || sc.max_tokens > 100000000)
         return cli_error("sample", CLI_USAGE, "--max-tokens must be in 0..100000000");
     if (seed < 0 || threads < 0) return cli_error("sample", CLI_USAGE, "--seed and --threads must be >= 0");
+    if (trit_sample_config_check(&sc) != TRIT_OK) return cli_fail("sample", CLI_USAGE);
     sc.seed = (uint64_t)seed;
     trit_threads_set((int)threads);
     trit_gpt *m = trit_checkpoint_load_model(ckpt, NULL);

@@ -213,6 +213,8 @@ typedef struct trit_sample_config {
 } trit_sample_config;
 
 trit_sample_config trit_sample_config_default(void);  // T 0.8, top-k 0, top-p 1, seed 1, 256 tokens
+// Temperature >= 0, top-k >= 0, top-p in (0, 1]; the message names the bad value.
+trit_status trit_sample_config_check(const trit_sample_config *c);
 
 typedef struct trit_sampler trit_sampler;
 trit_sampler *trit_sampler_new(int64_t V, const trit_sample_config *c);

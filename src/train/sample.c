@@ -23,14 +23,19 @@ struct trit_sampler {
     scored *tok;  // (V) scratch
 };
 
-static trit_status check_config(int64_t V, const trit_sample_config *c) {
-    if (V < 1 || V > INT32_MAX || !c)
-        return trit_error(TRIT_ERR_INVALID, "sampler: vocabulary %lld out of range", (long long)V);
+trit_status trit_sample_config_check(const trit_sample_config *c) {
+    if (!c) return trit_error(TRIT_ERR_INVALID, "sampler: config is NULL");
     if (!(c->temperature >= 0) || c->top_k < 0 || !(c->top_p > 0 && c->top_p <= 1))
         return trit_error(TRIT_ERR_INVALID,
                           "sampler: temperature must be >= 0 (got %g), top-k >= 0 (got %lld), top-p in "
                           "(0, 1] (got %g)", c->temperature, (long long)c->top_k, c->top_p);
     return TRIT_OK;
+}
+
+static trit_status check_config(int64_t V, const trit_sample_config *c) {
+    if (V < 1 || V > INT32_MAX || !c)
+        return trit_error(TRIT_ERR_INVALID, "sampler: vocabulary %lld out of range", (long long)V);
+    return trit_sample_config_check(c);
 }
 
 trit_sampler *trit_sampler_new(int64_t V, const trit_sample_config *c) {

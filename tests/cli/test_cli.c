@@ -165,6 +165,10 @@ static void test_prepare_then_train(void **state) {
     assert_false(tfile_exists(f));  // the shards stay in the prepared directory
     expect(RUN("eval", "--ckpt", out, "--batches", "2"), 0, "prepared/val.bin", NULL);
     expect(RUN("sample", "--ckpt", out, "--max-tokens", "5", "--temperature", "0"), 0, NULL, NULL);
+    // Bad sampler settings are command-line mistakes: usage exit code, the value named.
+    expect(RUN("sample", "--ckpt", out, "--top-p", "0"), 2, NULL, "top-p in (0, 1] (got 0)");
+    expect(RUN("sample", "--ckpt", out, "--temperature", "-1"), 2, NULL, "(got -1)");
+    expect(RUN("sample", "--ckpt", out, "--top-k", "-3"), 2, NULL, "top-k >= 0 (got -3)");
 }
 
 static void test_corrupt_safetensors(void **state) {
