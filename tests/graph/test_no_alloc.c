@@ -12,13 +12,7 @@
 #include <malloc.h>
 #include <stdlib.h>
 
-#if defined(__SANITIZE_ADDRESS__)
-#define TEST_UNDER_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define TEST_UNDER_ASAN 1
-#endif
-#endif
+#include "sanitizer.h"
 
 static void test_training_step_allocates_nothing(void **state) {
     (void)state;

@@ -18,13 +18,7 @@
 
 #include "trit/bench.h"
 
-#if defined(__SANITIZE_ADDRESS__)
-#define TEST_UNDER_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define TEST_UNDER_ASAN 1
-#endif
-#endif
+#include "sanitizer.h"
 
 // Mid-size: 3.4M parameters, a 76 MB arena; the report's items are far above the few MB the
 // program and its libraries take, so 10% is a fair bound. One step takes well under a second.
