@@ -18,13 +18,82 @@ typedef enum trit_dtype {
     TRIT_I64,
     TRIT_I8,
     TRIT_U8,
-    // Quantized storage types (blocks with scales) are appended here; see trit_quant_info.
+    TRIT_Q8_0,  // blocks of 32: f16 scale d = absmax / 127, then 32 int8 q; x = d * q (ggml's q8_0)
     TRIT_DTYPE_COUNT
 } trit_dtype;
 
+// Scales, zero points, group size and second-level scales of a quantized tensor whose scales
+// live beside the data (per tensor, per output channel or per group); NULL for plain dtypes and
+// for blocked dtypes that carry their scales inside each block. A tensor owns the info it was
+// given with trit_tensor_set_quant and frees it with itself; views share it.
+typedef struct trit_quant_info {
+    int64_t group_size;   // consecutive elements (row-major) sharing one scale: numel for per
+                          // tensor, the last dim for per output channel, or 32/64/128/256
+    int64_t num_groups;
+    float *scales;        // (num_groups), NULL when double-quantized (then see qscales)
+    float *zero_points;   // (num_groups) for affine quantization, NULL for symmetric
+    // Double quantization (as bitsandbytes): the group scales minus their mean, as int8 codes in
+    // blocks of dq_block, each block with one f32 scale: scale[g] = qscales[g] * scales2[g /
+    // dq_block] + scales_mean.
+    int8_t *qscales;      // (num_groups) or NULL
+    float *scales2;       // (ceil(num_groups / dq_block)) or NULL
+    float scales_mean;
+    int64_t dq_block;
+} trit_quant_info;
+
+// A zeroed quant info for `numel` elements in groups of group_size (a divisor of numel), with
+// zero points and double-quantized scales as asked (dq_block > 0 turns double quantization on).
+trit_quant_info *trit_quant_info_new(int64_t numel, int64_t group_size, bool zero_points, int64_t dq_block);
+void trit_quant_info_free(trit_quant_info *q);
+// The scale of group g, decoding double quantization when present.
+float trit_quant_info_scale(const trit_quant_info *q, int64_t g);
+
+// Row converters of a dtype over n elements, n a whole number of blocks. `first` is the flat
+// (row-major) index of the first element in its tensor, so a converter with per-group scales in
+// `q` finds the right ones. from_f32 rounds to nearest even; from_f32_sr rounds stochastically
+// with the random bits of element first + i drawn from Philox (seed, stream, first + i), so a
+// result never depends on how rows are split among threads.
+typedef void trit_row_to_f32_fn(float *out /* (n) */, const void *in, int64_t n, const trit_quant_info *q,
+                                int64_t first);
+typedef void trit_row_from_f32_fn(void *out, const float *in /* (n) */, int64_t n, trit_quant_info *q,
+                                  int64_t first);
+typedef void trit_row_from_f32_sr_fn(void *out, const float *in /* (n) */, int64_t n, trit_quant_info *q,
+                                     int64_t first, uint64_t seed, uint64_t stream);
+
+// One row of the dtype table: adding a dtype is a row here plus its kernels.
+typedef struct trit_dtype_traits {
+    const char *name;
+    int64_t block_elems;   // elements per block (1 for plain types)
+    size_t block_bytes;    // bytes per block
+    bool is_float;         // a floating-point value type (compute or storage)
+    bool is_quantized;     // values are codes that need scales to mean anything
+    trit_row_to_f32_fn *to_f32;          // NULL where the conversion does not exist
+    trit_row_from_f32_fn *from_f32;
+    trit_row_from_f32_sr_fn *from_f32_sr;
+} trit_dtype_traits;
+
+// The table row of dt, or NULL (with trit_last_error set) for a value outside the enum.
+const trit_dtype_traits *trit_dtype_traits_of(trit_dtype dt);
+// Bytes per element of a plain (block size 1) dtype; 0 for blocked dtypes and invalid values.
 size_t trit_dtype_size(trit_dtype dt);
 const char *trit_dtype_name(trit_dtype dt);
 bool trit_dtype_is_float(trit_dtype dt);
+bool trit_dtype_is_quantized(trit_dtype dt);
+int64_t trit_dtype_block(trit_dtype dt);  // elements per block, 1 for plain, 0 for invalid
+// Bytes of n elements (n a whole number of blocks).
+size_t trit_dtype_nbytes(trit_dtype dt, int64_t n);
+
+// How products are computed when an fp32 value meets a matmul (PyTorch's
+// set_float32_matmul_precision): HIGHEST in fp32; HIGH with each fp32 operand split into two
+// bf16 pieces (hi + lo) and three products summed in fp32 (about 16 mantissa bits); MEDIUM with
+// the operands rounded to bf16. Products are always summed in fp32.
+typedef enum trit_matmul_precision {
+    TRIT_MATMUL_HIGHEST = 0,
+    TRIT_MATMUL_HIGH,
+    TRIT_MATMUL_MEDIUM,
+} trit_matmul_precision;
+#define TRIT_MATMUL_PRECISION_DEFINED 1
+const char *trit_matmul_precision_name(trit_matmul_precision p);
 
 #define TRIT_MAX_DIMS 8
 #define TRIT_NAME_MAX 96
@@ -35,10 +104,8 @@ enum {
     TRIT_FLAG_INPUT = 1u << 2,     // graph input filled by the caller before forward
     TRIT_FLAG_OWNS_DATA = 1u << 3, // data was allocated by trit_tensor_new and is freed with it
     TRIT_FLAG_STATE = 1u << 4,     // persistent non-trainable state (e.g. batchnorm running stats)
+    TRIT_FLAG_OWNS_QUANT = 1u << 5, // quant was given to the tensor and is freed with it
 };
-
-// Scales, zero points and block size of a quantized tensor; NULL for plain dtypes.
-typedef struct trit_quant_info trit_quant_info;
 
 typedef struct trit_tensor {
     trit_dtype dtype;
@@ -50,7 +117,7 @@ typedef struct trit_tensor {
     struct trit_tensor *grad;        // same shape, contiguous, f32/f64; set for parameters
     uint32_t flags;
     char name[TRIT_NAME_MAX];
-    trit_quant_info *quant;
+    trit_quant_info *quant;          // see trit_quant_info; owned when TRIT_FLAG_OWNS_QUANT
     int32_t graph_value;             // index of this tensor in the graph that made it, else -1
     void *graph;                     // the graph that made it, else NULL
 } trit_tensor;
@@ -68,7 +135,9 @@ trit_status trit_tensor_set_name(trit_tensor *t, const char *name);
 trit_status trit_tensor_init_layout(trit_tensor *t, trit_dtype dt, int ndim, const int64_t *shape);
 
 int64_t trit_tensor_numel(const trit_tensor *t);
-size_t trit_tensor_nbytes(const trit_tensor *t);  // numel * dtype size
+size_t trit_tensor_nbytes(const trit_tensor *t);  // whole blocks x bytes per block
+// Hands q to t (freed with it, or at once if this fails): q must describe t's element count.
+trit_status trit_tensor_set_quant(trit_tensor *t, trit_quant_info *q);
 bool trit_tensor_is_contiguous(const trit_tensor *t);
 bool trit_tensor_same_shape(const trit_tensor *a, const trit_tensor *b);
 // Pointer to the first element (data + offset).

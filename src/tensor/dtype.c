@@ -1,25 +1,184 @@
-// Element types: sizes and names.
+// The dtype table: one row per element type with its block geometry and row converters to and
+// from f32. Everything that sizes, views, copies or converts a tensor asks this table, so a new
+// storage type (a quantized block format, say) is a row here plus its kernels.
 #include "trit/tensor.h"
 
-size_t trit_dtype_size(trit_dtype dt) {
-    switch (dt) {
-    case TRIT_F32: return 4;
-    case TRIT_F64: return 8;
-    case TRIT_BF16: return 2;
-    case TRIT_F16: return 2;
-    case TRIT_I32: return 4;
-    case TRIT_I64: return 8;
-    case TRIT_I8: return 1;
-    case TRIT_U8: return 1;
-    default: return 0;
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+// ---- plain floats ----------------------------------------------------------------------------
+
+static void f32_to_f32(float *out, const void *in, int64_t n, const trit_quant_info *q, int64_t first) {
+    (void)q, (void)first;
+    memcpy(out, in, sizeof(float) * (size_t)n);
+}
+static void f32_from_f32(void *out, const float *in, int64_t n, trit_quant_info *q, int64_t first) {
+    (void)q, (void)first;
+    memcpy(out, in, sizeof(float) * (size_t)n);
+}
+static void f32_from_f32_sr(void *out, const float *in, int64_t n, trit_quant_info *q, int64_t first,
+                            uint64_t seed, uint64_t stream) {
+    (void)seed, (void)stream;
+    f32_from_f32(out, in, n, q, first);
+}
+
+static void f64_to_f32(float *out, const void *in, int64_t n, const trit_quant_info *q, int64_t first) {
+    (void)q, (void)first;
+    const double *x = in;
+    for (int64_t i = 0; i < n; i++) out[i] = (float)x[i];
+}
+static void f64_from_f32(void *out, const float *in, int64_t n, trit_quant_info *q, int64_t first) {
+    (void)q, (void)first;
+    double *y = out;
+    for (int64_t i = 0; i < n; i++) y[i] = in[i];
+}
+// Widening is exact: there is nothing to round.
+static void f64_from_f32_sr(void *out, const float *in, int64_t n, trit_quant_info *q, int64_t first,
+                            uint64_t seed, uint64_t stream) {
+    (void)seed, (void)stream;
+    f64_from_f32(out, in, n, q, first);
+}
+
+static void bf16_to_f32(float *out, const void *in, int64_t n, const trit_quant_info *q, int64_t first) {
+    (void)q, (void)first;
+    trit_bf16_to_f32_n(out, in, n);
+}
+static void bf16_from_f32(void *out, const float *in, int64_t n, trit_quant_info *q, int64_t first) {
+    (void)q, (void)first;
+    trit_f32_to_bf16_n(out, in, n);
+}
+static void f16_to_f32(float *out, const void *in, int64_t n, const trit_quant_info *q, int64_t first) {
+    (void)q, (void)first;
+    trit_f16_to_f32_n(out, in, n);
+}
+static void f16_from_f32(void *out, const float *in, int64_t n, trit_quant_info *q, int64_t first) {
+    (void)q, (void)first;
+    trit_f32_to_f16_n(out, in, n);
+}
+
+// ---- integers: round to nearest even, saturate, NaN to 0 ------------------------------------
+
+// x rounded to nearest (ties to even) and clamped to [lo, hi]; NaN gives 0. The comparisons come
+// first because converting an out-of-range or NaN float to an integer is undefined behaviour.
+static inline int64_t round_sat(double x, double lo, double hi) {
+    if (!(x == x)) return 0;
+    double r = nearbyint(x);
+    if (r <= lo) return (int64_t)lo;
+    if (r >= hi) return (int64_t)hi;
+    return (int64_t)r;
+}
+
+#define INT_ROWS(name, T, LO, HI)                                                                       \
+    static void name##_to_f32(float *out, const void *in, int64_t n, const trit_quant_info *q,          \
+                              int64_t first) {                                                          \
+        (void)q, (void)first;                                                                           \
+        const T *x = in;                                                                                \
+        for (int64_t i = 0; i < n; i++) out[i] = (float)x[i];                                           \
+    }                                                                                                   \
+    static void name##_from_f32(void *out, const float *in, int64_t n, trit_quant_info *q,              \
+                                int64_t first) {                                                        \
+        (void)q, (void)first;                                                                           \
+        T *y = out;                                                                                     \
+        for (int64_t i = 0; i < n; i++) y[i] = (T)round_sat(in[i], LO, HI);                             \
+    }
+INT_ROWS(i32, int32_t, -2147483648.0, 2147483647.0)
+// The largest double below 2^63, so the saturated value converts without overflow.
+INT_ROWS(i64, int64_t, -9223372036854775808.0, 9223372036854774784.0)
+INT_ROWS(i8, int8_t, -128.0, 127.0)
+INT_ROWS(u8, uint8_t, 0.0, 255.0)
+
+// ---- q8_0: blocks of 32 int8 codes with one f16 scale ----------------------------------------
+
+enum { Q8_0_BLOCK = 32, Q8_0_BYTES = 2 + Q8_0_BLOCK };
+
+static void q8_0_to_f32(float *out, const void *in, int64_t n, const trit_quant_info *q, int64_t first) {
+    (void)q, (void)first;
+    const uint8_t *b = in;
+    for (int64_t blk = 0; blk < n / Q8_0_BLOCK; blk++, b += Q8_0_BYTES) {
+        uint16_t h;
+        memcpy(&h, b, 2);
+        const float d = trit_f16_to_f32(h);
+        const int8_t *qs = (const int8_t *)(b + 2);
+        for (int i = 0; i < Q8_0_BLOCK; i++) out[blk * Q8_0_BLOCK + i] = d * (float)qs[i];
     }
 }
 
-const char *trit_dtype_name(trit_dtype dt) {
-    static const char *names[] = {"f32", "f64", "bf16", "f16", "i32", "i64", "i8", "u8"};
-    return (unsigned)dt < TRIT_DTYPE_COUNT ? names[dt] : "invalid";
+// One block: d = absmax / 127 stored as f16; codes are x / d rounded by `round_code` (nearest,
+// or stochastic with u in [0, 1)). An all-zero block gets d = 0 and zero codes.
+static void q8_0_block(uint8_t *b, const float *x, const float *u) {
+    float amax = 0;
+    for (int i = 0; i < Q8_0_BLOCK; i++) amax = fmaxf(amax, fabsf(x[i]));
+    const uint16_t h = trit_f32_to_f16(amax / 127.0f);
+    memcpy(b, &h, 2);
+    const float d = trit_f16_to_f32(h);
+    int8_t *qs = (int8_t *)(b + 2);
+    for (int i = 0; i < Q8_0_BLOCK; i++) {
+        double v = d > 0 ? (double)x[i] / d : 0.0;
+        v = u ? floor(v + u[i]) : v;
+        qs[i] = (int8_t)round_sat(v, -127.0, 127.0);
+    }
 }
 
-bool trit_dtype_is_float(trit_dtype dt) {
-    return dt == TRIT_F32 || dt == TRIT_F64 || dt == TRIT_BF16 || dt == TRIT_F16;
+static void q8_0_from_f32(void *out, const float *in, int64_t n, trit_quant_info *q, int64_t first) {
+    (void)q, (void)first;
+    for (int64_t blk = 0; blk < n / Q8_0_BLOCK; blk++)
+        q8_0_block((uint8_t *)out + blk * Q8_0_BYTES, in + blk * Q8_0_BLOCK, NULL);
+}
+
+static void q8_0_from_f32_sr(void *out, const float *in, int64_t n, trit_quant_info *q, int64_t first,
+                             uint64_t seed, uint64_t stream) {
+    (void)q;
+    float u[Q8_0_BLOCK];
+    for (int64_t blk = 0; blk < n / Q8_0_BLOCK; blk++) {
+        for (int i = 0; i < Q8_0_BLOCK; i++)
+            u[i] = trit_rng_uniform(seed, stream, (uint64_t)(first + blk * Q8_0_BLOCK + i));
+        q8_0_block((uint8_t *)out + blk * Q8_0_BYTES, in + blk * Q8_0_BLOCK, u);
+    }
+}
+
+// ---- the table ---------------------------------------------------------------------------------
+
+static const trit_dtype_traits table[TRIT_DTYPE_COUNT] = {
+    [TRIT_F32] = {"f32", 1, 4, true, false, f32_to_f32, f32_from_f32, f32_from_f32_sr},
+    [TRIT_F64] = {"f64", 1, 8, true, false, f64_to_f32, f64_from_f32, f64_from_f32_sr},
+    [TRIT_BF16] = {"bf16", 1, 2, true, false, bf16_to_f32, bf16_from_f32, NULL},
+    [TRIT_F16] = {"f16", 1, 2, true, false, f16_to_f32, f16_from_f32, NULL},
+    [TRIT_I32] = {"i32", 1, 4, false, false, i32_to_f32, i32_from_f32, NULL},
+    [TRIT_I64] = {"i64", 1, 8, false, false, i64_to_f32, i64_from_f32, NULL},
+    [TRIT_I8] = {"i8", 1, 1, false, false, i8_to_f32, i8_from_f32, NULL},
+    [TRIT_U8] = {"u8", 1, 1, false, false, u8_to_f32, u8_from_f32, NULL},
+    [TRIT_Q8_0] = {"q8_0", Q8_0_BLOCK, Q8_0_BYTES, false, true, q8_0_to_f32, q8_0_from_f32, q8_0_from_f32_sr},
+};
+
+const trit_dtype_traits *trit_dtype_traits_of(trit_dtype dt) {
+    if ((unsigned)dt < TRIT_DTYPE_COUNT) return &table[dt];
+    trit_error(TRIT_ERR_DTYPE, "unknown dtype %d (valid: 0 to %d)", (int)dt, TRIT_DTYPE_COUNT - 1);
+    return NULL;
+}
+
+size_t trit_dtype_size(trit_dtype dt) {
+    return (unsigned)dt < TRIT_DTYPE_COUNT && table[dt].block_elems == 1 ? table[dt].block_bytes : 0;
+}
+
+const char *trit_dtype_name(trit_dtype dt) { return (unsigned)dt < TRIT_DTYPE_COUNT ? table[dt].name : "invalid"; }
+
+bool trit_dtype_is_float(trit_dtype dt) { return (unsigned)dt < TRIT_DTYPE_COUNT && table[dt].is_float; }
+
+bool trit_dtype_is_quantized(trit_dtype dt) { return (unsigned)dt < TRIT_DTYPE_COUNT && table[dt].is_quantized; }
+
+int64_t trit_dtype_block(trit_dtype dt) { return (unsigned)dt < TRIT_DTYPE_COUNT ? table[dt].block_elems : 0; }
+
+size_t trit_dtype_nbytes(trit_dtype dt, int64_t n) {
+    if ((unsigned)dt >= TRIT_DTYPE_COUNT || n <= 0) return 0;
+    return (size_t)(n / table[dt].block_elems) * table[dt].block_bytes;
+}
+
+const char *trit_matmul_precision_name(trit_matmul_precision p) {
+    switch (p) {
+    case TRIT_MATMUL_HIGHEST: return "highest";
+    case TRIT_MATMUL_HIGH: return "high";
+    case TRIT_MATMUL_MEDIUM: return "medium";
+    }
+    return "invalid";
 }

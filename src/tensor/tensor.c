@@ -18,6 +18,11 @@ trit_status trit_tensor_init_layout(trit_tensor *t, trit_dtype dt, int ndim, con
             return trit_error(TRIT_ERR_SHAPE, "tensor of this shape has too many elements");
         n *= shape[i];
     }
+    const int64_t blk = trit_dtype_block(dt);
+    if (blk > 1 && (ndim == 0 || shape[ndim - 1] % blk != 0))
+        return trit_error(TRIT_ERR_SHAPE, "a %s tensor stores blocks of %lld elements along its last dim, so that dim "
+                          "must be a multiple of %lld (got %lld)", trit_dtype_name(dt), (long long)blk,
+                          (long long)blk, ndim ? (long long)shape[ndim - 1] : 0LL);
     t->dtype = dt;
     t->ndim = ndim;
     int64_t stride = 1;
@@ -81,6 +86,7 @@ void trit_tensor_free(trit_tensor *t) {
     if (!t) return;
     if (t->grad) trit_tensor_free(t->grad);
     if (t->flags & TRIT_FLAG_OWNS_DATA) trit_aligned_free(t->data);
+    if (t->flags & TRIT_FLAG_OWNS_QUANT) trit_quant_info_free(t->quant);
     free(t);
 }
 
@@ -98,7 +104,27 @@ int64_t trit_tensor_numel(const trit_tensor *t) {
     return n;
 }
 
-size_t trit_tensor_nbytes(const trit_tensor *t) { return (size_t)trit_tensor_numel(t) * trit_dtype_size(t->dtype); }
+size_t trit_tensor_nbytes(const trit_tensor *t) { return trit_dtype_nbytes(t->dtype, trit_tensor_numel(t)); }
+
+trit_status trit_tensor_set_quant(trit_tensor *t, trit_quant_info *q) {
+    if (!t || !q) {
+        trit_quant_info_free(q);
+        return trit_error(TRIT_ERR_INVALID, "trit_tensor_set_quant: NULL argument");
+    }
+    const int64_t n = trit_tensor_numel(t);
+    if (q->num_groups * q->group_size != n) {
+        char b[128];
+        trit_status s = trit_error(TRIT_ERR_SHAPE, "trit_tensor_set_quant: %lld groups of %lld do not cover tensor '%s' "
+                                   "%s of %lld elements", (long long)q->num_groups, (long long)q->group_size,
+                                   t->name, trit_tensor_shape_str(t, b, sizeof b), (long long)n);
+        trit_quant_info_free(q);
+        return s;
+    }
+    if (t->flags & TRIT_FLAG_OWNS_QUANT) trit_quant_info_free(t->quant);
+    t->quant = q;
+    t->flags |= TRIT_FLAG_OWNS_QUANT;
+    return TRIT_OK;
+}
 
 bool trit_tensor_is_contiguous(const trit_tensor *t) {
     int64_t expect = 1;
@@ -117,7 +143,7 @@ bool trit_tensor_same_shape(const trit_tensor *a, const trit_tensor *b) {
 }
 
 void *trit_tensor_ptr(const trit_tensor *t) {
-    return (char *)t->data + t->offset * (int64_t)trit_dtype_size(t->dtype);
+    return (char *)t->data + trit_dtype_nbytes(t->dtype, t->offset);
 }
 
 const char *trit_tensor_shape_str(const trit_tensor *t, char *buf, size_t n) {
@@ -145,8 +171,16 @@ static double load(const trit_tensor *t, int64_t off) {
     case TRIT_I64: return (double)((const int64_t *)d)[off];
     case TRIT_I8: return ((const int8_t *)d)[off];
     case TRIT_U8: return ((const uint8_t *)d)[off];
-    default: return 0;
+    default: break;
     }
+    // Blocked types: decode the element's block (views keep blocks whole, so off - off % blk
+    // is a block start).
+    const trit_dtype_traits *tr = trit_dtype_traits_of(t->dtype);
+    float blk[256];
+    if (!tr || tr->block_elems > 256) return 0;
+    const int64_t start = off - off % tr->block_elems;
+    tr->to_f32(blk, (const char *)d + trit_dtype_nbytes(t->dtype, start), tr->block_elems, t->quant, start);
+    return blk[off - start];
 }
 
 static void store(trit_tensor *t, int64_t off, double v) {
@@ -160,7 +194,17 @@ static void store(trit_tensor *t, int64_t off, double v) {
     case TRIT_I64: ((int64_t *)d)[off] = (int64_t)v; break;
     case TRIT_I8: ((int8_t *)d)[off] = (int8_t)v; break;
     case TRIT_U8: ((uint8_t *)d)[off] = (uint8_t)v; break;
-    default: break;
+    default: {  // blocked types: decode the block, change one value, encode it again
+        const trit_dtype_traits *tr = trit_dtype_traits_of(t->dtype);
+        float blk[256];
+        if (!tr || tr->block_elems > 256) break;
+        const int64_t start = off - off % tr->block_elems;
+        char *p = (char *)d + trit_dtype_nbytes(t->dtype, start);
+        tr->to_f32(blk, p, tr->block_elems, t->quant, start);
+        blk[off - start] = (float)v;
+        tr->from_f32(p, blk, tr->block_elems, t->quant, start);
+        break;
+    }
     }
 }
 
@@ -188,7 +232,7 @@ trit_status trit_tensor_copy(trit_tensor *dst, const trit_tensor *src) {
     }
     int64_t n = trit_tensor_numel(src);
     if (dst->dtype == src->dtype && trit_tensor_is_contiguous(dst) && trit_tensor_is_contiguous(src)) {
-        memmove(trit_tensor_ptr(dst), trit_tensor_ptr(src), (size_t)n * trit_dtype_size(src->dtype));
+        memmove(trit_tensor_ptr(dst), trit_tensor_ptr(src), trit_dtype_nbytes(src->dtype, n));
         return TRIT_OK;
     }
     for (int64_t i = 0; i < n; i++) store(dst, flat_offset(dst, i), load(src, flat_offset(src, i)));

@@ -8,6 +8,30 @@ static trit_status check_in(const trit_tensor *t, trit_tensor *out, const char *
     return TRIT_OK;
 }
 
+// Every view ends here: it owns nothing, and a blocked dtype (blocks of several elements) must
+// keep whole blocks: unit stride along the last dim, whose size and every other stride and the
+// offset are multiples of the block.
+static trit_status finish_view(trit_tensor *v, trit_tensor *out, const char *what) {
+    v->grad = NULL;
+    v->flags &= ~(uint32_t)(TRIT_FLAG_OWNS_DATA | TRIT_FLAG_OWNS_QUANT);
+    const int64_t blk = trit_dtype_block(v->dtype);
+    if (blk > 1) {
+        bool whole = v->ndim > 0 && v->strides[v->ndim - 1] == 1 && v->shape[v->ndim - 1] % blk == 0 &&
+                     v->offset % blk == 0;
+        for (int i = 0; i + 1 < v->ndim && whole; i++) whole = v->shape[i] == 1 || v->strides[i] % blk == 0;
+        if (!whole) {
+            char b[128];
+            return trit_error(TRIT_ERR_SHAPE, "%s: this view of %s tensor '%s' %s would split its blocks of %lld "
+                              "elements; view %s tensors only along whole blocks (the last dim stays whole "
+                              "multiples of %lld), or dequantize first", what, trit_dtype_name(v->dtype), v->name,
+                              trit_tensor_shape_str(v, b, sizeof b), (long long)blk, trit_dtype_name(v->dtype),
+                              (long long)blk);
+        }
+    }
+    *out = *v;
+    return TRIT_OK;
+}
+
 static int norm_dim(int d, int ndim) { return d < 0 ? d + ndim : d; }
 
 trit_status trit_tensor_view_reshape(const trit_tensor *t, int ndim, const int64_t *shape, trit_tensor *out) {
@@ -81,17 +105,10 @@ trit_status trit_tensor_view_reshape(const trit_tensor *t, int ndim, const int64
         v.shape[i] = i < ndim ? want[i] : 1;
         v.strides[i] = i < ndim ? nstr[i] : 0;
     }
-    v.grad = NULL;
-    v.flags &= ~(uint32_t)TRIT_FLAG_OWNS_DATA;
-    *out = v;
-    return TRIT_OK;
+    return finish_view(&v, out, "reshape");
 }
 
-static void as_view(const trit_tensor *t, trit_tensor *out) {
-    *out = *t;
-    out->grad = NULL;
-    out->flags &= ~(uint32_t)TRIT_FLAG_OWNS_DATA;
-}
+static void as_view(const trit_tensor *t, trit_tensor *out) { *out = *t; }
 
 trit_status trit_tensor_view_permute(const trit_tensor *t, const int *perm, trit_tensor *out) {
     trit_status s = check_in(t, out, "permute");
@@ -108,8 +125,7 @@ trit_status trit_tensor_view_permute(const trit_tensor *t, const int *perm, trit
         v.shape[i] = t->shape[p];
         v.strides[i] = t->strides[p];
     }
-    *out = v;
-    return TRIT_OK;
+    return finish_view(&v, out, "permute");
 }
 
 trit_status trit_tensor_view_transpose(const trit_tensor *t, int d0, int d1, trit_tensor *out) {
@@ -143,8 +159,7 @@ trit_status trit_tensor_view_slice(const trit_tensor *t, int dim, int64_t start,
     v.offset = t->offset + start * t->strides[dim];
     v.shape[dim] = (stop - start + step - 1) / step;
     v.strides[dim] = t->strides[dim] * step;
-    *out = v;
-    return TRIT_OK;
+    return finish_view(&v, out, "slice");
 }
 
 trit_status trit_tensor_view_expand(const trit_tensor *t, int ndim, const int64_t *shape, trit_tensor *out) {
@@ -181,8 +196,7 @@ trit_status trit_tensor_view_expand(const trit_tensor *t, int ndim, const int64_
                               trit_tensor_shape_str(t, a, sizeof a), (long long)have, (long long)want);
         }
     }
-    *out = v;
-    return TRIT_OK;
+    return finish_view(&v, out, "expand");
 }
 
 trit_status trit_broadcast_shape(const trit_tensor *a, const trit_tensor *b, int *ndim, int64_t *shape) {

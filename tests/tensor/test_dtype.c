@@ -1,0 +1,151 @@
+// The dtype table: block geometry, row converters (nearest and stochastic), blocked storage
+// sizes and views that must keep blocks whole, and quant info owned by its tensor.
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "trit/trit.h"
+
+#include <math.h>
+#include <string.h>
+
+static void test_table_rows(void **state) {
+    (void)state;
+    for (int d = 0; d < TRIT_DTYPE_COUNT; d++) {
+        const trit_dtype_traits *tr = trit_dtype_traits_of((trit_dtype)d);
+        assert_non_null(tr);
+        assert_string_equal(tr->name, trit_dtype_name((trit_dtype)d));
+        assert_true(tr->block_elems >= 1 && tr->block_bytes >= 1);
+        assert_non_null(tr->to_f32);
+        assert_non_null(tr->from_f32);
+    }
+    assert_null(trit_dtype_traits_of(TRIT_DTYPE_COUNT));
+    assert_int_equal(trit_dtype_block(TRIT_Q8_0), 32);
+    assert_int_equal(trit_dtype_size(TRIT_Q8_0), 0);  // not a per-element size
+    assert_int_equal(trit_dtype_nbytes(TRIT_Q8_0, 96), 3 * 34);
+    assert_int_equal(trit_dtype_nbytes(TRIT_BF16, 7), 14);
+    assert_true(trit_dtype_is_quantized(TRIT_Q8_0));
+    assert_false(trit_dtype_is_quantized(TRIT_BF16));
+    assert_true(trit_dtype_is_float(TRIT_F16));
+    assert_false(trit_dtype_is_float(TRIT_I8));
+}
+
+// Integer rows round to nearest even, saturate, and map NaN to 0 (a plain cast is undefined).
+static void test_int_rows(void **state) {
+    (void)state;
+    const float in[8] = {2.5f, 3.5f, -2.5f, 300.0f, -300.0f, NAN, INFINITY, 1.4f};
+    int8_t i8[8];
+    trit_dtype_traits_of(TRIT_I8)->from_f32(i8, in, 8, NULL, 0);
+    const int8_t want8[8] = {2, 4, -2, 127, -128, 0, 127, 1};
+    assert_memory_equal(i8, want8, sizeof want8);
+    uint8_t u8[8];
+    trit_dtype_traits_of(TRIT_U8)->from_f32(u8, in, 8, NULL, 0);
+    const uint8_t wantu[8] = {2, 4, 0, 255, 0, 0, 255, 1};
+    assert_memory_equal(u8, wantu, sizeof wantu);
+    int64_t i64[8];
+    trit_dtype_traits_of(TRIT_I64)->from_f32(i64, in, 8, NULL, 0);
+    assert_true(i64[6] == INT64_MAX - 1023);  // the largest double below 2^63
+    float back[8];
+    trit_dtype_traits_of(TRIT_I8)->to_f32(back, i8, 8, NULL, 0);
+    assert_true(back[3] == 127.0f && back[4] == -128.0f);
+}
+
+// q8_0: 32 codes and an f16 scale per block; a round trip is within half a step of the scale.
+static void test_q8_0_rows(void **state) {
+    (void)state;
+    float x[64], y[64];
+    for (int i = 0; i < 64; i++) x[i] = sinf((float)i * 0.37f) * (i < 32 ? 1.0f : 0.01f);
+    uint8_t q[2 * 34];
+    const trit_dtype_traits *tr = trit_dtype_traits_of(TRIT_Q8_0);
+    tr->from_f32(q, x, 64, NULL, 0);
+    tr->to_f32(y, q, 64, NULL, 0);
+    for (int b = 0; b < 2; b++) {
+        float amax = 0;
+        for (int i = 0; i < 32; i++) amax = fmaxf(amax, fabsf(x[b * 32 + i]));
+        const float d = trit_f16_to_f32(trit_f32_to_f16(amax / 127.0f));
+        for (int i = 0; i < 32; i++) assert_true(fabsf(y[b * 32 + i] - x[b * 32 + i]) <= 0.5f * d * 1.001f);
+    }
+    // All-zero block: scale 0, zero codes, no division by zero.
+    memset(x, 0, sizeof x);
+    tr->from_f32(q, x, 32, NULL, 0);
+    tr->to_f32(y, q, 32, NULL, 0);
+    for (int i = 0; i < 32; i++) assert_true(y[i] == 0.0f);
+    // Stochastic rounding is unbiased: a value a quarter of the way between two codes.
+    double sum = 0;
+    const int reps = 4000;
+    for (int r = 0; r < reps; r++) {
+        for (int i = 0; i < 32; i++) x[i] = i == 0 ? 127.0f : 10.25f;  // scale exactly 1
+        tr->from_f32_sr(q, x, 32, NULL, (int64_t)r * 32, 7, 11);
+        tr->to_f32(y, q, 32, NULL, 0);
+        for (int i = 1; i < 32; i++) sum += y[i];
+    }
+    const double n = reps * 31.0, mean = sum / n, sigma = sqrt(0.25 * 0.75 / n);
+    assert_true(fabs(mean - 10.25) < 3 * sigma);
+}
+
+static void test_blocked_tensor(void **state) {
+    (void)state;
+    int64_t s[2] = {3, 64};
+    trit_tensor *t = trit_tensor_new(TRIT_Q8_0, 2, s);
+    assert_non_null(t);
+    assert_int_equal(trit_tensor_nbytes(t), 6 * 34);
+    for (int64_t i = 0; i < 192; i++) trit_tensor_set_flat(t, i, (double)(i % 64) - 32.0);
+    // Each set re-encodes its block, so values are within a few steps of the scale (32 / 127).
+    assert_true(fabs(trit_tensor_get_flat(t, 70) - (-26.0)) < 0.3);
+    trit_tensor v;
+    assert_int_equal(trit_tensor_view_slice(t, 0, 1, 3, 1, &v), TRIT_OK);  // whole rows
+    assert_true(fabs(trit_tensor_get_flat(&v, 6) - trit_tensor_get_flat(t, 70)) < 1e-6);
+    assert_int_equal(trit_tensor_view_slice(t, 1, 32, 64, 1, &v), TRIT_OK);  // whole blocks
+    assert_int_equal(trit_tensor_view_slice(t, 1, 1, 33, 1, &v), TRIT_ERR_SHAPE);
+    assert_non_null(strstr(trit_last_error(), "blocks of 32"));
+    assert_int_equal(trit_tensor_view_transpose(t, 0, 1, &v), TRIT_ERR_SHAPE);
+    assert_int_equal(trit_tensor_view_reshape(t, 2, (int64_t[]){6, 32}, &v), TRIT_OK);
+    assert_int_equal(trit_tensor_view_reshape(t, 2, (int64_t[]){12, 16}, &v), TRIT_ERR_SHAPE);
+    assert_null(trit_tensor_new(TRIT_Q8_0, 2, (int64_t[]){2, 48}));  // 48 is not whole blocks
+    assert_non_null(strstr(trit_last_error(), "multiple of 32"));
+    // A blocked tensor copies to f32 and back.
+    trit_tensor *f = trit_tensor_new(TRIT_F32, 2, s);
+    assert_int_equal(trit_tensor_copy(f, t), TRIT_OK);
+    assert_true(((float *)f->data)[70] == (float)trit_tensor_get_flat(t, 70));
+    trit_tensor_free(f);
+    trit_tensor_free(t);
+}
+
+static void test_quant_info(void **state) {
+    (void)state;
+    int64_t s[2] = {4, 64};
+    trit_tensor *t = trit_tensor_new(TRIT_I8, 2, s);
+    trit_quant_info *q = trit_quant_info_new(256, 64, true, 0);
+    assert_non_null(q);
+    assert_int_equal(q->num_groups, 4);
+    assert_non_null(q->zero_points);
+    q->scales[2] = 0.5f;
+    assert_true(trit_quant_info_scale(q, 2) == 0.5f);
+    assert_int_equal(trit_tensor_set_quant(t, q), TRIT_OK);
+    assert_true(t->flags & TRIT_FLAG_OWNS_QUANT);
+    trit_tensor v;
+    assert_int_equal(trit_tensor_view_slice(t, 0, 1, 2, 1, &v), TRIT_OK);
+    assert_ptr_equal(v.quant, q);  // views share it and do not own it
+    assert_false(v.flags & TRIT_FLAG_OWNS_QUANT);
+    // Double-quantized scales decode through the second level.
+    trit_quant_info *dq = trit_quant_info_new(256, 64, false, 2);
+    assert_null(dq->scales);
+    dq->qscales[3] = -4;
+    dq->scales2[1] = 0.25f;
+    dq->scales_mean = 2.0f;
+    assert_true(trit_quant_info_scale(dq, 3) == 1.0f);
+    assert_int_equal(trit_tensor_set_quant(t, dq), TRIT_OK);  // replaces (and frees) q
+    assert_int_equal(trit_tensor_set_quant(t, trit_quant_info_new(128, 64, false, 0)), TRIT_ERR_SHAPE);
+    assert_null(trit_quant_info_new(100, 64, false, 0));
+    trit_tensor_free(t);  // frees dq (ASan would report a leak or a double free)
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_table_rows),   cmocka_unit_test(test_int_rows),   cmocka_unit_test(test_q8_0_rows),
+        cmocka_unit_test(test_blocked_tensor), cmocka_unit_test(test_quant_info),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
