@@ -93,6 +93,23 @@ typedef struct trit_cpu_features {
 } trit_cpu_features;
 
 const trit_cpu_features *trit_cpu_features_get(void);
+
+// Feature predicates kernels are chosen by (src/kernels/kernel_table.c): each bit is a set of
+// instructions a kernel needs, counted only where the OS saves the registers they use.
+typedef enum trit_cpu_feature {
+    TRIT_FEAT_AVX2 = 1u << 0,         // AVX2 + FMA + F16C
+    TRIT_FEAT_AVX512 = 1u << 1,       // AVX-512 F, BW, VL, DQ
+    TRIT_FEAT_AVX512_BF16 = 1u << 2,  // vdpbf16ps, vcvtne2ps2bf16
+    TRIT_FEAT_AVX512_VNNI = 1u << 3,  // vpdpbusd
+    TRIT_FEAT_AMX_BF16 = 1u << 4,     // AMX tiles with bf16 dot products
+    TRIT_FEAT_AMX_INT8 = 1u << 5,     // AMX tiles with int8 dot products
+} trit_cpu_feature;
+// Every feature this CPU and OS have (AMX counts before Linux has granted tile data; the
+// kernel table asks for it when it first chooses an AMX kernel).
+uint32_t trit_cpu_detected_features(void);
+// The features kernels may use now: the detected ones within the level in force (ref: none;
+// avx2: AVX2; avx512: also AVX-512 and, where present, AVX512-BF16 and AVX512-VNNI; amx: all).
+uint32_t trit_cpu_usable_features(void);
 // The highest level both the CPU and the OS support.
 trit_cpu_isa trit_cpu_detected_level(void);
 // The level kernels dispatch on: detected, lowered by TRIT_CPU=ref|avx2|avx512|amx if set.
@@ -101,6 +118,7 @@ trit_cpu_isa trit_cpu_level(void);
 trit_status trit_cpu_set_level(trit_cpu_isa level);
 const char *trit_cpu_level_name(trit_cpu_isa level);
 // Ask Linux for permission to use AMX tile data (arch_prctl ARCH_REQ_XCOMP_PERM); idempotent.
+// Called by the kernel table the first time it chooses an AMX kernel, never before.
 trit_status trit_cpu_amx_request(void);
 
 // ---- threads -------------------------------------------------------------------------------

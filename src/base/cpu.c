@@ -140,11 +140,6 @@ static void detect_level(void) {
     bool avx2 = f->avx2 && f->fma && f->os_avx;
     bool avx512 = avx2 && f->avx512f && f->avx512bw && f->avx512vl && f->avx512dq && f->os_avx512;
     bool amx = avx512 && f->amx_tile && f->amx_bf16 && f->os_amx;
-    if (amx && trit_cpu_amx_request() != TRIT_OK) {
-        trit_log(TRIT_LOG_WARN, "%s", trit_last_error());
-        trit_clear_error();
-        amx = false;
-    }
     detected = amx ? TRIT_CPU_AMX : avx512 ? TRIT_CPU_AVX512 : avx2 ? TRIT_CPU_AVX2 : TRIT_CPU_REF;
 }
 
@@ -202,4 +197,31 @@ trit_status trit_cpu_set_level(trit_cpu_isa level) {
                           trit_cpu_level_name(det));
     atomic_store(&current_level, (int)level);
     return TRIT_OK;
+}
+
+// ---- feature predicates ----------------------------------------------------------------------
+
+uint32_t trit_cpu_detected_features(void) {
+    const trit_cpu_features *f = trit_cpu_features_get();
+    uint32_t m = 0;
+    if (f->avx2 && f->fma && f->f16c && f->os_avx) m |= TRIT_FEAT_AVX2;
+    if ((m & TRIT_FEAT_AVX2) && f->avx512f && f->avx512bw && f->avx512vl && f->avx512dq && f->os_avx512) {
+        m |= TRIT_FEAT_AVX512;
+        if (f->avx512_bf16) m |= TRIT_FEAT_AVX512_BF16;
+        if (f->avx512_vnni) m |= TRIT_FEAT_AVX512_VNNI;
+        if (f->amx_tile && f->os_amx && f->amx_bf16) m |= TRIT_FEAT_AMX_BF16;
+        if (f->amx_tile && f->os_amx && f->amx_int8) m |= TRIT_FEAT_AMX_INT8;
+    }
+    return m;
+}
+
+uint32_t trit_cpu_usable_features(void) {
+    static const uint32_t within[] = {
+        [TRIT_CPU_REF] = 0,
+        [TRIT_CPU_AVX2] = TRIT_FEAT_AVX2,
+        [TRIT_CPU_AVX512] = TRIT_FEAT_AVX2 | TRIT_FEAT_AVX512 | TRIT_FEAT_AVX512_BF16 | TRIT_FEAT_AVX512_VNNI,
+        [TRIT_CPU_AMX] = TRIT_FEAT_AVX2 | TRIT_FEAT_AVX512 | TRIT_FEAT_AVX512_BF16 | TRIT_FEAT_AVX512_VNNI |
+                         TRIT_FEAT_AMX_BF16 | TRIT_FEAT_AMX_INT8,
+    };
+    return trit_cpu_detected_features() & within[trit_cpu_level()];
 }

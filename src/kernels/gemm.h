@@ -13,14 +13,15 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-// Dispatching entry point for f32: chooses the best kernel for trit_cpu_level().
-void trit_kernel_gemm_f32(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
-                          const float *A, int64_t lda, const float *B, int64_t ldb,
-                          float *C, int64_t ldc, bool accumulate);
-// Portable reference (the oracle), compiled for float and double from kernels/ref/gemm.c.
-void trit_kernel_gemm_ref_f32(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
-                              const float *A, int64_t lda, const float *B, int64_t ldb,
-                              float *C, int64_t ldc, bool accumulate);
+// A: (M, K) or (K, M), B: (K, N) or (N, K), C: (M, N), as above.
+typedef void trit_kernel_gemm_f32_fn(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
+                                     const float *A, int64_t lda, const float *B, int64_t ldb,
+                                     float *C, int64_t ldc, bool accumulate);
+// trit_kernel_gemm_f32 takes the kernel table's choice; _ref_f32 is the portable oracle
+// (kernels/ref/gemm.c, compiled for float and double); the x86 ones run only where the table
+// found their features (x86/gemm_avx2.c, x86/gemm_avx512.c).
+trit_kernel_gemm_f32_fn trit_kernel_gemm_f32, trit_kernel_gemm_ref_f32, trit_kernel_gemm_avx2_f32,
+    trit_kernel_gemm_avx512_f32;
 void trit_kernel_gemm_ref_f64(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
                               const double *A, int64_t lda, const double *B, int64_t ldb,
                               double *C, int64_t ldc, bool accumulate);

@@ -48,124 +48,116 @@ typedef struct trit_adam_scalars {
 // w, b: (C) or NULL. y: (rows, C) = (v - mean) * rstd * w + b, v = x or s.
 // stats: (rows, 2) receives (mean, rstd), rstd = 1 / sqrt(biased variance + eps); center false
 // is rmsnorm (mean taken as 0).
-void trit_kernel_norm_fwd_ref_f32(float *y, double *stats, float *s, const float *x, const float *r,
+typedef void trit_kernel_norm_fwd_fn(float *y, double *stats, float *s, const float *x, const float *r,
                                   const float *w, const float *b, int64_t rows, int64_t C, double eps,
                                   bool center);
+trit_kernel_norm_fwd_fn trit_kernel_norm_fwd_f32, trit_kernel_norm_fwd_ref_f32, trit_kernel_norm_fwd_avx512;
 void trit_kernel_norm_fwd_ref_f64(double *y, double *stats, double *s, const double *x, const double *r,
                                   const double *w, const double *b, int64_t rows, int64_t C, double eps,
                                   bool center);
-void trit_kernel_norm_fwd_f32(float *y, double *stats, float *s, const float *x, const float *r,
-                              const float *w, const float *b, int64_t rows, int64_t C, double eps, bool center);
 
 // Backward to the input. x: (rows, C) the normalized input (s for the residual form), dy: (rows, C),
 // w: (C) or NULL, stats from forward, gres: (rows, C) or NULL, a gradient added as is (the
 // residual stream's own gradient). With xhat = (x - mean) * rstd and g = dy * w:
 //   d = gres + rstd * (g - mean(g) - xhat * mean(g * xhat))   (mean(g) taken as 0 without center)
 // then dx += d and dx2 += d, each skipped when NULL.
-void trit_kernel_norm_bwd_x_ref_f32(float *dx, float *dx2, const float *x, const float *dy, const float *gres,
+typedef void trit_kernel_norm_bwd_x_fn(float *dx, float *dx2, const float *x, const float *dy, const float *gres,
                                     const float *w, const double *stats, int64_t rows, int64_t C, bool center);
+trit_kernel_norm_bwd_x_fn trit_kernel_norm_bwd_x_f32, trit_kernel_norm_bwd_x_ref_f32, trit_kernel_norm_bwd_x_avx512;
 void trit_kernel_norm_bwd_x_ref_f64(double *dx, double *dx2, const double *x, const double *dy,
                                     const double *gres, const double *w, const double *stats, int64_t rows,
                                     int64_t C, bool center);
-void trit_kernel_norm_bwd_x_f32(float *dx, float *dx2, const float *x, const float *dy, const float *gres,
-                                const float *w, const double *stats, int64_t rows, int64_t C, bool center);
 
 // Weight and bias gradients: dw += sum over rows of dy * xhat, db += sum over rows of dy (each
 // skipped when NULL). x, dy: (rows, C); dw, db: (C). Sums in double, rows in order.
-void trit_kernel_norm_bwd_params_ref_f32(float *dw, float *db, const float *x, const float *dy,
+typedef void trit_kernel_norm_bwd_params_fn(float *dw, float *db, const float *x, const float *dy,
                                          const double *stats, int64_t rows, int64_t C);
+trit_kernel_norm_bwd_params_fn trit_kernel_norm_bwd_params_f32, trit_kernel_norm_bwd_params_ref_f32, trit_kernel_norm_bwd_params_avx512;
 void trit_kernel_norm_bwd_params_ref_f64(double *dw, double *db, const double *x, const double *dy,
                                          const double *stats, int64_t rows, int64_t C);
-void trit_kernel_norm_bwd_params_f32(float *dw, float *db, const float *x, const float *dy,
-                                     const double *stats, int64_t rows, int64_t C);
 
 // ---- GELU, tanh form: gelu(v) = 0.5 v (1 + tanh(sqrt(2/pi) (v + 0.044715 v^3))) ------------
 // y = gelu(x + b). x, y: (rows, N); b: (N) or NULL.
-void trit_kernel_gelu_fwd_ref_f32(float *y, const float *x, const float *b, int64_t rows, int64_t N);
+typedef void trit_kernel_gelu_fwd_fn(float *y, const float *x, const float *b, int64_t rows, int64_t N);
+trit_kernel_gelu_fwd_fn trit_kernel_gelu_fwd_f32, trit_kernel_gelu_fwd_ref_f32, trit_kernel_gelu_fwd_avx512;
 void trit_kernel_gelu_fwd_ref_f64(double *y, const double *x, const double *b, int64_t rows, int64_t N);
-void trit_kernel_gelu_fwd_f32(float *y, const float *x, const float *b, int64_t rows, int64_t N);
 // With d = g * gelu'(x + b) (the exact slope): dx += d (dx may be NULL) and db += the column sums
 // of d (db may be NULL; summed in double, rows in order). x, g, dx: (rows, N); b, db: (N) or NULL.
-void trit_kernel_gelu_bwd_ref_f32(float *dx, float *db, const float *x, const float *b, const float *g,
+typedef void trit_kernel_gelu_bwd_fn(float *dx, float *db, const float *x, const float *b, const float *g,
                                   int64_t rows, int64_t N);
+trit_kernel_gelu_bwd_fn trit_kernel_gelu_bwd_f32, trit_kernel_gelu_bwd_ref_f32, trit_kernel_gelu_bwd_avx512;
 void trit_kernel_gelu_bwd_ref_f64(double *dx, double *db, const double *x, const double *b, const double *g,
                                   int64_t rows, int64_t N);
-void trit_kernel_gelu_bwd_f32(float *dx, float *db, const float *x, const float *b, const float *g,
-                              int64_t rows, int64_t N);
 
 // ---- softmax and log-softmax over rows of C -------------------------------------------------
 // y = exp(x - max) / sum(exp(x - max)). x, y: (rows, C).
-void trit_kernel_softmax_fwd_ref_f32(float *y, const float *x, int64_t rows, int64_t C);
+typedef void trit_kernel_softmax_fwd_fn(float *y, const float *x, int64_t rows, int64_t C);
+trit_kernel_softmax_fwd_fn trit_kernel_softmax_fwd_f32, trit_kernel_softmax_fwd_ref_f32, trit_kernel_softmax_fwd_avx512;
 void trit_kernel_softmax_fwd_ref_f64(double *y, const double *x, int64_t rows, int64_t C);
-void trit_kernel_softmax_fwd_f32(float *y, const float *x, int64_t rows, int64_t C);
 // dx += y * (dy - sum(dy * y)), y the forward output. All (rows, C).
-void trit_kernel_softmax_bwd_ref_f32(float *dx, const float *y, const float *dy, int64_t rows, int64_t C);
+typedef void trit_kernel_softmax_bwd_fn(float *dx, const float *y, const float *dy, int64_t rows, int64_t C);
+trit_kernel_softmax_bwd_fn trit_kernel_softmax_bwd_f32, trit_kernel_softmax_bwd_ref_f32, trit_kernel_softmax_bwd_avx512;
 void trit_kernel_softmax_bwd_ref_f64(double *dx, const double *y, const double *dy, int64_t rows, int64_t C);
-void trit_kernel_softmax_bwd_f32(float *dx, const float *y, const float *dy, int64_t rows, int64_t C);
 // y = (x - max) - log(sum(exp(x - max))). x, y: (rows, C).
-void trit_kernel_log_softmax_fwd_ref_f32(float *y, const float *x, int64_t rows, int64_t C);
+typedef void trit_kernel_log_softmax_fwd_fn(float *y, const float *x, int64_t rows, int64_t C);
+trit_kernel_log_softmax_fwd_fn trit_kernel_log_softmax_fwd_f32, trit_kernel_log_softmax_fwd_ref_f32, trit_kernel_log_softmax_fwd_avx512;
 void trit_kernel_log_softmax_fwd_ref_f64(double *y, const double *x, int64_t rows, int64_t C);
-void trit_kernel_log_softmax_fwd_f32(float *y, const float *x, int64_t rows, int64_t C);
 // dx += dy - exp(y) * sum(dy), y the forward output. All (rows, C).
-void trit_kernel_log_softmax_bwd_ref_f32(float *dx, const float *y, const float *dy, int64_t rows, int64_t C);
+typedef void trit_kernel_log_softmax_bwd_fn(float *dx, const float *y, const float *dy, int64_t rows, int64_t C);
+trit_kernel_log_softmax_bwd_fn trit_kernel_log_softmax_bwd_f32, trit_kernel_log_softmax_bwd_ref_f32, trit_kernel_log_softmax_bwd_avx512;
 void trit_kernel_log_softmax_bwd_ref_f64(double *dx, const double *y, const double *dy, int64_t rows,
                                          int64_t C);
-void trit_kernel_log_softmax_bwd_f32(float *dx, const float *y, const float *dy, int64_t rows, int64_t C);
 
 // ---- cross-entropy over rows of V logits ------------------------------------------------------
 // targets: (rows) int64 when t64, else int32; every target is in [0, V) or equals ignore_index
 // (the caller checks). Forward: stats (rows, 2) = (max, log(sum(exp(x - max)))) for every row and
 // loss (rows) = -log_softmax(x)[t] = (max - x[t]) + lse, 0 on ignored rows. x: (rows, V).
-void trit_kernel_ce_fwd_ref_f32(double *stats, double *loss, const float *x, const void *targets, bool t64,
+typedef void trit_kernel_ce_fwd_fn(double *stats, double *loss, const float *x, const void *targets, bool t64,
                                 int64_t ignore_index, int64_t rows, int64_t V);
+trit_kernel_ce_fwd_fn trit_kernel_ce_fwd_f32, trit_kernel_ce_fwd_ref_f32, trit_kernel_ce_fwd_avx512;
 void trit_kernel_ce_fwd_ref_f64(double *stats, double *loss, const double *x, const void *targets, bool t64,
                                 int64_t ignore_index, int64_t rows, int64_t V);
-void trit_kernel_ce_fwd_f32(double *stats, double *loss, const float *x, const void *targets, bool t64,
-                            int64_t ignore_index, int64_t rows, int64_t V);
 // Backward: on rows not ignored, dx += scale * (softmax(x) - onehot(t)). dx, x: (rows, V).
-void trit_kernel_ce_bwd_ref_f32(float *dx, const float *x, const double *stats, const void *targets, bool t64,
+typedef void trit_kernel_ce_bwd_fn(float *dx, const float *x, const double *stats, const void *targets, bool t64,
                                 int64_t ignore_index, float scale, int64_t rows, int64_t V);
+trit_kernel_ce_bwd_fn trit_kernel_ce_bwd_f32, trit_kernel_ce_bwd_ref_f32, trit_kernel_ce_bwd_avx512;
 void trit_kernel_ce_bwd_ref_f64(double *dx, const double *x, const double *stats, const void *targets,
                                 bool t64, int64_t ignore_index, double scale, int64_t rows, int64_t V);
-void trit_kernel_ce_bwd_f32(float *dx, const float *x, const double *stats, const void *targets, bool t64,
-                            int64_t ignore_index, float scale, int64_t rows, int64_t V);
 
 // In place, for a classifier that computes logits in chunks: L = scale * (softmax(L) - onehot(t))
 // on rows not ignored and 0 on ignored rows, with stats from the forward. L: (rows, V).
-void trit_kernel_ce_dlogits_ref_f32(float *L, const double *stats, const void *targets, bool t64,
+typedef void trit_kernel_ce_dlogits_fn(float *L, const double *stats, const void *targets, bool t64,
                                     int64_t ignore_index, float scale, int64_t rows, int64_t V);
+trit_kernel_ce_dlogits_fn trit_kernel_ce_dlogits_f32, trit_kernel_ce_dlogits_ref_f32, trit_kernel_ce_dlogits_avx512;
 void trit_kernel_ce_dlogits_ref_f64(double *L, const double *stats, const void *targets, bool t64,
                                     int64_t ignore_index, double scale, int64_t rows, int64_t V);
-void trit_kernel_ce_dlogits_f32(float *L, const double *stats, const void *targets, bool t64, int64_t ignore_index,
-                                float scale, int64_t rows, int64_t V);
 
 // ---- embedding --------------------------------------------------------------------------------
 // idx: (n) int64 when i64, else int32, each in [0, V) (the caller checks).
 // Forward: out[i, :] = w[idx[i], :]. w: (V, C), out: (n, C).
-void trit_kernel_embedding_fwd_ref_f32(float *out, const float *w, const void *idx, bool i64, int64_t n,
+typedef void trit_kernel_embedding_fwd_fn(float *out, const float *w, const void *idx, bool i64, int64_t n,
                                        int64_t C);
+trit_kernel_embedding_fwd_fn trit_kernel_embedding_fwd_f32, trit_kernel_embedding_fwd_ref_f32;
 void trit_kernel_embedding_fwd_ref_f64(double *out, const double *w, const void *idx, bool i64, int64_t n,
                                        int64_t C);
-void trit_kernel_embedding_fwd_f32(float *out, const float *w, const void *idx, bool i64, int64_t n, int64_t C);
 // Backward: gw[idx[i], :] += go[i, :], tokens added in order (threads split the columns).
 // gw: (V, C), go: (n, C).
-void trit_kernel_embedding_bwd_ref_f32(float *gw, const float *go, const void *idx, bool i64, int64_t n,
+typedef void trit_kernel_embedding_bwd_fn(float *gw, const float *go, const void *idx, bool i64, int64_t n,
                                        int64_t C);
+trit_kernel_embedding_bwd_fn trit_kernel_embedding_bwd_f32, trit_kernel_embedding_bwd_ref_f32, trit_kernel_embedding_bwd_avx512;
 void trit_kernel_embedding_bwd_ref_f64(double *gw, const double *go, const void *idx, bool i64, int64_t n,
                                        int64_t C);
-void trit_kernel_embedding_bwd_f32(float *gw, const float *go, const void *idx, bool i64, int64_t n, int64_t C);
 
 // ---- Adam / AdamW update --------------------------------------------------------------------------
 // p, g, m, v: (n), not aliased. Operation order of torch.optim (fp32):
 //   AdamW (decoupled): x = p * decay_mul, d = g;   Adam: x = p, d = g + weight_decay * p
 //   m = m * b1 + omb1 * d,  v = v * b2 + omb2 * d * d,  p = x + step * m / (sqrt(v) / bc2_sqrt + eps)
 // The AVX-512 version does the same operations (no fused multiply-add), so it is bit-identical.
-void trit_kernel_adam_ref_f32(float *p, const float *g, float *m, float *v, int64_t n,
+typedef void trit_kernel_adam_fn(float *p, const float *g, float *m, float *v, int64_t n,
                               const trit_adam_scalars *s, bool decoupled);
+trit_kernel_adam_fn trit_kernel_adam_f32, trit_kernel_adam_ref_f32, trit_kernel_adam_avx512;
 void trit_kernel_adam_ref_f64(double *p, const double *g, double *m, double *v, int64_t n,
                               const trit_adam_scalars *s, bool decoupled);
-void trit_kernel_adam_f32(float *p, const float *g, float *m, float *v, int64_t n, const trit_adam_scalars *s,
-                          bool decoupled);
 
 // f64 has only the reference path; these names let `real` code call R(trit_kernel_<name>).
 #define trit_kernel_norm_fwd_f64 trit_kernel_norm_fwd_ref_f64

@@ -20,7 +20,7 @@
 #include <string.h>
 
 #include "kernels/rowops.h"
-#include "kernels/x86/rowops_x86.h"
+#include "kernels/rowops.h"
 #include "trit/base.h"
 
 #define TOL 1e-6

@@ -6,7 +6,7 @@
 // a B panel in L1 and the A block in L2, which suits the smaller L2 of AVX2-only CPUs. The
 // transposes of the four cases happen in the packing. Blocking, threads and determinism:
 // kernels/x86/gemm_driver.h.
-#include "kernels/x86/gemm_x86.h"
+#include "kernels/gemm.h"
 
 #include <immintrin.h>
 

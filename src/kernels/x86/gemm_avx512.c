@@ -6,7 +6,7 @@
 // memory, two B vectors per k) runs each A panel, held in L1, against every B panel of the
 // block as they stream from L2. The transposes of all four cases happen in the packing, so one
 // micro-kernel serves every case. Blocking, threads and determinism: kernels/x86/gemm_driver.h.
-#include "kernels/x86/gemm_x86.h"
+#include "kernels/gemm.h"
 
 #include <immintrin.h>
 

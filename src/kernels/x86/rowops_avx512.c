@@ -4,7 +4,7 @@
 // fixed by the row length alone. Element formulas keep the reference's operation order and use
 // no fused multiply-add, so given the same statistics and exponentials they round the same way
 // (the GELU slope excepted: it shares one division between its two terms).
-#include "kernels/x86/rowops_x86.h"
+#include "kernels/rowops.h"
 
 #include "kernels/x86/exp_avx512.h"
 

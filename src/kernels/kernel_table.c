@@ -1,0 +1,82 @@
+// The kernel table and its lookup (see kernel_table.h). Rows of one key are listed best first.
+#include "kernels/kernel_table.h"
+
+#include "kernels/flash.h"
+#include "kernels/gemm.h"
+#include "kernels/rowops.h"
+
+#define ROW(id, in, out, needs, fn) {TRIT_KERNEL_##id, TRIT_##in, TRIT_##out, needs, #fn, (trit_kernel_fn)fn}
+#define AVX2 TRIT_FEAT_AVX2
+#define AVX512 (TRIT_FEAT_AVX2 | TRIT_FEAT_AVX512)
+// A row kernel with an AVX-512 version and the portable reference.
+#define ROWOP(ID, name)                                                    \
+    ROW(ID, F32, F32, AVX512, trit_kernel_##name##_avx512),               \
+    ROW(ID, F32, F32, 0, trit_kernel_##name##_ref_f32)
+#define FLASH(ID, name)                                                    \
+    ROW(ID, F32, F32, AVX512, trit_kernel_flash_##name##_avx512_f32),     \
+    ROW(ID, F32, F32, 0, trit_kernel_flash_##name##_ref_f32)
+
+static const trit_kernel_entry table[] = {
+    // AMX has no fp32 tiles: the AVX-512 kernel is the fp32 path on AMX machines too.
+    ROW(GEMM, F32, F32, AVX512, trit_kernel_gemm_avx512_f32),
+    ROW(GEMM, F32, F32, AVX2, trit_kernel_gemm_avx2_f32),
+    ROW(GEMM, F32, F32, 0, trit_kernel_gemm_ref_f32),
+    ROWOP(NORM_FWD, norm_fwd),
+    ROWOP(NORM_BWD_X, norm_bwd_x),
+    ROWOP(NORM_BWD_PARAMS, norm_bwd_params),
+    ROWOP(GELU_FWD, gelu_fwd),
+    ROWOP(GELU_BWD, gelu_bwd),
+    ROWOP(SOFTMAX_FWD, softmax_fwd),
+    ROWOP(SOFTMAX_BWD, softmax_bwd),
+    ROWOP(LOG_SOFTMAX_FWD, log_softmax_fwd),
+    ROWOP(LOG_SOFTMAX_BWD, log_softmax_bwd),
+    ROWOP(CE_FWD, ce_fwd),
+    ROWOP(CE_BWD, ce_bwd),
+    ROWOP(CE_DLOGITS, ce_dlogits),
+    // A row memcpy: libc's copy is already as wide as the CPU allows.
+    ROW(EMBEDDING_FWD, F32, F32, 0, trit_kernel_embedding_fwd_ref_f32),
+    ROWOP(EMBEDDING_BWD, embedding_bwd),
+    ROWOP(ADAM, adam),
+    FLASH(FLASH_SCORES, scores),
+    FLASH(FLASH_ACCUM, accum),
+    FLASH(FLASH_SOFTMAX, softmax),
+    FLASH(FLASH_PROBS, probs),
+    FLASH(FLASH_DSCORES, dscores),
+};
+
+const trit_kernel_entry *trit_kernel_table(int *n) {
+    *n = (int)(sizeof table / sizeof table[0]);
+    return table;
+}
+
+static int find_index(trit_kernel_id id, trit_dtype in, trit_dtype out, uint32_t usable) {
+    for (int i = 0; i < (int)(sizeof table / sizeof table[0]); i++) {
+        const trit_kernel_entry *e = &table[i];
+        if (e->id != id || e->in != in || e->out != out || (e->needs & ~usable)) continue;
+        if ((e->needs & (TRIT_FEAT_AMX_BF16 | TRIT_FEAT_AMX_INT8)) && trit_cpu_amx_request() != TRIT_OK) {
+            trit_clear_error();  // refused: AMX rows are skipped from now on
+            continue;
+        }
+        return i;
+    }
+    trit_error(TRIT_ERR_UNSUPPORTED, "no kernel %d for %s -> %s in the kernel table", (int)id, trit_dtype_name(in),
+               trit_dtype_name(out));
+    return -1;
+}
+
+const trit_kernel_entry *trit_kernel_find(trit_kernel_id id, trit_dtype in, trit_dtype out) {
+    const int i = find_index(id, in, out, trit_cpu_usable_features());
+    return i < 0 ? NULL : &table[i];
+}
+
+// The slot word is (usable mask << 32) | (row index + 1); 0 means empty. One word, so a reader
+// never sees a row paired with another mask's choice.
+const trit_kernel_entry *trit_kernel_pick(trit_kernel_slot *slot, trit_kernel_id id, trit_dtype in, trit_dtype out) {
+    const uint32_t usable = trit_cpu_usable_features();
+    const uint64_t w = atomic_load_explicit(slot, memory_order_relaxed);
+    if (w && (uint32_t)(w >> 32) == usable) return &table[(uint32_t)w - 1];
+    const int i = find_index(id, in, out, usable);
+    if (i < 0) return NULL;
+    atomic_store_explicit(slot, ((uint64_t)usable << 32) | (uint64_t)(i + 1), memory_order_relaxed);
+    return &table[i];
+}

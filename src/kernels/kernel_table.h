@@ -1,0 +1,68 @@
+// The kernel table: every implementation of every hot loop, keyed by (kernel, input dtype,
+// output dtype) and the CPU features it needs (trit_cpu_feature bits). A lookup takes the first
+// row, in the table's order of preference, whose features are all usable now
+// (trit_cpu_usable_features(), which TRIT_CPU and trit_cpu_set_level limit), so machines with
+// different feature sets (AVX2 only; AVX-512 with BF16 and VNNI; AMX) each get their best kernel
+// without a single ladder of levels. Every (kernel, dtypes) key has a portable row that needs no
+// feature, so a lookup of a listed key always succeeds.
+#ifndef TRIT_KERNELS_KERNEL_TABLE_H
+#define TRIT_KERNELS_KERNEL_TABLE_H
+
+#include "trit/tensor.h"
+
+#include <stdatomic.h>
+
+typedef enum trit_kernel_id {
+    TRIT_KERNEL_GEMM,
+    TRIT_KERNEL_GEMM_MIXED,
+    TRIT_KERNEL_NORM_FWD,
+    TRIT_KERNEL_NORM_BWD_X,
+    TRIT_KERNEL_NORM_BWD_PARAMS,
+    TRIT_KERNEL_GELU_FWD,
+    TRIT_KERNEL_GELU_BWD,
+    TRIT_KERNEL_SOFTMAX_FWD,
+    TRIT_KERNEL_SOFTMAX_BWD,
+    TRIT_KERNEL_LOG_SOFTMAX_FWD,
+    TRIT_KERNEL_LOG_SOFTMAX_BWD,
+    TRIT_KERNEL_CE_FWD,
+    TRIT_KERNEL_CE_BWD,
+    TRIT_KERNEL_CE_DLOGITS,
+    TRIT_KERNEL_EMBEDDING_FWD,
+    TRIT_KERNEL_EMBEDDING_BWD,
+    TRIT_KERNEL_ADAM,
+    TRIT_KERNEL_FLASH_SCORES,
+    TRIT_KERNEL_FLASH_ACCUM,
+    TRIT_KERNEL_FLASH_SOFTMAX,
+    TRIT_KERNEL_FLASH_PROBS,
+    TRIT_KERNEL_FLASH_DSCORES,
+    TRIT_KERNEL_COUNT
+} trit_kernel_id;
+
+typedef void (*trit_kernel_fn)(void);  // cast to the kernel's own signature by its caller
+
+typedef struct trit_kernel_entry {
+    trit_kernel_id id;
+    trit_dtype in, out;  // the dtypes of the kernel's main input and output
+    uint32_t needs;      // trit_cpu_feature bits, all required
+    const char *name;    // e.g. "gemm_avx512_f32", for logs and tests
+    trit_kernel_fn fn;
+} trit_kernel_entry;
+
+// The best usable row for the key, or NULL (with trit_last_error set) if the table has no row
+// for it. Choosing a row that needs AMX asks Linux for tile data first (trit_cpu_amx_request);
+// if that is refused the next row is taken.
+const trit_kernel_entry *trit_kernel_find(trit_kernel_id id, trit_dtype in, trit_dtype out);
+
+// A call site's memory of its last choice, so hot entry points (called per tile) pay one atomic
+// load instead of a table scan. It holds the usable-feature mask the choice was made for, so a
+// change of level (trit_cpu_set_level) is seen at once.
+typedef _Atomic uint64_t trit_kernel_slot;
+const trit_kernel_entry *trit_kernel_pick(trit_kernel_slot *slot, trit_kernel_id id, trit_dtype in, trit_dtype out);
+
+// The implementation of key (id, in, out) remembered in `slot`, as a pointer of type `type`.
+#define TRIT_KERNEL_FN(type, slot, id, in, out) ((type *)trit_kernel_pick((slot), (id), (in), (out))->fn)
+
+// The table itself, for tests and reports.
+const trit_kernel_entry *trit_kernel_table(int *n);
+
+#endif

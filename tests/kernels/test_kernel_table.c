@@ -1,0 +1,84 @@
+// The kernel table: every key has a portable row, lookups follow the usable features (and so
+// TRIT_CPU / trit_cpu_set_level), and a call site's remembered choice follows a level change.
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "kernels/kernel_table.h"
+#include "trit/trit.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static void test_every_key_has_a_portable_row(void **state) {
+    (void)state;
+    int n;
+    const trit_kernel_entry *t = trit_kernel_table(&n);
+    assert_true(n > 0);
+    for (int i = 0; i < n; i++) {
+        bool portable = false;
+        for (int j = 0; j < n; j++)
+            portable |= t[j].id == t[i].id && t[j].in == t[i].in && t[j].out == t[i].out && t[j].needs == 0;
+        if (!portable) fprintf(stderr, "no portable row for %s\n", t[i].name);
+        assert_true(portable);
+        assert_non_null(t[i].fn);
+    }
+    assert_null(trit_kernel_find(TRIT_KERNEL_GEMM, TRIT_I8, TRIT_F32));
+    assert_non_null(strstr(trit_last_error(), "no kernel"));
+}
+
+static void test_usable_features_follow_the_level(void **state) {
+    (void)state;
+    const trit_cpu_isa saved = trit_cpu_level();
+    const uint32_t det = trit_cpu_detected_features();
+    assert_int_equal(trit_cpu_set_level(TRIT_CPU_REF), TRIT_OK);
+    assert_int_equal(trit_cpu_usable_features(), 0);
+    assert_string_equal(trit_kernel_find(TRIT_KERNEL_GEMM, TRIT_F32, TRIT_F32)->name, "trit_kernel_gemm_ref_f32");
+    if (det & TRIT_FEAT_AVX2) {
+        assert_int_equal(trit_cpu_set_level(TRIT_CPU_AVX2), TRIT_OK);
+        assert_int_equal(trit_cpu_usable_features(), TRIT_FEAT_AVX2);
+        assert_string_equal(trit_kernel_find(TRIT_KERNEL_GEMM, TRIT_F32, TRIT_F32)->name, "trit_kernel_gemm_avx2_f32");
+        // AVX2 machines have no AVX-512 row kernel: the portable one is chosen.
+        assert_string_equal(trit_kernel_find(TRIT_KERNEL_NORM_FWD, TRIT_F32, TRIT_F32)->name,
+                            "trit_kernel_norm_fwd_ref_f32");
+    } else {
+        printf("  no AVX2 on this CPU: avx2 rows skipped\n");
+    }
+    if (det & TRIT_FEAT_AVX512) {
+        assert_int_equal(trit_cpu_set_level(TRIT_CPU_AVX512), TRIT_OK);
+        const uint32_t u = trit_cpu_usable_features();
+        assert_true(u & TRIT_FEAT_AVX512);
+        assert_int_equal(u & (TRIT_FEAT_AMX_BF16 | TRIT_FEAT_AMX_INT8), 0);
+        assert_int_equal(u & TRIT_FEAT_AVX512_BF16, det & TRIT_FEAT_AVX512_BF16);
+        assert_string_equal(trit_kernel_find(TRIT_KERNEL_GEMM, TRIT_F32, TRIT_F32)->name,
+                            "trit_kernel_gemm_avx512_f32");
+    } else {
+        printf("  no AVX-512 on this CPU: avx512 rows skipped\n");
+    }
+    assert_int_equal(trit_cpu_set_level(saved), TRIT_OK);
+}
+
+// A remembered choice is renewed when the usable features change.
+static void test_slot_follows_level_changes(void **state) {
+    (void)state;
+    const trit_cpu_isa saved = trit_cpu_level();
+    static trit_kernel_slot slot;
+    assert_int_equal(trit_cpu_set_level(TRIT_CPU_REF), TRIT_OK);
+    const trit_kernel_entry *a = trit_kernel_pick(&slot, TRIT_KERNEL_GEMM, TRIT_F32, TRIT_F32);
+    assert_ptr_equal(a, trit_kernel_pick(&slot, TRIT_KERNEL_GEMM, TRIT_F32, TRIT_F32));
+    assert_int_equal(trit_cpu_set_level(saved), TRIT_OK);
+    const trit_kernel_entry *b = trit_kernel_pick(&slot, TRIT_KERNEL_GEMM, TRIT_F32, TRIT_F32);
+    assert_ptr_equal(b, trit_kernel_find(TRIT_KERNEL_GEMM, TRIT_F32, TRIT_F32));
+    if (saved != TRIT_CPU_REF) assert_ptr_not_equal(a, b);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_every_key_has_a_portable_row),
+        cmocka_unit_test(test_usable_features_follow_the_level),
+        cmocka_unit_test(test_slot_follows_level_changes),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
