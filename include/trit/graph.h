@@ -12,11 +12,30 @@ extern "C" {
 
 typedef struct trit_graph trit_graph;
 
-// `compute` is the float type of activations and gradients: TRIT_F32, or TRIT_F64 for the
-// reference path that gradient checks use.
+// How a graph computes (instead of one dtype per graph):
+// - accumulate: gradients, statistics, reductions, losses and every matmul sum: TRIT_F32, or
+//   TRIT_F64 for the reference path that gradient checks use;
+// - activation: the dtype matmul inputs are stored in between ops (TRIT_F32, TRIT_BF16 or
+//   TRIT_F16; equal to accumulate for f64). Low-precision activations enter a matmul through
+//   a `cast` node the op constructors insert, so the cast value is what backward keeps;
+// - matmul: how fp32 operands that still meet a matmul are multiplied (see
+//   trit_matmul_precision).
+// Which values are stored in the activation dtype is the policy table in docs/ARCHITECTURE.md.
+typedef struct trit_compute_policy {
+    trit_dtype accumulate;
+    trit_dtype activation;
+    trit_matmul_precision matmul;
+} trit_compute_policy;
+
+// A graph whose values and gradients are all of dtype `compute` (TRIT_F32, or TRIT_F64):
+// the policy {compute, compute, TRIT_MATMUL_HIGHEST}.
 trit_graph *trit_graph_new(trit_dtype compute);
+// A graph under `policy`; NULL with a message if the policy is not one of the combinations above.
+trit_graph *trit_graph_new_policy(const trit_compute_policy *policy);
 void trit_graph_free(trit_graph *g);
+// The accumulate dtype (values without a low-precision rule, and all gradients).
 trit_dtype trit_graph_dtype(const trit_graph *g);
+trit_compute_policy trit_graph_policy(const trit_graph *g);
 
 // A graph input: storage is allocated at compile time and stays valid until the graph is
 // freed; fill its data before each forward.

@@ -81,6 +81,9 @@ trit_tensor *trit_permute(trit_graph *g, trit_tensor *x, const int *perm);
 trit_tensor *trit_slice(trit_graph *g, trit_tensor *x, int dim, int64_t start, int64_t stop);
 trit_tensor *trit_expand(trit_graph *g, trit_tensor *x, int ndim, const int64_t *shape);
 trit_tensor *trit_contiguous(trit_graph *g, trit_tensor *x);
+// x converted to float dtype `dt` (f32, f64, bf16, f16; round to nearest even). The gradient
+// passes through unchanged, in the graph's accumulate dtype. Casting to x's own dtype is x.
+trit_tensor *trit_cast(trit_graph *g, trit_tensor *x, trit_dtype dt);
 trit_tensor *trit_concat(trit_graph *g, int n, trit_tensor *const *xs, int axis);
 // Split x along axis into n parts of the given sizes; out[i] receives the parts.
 trit_status trit_split(trit_graph *g, trit_tensor *x, int axis, int n, const int64_t *sizes, trit_tensor **out);

@@ -1,5 +1,6 @@
 // Graph constructors for shape ops: views where the layout allows, copies otherwise.
 #include "graph/graph_internal.h"
+#include "ops/cast.h"
 #include "ops/view.h"
 #include "trit/ops.h"
 
@@ -64,6 +65,12 @@ trit_tensor *trit_expand(trit_graph *g, trit_tensor *x, int ndim, const int64_t 
 }
 
 trit_tensor *trit_contiguous(trit_graph *g, trit_tensor *x) { return TRIT_APPLY(g, trit_op_contiguous, 1, &x, NULL); }
+
+trit_tensor *trit_cast(trit_graph *g, trit_tensor *x, trit_dtype dt) {
+    if (x && x->dtype == dt) return x;
+    const trit_cast_attr a = {.dtype = dt};
+    return TRIT_APPLY(g, trit_op_cast, 1, &x, &a);
+}
 
 trit_status trit_split(trit_graph *g, trit_tensor *x, int axis, int n, const int64_t *sizes, trit_tensor **out) {
     if (!g || !x || n <= 0 || !sizes || !out) {

@@ -19,24 +19,44 @@ static bool grow(void **p, int *cap, int need, size_t elem) {
     return true;
 }
 
-trit_graph *trit_graph_new(trit_dtype compute) {
-    if (compute != TRIT_F32 && compute != TRIT_F64) {
-        trit_error(TRIT_ERR_DTYPE, "trit_graph_new: compute dtype must be f32 or f64, got %s",
-                   trit_dtype_name(compute));
-        return NULL;
-    }
+static bool policy_ok(const trit_compute_policy *p) {
+    if (!p) return trit_error(TRIT_ERR_INVALID, "trit_graph_new_policy: policy is NULL"), false;
+    const bool low = p->activation == TRIT_BF16 || p->activation == TRIT_F16;
+    if (p->accumulate == TRIT_F64 && p->activation == TRIT_F64 && p->matmul == TRIT_MATMUL_HIGHEST) return true;
+    if (p->accumulate == TRIT_F32 && (p->activation == TRIT_F32 || low) && (unsigned)p->matmul <= TRIT_MATMUL_MEDIUM)
+        return true;
+    trit_error(TRIT_ERR_DTYPE, "compute policy {accumulate %s, activation %s, matmul %s} is not supported: use "
+               "accumulate f32 with activations f32, bf16 or f16 (any matmul precision), or all f64 with matmul "
+               "highest (the reference path)", trit_dtype_name(p->accumulate), trit_dtype_name(p->activation),
+               trit_matmul_precision_name(p->matmul));
+    return false;
+}
+
+trit_graph *trit_graph_new_policy(const trit_compute_policy *policy) {
+    if (!policy_ok(policy)) return NULL;
     trit_graph *g = calloc(1, sizeof *g);
     if (!g) {
         trit_error(TRIT_ERR_NOMEM, "trit_graph_new: out of memory");
         return NULL;
     }
-    g->dtype = compute;
+    g->policy = *policy;
+    g->dtype = policy->accumulate;
     g->loss = -1;
     g->training = true;
     g->grad_scale = 1.0;
     const char *fuse = getenv("TRIT_FUSE");
     g->fusion = !(fuse && strcmp(fuse, "0") == 0);
     return g;
+}
+
+trit_graph *trit_graph_new(trit_dtype compute) {
+    if (compute != TRIT_F32 && compute != TRIT_F64) {
+        trit_error(TRIT_ERR_DTYPE, "trit_graph_new: compute dtype must be f32 or f64, got %s",
+                   trit_dtype_name(compute));
+        return NULL;
+    }
+    const trit_compute_policy p = {compute, compute, TRIT_MATMUL_HIGHEST};
+    return trit_graph_new_policy(&p);
 }
 
 void trit_graph_free(trit_graph *g) {
@@ -57,6 +77,8 @@ void trit_graph_free(trit_graph *g) {
 }
 
 trit_dtype trit_graph_dtype(const trit_graph *g) { return g->dtype; }
+
+trit_compute_policy trit_graph_policy(const trit_graph *g) { return g->policy; }
 
 trit_status trit_graph_status(const trit_graph *g) {
     if (!g) return trit_error(TRIT_ERR_INVALID, "graph is NULL");

@@ -270,6 +270,7 @@ static void finish_calls(trit_graph *g) {
         n->fwd.saved = n->saved_buf >= 0 ? base + g->bufs[n->saved_buf].offset : NULL;
         n->fwd.scratch = g->scratch;
         n->ctx.node = (uint64_t)i;
+        n->ctx.matmul = g->policy.matmul;
         n->bwd = n->fwd;
         n->bwd.gout = g->values[n->out].grad;
         for (int j = 0; j < n->n_in; j++) {

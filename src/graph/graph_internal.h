@@ -42,7 +42,8 @@ typedef struct trit_buffer {
 } trit_buffer;
 
 struct trit_graph {
-    trit_dtype dtype;
+    trit_compute_policy policy;
+    trit_dtype dtype;         // policy.accumulate
     trit_status status;       // first build error
     char error[512];
     trit_value *values;

@@ -15,6 +15,7 @@ typedef struct trit_exec_ctx {
     uint64_t seed;   // trit_graph_set_rng
     uint64_t step;
     uint64_t node;   // this node's index: random ops use it as their stream
+    trit_matmul_precision matmul;  // the graph policy's, for fp32 operands of matmuls
 } trit_exec_ctx;
 
 // One prepared call of an op: everything is planned at compile time, nothing is allocated.
