@@ -10,7 +10,7 @@
 #include "ops/fused.h"
 #include "ops/loss.h"
 
-#include "kernels/gemm.h"
+#include "ops/gemm_call.h"
 #include "kernels/rowops.h"
 #include "trit/ops.h"
 
@@ -39,9 +39,11 @@ static trit_status cls_check_dtypes(const trit_tensor *const *in, int n_in) {
     static const char *names[4] = {"x", "W", "targets", "bias"};
     for (int i = 0; i < n_in; i++) {
         if (i == 2) continue;
-        if (in[i]->dtype != TRIT_REAL_DTYPE)
-            return trit_error(TRIT_ERR_DTYPE, "classifier_ce: expected %s to be %s (the graph's compute dtype), got %s",
-                              names[i], trit_dtype_name(TRIT_REAL_DTYPE), trit_dtype_name(in[i]->dtype));
+        const bool ok = i < 2 ? trit_gemm_operand_dtype_ok(in[i]->dtype) : in[i]->dtype == TRIT_REAL_DTYPE;
+        if (!ok)
+            return trit_error(TRIT_ERR_DTYPE, "classifier_ce: expected %s to be %s%s, got %s", names[i],
+                              trit_dtype_name(TRIT_REAL_DTYPE), i < 2 && TRIT_REAL_DTYPE == TRIT_F32 ? " (or bf16, f16)" : "",
+                              trit_dtype_name(in[i]->dtype));
     }
     if (in[2]->dtype != TRIT_I32 && in[2]->dtype != TRIT_I64)
         return trit_error(TRIT_ERR_DTYPE, "classifier_ce: expected i32 or i64 class indices as targets, got %s",
@@ -115,13 +117,13 @@ static size_t cls_saved_bytes(const trit_op_call *c) { return sizeof(double) * (
 static void cls_logits(const trit_op_call *c, int64_t r0, int64_t n, real *L) {
     const trit_classifier_attr *a = c->attr;
     const int64_t C = cls_C(c), V = cls_V(c);
-    const real *x = (const real *)trit_tensor_ptr(c->in[0]) + r0 * C;  // (n, C)
-    const real *w = trit_tensor_ptr(c->in[1]);                         // (V, C)
+    const trit_mm_ref x = trit_mm_at(trit_mm_of(c->in[0]), r0 * C);  // (n, C)
+    const trit_mm_ref w = trit_mm_of(c->in[1]);                       // (V, C)
     if (a->has_bias) {  // every row starts as the bias, then the GEMM accumulates onto it
         const real *b = trit_tensor_ptr(c->in[3]);
         for (int64_t i = 0; i < n; i++) memcpy(L + i * V, b, sizeof(real) * (size_t)V);
     }
-    R(trit_kernel_gemm)(false, true, n, V, C, x, C, w, C, L, V, a->has_bias);
+    trit_op_gemm(c, false, true, n, V, C, x, C, w, C, L, V, a->has_bias);
 }
 
 static trit_status cls_forward(const trit_op_call *c) {
@@ -182,7 +184,7 @@ static trit_status cls_backward(const trit_op_call *c) {
     if (count == 0 || (!dx && !dw && !db)) return TRIT_OK;  // every row ignored: the loss is a constant 0
     const double go = (double)*(const real *)c->gout->data;
     const real scale = (real)(a->reduction == TRIT_REDUCE_MEAN ? go / count : go);
-    const real *x = trit_tensor_ptr(c->in[0]), *w = trit_tensor_ptr(c->in[1]);  // (rows, C), (V, C)
+    const trit_mm_ref x = trit_mm_of(c->in[0]), w = trit_mm_of(c->in[1]);  // (rows, C), (V, C)
     real *L = c->scratch;                                                       // (chunk, V)
     double *bias_acc = (double *)((char *)c->scratch + cls_logit_bytes(c));     // (V)
     if (db) memset(bias_acc, 0, sizeof(double) * (size_t)V);
@@ -190,8 +192,8 @@ static trit_status cls_backward(const trit_op_call *c) {
         const int64_t n = rows - r0 < chunk ? rows - r0 : chunk;
         cls_logits(c, r0, n, L);
         if (!cls_dlogits(c, r0, n, scale, L)) continue;
-        if (dx) R(trit_kernel_gemm)(false, false, n, C, V, L, V, w, C, dx + r0 * C, C, true);
-        if (dw) R(trit_kernel_gemm)(true, false, V, C, n, L, V, x + r0 * C, C, dw, C, true);
+        if (dx) trit_op_gemm(c, false, false, n, C, V, trit_mm_real(L), V, w, C, dx + r0 * C, C, true);
+        if (dw) trit_op_gemm(c, true, false, V, C, n, trit_mm_real(L), V, trit_mm_at(x, r0 * C), C, dw, C, true);
         if (db) cls_column_sums(L, n, V, bias_acc);
     }
     if (db)

@@ -3,19 +3,19 @@
 // gradients are GEMMs that accumulate straight into the input gradients.
 #include "ops/matmul.h"
 
-#include "kernels/gemm.h"
 #include "ops/binary.h"
+#include "ops/gemm_call.h"
 
 #include <string.h>
 
 static const real *in_ptr(const trit_tensor *t) { return (const real *)t->data + t->offset; }
 
-static trit_status check_dtype(const trit_tensor *t, const char *op, const char *what) {
+static trit_status check_dtype(const trit_tensor *t, const char *op, const char *what, bool operand) {
     char buf[128];
-    if (t->dtype == TRIT_REAL_DTYPE) return TRIT_OK;
-    return trit_error(TRIT_ERR_DTYPE, "%s: expected %s to be %s (the graph's compute dtype), got %s %s", op, what,
-                      trit_dtype_name(TRIT_REAL_DTYPE), trit_dtype_name(t->dtype),
-                      trit_tensor_shape_str(t, buf, sizeof buf));
+    if (operand ? trit_gemm_operand_dtype_ok(t->dtype) : t->dtype == TRIT_REAL_DTYPE) return TRIT_OK;
+    return trit_error(TRIT_ERR_DTYPE, "%s: expected %s to be %s%s, got %s %s", op, what,
+                      trit_dtype_name(TRIT_REAL_DTYPE), operand && TRIT_REAL_DTYPE == TRIT_F32 ? ", bf16 or f16" : "",
+                      trit_dtype_name(t->dtype), trit_tensor_shape_str(t, buf, sizeof buf));
 }
 
 // ---- matmul -----------------------------------------------------------------------------
@@ -38,8 +38,8 @@ static bool mm_plan_init(const trit_tensor *a, const trit_tensor *b, const trit_
     const int na = a->ndim, nbd = b->ndim;
     const int64_t ra = a->shape[na - 2], ca = a->shape[na - 1], rb = b->shape[nbd - 2], cb = b->shape[nbd - 1];
     bool fa, fb;
-    if (!trit_gemm_operand(ra, ca, a->strides[na - 2], a->strides[na - 1], &fa, &p->lda)) return false;
-    if (!trit_gemm_operand(rb, cb, b->strides[nbd - 2], b->strides[nbd - 1], &fb, &p->ldb)) return false;
+    if (!trit_gemm_layout(ra, ca, a->strides[na - 2], a->strides[na - 1], &fa, &p->lda)) return false;
+    if (!trit_gemm_layout(rb, cb, b->strides[nbd - 2], b->strides[nbd - 1], &fb, &p->ldb)) return false;
     p->ta = at->trans_a != fa;
     p->tb = at->trans_b != fb;
     p->M = at->trans_a ? ca : ra;
@@ -84,8 +84,8 @@ static trit_status matmul_infer(const trit_tensor *const *in, int n_in, const vo
     const trit_tensor *a = in[0], *b = in[1];
     char x[128], y[128];
     if (n_in != 2) return trit_error(TRIT_ERR_INVALID, "matmul: expected 2 inputs, got %d", n_in);
-    trit_status s = check_dtype(a, "matmul", "a");
-    if (s == TRIT_OK) s = check_dtype(b, "matmul", "b");
+    trit_status s = check_dtype(a, "matmul", "a", true);
+    if (s == TRIT_OK) s = check_dtype(b, "matmul", "b", true);
     if (s != TRIT_OK) return s;
     trit_tensor_shape_str(a, x, sizeof x);
     trit_tensor_shape_str(b, y, sizeof y);
@@ -126,16 +126,16 @@ static trit_status matmul_forward(const trit_op_call *c) {
         memset(C, 0, sizeof(real) * (size_t)(p.batch * p.M * p.N));
         return TRIT_OK;
     }
-    const real *A = in_ptr(a), *B = in_ptr(b);
+    const trit_mm_ref A = trit_mm_of(a), B = trit_mm_of(b);
     if (p.fold) {
-        R(trit_kernel_gemm)(false, p.tb, p.batch * p.M, p.N, p.K, A, p.lda, B, p.ldb, C, p.N, false);
+        trit_op_gemm(c, false, p.tb, p.batch * p.M, p.N, p.K, A, p.lda, B, p.ldb, C, p.N, false);
         return TRIT_OK;
     }
     for (int64_t i = 0; i < p.batch; i++) {
         int64_t off[4];
         mm_batch_offsets(&p, i, off);
-        R(trit_kernel_gemm)(p.ta, p.tb, p.M, p.N, p.K, A + off[0], p.lda, B + off[1], p.ldb, C + i * p.M * p.N, p.N,
-                            false);
+        trit_op_gemm(c, p.ta, p.tb, p.M, p.N, p.K, trit_mm_at(A, off[0]), p.lda, trit_mm_at(B, off[1]), p.ldb, C + i * p.M * p.N, p.N,
+             false);
     }
     return TRIT_OK;
 }
@@ -149,24 +149,24 @@ static trit_status matmul_backward(const trit_op_call *c) {
     mm_plan p;
     mm_plan_init(a, b, at, c->out->ndim, c->out->shape, &p);
     if (p.M == 0 || p.N == 0 || p.K == 0 || p.batch == 0) return TRIT_OK;
-    const real *A = in_ptr(a), *B = in_ptr(b), *dC = c->gout->data;
+    const trit_mm_ref A = trit_mm_of(a), B = trit_mm_of(b), dC = trit_mm_real(c->gout->data);
     real *dA = c->gin[0] ? c->gin[0]->data : NULL, *dB = c->gin[1] ? c->gin[1]->data : NULL;
     const int64_t M = p.M, N = p.N, K = p.K;
     if (p.fold) {  // a: (batch*M, K) rows; b shared
         const int64_t BM = p.batch * M;
-        if (dA) R(trit_kernel_gemm)(false, !p.tb, BM, K, N, dC, N, B, p.ldb, dA, K, true);
-        if (dB && !at->trans_b) R(trit_kernel_gemm)(true, false, K, N, BM, A, p.lda, dC, N, dB, N, true);
-        if (dB && at->trans_b) R(trit_kernel_gemm)(true, false, N, K, BM, dC, N, A, p.lda, dB, K, true);
+        if (dA) trit_op_gemm(c, false, !p.tb, BM, K, N, dC, N, B, p.ldb, dA, K, true);
+        if (dB && !at->trans_b) trit_op_gemm(c, true, false, K, N, BM, A, p.lda, dC, N, dB, N, true);
+        if (dB && at->trans_b) trit_op_gemm(c, true, false, N, K, BM, dC, N, A, p.lda, dB, K, true);
         return TRIT_OK;
     }
     for (int64_t i = 0; i < p.batch; i++) {
         int64_t off[4];
         mm_batch_offsets(&p, i, off);
-        const real *Ai = A + off[0], *Bi = B + off[1], *dCi = dC + i * M * N;
-        if (dA && !at->trans_a) R(trit_kernel_gemm)(false, !p.tb, M, K, N, dCi, N, Bi, p.ldb, dA + off[2], K, true);
-        if (dA && at->trans_a) R(trit_kernel_gemm)(p.tb, true, K, M, N, Bi, p.ldb, dCi, N, dA + off[2], M, true);
-        if (dB && !at->trans_b) R(trit_kernel_gemm)(!p.ta, false, K, N, M, Ai, p.lda, dCi, N, dB + off[3], N, true);
-        if (dB && at->trans_b) R(trit_kernel_gemm)(true, p.ta, N, K, M, dCi, N, Ai, p.lda, dB + off[3], K, true);
+        const trit_mm_ref Ai = trit_mm_at(A, off[0]), Bi = trit_mm_at(B, off[1]), dCi = trit_mm_at(dC, i * M * N);
+        if (dA && !at->trans_a) trit_op_gemm(c, false, !p.tb, M, K, N, dCi, N, Bi, p.ldb, dA + off[2], K, true);
+        if (dA && at->trans_a) trit_op_gemm(c, p.tb, true, K, M, N, Bi, p.ldb, dCi, N, dA + off[2], M, true);
+        if (dB && !at->trans_b) trit_op_gemm(c, !p.ta, false, K, N, M, Ai, p.lda, dCi, N, dB + off[3], N, true);
+        if (dB && at->trans_b) trit_op_gemm(c, true, p.ta, N, K, M, dCi, N, Ai, p.lda, dB + off[3], K, true);
     }
     return TRIT_OK;
 }
@@ -188,7 +188,7 @@ static bool lin_plan_init(const trit_tensor *x, const trit_tensor *w, lin_plan *
     p->N = w->shape[0];
     p->K = w->shape[1];
     return trit_gemm_rows(x, &p->rows, &p->xt, &p->ldx) &&
-           trit_gemm_operand(p->N, p->K, w->strides[0], w->strides[1], &p->wflip, &p->ldw);
+           trit_gemm_layout(p->N, p->K, w->strides[0], w->strides[1], &p->wflip, &p->ldw);
 }
 
 static trit_status linear_infer(const trit_tensor *const *in, int n_in, const void *attr, trit_tensor *out) {
@@ -196,9 +196,9 @@ static trit_status linear_infer(const trit_tensor *const *in, int n_in, const vo
     const trit_tensor *x = in[0], *w = in[1], *b = n_in > 2 ? in[2] : NULL;
     char xs[128], ws[128], bs[128];
     if (n_in != 2 && n_in != 3) return trit_error(TRIT_ERR_INVALID, "linear: expected 2 or 3 inputs, got %d", n_in);
-    trit_status s = check_dtype(x, "linear", "x");
-    if (s == TRIT_OK) s = check_dtype(w, "linear", "w");
-    if (s == TRIT_OK && b) s = check_dtype(b, "linear", "b");
+    trit_status s = check_dtype(x, "linear", "x", true);
+    if (s == TRIT_OK) s = check_dtype(w, "linear", "w", true);
+    if (s == TRIT_OK && b) s = check_dtype(b, "linear", "b", false);
     if (s != TRIT_OK) return s;
     trit_tensor_shape_str(x, xs, sizeof xs);
     trit_tensor_shape_str(w, ws, sizeof ws);
@@ -232,7 +232,7 @@ static trit_status linear_forward(const trit_op_call *c) {
         memset(y, 0, sizeof(real) * (size_t)(p.rows * p.N));
     }
     if (p.K > 0)
-        R(trit_kernel_gemm)(p.xt, !p.wflip, p.rows, p.N, p.K, in_ptr(x), p.ldx, in_ptr(w), p.ldw, y, p.N, b != NULL);
+        trit_op_gemm(c, p.xt, !p.wflip, p.rows, p.N, p.K, trit_mm_of(x), p.ldx, trit_mm_of(w), p.ldw, y, p.N, b != NULL);
     return TRIT_OK;
 }
 
@@ -244,9 +244,9 @@ static trit_status linear_backward(const trit_op_call *c) {
     if (p.rows == 0 || p.N == 0) return TRIT_OK;
     const real *dy = c->gout->data;
     if (c->gin[0] && p.K > 0)
-        R(trit_kernel_gemm)(false, p.wflip, p.rows, p.K, p.N, dy, p.N, in_ptr(w), p.ldw, c->gin[0]->data, p.K, true);
+        trit_op_gemm(c, false, p.wflip, p.rows, p.K, p.N, trit_mm_real(dy), p.N, trit_mm_of(w), p.ldw, c->gin[0]->data, p.K, true);
     if (c->gin[1] && p.K > 0)
-        R(trit_kernel_gemm)(true, p.xt, p.N, p.K, p.rows, dy, p.N, in_ptr(x), p.ldx, c->gin[1]->data, p.K, true);
+        trit_op_gemm(c, true, p.xt, p.N, p.K, p.rows, trit_mm_real(dy), p.N, trit_mm_of(x), p.ldx, c->gin[1]->data, p.K, true);
     if (c->n_in > 2 && c->gin[2]) {
         real *ones = c->scratch;
         for (int64_t r = 0; r < p.rows; r++) ones[r] = 1;

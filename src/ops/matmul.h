@@ -17,7 +17,7 @@ TRIT_DECLARE_REAL(const trit_op_def, trit_op_linear);
 // How a stored (rows, cols) matrix with element strides (sr, sc) is handed to GEMM: row-major
 // with leading dim ld (*flip = false), or as the transpose of a row-major (cols, rows) matrix
 // with leading dim ld (*flip = true). False when neither fits; the caller copies it first.
-static inline bool trit_gemm_operand(int64_t rows, int64_t cols, int64_t sr, int64_t sc, bool *flip, int64_t *ld) {
+static inline bool trit_gemm_layout(int64_t rows, int64_t cols, int64_t sr, int64_t sc, bool *flip, int64_t *ld) {
     const int64_t r1 = rows > 1 ? rows : 1, c1 = cols > 1 ? cols : 1;
     if ((cols <= 1 || sc == 1) && (rows <= 1 || sr >= c1)) {
         *flip = false;
@@ -46,7 +46,7 @@ static inline bool trit_gemm_rows(const trit_tensor *x, int64_t *rows, bool *fli
         expect = (expect < 0 ? rs : expect) * x->shape[d];
     }
     *rows = n;
-    return trit_gemm_operand(n, K, rs, sk, flip, ld);
+    return trit_gemm_layout(n, K, rs, sk, flip, ld);
 }
 
 #endif

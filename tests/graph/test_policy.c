@@ -1,0 +1,132 @@
+// Compute policies: which combinations a graph accepts, that an all-f32 policy is the f32 graph
+// bit for bit, and that bf16/f16 activations and lower matmul precisions stay close to f32
+// (stated tolerances) while the matmul inputs are really stored in 16 bits.
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "graph/graph_internal.h"
+#include "gradcheck.h"
+#include "trit/trit.h"
+
+#include <math.h>
+#include <string.h>
+
+enum { B = 24, I = 40, H = 72, O = 9, NP = 4 };
+
+typedef struct run {
+    double loss;
+    float grads[NP][H * I];
+    int casts;
+    size_t arena;
+} run;
+
+// loss = mse(linear(gelu(linear(x, w1, b1)), w2, b2), t) with fixed data.
+static void run_mlp(const trit_compute_policy *pol, run *r) {
+    trit_tensor *p[NP] = {
+        trit_tensor_new_param(TRIT_F32, 2, (int64_t[]){H, I}, "w1"), trit_tensor_new_param(TRIT_F32, 1, (int64_t[]){H}, "b1"),
+        trit_tensor_new_param(TRIT_F32, 2, (int64_t[]){O, H}, "w2"), trit_tensor_new_param(TRIT_F32, 1, (int64_t[]){O}, "b2")};
+    for (int i = 0; i < NP; i++) trit_tensor_fill_normal(p[i], 0, 0.3, 5, (uint64_t)i);
+    trit_graph *g = pol ? trit_graph_new_policy(pol) : trit_graph_new(TRIT_F32);
+    trit_tensor *x = trit_graph_input(g, TRIT_F32, 2, (int64_t[]){B, I}, "x");
+    trit_tensor *t = trit_graph_input(g, TRIT_F32, 2, (int64_t[]){B, O}, "t");
+    trit_tensor *y = trit_linear(g, trit_gelu(g, trit_linear(g, x, p[0], p[1])), p[2], p[3]);
+    trit_tensor *loss = trit_mse(g, y, t, TRIT_REDUCE_MEAN);
+    assert_int_equal(trit_graph_compile(g, loss), TRIT_OK);
+    trit_rng_fill_normal(x->data, B * I, 9, 1, 0, 0, 1);
+    trit_rng_fill_normal(t->data, B * O, 9, 2, 0, 0, 1);
+    trit_graph_zero_grad(g);
+    assert_int_equal(trit_graph_forward(g), TRIT_OK);
+    assert_int_equal(trit_graph_backward(g), TRIT_OK);
+    r->loss = trit_tensor_get_flat(loss, 0);
+    for (int i = 0; i < NP; i++) memcpy(r->grads[i], p[i]->grad->data, trit_tensor_nbytes(p[i]));
+    r->casts = trit_graph_count_op(g, "cast");
+    trit_graph_memory m;
+    trit_graph_memory_report(g, &m);
+    r->arena = m.arena_bytes;
+    trit_graph_free(g);
+    for (int i = 0; i < NP; i++) trit_tensor_free(p[i]);
+}
+
+// Largest |a - b| over the largest |b|, over every gradient.
+static double grad_diff(const run *a, const run *b) {
+    static const int n[NP] = {H * I, H, O * H, O};
+    double worst = 0;
+    for (int i = 0; i < NP; i++) {
+        double d = 0, m = 0;
+        for (int j = 0; j < n[i]; j++) {
+            d = fmax(d, fabs((double)a->grads[i][j] - b->grads[i][j]));
+            m = fmax(m, fabs((double)b->grads[i][j]));
+        }
+        worst = fmax(worst, d / m);
+    }
+    return worst;
+}
+
+static void test_policy_combinations(void **state) {
+    (void)state;
+    const trit_compute_policy bad[] = {
+        {TRIT_F32, TRIT_I8, TRIT_MATMUL_HIGHEST}, {TRIT_BF16, TRIT_BF16, TRIT_MATMUL_HIGHEST},
+        {TRIT_F64, TRIT_BF16, TRIT_MATMUL_HIGHEST}, {TRIT_F64, TRIT_F64, TRIT_MATMUL_MEDIUM},
+        {TRIT_F32, TRIT_F32, (trit_matmul_precision)7}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        assert_null(trit_graph_new_policy(&bad[i]));
+        assert_non_null(strstr(trit_last_error(), "not supported"));
+    }
+    const trit_compute_policy ok = {TRIT_F32, TRIT_BF16, TRIT_MATMUL_MEDIUM};
+    trit_graph *g = trit_graph_new_policy(&ok);
+    assert_int_equal(trit_graph_dtype(g), TRIT_F32);
+    assert_int_equal(trit_graph_policy(g).activation, TRIT_BF16);
+    trit_graph_free(g);
+}
+
+static void test_f32_policy_is_the_f32_graph(void **state) {
+    (void)state;
+    static run a, b;
+    const trit_compute_policy p = {TRIT_F32, TRIT_F32, TRIT_MATMUL_HIGHEST};
+    run_mlp(NULL, &a);
+    run_mlp(&p, &b);
+    assert_true(a.loss == b.loss);
+    assert_memory_equal(a.grads, b.grads, sizeof a.grads);
+    assert_int_equal(b.casts, 0);
+}
+
+// Tolerances: bf16 keeps 8 significant bits (relative step 2^-8 = 3.9e-3), f16 11 bits; the
+// loss and gradients of this small MLP stay within a few steps of fp32.
+static void test_low_precision_close_to_f32(void **state) {
+    (void)state;
+    static run ref, r;
+    run_mlp(NULL, &ref);
+    const struct {
+        trit_compute_policy p;
+        double loss_tol, grad_tol;
+        int casts;
+    } cases[] = {
+        {{TRIT_F32, TRIT_BF16, TRIT_MATMUL_MEDIUM}, 1e-2, 3e-2, 4},
+        {{TRIT_F32, TRIT_F16, TRIT_MATMUL_HIGHEST}, 2e-3, 5e-3, 4},
+        {{TRIT_F32, TRIT_F32, TRIT_MATMUL_MEDIUM}, 1e-2, 3e-2, 0},
+        {{TRIT_F32, TRIT_F32, TRIT_MATMUL_HIGH}, 1e-4, 1e-4, 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        run_mlp(&cases[i].p, &r);
+        const double dl = fabs(r.loss - ref.loss) / ref.loss, dg = grad_diff(&r, &ref);
+        printf("  activation %s, matmul %s: loss %.6f (f32 %.6f, rel %.1e), worst gradient rel %.1e, %d casts\n",
+               trit_dtype_name(cases[i].p.activation), trit_matmul_precision_name(cases[i].p.matmul), r.loss, ref.loss,
+               dl, dg, r.casts);
+        assert_true(dl <= cases[i].loss_tol);
+        assert_true(dg <= cases[i].grad_tol);
+        assert_true(dl > 0 || cases[i].p.matmul == TRIT_MATMUL_HIGH);  // a real change, not the f32 path
+        assert_int_equal(r.casts, cases[i].casts);
+    }
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_policy_combinations),
+        cmocka_unit_test(test_f32_policy_is_the_f32_graph),
+        cmocka_unit_test(test_low_precision_close_to_f32),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
