@@ -1,6 +1,7 @@
 // Building a graph: inputs, leaves (parameters and constants) and op nodes, in call order,
 // which is already a topological order.
 #include "graph/graph_internal.h"
+#include "ops/cast.h"
 #include "ops/view.h"
 
 #include <stdio.h>
@@ -192,8 +193,15 @@ trit_tensor *trit_graph_apply(trit_graph *g, const trit_op_def *def_f32, const t
             return trit_graph_fail(g, TRIT_ERR_INVALID);
         }
         ins[i] = in[i];
-        if ((def->contiguous_inputs >> i & 1u) && !trit_tensor_is_contiguous(in[i])) {
-            ins[i] = TRIT_APPLY(g, trit_op_contiguous, 1, &in[i], NULL);
+        // An op that cannot read a 16-bit float input gets it cast to the accumulate dtype,
+        // so any op works on bf16/f16 values (a 16-bit parameter, a low-precision activation).
+        const trit_dtype dt = in[i]->dtype;
+        if ((dt == TRIT_BF16 || dt == TRIT_F16) && g->dtype != dt && !(def->lowp_inputs & TRIT_IN(i))) {
+            const trit_cast_attr ca = {.dtype = g->dtype};
+            if (!(ins[i] = TRIT_APPLY(g, trit_op_cast, 1, &ins[i], &ca))) return NULL;
+        }
+        if ((def->contiguous_inputs & TRIT_IN(i)) && !trit_tensor_is_contiguous(ins[i])) {
+            ins[i] = TRIT_APPLY(g, trit_op_contiguous, 1, &ins[i], NULL);
             if (!ins[i]) return NULL;
         }
     }

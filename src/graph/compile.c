@@ -36,7 +36,7 @@ static void mark_requires_grad(trit_graph *g) {
         const trit_node *n = &g->nodes[i];
         bool rg = false;
         for (int j = 0; j < n->n_in; j++)
-            if (!(n->def->no_grad_inputs >> j & 1u) && g->values[n->in[j]].requires_grad) rg = true;
+            if (!(n->def->no_grad_inputs & TRIT_IN(j)) && g->values[n->in[j]].requires_grad) rg = true;
         g->values[n->out].requires_grad = rg && n->def->backward != NULL;
     }
 }
@@ -48,7 +48,7 @@ static void mark_reaches_loss(trit_graph *g) {
         const trit_node *n = &g->nodes[i];
         if (!g->values[n->out].reaches_loss) continue;
         for (int j = 0; j < n->n_in; j++)
-            if (!(n->def->no_grad_inputs >> j & 1u)) g->values[n->in[j]].reaches_loss = true;
+            if (!(n->def->no_grad_inputs & TRIT_IN(j))) g->values[n->in[j]].reaches_loss = true;
     }
 }
 
@@ -191,9 +191,13 @@ static trit_status attach_param_grads(trit_graph *g) {
     for (int i = 0; i < g->n_params; i++) {
         trit_value *v = &g->values[g->params[i]];
         trit_tensor *p = v->t;
-        if (p->dtype != g->dtype)
-            return trit_error(TRIT_ERR_DTYPE, "parameter '%s' is %s but the graph computes in %s", p->name,
-                              trit_dtype_name(p->dtype), trit_dtype_name(g->dtype));
+        // A parameter is stored in the accumulate dtype or, without master weights, in bf16/f16;
+        // its gradient is always in the accumulate dtype.
+        const bool lowp = g->dtype == TRIT_F32 && (p->dtype == TRIT_BF16 || p->dtype == TRIT_F16);
+        if (p->dtype != g->dtype && !lowp)
+            return trit_error(TRIT_ERR_DTYPE, "parameter '%s' is %s but the graph accumulates in %s (parameters may "
+                              "be %s, or bf16/f16 in an f32 graph)", p->name, trit_dtype_name(p->dtype),
+                              trit_dtype_name(g->dtype), trit_dtype_name(g->dtype));
         if (!needs_grad(v)) continue;
         if (!p->grad) {
             p->grad = trit_tensor_new(g->dtype, p->ndim, p->shape);
@@ -275,7 +279,7 @@ static void finish_calls(trit_graph *g) {
         n->bwd.gout = g->values[n->out].grad;
         for (int j = 0; j < n->n_in; j++) {
             const trit_value *v = &g->values[n->in[j]];
-            n->bwd.gin[j] = (n->def->no_grad_inputs >> j & 1u) || !needs_grad(v) ? NULL : v->grad;
+            n->bwd.gin[j] = (n->def->no_grad_inputs & TRIT_IN(j)) || !needs_grad(v) ? NULL : v->grad;
         }
     }
 }

@@ -40,7 +40,7 @@ static trit_node *sole_producer(trit_graph *g, const int *uses, int v) {
 
 static bool contiguous_ok(const trit_graph *g, const trit_op_def *def, const int *in, int n_in) {
     for (int j = 0; j < n_in; j++)
-        if ((def->contiguous_inputs >> j & 1u) && !trit_tensor_is_contiguous(g->values[in[j]].t)) return false;
+        if ((def->contiguous_inputs & TRIT_IN(j)) && !trit_tensor_is_contiguous(g->values[in[j]].t)) return false;
     return true;
 }
 

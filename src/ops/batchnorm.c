@@ -171,7 +171,7 @@ const trit_op_def R(trit_op_batchnorm) = {
     .forward = bn_forward,
     .backward = bn_backward,
     .saved_bytes = bn_saved_bytes,
-    .contiguous_inputs = 7,
+    .contiguous_inputs = TRIT_IN(0) | TRIT_IN(1) | TRIT_IN(2),
     .attr_size = sizeof(trit_batchnorm_attr),
 };
 
@@ -183,7 +183,7 @@ const trit_op_def R(trit_op_batchnorm_tracked) = {
     .forward = bn_forward,
     .backward = bn_backward,
     .saved_bytes = bn_saved_bytes,
-    .contiguous_inputs = 1u | 8u | 16u,
-    .no_grad_inputs = 2u | 4u,
+    .contiguous_inputs = TRIT_IN(0) | TRIT_IN(3) | TRIT_IN(4),
+    .no_grad_inputs = TRIT_IN(1) | TRIT_IN(2),
     .attr_size = sizeof(trit_batchnorm_attr),
 };

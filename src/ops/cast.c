@@ -74,5 +74,5 @@ static trit_status cast_backward(const trit_op_call *c) {
 
 const trit_op_def R(trit_op_cast) = {
     .name = "cast", .infer = cast_infer, .forward = cast_forward, .backward = cast_backward,
-    .contiguous_inputs = 1u << 0, .attr_size = sizeof(trit_cast_attr),
+    .contiguous_inputs = TRIT_IN(0), .lowp_inputs = TRIT_IN(0), .attr_size = sizeof(trit_cast_attr),
 };

@@ -166,6 +166,6 @@ const trit_op_def R(trit_op_conv2d) = {
     .forward = conv2d_forward,
     .backward = conv2d_backward,
     .scratch_bytes = conv2d_scratch_bytes,
-    .contiguous_inputs = 7,
+    .contiguous_inputs = TRIT_IN(0) | TRIT_IN(1) | TRIT_IN(2),
     .attr_size = sizeof(trit_conv2d_attr),
 };

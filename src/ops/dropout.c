@@ -83,6 +83,6 @@ const trit_op_def R(trit_op_dropout) = {
     .forward = dropout_forward,
     .backward = dropout_backward,
     .saved_bytes = dropout_saved_bytes,
-    .contiguous_inputs = 1,
+    .contiguous_inputs = TRIT_IN(0),
     .attr_size = sizeof(trit_dropout_attr),
 };

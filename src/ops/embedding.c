@@ -66,6 +66,6 @@ const trit_op_def R(trit_op_embedding) = {
     .infer = embedding_infer,
     .forward = embedding_forward,
     .backward = embedding_backward,
-    .contiguous_inputs = 3,
-    .no_grad_inputs = 2,
+    .contiguous_inputs = TRIT_IN(0) | TRIT_IN(1),
+    .no_grad_inputs = TRIT_IN(1),
 };

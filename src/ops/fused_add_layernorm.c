@@ -91,6 +91,6 @@ const trit_op_def R(trit_op_add_layernorm) = {
     .forward = add_layernorm_forward,
     .backward = add_layernorm_backward,
     .saved_bytes = aln_saved_bytes,
-    .contiguous_inputs = 15,
+    .contiguous_inputs = TRIT_IN(0) | TRIT_IN(1) | TRIT_IN(2) | TRIT_IN(3),
     .attr_size = sizeof(trit_add_layernorm_attr),
 };

@@ -49,6 +49,6 @@ const trit_op_def R(trit_op_bias_gelu) = {
     .infer = bias_gelu_infer,
     .forward = bias_gelu_forward,
     .backward = bias_gelu_backward,
-    .contiguous_inputs = 3,
+    .contiguous_inputs = TRIT_IN(0) | TRIT_IN(1),
     .attr_size = 0,
 };

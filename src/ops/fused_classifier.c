@@ -208,7 +208,8 @@ const trit_op_def R(trit_op_classifier_ce) = {
     .backward = cls_backward,
     .saved_bytes = cls_saved_bytes,
     .scratch_bytes = cls_scratch_bytes,
-    .contiguous_inputs = 15,
-    .no_grad_inputs = 4,
+    .contiguous_inputs = TRIT_IN(0) | TRIT_IN(1) | TRIT_IN(2) | TRIT_IN(3),
+    .no_grad_inputs = TRIT_IN(2),
+    .lowp_inputs = TRIT_IN(0) | TRIT_IN(1),
     .attr_size = sizeof(trit_classifier_attr),
 };

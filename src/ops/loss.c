@@ -80,8 +80,8 @@ const trit_op_def R(trit_op_cross_entropy) = {
     .backward = ce_backward,
     .saved_bytes = ce_saved_bytes,
     .scratch_bytes = ce_scratch_bytes,
-    .contiguous_inputs = 3,
-    .no_grad_inputs = 2,
+    .contiguous_inputs = TRIT_IN(0) | TRIT_IN(1),
+    .no_grad_inputs = TRIT_IN(1),
     .attr_size = sizeof(trit_cross_entropy_attr),
 };
 
@@ -152,6 +152,6 @@ const trit_op_def R(trit_op_mse) = {
     .forward = mse_forward,
     .backward = mse_backward,
     .scratch_bytes = mse_scratch_bytes,
-    .contiguous_inputs = 3,
+    .contiguous_inputs = TRIT_IN(0) | TRIT_IN(1),
     .attr_size = sizeof(trit_mse_attr),
 };

@@ -173,7 +173,7 @@ static trit_status matmul_backward(const trit_op_call *c) {
 
 const trit_op_def R(trit_op_matmul) = {
     .name = "matmul", .infer = matmul_infer, .forward = matmul_forward, .backward = matmul_backward,
-    .attr_size = sizeof(trit_matmul_attr),
+    .lowp_inputs = TRIT_IN(0) | TRIT_IN(1), .attr_size = sizeof(trit_matmul_attr),
 };
 
 // ---- linear -----------------------------------------------------------------------------
@@ -264,5 +264,6 @@ static size_t linear_scratch(const trit_op_call *c) {
 
 const trit_op_def R(trit_op_linear) = {
     .name = "linear", .infer = linear_infer, .forward = linear_forward, .backward = linear_backward,
+    .lowp_inputs = TRIT_IN(0) | TRIT_IN(1),
     .scratch_bytes = linear_scratch,
 };

@@ -85,7 +85,7 @@ const trit_op_def R(trit_op_layernorm) = {
     .forward = layernorm_forward,
     .backward = layernorm_backward,
     .saved_bytes = norm_saved_bytes,
-    .contiguous_inputs = 7,
+    .contiguous_inputs = TRIT_IN(0) | TRIT_IN(1) | TRIT_IN(2),
     .attr_size = sizeof(trit_norm_attr),
 };
 
@@ -95,6 +95,6 @@ const trit_op_def R(trit_op_rmsnorm) = {
     .forward = rmsnorm_forward,
     .backward = rmsnorm_backward,
     .saved_bytes = norm_saved_bytes,
-    .contiguous_inputs = 3,
+    .contiguous_inputs = TRIT_IN(0) | TRIT_IN(1),
     .attr_size = sizeof(trit_norm_attr),
 };

@@ -8,6 +8,8 @@
 #include "trit/tensor.h"
 
 #define TRIT_OP_MAX_IN 16
+// Bit of input i in an op's input masks.
+#define TRIT_IN(i) (1u << (i))
 
 // What the executor knows at run time.
 typedef struct trit_exec_ctx {
@@ -45,6 +47,9 @@ typedef struct trit_op_def {
     size_t (*scratch_bytes)(const trit_op_call *c);
     uint32_t contiguous_inputs;  // bit i set: in[i] must be contiguous (the compiler copies if not)
     uint32_t no_grad_inputs;     // bit i set: in[i] never receives a gradient (indices, state)
+    // bit i set: in[i] may be bf16 or f16 (read as such by the forward and backward); any other
+    // 16-bit input is cast to the graph's accumulate dtype by the builder first.
+    uint32_t lowp_inputs;
     bool is_view;                // out aliases in[0]'s storage; forward does nothing
     size_t attr_size;
 } trit_op_def;

@@ -115,7 +115,7 @@ const trit_op_def R(trit_op_maxpool2d) = {
     .forward = maxpool_forward,
     .backward = maxpool_backward,
     .saved_bytes = maxpool_saved_bytes,
-    .contiguous_inputs = 1,
+    .contiguous_inputs = TRIT_IN(0),
     .attr_size = sizeof(trit_pool2d_attr),
 };
 
@@ -172,6 +172,6 @@ const trit_op_def R(trit_op_avgpool2d) = {
     .infer = avgpool_infer,
     .forward = avgpool_forward,
     .backward = avgpool_backward,
-    .contiguous_inputs = 1,
+    .contiguous_inputs = TRIT_IN(0),
     .attr_size = sizeof(trit_pool2d_attr),
 };

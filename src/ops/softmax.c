@@ -63,7 +63,7 @@ const trit_op_def R(trit_op_softmax) = {
     .infer = softmax_infer,
     .forward = softmax_forward,
     .backward = softmax_backward,
-    .contiguous_inputs = 1,
+    .contiguous_inputs = TRIT_IN(0),
 };
 
 const trit_op_def R(trit_op_log_softmax) = {
@@ -71,5 +71,5 @@ const trit_op_def R(trit_op_log_softmax) = {
     .infer = log_softmax_infer,
     .forward = log_softmax_forward,
     .backward = log_softmax_backward,
-    .contiguous_inputs = 1,
+    .contiguous_inputs = TRIT_IN(0),
 };
