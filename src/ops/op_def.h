@@ -50,6 +50,9 @@ typedef struct trit_op_def {
     // bit i set: in[i] may be bf16 or f16 (read as such by the forward and backward); any other
     // 16-bit input is cast to the graph's accumulate dtype by the builder first.
     uint32_t lowp_inputs;
+    // The op can write its output in bf16/f16: under a policy with 16-bit activations the
+    // builder gives its output that dtype (the op's infer sets the accumulate dtype as usual).
+    bool lowp_output;
     bool is_view;                // out aliases in[0]'s storage; forward does nothing
     size_t attr_size;
 } trit_op_def;
