@@ -70,6 +70,15 @@ trit_tensor *trit_gpt_tensor(const trit_gpt *m, int i);
 trit_tensor *trit_gpt_find(const trit_gpt *m, const char *name);
 int64_t trit_gpt_num_params(const trit_gpt *m);  // elements, tied weights counted once
 
+// The compute policy the model's graphs are built with (default: all f32, highest matmul
+// precision). Call before trit_gpt_build*.
+trit_status trit_gpt_set_policy(trit_gpt *m, const trit_compute_policy *policy);
+trit_compute_policy trit_gpt_get_policy(const trit_gpt *m);
+// Stores every parameter in dt (TRIT_F32, or TRIT_BF16 / TRIT_F16 for training without fp32
+// master weights), rounding to nearest even; gradients stay f32. Call before building graphs
+// or an optimizer over the parameters.
+trit_status trit_gpt_set_param_dtype(trit_gpt *m, trit_dtype dt);
+
 // The training (or evaluation) graph for batches of B sequences of T <= seq_len tokens.
 typedef struct trit_gpt_graph {
     trit_graph *graph;

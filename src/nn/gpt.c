@@ -155,6 +155,7 @@ trit_gpt *trit_gpt_new(const trit_gpt_config *c, uint64_t seed) {
         return NULL;
     }
     m->cfg = *c;
+    m->policy = (trit_compute_policy){TRIT_F32, TRIT_F32, TRIT_MATMUL_HIGHEST};
     m->hidden = trit_gpt_mlp_hidden(c);
     const int64_t L = c->n_layer, C = c->n_embd;
     m->blocks = calloc((size_t)L, sizeof *m->blocks);
@@ -212,4 +213,52 @@ int64_t trit_gpt_num_params(const trit_gpt *m) {
     int64_t n = 0;
     for (int i = 0; m && i < m->n_tensors; i++) n += trit_tensor_numel(m->tensors[i]);
     return n;
+}
+
+trit_status trit_gpt_set_policy(trit_gpt *m, const trit_compute_policy *policy) {
+    if (!m || !policy) return trit_error(TRIT_ERR_INVALID, "trit_gpt_set_policy: NULL argument");
+    if (policy->accumulate != TRIT_F32)
+        return trit_error(TRIT_ERR_DTYPE, "gpt: the model accumulates in f32, the policy asks for %s",
+                          trit_dtype_name(policy->accumulate));
+    trit_graph *probe = trit_graph_new_policy(policy);  // the graph's own check of the combination
+    if (!probe) return TRIT_ERR_DTYPE;
+    trit_graph_free(probe);
+    m->policy = *policy;
+    return TRIT_OK;
+}
+
+trit_compute_policy trit_gpt_get_policy(const trit_gpt *m) { return m->policy; }
+
+// Converts one parameter's storage in place of its old buffer (grad untouched).
+static trit_status convert_param(trit_tensor *p, trit_dtype dt) {
+    const int64_t n = trit_tensor_numel(p);
+    void *data = trit_aligned_alloc(trit_dtype_nbytes(dt, n) + 1);
+    float *row = malloc(sizeof(float) * (size_t)(n ? n : 1));
+    if (!data || !row) {
+        trit_aligned_free(data);
+        free(row);
+        return trit_error(TRIT_ERR_NOMEM, "gpt: out of memory converting '%s' to %s", p->name, trit_dtype_name(dt));
+    }
+    trit_dtype_traits_of(p->dtype)->to_f32(row, trit_tensor_ptr(p), n, NULL, 0);
+    trit_dtype_traits_of(dt)->from_f32(data, row, n, NULL, 0);
+    free(row);
+    if (p->flags & TRIT_FLAG_OWNS_DATA) trit_aligned_free(p->data);
+    p->data = data;
+    p->offset = 0;
+    p->dtype = dt;
+    p->flags |= TRIT_FLAG_OWNS_DATA;
+    return TRIT_OK;
+}
+
+trit_status trit_gpt_set_param_dtype(trit_gpt *m, trit_dtype dt) {
+    if (!m) return trit_error(TRIT_ERR_INVALID, "trit_gpt_set_param_dtype: NULL model");
+    if (dt != TRIT_F32 && dt != TRIT_BF16 && dt != TRIT_F16)
+        return trit_error(TRIT_ERR_DTYPE, "gpt: parameters can be stored in f32, bf16 or f16, not %s",
+                          trit_dtype_name(dt));
+    for (int i = 0; i < m->n_tensors; i++) {
+        if (m->tensors[i]->dtype == dt) continue;
+        trit_status s = convert_param(m->tensors[i], dt);
+        if (s != TRIT_OK) return s;
+    }
+    return TRIT_OK;
 }

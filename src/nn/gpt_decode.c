@@ -22,7 +22,28 @@ struct trit_gpt_cache {
     float *act;            // (hidden) MLP activation
     float *p;              // (T) attention probabilities of one head
     void *block;           // one allocation holding all of the above
+    // f32 copies of the parameters, made when the cache is created, for a model that stores
+    // them in bf16/f16 (NULL when every parameter is f32): (n_tensors) pointers.
+    float **f32;
 };
+
+// A model with 16-bit parameters is decoded from f32 copies taken now: a cache sees the
+// parameters as they were when it was made (training code makes a new cache per evaluation).
+static trit_status copy_params(trit_gpt_cache *k, const trit_gpt *m) {
+    bool all_f32 = true;
+    for (int i = 0; i < m->n_tensors; i++) all_f32 &= m->tensors[i]->dtype == TRIT_F32;
+    if (all_f32) return TRIT_OK;
+    if (!(k->f32 = calloc((size_t)m->n_tensors, sizeof *k->f32)))
+        return trit_error(TRIT_ERR_NOMEM, "gpt cache: out of memory");
+    for (int i = 0; i < m->n_tensors; i++) {
+        const trit_tensor *t = m->tensors[i];
+        const int64_t n = trit_tensor_numel(t);
+        if (!(k->f32[i] = trit_aligned_alloc(sizeof(float) * (size_t)(n ? n : 1))))
+            return trit_error(TRIT_ERR_NOMEM, "gpt cache: out of memory for an f32 copy of '%s'", t->name);
+        trit_dtype_traits_of(t->dtype)->to_f32(k->f32[i], trit_tensor_ptr(t), n, NULL, 0);
+    }
+    return TRIT_OK;
+}
 
 trit_gpt_cache *trit_gpt_cache_new(const trit_gpt *m) {
     if (!m) {
@@ -52,12 +73,18 @@ trit_gpt_cache *trit_gpt_cache_new(const trit_gpt *m) {
     }
     k->m = m;
     k->block = block;
+    if (copy_params(k, m) != TRIT_OK) {
+        trit_gpt_cache_free(k);
+        return NULL;
+    }
     return k;
 }
 
 void trit_gpt_cache_free(trit_gpt_cache *c) {
     if (!c) return;
     trit_aligned_free(c->block);
+    for (int i = 0; c->f32 && i < c->m->n_tensors; i++) trit_aligned_free(c->f32[i]);
+    free(c->f32);
     free(c);
 }
 
@@ -69,21 +96,28 @@ int64_t trit_gpt_cache_len(const trit_gpt_cache *c) { return c ? c->len : 0; }
 
 // ---- the pieces of one position's forward ---------------------------------------------------
 
-static const float *data_of(const trit_tensor *t) { return t ? (const float *)t->data + t->offset : NULL; }
+// A parameter's values as f32: its own storage, or the cache's copy.
+static const float *data_of(const trit_gpt_cache *c, const trit_tensor *t) {
+    if (!t) return NULL;
+    for (int i = 0; c->f32 && i < c->m->n_tensors; i++)
+        if (c->m->tensors[i] == t) return c->f32[i];
+    return (const float *)t->data + t->offset;
+}
 
 // out (N) = x (K) W^T + b, W: (N, K), b: (N) or NULL.
-static void matvec(float *out, const float *x, const trit_tensor *w, const trit_tensor *b) {
+static void matvec(const trit_gpt_cache *c, float *out, const float *x, const trit_tensor *w, const trit_tensor *b) {
     const int64_t N = w->shape[0], K = w->shape[1];
-    trit_kernel_gemm_f32(false, true, 1, N, K, x, K, data_of(w), K, out, N, false);
-    const float *bd = data_of(b);
+    trit_kernel_gemm_f32(false, true, 1, N, K, x, K, data_of(c, w), K, out, N, false);
+    const float *bd = data_of(c, b);
     if (bd)
         for (int64_t i = 0; i < N; i++) out[i] += bd[i];
 }
 
 // LayerNorm or RMSNorm of x (C) into out, statistics in double as the graph's norm op does.
-static void norm(const trit_gpt *m, float *out, const float *x, const trit_tensor *w, const trit_tensor *b) {
+static void norm(const trit_gpt_cache *c, float *out, const float *x, const trit_tensor *w, const trit_tensor *b) {
+    const trit_gpt *m = c->m;
     const int64_t C = m->cfg.n_embd;
-    const float *wd = data_of(w), *bd = data_of(b);
+    const float *wd = data_of(c, w), *bd = data_of(c, b);
     double mean = 0, var = 0;
     if (m->cfg.norm == TRIT_NORM_LAYER) {
         for (int64_t j = 0; j < C; j++) mean += (double)x[j];
@@ -155,8 +189,8 @@ static void attend(const trit_gpt *m, trit_gpt_cache *c, int64_t l, int64_t pos)
 static void block_forward(const trit_gpt *m, trit_gpt_cache *c, int64_t l, int64_t pos) {
     const trit_gpt_block *k = &m->blocks[l];
     const int64_t C = m->cfg.n_embd, T = m->cfg.seq_len, hid = m->hidden;
-    norm(m, c->h, c->x, k->ln1_w, k->ln1_b);
-    matvec(c->qkv, c->h, k->attn_w, k->attn_b);
+    norm(c, c->h, c->x, k->ln1_w, k->ln1_b);
+    matvec(c, c->qkv, c->h, k->attn_w, k->attn_b);
     if (m->cfg.pos == TRIT_POS_ROPE) {
         rope(m, c->qkv, pos);
         rope(m, c->qkv + C, pos);
@@ -164,11 +198,11 @@ static void block_forward(const trit_gpt *m, trit_gpt_cache *c, int64_t l, int64
     memcpy(c->k + (l * T + pos) * C, c->qkv + C, sizeof(float) * (size_t)C);
     memcpy(c->v + (l * T + pos) * C, c->qkv + 2 * C, sizeof(float) * (size_t)C);
     attend(m, c, l, pos);
-    matvec(c->h, c->y, k->proj_w, k->proj_b);
+    matvec(c, c->h, c->y, k->proj_w, k->proj_b);
     for (int64_t j = 0; j < C; j++) c->x[j] += c->h[j];
 
-    norm(m, c->h, c->x, k->ln2_w, k->ln2_b);
-    matvec(c->fc, c->h, k->fc_w, k->fc_b);
+    norm(c, c->h, c->x, k->ln2_w, k->ln2_b);
+    matvec(c, c->fc, c->h, k->fc_w, k->fc_b);
     if (m->cfg.mlp == TRIT_MLP_SWIGLU) {
         for (int64_t j = 0; j < hid; j++) {
             const float g = c->fc[j];
@@ -177,7 +211,7 @@ static void block_forward(const trit_gpt *m, trit_gpt_cache *c, int64_t l, int64
     } else {
         for (int64_t j = 0; j < hid; j++) c->act[j] = gelu(c->fc[j]);
     }
-    matvec(c->y, c->act, k->mlp_w, k->mlp_b);
+    matvec(c, c->y, c->act, k->mlp_w, k->mlp_b);
     for (int64_t j = 0; j < C; j++) c->x[j] += c->y[j];
 }
 
@@ -193,12 +227,12 @@ trit_status trit_gpt_decode(const trit_gpt *m, trit_gpt_cache *c, int32_t token,
         return trit_error(TRIT_ERR_RANGE, "gpt decode: token %d outside the vocabulary [0, %lld)", (int)token,
                           (long long)cfg->vocab_size);
     const int64_t C = cfg->n_embd, pos = c->len;
-    const float *te = data_of(m->wte) + (int64_t)token * C;
-    const float *pe = m->wpe ? data_of(m->wpe) + pos * C : NULL;
+    const float *te = data_of(c, m->wte) + (int64_t)token * C;
+    const float *pe = m->wpe ? data_of(c, m->wpe) + pos * C : NULL;
     for (int64_t j = 0; j < C; j++) c->x[j] = pe ? te[j] + pe[j] : te[j];
     for (int64_t l = 0; l < cfg->n_layer; l++) block_forward(m, c, l, pos);
-    norm(m, c->h, c->x, m->lnf_w, m->lnf_b);
-    trit_kernel_gemm_f32(false, true, 1, cfg->vocab_size, C, c->h, C, data_of(m->wte), C, logits, cfg->vocab_size, false);
+    norm(c, c->h, c->x, m->lnf_w, m->lnf_b);
+    trit_kernel_gemm_f32(false, true, 1, cfg->vocab_size, C, c->h, C, data_of(c, m->wte), C, logits, cfg->vocab_size, false);
     c->len++;
     return TRIT_OK;
 }

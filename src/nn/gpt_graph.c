@@ -78,8 +78,8 @@ static trit_status build(trit_gpt *m, int64_t B, int64_t T, bool keep_logits, tr
     if (B > (INT64_C(1) << 40) / (T * m->cfg.vocab_size))
         return trit_error(TRIT_ERR_INVALID, "gpt build: B * T * V = %lld * %lld * %lld logits is too large; lower the batch size",
                           (long long)B, (long long)T, (long long)m->cfg.vocab_size);
-    trit_graph *g = trit_graph_new(TRIT_F32);
-    if (!g) return trit_error(TRIT_ERR_NOMEM, "gpt build: out of memory");
+    trit_graph *g = trit_graph_new_policy(&m->policy);
+    if (!g) return trit_error(TRIT_ERR_INVALID, "gpt build: %s", trit_last_error());
     out->graph = g;
     build_forward(g, m, B, T, out);
     // A failed op leaves NULLs behind; compile then reports the first build error.

@@ -27,6 +27,7 @@ struct trit_gpt {
     trit_tensor *lnf_w, *lnf_b;
     trit_tensor **tensors;    // every parameter, in the documented order
     int n_tensors;
+    trit_compute_policy policy;
 };
 
 #endif
