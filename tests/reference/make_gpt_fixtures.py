@@ -18,6 +18,12 @@ Outputs: tests/reference/fixtures/gpt_<layout>_ref.safetensors with
                   eps 1e-8, weight decay 0.1 on >= 2-d parameters only) with clip_grad_norm_(1.0)
                   before each step, all on the same batch, then the loss after the last step.
 
+Also tests/reference/fixtures/gpt_<layout>_autocast_bf16.safetensors: the same batch under
+torch.autocast("cpu", dtype=torch.bfloat16) (matmuls in bf16 with fp32 accumulation, norms,
+softmax and the loss in fp32, as PyTorch's CPU autocast lists them), with fp32 weights:
+  logits, loss, grad.<name> (fp32 gradients of the fp32 weights), adamw_losses (as above, each
+  forward under autocast).
+
 Safetensors are read and written by hand (struct + json + numpy): 8-byte little-endian header
 length, JSON header, data.
 
@@ -138,6 +144,42 @@ class GPT:
         return logits, loss
 
 
+def adamw_losses(weights, meta, idx, targets, autocast):
+    model = GPT(weights, meta)
+    params = [model.p[n] for n in weights]
+    decay = [p for p in params if p.dim() >= 2]
+    no_decay = [p for p in params if p.dim() < 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],
+                            lr=1e-3, betas=(0.9, 0.95), eps=1e-8)
+    losses = []
+    for step in range(10):
+        opt.zero_grad()
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+            _, loss = model.forward(idx, targets)
+        losses.append(loss.item())
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        opt.step()
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+        losses.append(model.forward(idx, targets)[1].item())
+    return np.array(losses, dtype=np.float32)
+
+
+def make_autocast(layout, weights, meta, idx, targets, fp32_logits):
+    model = GPT(weights, meta)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        logits, loss = model.forward(idx, targets)
+    loss.backward()
+    out = {"logits": logits.float().detach().numpy(), "loss": loss.float().detach().numpy().reshape(1)}
+    for name in weights:
+        out["grad." + name] = model.p[name].grad.numpy().copy()
+    out["adamw_losses"] = adamw_losses(weights, meta, idx, targets, True)
+    path = os.path.join(HERE, f"gpt_{layout}_autocast_bf16.safetensors")
+    write_safetensors(path, out)
+    d = np.abs(out["logits"] - fp32_logits).max() / np.abs(fp32_logits).max()
+    print(f"{layout} autocast bf16: loss {out['loss'][0]:.6f}, logits differ from fp32 by {d:.3g} of max; wrote {path}")
+
+
 def make(layout, seed):
     weights, meta = read_safetensors(os.path.join(HERE, f"gpt_{layout}.safetensors"))
     model = GPT(weights, meta)
@@ -155,26 +197,12 @@ def make(layout, seed):
         out["grad." + name] = model.p[name].grad.numpy().copy()
 
     # Fresh copy of the weights for training.
-    model = GPT(weights, meta)
-    params = [model.p[n] for n in weights]
-    decay = [p for p in params if p.dim() >= 2]
-    no_decay = [p for p in params if p.dim() < 2]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],
-                            lr=1e-3, betas=(0.9, 0.95), eps=1e-8)
-    losses = []
-    for step in range(10):
-        opt.zero_grad()
-        _, loss = model.forward(idx, targets)
-        losses.append(loss.item())
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(params, 1.0)
-        opt.step()
-    with torch.no_grad():
-        losses.append(model.forward(idx, targets)[1].item())
-    out["adamw_losses"] = np.array(losses, dtype=np.float32)
+    out["adamw_losses"] = adamw_losses(weights, meta, idx, targets, False)
+    losses = out["adamw_losses"]
     path = os.path.join(HERE, f"gpt_{layout}_ref.safetensors")
     write_safetensors(path, out)
     print(f"{layout}: loss {losses[0]:.6f} -> {losses[-1]:.6f}; wrote {path}")
+    make_autocast(layout, weights, meta, idx, targets, out["logits"])
 
 
 torch.set_num_threads(1)
