@@ -11,7 +11,7 @@
 static void usage(FILE *fp) {
     fprintf(fp,
             "usage: trit bench [--config baby|small|bpe50k|all] [--steps N] [--warmup N] [--threads N]\n"
-            "                  [--json] [--scaling]\n\n"
+            "                  [--precision fp32|bf16|fp16] [--json] [--scaling]\n\n"
             "Times GPT training steps (forward, backward, clip 1.0, AdamW) on random tokens and prints\n"
             "ms/step (median and mean), tokens/s, model FLOP/s (6 N + 12 L T C per token), MFU against\n"
             "an f32 GEMM peak measured in the same run, the memory report and the peak RSS.\n\n"
@@ -20,6 +20,8 @@ static void usage(FILE *fp) {
             "  --steps N       timed steps (default 20; 3 with --scaling)\n"
             "  --warmup N      untimed steps first (default 3; 1 with --scaling)\n"
             "  --threads N     kernel threads (default: TRIT_THREADS or all cores)\n"
+            "  --precision P   fp32 (default), bf16 or fp16 compute policy; the GEMM peak is measured\n"
+            "                  for the same precision (16-bit operands, fp32 accumulation)\n"
             "  --json          one JSON object per config on stdout: config, precision, ms_per_step,\n"
             "                  tokens_per_s, model_flops_per_s, mfu, gemm_peak_flops_per_s,\n"
             "                  peak_rss_bytes (the memory reports go to stderr)\n"
@@ -31,6 +33,7 @@ typedef struct bench_args {
     char config[TRIT_BENCH_NAME_MAX];
     int64_t steps, warmup, threads;
     bool json, scaling;
+    trit_precision precision;
 } bench_args;
 
 static int parse(int argc, char **argv, bench_args *a) {
@@ -38,7 +41,8 @@ static int parse(int argc, char **argv, bench_args *a) {
         {"config", required_argument, NULL, 'c'}, {"steps", required_argument, NULL, 's'},
         {"warmup", required_argument, NULL, 'w'}, {"threads", required_argument, NULL, 't'},
         {"json", no_argument, NULL, 'j'},         {"scaling", no_argument, NULL, 'S'},
-        {"help", no_argument, NULL, 'h'},         {NULL, 0, NULL, 0},
+        {"precision", required_argument, NULL, 'p'}, {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
     };
     memset(a, 0, sizeof *a);
     snprintf(a->config, sizeof a->config, "baby");
@@ -55,6 +59,10 @@ static int parse(int argc, char **argv, bench_args *a) {
         case 's': if (!cli_int("bench", "--steps", optarg, &a->steps)) return CLI_USAGE; break;
         case 'w': if (!cli_int("bench", "--warmup", optarg, &a->warmup)) return CLI_USAGE; break;
         case 't': if (!cli_int("bench", "--threads", optarg, &a->threads)) return CLI_USAGE; break;
+        case 'p':
+            if (trit_precision_parse(optarg, &a->precision) != TRIT_OK)
+                return cli_error("bench", CLI_USAGE, "--precision expects fp32, bf16 or fp16, got '%s'", optarg);
+            break;
         case 'j': a->json = true; break;
         case 'S': a->scaling = true; break;
         case 'h': usage(stdout); return -1;
@@ -108,10 +116,14 @@ static int run_configs(const bench_args *a) {
     }
     FILE *log = a->json ? stderr : stdout;
     double peak = 0;
-    if (trit_bench_gemm_peak_isolated((int)a->threads, 5, &peak) != TRIT_OK) return cli_fail("bench", CLI_FAIL);
-    fprintf(log, "f32 GEMM peak: %.1f GFLOP/s (best of 5 runs at n = 1024 and 2048)\n", peak / 1e9);
+    if (trit_bench_gemm_peak_isolated(a->precision, (int)a->threads, 5, &peak) != TRIT_OK)
+        return cli_fail("bench", CLI_FAIL);
+    fprintf(log, "%s GEMM peak: %.1f GFLOP/s (best of 5 runs at n = 1024 and 2048)\n",
+            a->precision == TRIT_PRECISION_FP32 ? "f32" : a->precision == TRIT_PRECISION_BF16 ? "bf16" : "f16",
+            peak / 1e9);
     trit_bench_result rs[8];
-    trit_bench_options o = {.steps = a->steps, .warmup = a->warmup, .threads = (int)a->threads, .seed = 1, .log = log};
+    trit_bench_options o = {.steps = a->steps, .warmup = a->warmup, .threads = (int)a->threads, .seed = 1, .log = log,
+                            .precision = a->precision};
     for (int i = 0; i < n; i++) {
         if (trit_bench_run_isolated(&list[i], &o, &rs[i]) != TRIT_OK) return cli_fail("bench", CLI_FAIL);
         trit_bench_set_peak(&rs[i], peak);
@@ -139,7 +151,8 @@ static int run_scaling(const bench_args *a) {
            (long long)base.model.vocab_size, SCALING_TOKENS, (long long)a->steps);
     printf("%6s %5s | %14s %9s %9s | %14s %9s %9s\n", "T", "B", "flash ms/step", "peak MB", "arena MB",
            "naive ms/step", "peak MB", "arena MB");
-    trit_bench_options o = {.steps = a->steps, .warmup = a->warmup, .threads = (int)a->threads, .seed = 1};
+    trit_bench_options o = {.steps = a->steps, .warmup = a->warmup, .threads = (int)a->threads, .seed = 1,
+                            .precision = a->precision};
     for (int i = 0; i < SCALING_ROWS; i++) {
         trit_bench_config c = base;
         c.model.seq_len = Ts[i];

@@ -80,10 +80,12 @@ typedef struct trit_bench_options {
     int threads;     // <= 0: trit_threads_get()
     uint64_t seed;   // model init and the random tokens
     FILE *log;       // the memory report and progress go here; NULL = silent
+    trit_precision precision;  // the model's compute policy (trit_precision_policy, highest)
 } trit_bench_options;
 
 typedef struct trit_bench_result {
     char config[TRIT_BENCH_NAME_MAX];
+    trit_precision precision;
     int64_t params, batch, seq, steps;
     int threads;
     double ms_median, ms_mean, ms_min;  // per step
@@ -110,11 +112,12 @@ trit_status trit_bench_run(const trit_bench_config *c, const trit_bench_options 
 trit_status trit_bench_run_isolated(const trit_bench_config *c, const trit_bench_options *o,
                                     trit_bench_result *r);
 
-// The best f32 GEMM rate (FLOP/s) over square n x n x n products for n in 1024 and 2048, best
-// of `reps` runs each after one untimed run, on `threads` threads (<= 0: trit_threads_get()).
-trit_status trit_bench_gemm_peak(int threads, int reps, double *flops_per_s);
+// The best GEMM rate (FLOP/s) over square n x n x n products for n in 1024 and 2048, best of
+// `reps` runs each after one untimed run, on `threads` threads (<= 0: trit_threads_get()): the
+// f32 GEMM for fp32, the mixed GEMM on bf16 or f16 operands (fp32 accumulation) otherwise.
+trit_status trit_bench_gemm_peak(trit_precision p, int threads, int reps, double *flops_per_s);
 // The same in a forked child (see trit_bench_run_isolated).
-trit_status trit_bench_gemm_peak_isolated(int threads, int reps, double *flops_per_s);
+trit_status trit_bench_gemm_peak_isolated(trit_precision p, int threads, int reps, double *flops_per_s);
 // Sets r->gemm_peak_flops_per_s and r->mfu.
 void trit_bench_set_peak(trit_bench_result *r, double gemm_flops_per_s);
 

@@ -70,6 +70,19 @@ trit_tensor *trit_gpt_tensor(const trit_gpt *m, int i);
 trit_tensor *trit_gpt_find(const trit_gpt *m, const char *name);
 int64_t trit_gpt_num_params(const trit_gpt *m);  // elements, tied weights counted once
 
+// Training precision modes, as `trit train --precision` and `trit bench --precision` name them:
+// fp32; bf16 (matmul inputs and activations between matmuls bf16, fp32 accumulation, norms,
+// softmax, losses and the optimizer fp32); fp16 (the same with f16, plus loss scaling in the
+// trainer).
+typedef enum trit_precision { TRIT_PRECISION_FP32 = 0, TRIT_PRECISION_BF16, TRIT_PRECISION_FP16 } trit_precision;
+const char *trit_precision_name(trit_precision p);  // "fp32", "bf16", "fp16"
+// By name; TRIT_ERR_INVALID (with the accepted names) for anything else.
+trit_status trit_precision_parse(const char *name, trit_precision *out);
+// The compute policy of a mode with fp32 matmuls at `matmul` precision: fp32 -> {f32, f32,
+// matmul}; bf16 -> {f32, bf16, medium}; fp16 -> {f32, f16, matmul} (f16 operands are widened
+// exactly, so the matmul precision applies only to fp32 operands such as gradients).
+trit_compute_policy trit_precision_policy(trit_precision p, trit_matmul_precision matmul);
+
 // The compute policy the model's graphs are built with (default: all f32, highest matmul
 // precision). Call before trit_gpt_build*.
 trit_status trit_gpt_set_policy(trit_gpt *m, const trit_compute_policy *policy);

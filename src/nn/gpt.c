@@ -262,3 +262,27 @@ trit_status trit_gpt_set_param_dtype(trit_gpt *m, trit_dtype dt) {
     }
     return TRIT_OK;
 }
+
+static const char *const precision_names[] = {"fp32", "bf16", "fp16"};
+
+const char *trit_precision_name(trit_precision p) {
+    return (unsigned)p < sizeof precision_names / sizeof precision_names[0] ? precision_names[p] : "invalid";
+}
+
+trit_status trit_precision_parse(const char *name, trit_precision *out) {
+    for (int i = 0; name && out && i < 3; i++)
+        if (strcmp(name, precision_names[i]) == 0) {
+            *out = (trit_precision)i;
+            return TRIT_OK;
+        }
+    return trit_error(TRIT_ERR_INVALID, "precision must be fp32, bf16 or fp16, got '%s'", name ? name : "(null)");
+}
+
+trit_compute_policy trit_precision_policy(trit_precision p, trit_matmul_precision matmul) {
+    switch (p) {
+    case TRIT_PRECISION_BF16: return (trit_compute_policy){TRIT_F32, TRIT_BF16, TRIT_MATMUL_MEDIUM};
+    case TRIT_PRECISION_FP16: return (trit_compute_policy){TRIT_F32, TRIT_F16, matmul};
+    case TRIT_PRECISION_FP32:
+    default: return (trit_compute_policy){TRIT_F32, TRIT_F32, matmul};
+    }
+}

@@ -6,6 +6,7 @@
 #include "trit/bench.h"
 
 #include "kernels/gemm.h"
+#include "kernels/gemm_lowp.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -78,10 +79,10 @@ void trit_bench_set_peak(trit_bench_result *r, double gemm_flops_per_s) {
 int trit_bench_json(const trit_bench_result *r, char *buf, size_t n) {
     if (!r) return -1;
     return snprintf(buf, n,
-                    "{\"config\": \"%s\", \"precision\": \"fp32\", \"ms_per_step\": %.4f, "
+                    "{\"config\": \"%s\", \"precision\": \"%s\", \"ms_per_step\": %.4f, "
                     "\"tokens_per_s\": %.1f, \"model_flops_per_s\": %.6g, \"mfu\": %.4f, "
                     "\"gemm_peak_flops_per_s\": %.6g, \"peak_rss_bytes\": %zu}",
-                    r->config, r->ms_median, r->tokens_per_s, r->model_flops_per_s, r->mfu,
+                    r->config, trit_precision_name(r->precision), r->ms_median, r->tokens_per_s, r->model_flops_per_s, r->mfu,
                     r->gemm_peak_flops_per_s, r->peak_rss_bytes);
 }
 
@@ -115,10 +116,12 @@ static void run_free(bench_run *b) {
     free(b->ms);
 }
 
-static trit_status run_setup(bench_run *b, const trit_bench_config *c, uint64_t seed) {
-    b->model = trit_gpt_new(&c->model, seed);
+static trit_status run_setup(bench_run *b, const trit_bench_config *c, const trit_bench_options *o) {
+    b->model = trit_gpt_new(&c->model, o->seed);
     if (!b->model) return TRIT_ERR_INVALID;
-    trit_status s = trit_gpt_build_train(b->model, c->batch, c->model.seq_len, &b->gg);
+    const trit_compute_policy policy = trit_precision_policy(o->precision, TRIT_MATMUL_HIGHEST);
+    trit_status s = trit_gpt_set_policy(b->model, &policy);
+    if (s == TRIT_OK) s = trit_gpt_build_train(b->model, c->batch, c->model.seq_len, &b->gg);
     if (s != TRIT_OK) return s;
     int n = trit_gpt_num_tensors(b->model);
     b->params = malloc((size_t)n * sizeof *b->params);
@@ -184,13 +187,14 @@ trit_status trit_bench_run(const trit_bench_config *c, const trit_bench_options 
     memset(r, 0, sizeof *r);
     if (o->threads > 0) trit_threads_set(o->threads);
     snprintf(r->config, sizeof r->config, "%s", c->name);
+    r->precision = o->precision;
     r->batch = c->batch;
     r->seq = c->model.seq_len;
     r->steps = o->steps;
     r->threads = trit_threads_get();
     bench_run b;
     memset(&b, 0, sizeof b);
-    s = run_setup(&b, c, o->seed);
+    s = run_setup(&b, c, o);
     if (s == TRIT_OK && !(b.ms = malloc((size_t)o->steps * sizeof *b.ms)))
         s = trit_error(TRIT_ERR_NOMEM, "bench: out of memory");
     if (s == TRIT_OK) s = trit_memory_report_make(b.gg.graph, b.opt, r->threads, &r->memory);
@@ -226,11 +230,18 @@ trit_status trit_bench_run(const trit_bench_config *c, const trit_bench_options 
 
 // ---- GEMM peak -----------------------------------------------------------------------------
 
-static double gemm_rate(int64_t n, int reps, float *A, float *B, float *C) {
+// fp32: the f32 GEMM on A, B; bf16/fp16: the mixed GEMM on 16-bit operands (A and B then hold
+// 16-bit values), fp32 accumulation and output.
+static double gemm_rate(trit_precision p, int64_t n, int reps, float *A, float *B, float *C) {
     double best = 0;
+    const trit_dtype dt = p == TRIT_PRECISION_BF16 ? TRIT_BF16 : TRIT_F16;
+    const trit_gemm_operand a = {A, dt, n, false}, b = {B, dt, n, false};
     for (int r = 0; r <= reps; r++) {
         double t0 = now_ms();
-        trit_kernel_gemm_f32(false, false, n, n, n, A, n, B, n, C, n, false);
+        if (p == TRIT_PRECISION_FP32)
+            trit_kernel_gemm_f32(false, false, n, n, n, A, n, B, n, C, n, false);
+        else
+            trit_kernel_gemm_mixed(n, n, n, &a, &b, C, TRIT_F32, n, false, TRIT_MATMUL_HIGHEST);
         double ms = now_ms() - t0;
         double rate = 2.0 * (double)n * (double)n * (double)n / (ms / 1e3);
         if (r > 0 && rate > best) best = rate;  // run 0 warms caches and packing buffers
@@ -238,7 +249,7 @@ static double gemm_rate(int64_t n, int reps, float *A, float *B, float *C) {
     return best;
 }
 
-trit_status trit_bench_gemm_peak(int threads, int reps, double *flops_per_s) {
+trit_status trit_bench_gemm_peak(trit_precision p, int threads, int reps, double *flops_per_s) {
     if (!flops_per_s || reps < 1)
         return trit_error(TRIT_ERR_INVALID, "trit_bench_gemm_peak: need an output and reps >= 1");
     if (threads > 0) trit_threads_set(threads);
@@ -253,9 +264,16 @@ trit_status trit_bench_gemm_peak(int threads, int reps, double *flops_per_s) {
     }
     trit_rng_fill_uniform(A, nmax * nmax, 1, 1, 0, -1.0f, 1.0f);
     trit_rng_fill_uniform(B, nmax * nmax, 1, 2, 0, -1.0f, 1.0f);
+    if (p != TRIT_PRECISION_FP32) {  // 16-bit operands: C's buffer holds them while they are made
+        const trit_dtype_traits *tr = trit_dtype_traits_of(p == TRIT_PRECISION_BF16 ? TRIT_BF16 : TRIT_F16);
+        for (float *m = A; m; m = m == A ? B : NULL) {
+            tr->from_f32(C, m, nmax * nmax, NULL, 0);
+            memcpy(m, C, (size_t)(nmax * nmax) * 2);
+        }
+    }
     double best = 0;
     for (int i = 0; i < 2; i++) {
-        double rate = gemm_rate(sizes[i], reps, A, B, C);
+        double rate = gemm_rate(p, sizes[i], reps, A, B, C);
         if (rate > best) best = rate;
     }
     trit_aligned_free(A);
@@ -379,20 +397,21 @@ trit_status trit_bench_run_isolated(const trit_bench_config *c, const trit_bench
 }
 
 typedef struct peak_arg {
+    trit_precision precision;
     int threads, reps;
 } peak_arg;
 
 static void child_peak(const void *arg, child_reply *out) {
     const peak_arg *a = arg;
-    out->status = trit_bench_gemm_peak(a->threads, a->reps, &out->peak);
+    out->status = trit_bench_gemm_peak(a->precision, a->threads, a->reps, &out->peak);
 }
 
-trit_status trit_bench_gemm_peak_isolated(int threads, int reps, double *flops_per_s) {
+trit_status trit_bench_gemm_peak_isolated(trit_precision p, int threads, int reps, double *flops_per_s) {
     if (!flops_per_s || reps < 1)
         return trit_error(TRIT_ERR_INVALID, "trit_bench_gemm_peak: need an output and reps >= 1");
     child_reply *reply = calloc(1, sizeof *reply);
     if (!reply) return trit_error(TRIT_ERR_NOMEM, "bench: out of memory");
-    peak_arg a = {threads, reps};
+    peak_arg a = {p, threads, reps};
     trit_status s = run_in_child(child_peak, &a, reply);
     if (s == TRIT_OK) *flops_per_s = reply->peak;
     free(reply);

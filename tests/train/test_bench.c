@@ -147,6 +147,9 @@ static void test_json_line(void **state) {
     assert_true(fabs(cJSON_GetObjectItem(j, "gemm_peak_flops_per_s")->valuedouble - 2.2e11) < 1.0);
     assert_true(cJSON_GetObjectItem(j, "peak_rss_bytes")->valuedouble == 1234567890123.0);
     cJSON_Delete(j);
+    r.precision = TRIT_PRECISION_BF16;
+    trit_bench_json(&r, buf, sizeof buf);
+    assert_non_null(strstr(buf, "\"precision\": \"bf16\""));
 }
 
 // Once OpenMP has started workers here, a forked child would hang: the isolated run refuses.
@@ -163,7 +166,7 @@ static void test_isolation_refused_after_threads(void **state) {
     assert_int_equal(trit_bench_run_isolated(&c, &o, &r), TRIT_ERR_STATE);
     assert_non_null(strstr(trit_last_error(), "threads"));
     double peak = 0;
-    assert_int_equal(trit_bench_gemm_peak_isolated(1, 1, &peak), TRIT_ERR_STATE);
+    assert_int_equal(trit_bench_gemm_peak_isolated(TRIT_PRECISION_FP32, 1, 1, &peak), TRIT_ERR_STATE);
 }
 
 int main(void) {
