@@ -6,6 +6,7 @@
 # everything else keep the environment as it is.
 #
 # usage: bench/compare.sh [--config baby|small|bpe50k|all] [--steps N] [--warmup N] [--threads N]
+#                         [--precision fp32|bf16|fp16]   (PyTorch: torch.autocast with that dtype)
 #   TRIT=path/to/trit (default: build/trit under the repository root)
 #   PEER_CORETYPE=name  the OpenBLAS core named when detection fails (default SkylakeX)
 set -eu
@@ -16,13 +17,15 @@ config=baby
 steps=20
 warmup=3
 threads=2
+precision=fp32
 while [ $# -gt 0 ]; do
     case $1 in
     --config) config=$2; shift 2 ;;
     --steps) steps=$2; shift 2 ;;
     --warmup) warmup=$2; shift 2 ;;
     --threads) threads=$2; shift 2 ;;
-    -h|--help) sed -n '2,11p' "$0"; exit 0 ;;
+    --precision) precision=$2; shift 2 ;;
+    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
     *) echo "compare.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -36,7 +39,7 @@ trap 'rm -rf "$out"' EXIT
 echo "load before: $(cat /proc/loadavg)" >&2
 echo "== trit ==" >&2
 "$trit" bench --json --config "$config" --steps "$steps" --warmup "$warmup" --threads "$threads" \
-    >"$out/trit.jsonl"
+    --precision "$precision" >"$out/trit.jsonl"
 # OpenBLAS 0.3.21 does not know every CPU model: on some AVX-512 machines its detection falls
 # back to Prescott (SSE3) kernels, a third of its AVX-512 speed. Then name its AVX-512 core.
 peer_env=
@@ -51,15 +54,16 @@ if grep -qw avx512f /proc/cpuinfo; then
 fi
 echo "== PyTorch $(/usr/bin/python3 -c 'import torch; print(torch.__version__)') ==" >&2
 env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE $peer_env /usr/bin/python3 "$root/bench/pytorch_gpt.py" \
-    --json --config "$config" --steps "$steps" --warmup "$warmup" --threads "$threads" >"$out/torch.jsonl"
+    --json --config "$config" --steps "$steps" --warmup "$warmup" --threads "$threads" \
+    --precision "$precision" >"$out/torch.jsonl"
 echo "load after: $(cat /proc/loadavg)" >&2
 
-/usr/bin/python3 - "$out/trit.jsonl" "$out/torch.jsonl" "$threads" <<'EOF'
+/usr/bin/python3 - "$out/trit.jsonl" "$out/torch.jsonl" "$threads" "$precision" <<'EOF'
 import json, sys
 def load(path):
     return {r["config"]: r for r in (json.loads(l) for l in open(path) if l.strip())}
 trit, torch = load(sys.argv[1]), load(sys.argv[2])
-print(f"\nfp32, {sys.argv[3]} threads; ratio = trit tokens/s / PyTorch tokens/s")
+print(f"\n{sys.argv[4]}, {sys.argv[3]} threads; ratio = trit tokens/s / PyTorch tokens/s")
 head = ("config", "trit ms", "torch ms", "trit tok/s", "torch tok/s", "ratio",
         "trit MFU", "torch MFU", "trit GFLOP/s", "torch GFLOP/s", "trit MB", "torch MB")
 print("| " + " | ".join(head) + " |")

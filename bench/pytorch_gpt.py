@@ -13,8 +13,13 @@ model FLOP/s = (6 N + 12 L T C) tokens/s with N all parameters (tied head counte
 against the best torch.mm rate on square n = 1024 and 2048 f32 matrices in the same run; peak RSS
 of the process that ran the config (each config runs in its own process).
 
+Precision: --precision bf16 (or fp16) runs each forward and the loss under
+torch.autocast("cpu", dtype=torch.bfloat16 / torch.float16) with fp32 weights and AdamW state, as
+mixed-precision training does in PyTorch; the GEMM peak is then torch.mm on bf16 (or fp16)
+matrices. fp16 on CPU has no loss scaler here (the step is timed, not trained to convergence).
+
 Usage: bench/pytorch_gpt.py [--config baby|small|bpe50k|all] [--steps N] [--warmup N]
-                            [--threads N] [--json]
+                            [--threads N] [--precision fp32|bf16|fp16] [--json]
 """
 import argparse
 import json
@@ -95,10 +100,13 @@ def flops_per_token(L, C, T, n_params):
     return 6.0 * n_params + 12.0 * L * T * C
 
 
-def gemm_peak(reps=5):
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def gemm_peak(precision, reps=5):
     best = 0.0
     for n in (1024, 2048):
-        a, b = torch.randn(n, n), torch.randn(n, n)
+        a, b = torch.randn(n, n).to(DTYPES[precision]), torch.randn(n, n).to(DTYPES[precision])
         for r in range(reps + 1):
             t0 = time.perf_counter()
             torch.mm(a, b)
@@ -119,7 +127,7 @@ def peak_rss_bytes():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
-def run_config(name, steps, warmup, peak, log):
+def run_config(name, steps, warmup, peak, log, precision):
     L, H, C, T, B, V = CONFIGS[name]
     torch.manual_seed(1)
     model = GPT(L, H, C, T, V)
@@ -137,7 +145,8 @@ def run_config(name, steps, warmup, peak, log):
         idx = torch.randint(0, V, (B, T))
         targets = torch.randint(0, V, (B, T))
         opt.zero_grad(set_to_none=True)
-        loss = model(idx, targets)
+        with torch.autocast("cpu", dtype=DTYPES[precision], enabled=precision != "fp32"):
+            loss = model(idx, targets)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
@@ -151,7 +160,7 @@ def run_config(name, steps, warmup, peak, log):
           f"{min(times):.2f} min), {tps:.0f} tokens/s, {mflops / 1e9:.2f} GFLOP/s model, "
           f"MFU {100 * mflops / peak if peak > 0 else 0:.1f}%, loss {losses[warmup]:.3f} -> "
           f"{losses[-1]:.3f}", file=log, flush=True)
-    return {"config": name, "precision": "fp32", "ms_per_step": round(ms, 4),
+    return {"config": name, "precision": precision, "ms_per_step": round(ms, 4),
             "tokens_per_s": round(tps, 1), "model_flops_per_s": mflops,
             "mfu": round(mflops / peak, 4) if peak > 0 else 0.0,
             "gemm_peak_flops_per_s": peak, "peak_rss_bytes": peak_rss_bytes()}
@@ -163,6 +172,7 @@ def main():
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--threads", type=int, default=os.cpu_count())
+    ap.add_argument("--precision", default="fp32", choices=list(DTYPES))
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--gemm-peak", type=float, default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -172,18 +182,19 @@ def main():
     log = sys.stderr if args.json else sys.stdout
     peak = args.gemm_peak
     if peak is None:
-        peak = gemm_peak()
-        print(f"f32 GEMM peak (torch.mm): {peak / 1e9:.1f} GFLOP/s "
+        peak = gemm_peak(args.precision)
+        print(f"{args.precision} GEMM peak (torch.mm): {peak / 1e9:.1f} GFLOP/s "
               "(best of 5 runs at n = 1024 and 2048)", file=log, flush=True)
     names = list(CONFIGS) if args.config == "all" else [args.config]
     if len(names) == 1 and args.gemm_peak is not None:  # a child: run here, JSON to stdout
-        print(json.dumps(run_config(names[0], args.steps, args.warmup, peak, log)), flush=True)
+        print(json.dumps(run_config(names[0], args.steps, args.warmup, peak, log, args.precision)), flush=True)
         return
     rows = []
     for name in names:  # one process per config, so each peak RSS is that config's own
         out = subprocess.run([sys.executable, os.path.abspath(__file__), "--config", name,
                               "--steps", str(args.steps), "--warmup", str(args.warmup),
-                              "--threads", str(args.threads), "--gemm-peak", repr(peak)]
+                              "--threads", str(args.threads), "--gemm-peak", repr(peak),
+                              "--precision", args.precision]
                              + (["--json"] if args.json else []),
                              stdout=subprocess.PIPE, check=True, text=True).stdout
         lines = out.strip().splitlines()
