@@ -245,6 +245,13 @@ trit_status trit_metrics_read(const char *path, trit_metric_row **rows, int64_t 
 // Write an SVG of train and val loss against step to svg_path (atomically).
 trit_status trit_plot_svg(const trit_metric_row *rows, int64_t n, const char *title,
                           const char *svg_path);
+// Several runs in one SVG (1 to 6), one colour each: train loss thin, val loss with markers.
+typedef struct trit_plot_run {
+    const char *name;  // legend label
+    const trit_metric_row *rows;
+    int64_t n;
+} trit_plot_run;
+trit_status trit_plot_svg_runs(const trit_plot_run *runs, int n_runs, const char *title, const char *svg_path);
 
 // ---- the built-in addition task -----------------------------------------------------------
 // Problem text: both operands zero-padded to D digits, then the sum's D + 1 digits written

@@ -1,5 +1,6 @@
 // Loss curves as SVG: train loss (a line) and validation loss (a line with markers) against
-// step, with axes, "nice" ticks (1, 2, 5 x 10^k) and their labels, axis titles and a legend.
+// step, with axes, "nice" ticks (1, 2, 5 x 10^k) and their labels, axis titles and a legend;
+// several runs in one plot (e.g. fp32 against bf16) get one colour each.
 // Plain SVG 1.1 that any browser shows; written atomically.
 #include "trit/io.h"
 #include "trit/train.h"
@@ -115,44 +116,78 @@ static void put_series(svg *s, const trit_metric_row *r, int64_t n, bool val, co
                 py(y, r[i].val_loss), color);
 }
 
-trit_status trit_plot_svg(const trit_metric_row *rows, int64_t n, const char *title, const char *svg_path) {
-    double x0 = INFINITY, x1 = -INFINITY, y0 = INFINITY, y1 = -INFINITY;
-    int64_t n_train = 0, n_val = 0;
-    for (int64_t i = 0; i < n; i++) {
-        x0 = fmin(x0, (double)rows[i].step);
-        x1 = fmax(x1, (double)rows[i].step);
-        if (isfinite(rows[i].loss)) n_train++, y0 = fmin(y0, rows[i].loss), y1 = fmax(y1, rows[i].loss);
-        if (isfinite(rows[i].val_loss)) n_val++, y0 = fmin(y0, rows[i].val_loss), y1 = fmax(y1, rows[i].val_loss);
-    }
-    if (n_train + n_val == 0)
+// Train and val ranges of every run: the axes cover them all.
+static int64_t data_ranges(const trit_plot_run *runs, int n_runs, double *x0, double *x1, double *y0, double *y1) {
+    int64_t points = 0;
+    *x0 = *y0 = INFINITY;
+    *x1 = *y1 = -INFINITY;
+    for (int k = 0; k < n_runs; k++)
+        for (int64_t i = 0; i < runs[k].n; i++) {
+            const trit_metric_row *r = &runs[k].rows[i];
+            *x0 = fmin(*x0, (double)r->step);
+            *x1 = fmax(*x1, (double)r->step);
+            if (isfinite(r->loss)) points++, *y0 = fmin(*y0, r->loss), *y1 = fmax(*y1, r->loss);
+            if (isfinite(r->val_loss)) points++, *y0 = fmin(*y0, r->val_loss), *y1 = fmax(*y1, r->val_loss);
+        }
+    return points;
+}
+
+static void put_frame(svg *s, const char *title, const axis *x, const axis *y) {
+    put(s, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
+    put(s, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\">\n", W, H, W, H);
+    put(s, "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n");
+    put(s, "<text x=\"%d\" y=\"28\" text-anchor=\"middle\" font-family=\"sans-serif\" font-size=\"16\">Loss: ",
+        (LEFT + W - RIGHT) / 2);
+    put_text(s, title ? title : "");
+    put(s, "</text>\n");
+    put_ticks(s, x, y);
+    put(s, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"none\" stroke=\"#333\"/>\n", LEFT, TOP,
+        W - LEFT - RIGHT, H - TOP - BOTTOM);
+    put(s, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\" font-family=\"sans-serif\" font-size=\"14\">step</text>\n",
+        (LEFT + W - RIGHT) / 2, H - 20);
+    put(s, "<text transform=\"translate(22,%d) rotate(-90)\" text-anchor=\"middle\" font-family=\"sans-serif\" "
+           "font-size=\"14\">loss (cross-entropy, nats)</text>\n", (TOP + H - BOTTOM) / 2);
+}
+
+// One legend row: a line in `color` (with a marker for val curves) and its label.
+static void put_legend_row(svg *s, int lx, int ly, const char *color, bool marker, const char *label) {
+    put(s, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"%s\" stroke-width=\"2\"/>", lx + 10, ly, lx + 40,
+        ly, color);
+    if (marker) put(s, "<circle cx=\"%d\" cy=\"%d\" r=\"3.5\" fill=\"%s\"/>", lx + 25, ly, color);
+    put(s, "<text x=\"%d\" y=\"%d\">", lx + 48, ly + 4);
+    put_text(s, label);
+    put(s, "</text>\n");
+}
+
+static const char *const COLORS[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b"};
+enum { N_COLORS = 6, LEGEND_W = 230 };
+
+trit_status trit_plot_svg_runs(const trit_plot_run *runs, int n_runs, const char *title, const char *svg_path) {
+    if (!runs || n_runs < 1 || n_runs > N_COLORS)
+        return trit_error(TRIT_ERR_INVALID, "plot: give 1 to %d runs, got %d", N_COLORS, n_runs);
+    double x0, x1, y0, y1;
+    if (data_ranges(runs, n_runs, &x0, &x1, &y0, &y1) == 0)
         return trit_error(TRIT_ERR_INVALID, "no loss values to plot: metrics.jsonl is empty (train for a few "
                           "steps first)");
     axis x = make_axis(x0, x1, 8, true), y = make_axis(y0, y1, 6, true);
     svg s = {0};
-    put(&s, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
-    put(&s, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\">\n", W, H, W, H);
-    put(&s, "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n");
-    put(&s, "<text x=\"%d\" y=\"28\" text-anchor=\"middle\" font-family=\"sans-serif\" font-size=\"16\">Loss: ",
-        (LEFT + W - RIGHT) / 2);
-    put_text(&s, title ? title : "");
-    put(&s, "</text>\n");
-    put_ticks(&s, &x, &y);
-    put(&s, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"none\" stroke=\"#333\"/>\n", LEFT, TOP,
-        W - LEFT - RIGHT, H - TOP - BOTTOM);
-    put(&s, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\" font-family=\"sans-serif\" font-size=\"14\">step</text>\n",
-        (LEFT + W - RIGHT) / 2, H - 20);
-    put(&s, "<text transform=\"translate(22,%d) rotate(-90)\" text-anchor=\"middle\" font-family=\"sans-serif\" "
-            "font-size=\"14\">loss (cross-entropy, nats)</text>\n", (TOP + H - BOTTOM) / 2);
-    if (n_train) put_series(&s, rows, n, false, &x, &y, "#1f77b4");
-    if (n_val) put_series(&s, rows, n, true, &x, &y, "#ff7f0e");
-    int lx = W - RIGHT - 150, ly = TOP + 12;
+    put_frame(&s, title, &x, &y);
+    // One run: train and val in two colours. Several: one colour per run, train thin, val with markers.
+    const bool single = n_runs == 1;
+    for (int k = 0; k < n_runs; k++) {
+        put_series(&s, runs[k].rows, runs[k].n, false, &x, &y, single ? COLORS[0] : COLORS[k]);
+        put_series(&s, runs[k].rows, runs[k].n, true, &x, &y, single ? COLORS[1] : COLORS[k]);
+    }
+    const int rows = single ? 2 : n_runs, lx = W - RIGHT - LEGEND_W - 10, ly = TOP + 12;
     put(&s, "<g font-family=\"sans-serif\" font-size=\"13\">\n"
-            "<rect x=\"%d\" y=\"%d\" width=\"140\" height=\"50\" fill=\"white\" stroke=\"#999\"/>\n", lx, ly);
-    put(&s, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#1f77b4\" stroke-width=\"2\"/>"
-            "<text x=\"%d\" y=\"%d\">train loss</text>\n", lx + 10, ly + 17, lx + 40, ly + 17, lx + 48, ly + 21);
-    put(&s, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#ff7f0e\" stroke-width=\"2\"/>"
-            "<circle cx=\"%d\" cy=\"%d\" r=\"3.5\" fill=\"#ff7f0e\"/><text x=\"%d\" y=\"%d\">val loss</text>\n",
-        lx + 10, ly + 37, lx + 40, ly + 37, lx + 25, ly + 37, lx + 48, ly + 41);
+            "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"white\" stroke=\"#999\"/>\n",
+        lx, ly, LEGEND_W, 20 * rows + 10);
+    if (single) {
+        put_legend_row(&s, lx, ly + 17, COLORS[0], false, "train loss");
+        put_legend_row(&s, lx, ly + 37, COLORS[1], true, "val loss");
+    } else {
+        for (int k = 0; k < n_runs; k++) put_legend_row(&s, lx, ly + 17 + 20 * k, COLORS[k], true, runs[k].name);
+    }
     put(&s, "</g>\n</svg>\n");
     if (s.oom) {
         free(s.p);
@@ -161,4 +196,9 @@ trit_status trit_plot_svg(const trit_metric_row *rows, int64_t n, const char *ti
     trit_status st = trit_file_write_atomic(svg_path, s.p, s.n);
     free(s.p);
     return st;
+}
+
+trit_status trit_plot_svg(const trit_metric_row *rows, int64_t n, const char *title, const char *svg_path) {
+    const trit_plot_run run = {title ? title : "", rows, n};
+    return trit_plot_svg_runs(&run, 1, title, svg_path);
 }

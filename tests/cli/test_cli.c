@@ -141,6 +141,9 @@ static void test_train_and_inspect(void **state) {
     expect(RUN("plot", out), 0, "loss.svg", NULL);
     snprintf(f, sizeof f, "%s/loss.svg", out);
     assert_true(tfile_exists(f));
+    expect(RUN("plot", out, out), 2, NULL, "--out");  // several runs need a file for the plot
+    snprintf(f, sizeof f, "%s/both.svg", out);
+    expect(RUN("plot", out, out, "--out", f), 0, "both.svg", NULL);
 
     // Resume with another model config: refused with the hint, nothing changed.
     expect(RUN("train", "--resume", out, "--layers", "3"), 1, NULL, "pass --layers 1");

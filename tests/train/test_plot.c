@@ -83,7 +83,37 @@ static void test_svg(void **state) {
     tfile_rm_rf(root);
 }
 
+// Several runs in one plot: one colour per run for both its curves, a legend row per run name.
+static void test_svg_runs(void **state) {
+    (void)state;
+    char root[512], path[600];
+    tfile_mkdtemp(root, sizeof root, "plot");
+    snprintf(path, sizeof path, "%s/cmp.svg", root);
+    trit_metric_row a[20], b[20];
+    for (int i = 0; i < 20; i++) {
+        a[i] = (trit_metric_row){(i + 1) * 100, 3.0 - 0.05 * i, i % 5 == 4 ? 3.1 - 0.05 * i : NAN};
+        b[i] = (trit_metric_row){(i + 1) * 100, 3.0 - 0.04 * i, i % 5 == 4 ? 3.1 - 0.04 * i : NAN};
+    }
+    const trit_plot_run runs[2] = {{"fp32", a, 20}, {"bf16 <sr>", b, 20}};
+    assert_int_equal(trit_plot_svg_runs(runs, 2, "fp32 vs bf16", path), TRIT_OK);
+    uint8_t *buf;
+    size_t n;
+    assert_int_equal(trit_file_read_all(path, &buf, &n), TRIT_OK);
+    const char *s = (const char *)buf;
+    assert_int_equal(count(s, "<polyline"), 4);
+    assert_int_equal(count(s, "<polyline fill=\"none\" stroke=\"#1f77b4\""), 2);  // run 0: train and val
+    assert_int_equal(count(s, "<polyline fill=\"none\" stroke=\"#ff7f0e\""), 2);  // run 1
+    assert_non_null(strstr(s, ">fp32</text>"));
+    assert_non_null(strstr(s, ">bf16 &lt;sr&gt;</text>"));
+    assert_int_equal(count(s, "<circle"), 4 + 4 + 2);  // val points of both runs + legend markers
+    free(buf);
+    assert_int_not_equal(trit_plot_svg_runs(runs, 0, "x", path), TRIT_OK);
+    assert_int_not_equal(trit_plot_svg_runs(runs, 7, "x", path), TRIT_OK);
+    tfile_rm_rf(root);
+}
+
 int main(void) {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_metrics_read), cmocka_unit_test(test_svg)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_metrics_read), cmocka_unit_test(test_svg),
+                                       cmocka_unit_test(test_svg_runs)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
