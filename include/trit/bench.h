@@ -28,7 +28,10 @@ extern "C" {
 // What a training setup holds, from the structures themselves (no measurement), in bytes.
 
 typedef struct trit_memory_report {
-    size_t params;       // parameter values the graph reads
+    int64_t num_params;  // parameter elements
+    size_t params;       // parameter values the graph reads (the fp32 master copy when the
+                         // compute copies are 16-bit; the weights themselves without one)
+    size_t param_copies; // 16-bit compute copies of parameters (part of the arena)
     size_t grads;        // their gradients
     size_t optimizer;    // optimizer state (AdamW: first and second moments)
     size_t arena;        // the graph's arena: activations, saved tensors, activation grads, op scratch

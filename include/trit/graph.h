@@ -86,6 +86,8 @@ typedef struct trit_graph_memory {
     size_t activation_bytes;  // sum of forward values before reuse
     size_t grad_bytes;        // parameter gradients
     size_t param_bytes;
+    size_t param_copy_bytes;  // 16-bit compute copies of parameters (cast values in the arena)
+    int64_t num_param_elems;  // elements of the parameters
     size_t input_bytes;
     int num_nodes;
     int num_backward_nodes;

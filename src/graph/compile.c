@@ -346,7 +346,12 @@ trit_status trit_graph_memory_report(const trit_graph *g, trit_graph_memory *out
         size_t b = trit_tensor_nbytes(v->t);
         if (v->kind == VALUE_OP && v->root == i && !v->dead) out->activation_bytes += b;
         if (v->kind == VALUE_INPUT) out->input_bytes += b;
+        if (v->kind == VALUE_OP && !v->dead && g->nodes[v->producer].n_in == 1 &&
+            strcmp(g->nodes[v->producer].def->name, "cast") == 0 &&
+            g->values[g->nodes[v->producer].in[0]].kind == VALUE_PARAM)
+            out->param_copy_bytes += b;
         if (v->kind == VALUE_PARAM) {
+            out->num_param_elems += trit_tensor_numel(v->t);
             out->param_bytes += b;
             if (v->t->grad) out->grad_bytes += trit_tensor_nbytes(v->t->grad);
         }

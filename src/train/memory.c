@@ -34,6 +34,8 @@ trit_status trit_memory_report_make(const trit_graph *g, const trit_optim *o, in
     trit_status s = trit_graph_memory_report(g, &gm);
     if (s != TRIT_OK) return s;
     out->params = gm.param_bytes;
+    out->param_copies = gm.param_copy_bytes;
+    out->num_params = gm.num_param_elems;
     out->grads = gm.grad_bytes;
     out->arena = gm.arena_bytes;
     out->inputs = gm.input_bytes;
@@ -78,6 +80,19 @@ void trit_memory_report_print(const trit_memory_report *r, const char *prefix, F
     line(fp, prefix, "total", r->total);
     fprintf(fp, "%s(forward values before liveness reuse: %.2f MB; workspace for %d thread%s)\n", prefix,
             (double)r->activations / 1e6, r->threads, r->threads == 1 ? "" : "s");
+    if (r->num_params <= 0) return;
+    // Per parameter: with 16-bit compute copies the stored parameters are the fp32 master.
+    const double n = (double)r->num_params;
+    if (r->param_copies)
+        fprintf(fp, "%sper parameter: weights %.2f B (compute copies in the arena), master %.2f B, gradients %.2f B, "
+                "optimizer %.2f B\n", prefix, (double)r->param_copies / n, (double)r->params / n, (double)r->grads / n,
+                (double)r->optimizer / n);
+    else
+        fprintf(fp, "%sper parameter: weights %.2f B%s, gradients %.2f B, optimizer %.2f B\n", prefix,
+                (double)r->params / n, r->params < (size_t)(4 * r->num_params) ? " (no master copy)" : "",
+                (double)r->grads / n, (double)r->optimizer / n);
+    fprintf(fp, "%sactivations: %.2f MB planned in the arena (%.2f MB of forward values before reuse)\n", prefix,
+            (double)(r->arena - r->param_copies) / 1e6, (double)r->activations / 1e6);
 }
 
 size_t trit_peak_rss_bytes(void) {
