@@ -1,13 +1,57 @@
-// Placeholder until the mixed-precision GEMM lands: same contract as described in the issue.
+// The mixed-precision GEMM: operands stored in f32, bf16 or f16, products summed in fp32.
+//
+// C (M, N) = op(A) (M, K) @ op(B) (K, N), or C += when accumulate; layouts as trit_kernel_gemm_f32
+// (kernels/gemm.h): each operand is row-major storage with a leading dimension, transposed when
+// `trans`. C is f32 or bf16 (cdt) with leading dim ldc.
+//
+// Precision. 16-bit operands are used as they are: a bf16 x bf16 or f16 x f16 product is exact
+// in fp32, so only the fp32 summation rounds. `prec` applies to f32 operands only:
+//   TRIT_MATMUL_HIGHEST  f32 as it is (f32 x f32 gives exactly trit_kernel_gemm_f32's result);
+//   TRIT_MATMUL_HIGH     each f32 value x split into hi = bf16(x) and lo = bf16(x - hi) (round to
+//                        nearest even), and A B = Ahi Bhi + Ahi Blo + Alo Bhi, three products
+//                        summed in fp32 (about 16 significant bits, PyTorch's "high");
+//   TRIT_MATMUL_MEDIUM   f32 values rounded to bf16 (nearest even) once.
+// A bf16 C receives the whole fp32 sum (plus the old value, read as f32, when accumulating)
+// rounded to nearest even once. NaN stays NaN through every conversion.
+//
+// Threads: as the f32 GEMM, every C element is summed in an order fixed by the data alone, so
+// 1 and 2 threads give identical bits.
 #ifndef TRIT_KERNELS_GEMM_LOWP_H
 #define TRIT_KERNELS_GEMM_LOWP_H
+
 #include "trit/tensor.h"
+
 typedef struct trit_gemm_operand {
-    const void *p;
-    trit_dtype dt;
-    int64_t ld;
-    bool trans;
+    const void *p;  // element (0, 0) as stored
+    trit_dtype dt;  // TRIT_F32, TRIT_BF16 or TRIT_F16
+    int64_t ld;     // elements between stored rows
+    bool trans;     // stored transposed: A as (K, M), B as (N, K)
 } trit_gemm_operand;
-void trit_kernel_gemm_mixed(int64_t M, int64_t N, int64_t K, const trit_gemm_operand *A, const trit_gemm_operand *B,
-                            void *C, trit_dtype cdt, int64_t ldc, bool accumulate, trit_matmul_precision prec);
+
+// C: (M, N) f32 or bf16.
+typedef void trit_kernel_gemm_mixed_fn(int64_t M, int64_t N, int64_t K, const trit_gemm_operand *A,
+                                       const trit_gemm_operand *B, void *C, trit_dtype cdt, int64_t ldc,
+                                       bool accumulate, trit_matmul_precision prec);
+// trit_kernel_gemm_mixed takes the kernel table's choice; _ref is the portable oracle; the x86
+// ones widen 16-bit operands to f32 while packing, so their inner loops are the f32 kernels'.
+trit_kernel_gemm_mixed_fn trit_kernel_gemm_mixed, trit_kernel_gemm_mixed_ref, trit_kernel_gemm_mixed_avx2,
+    trit_kernel_gemm_mixed_avx512;
+
+// The x86 kernels' core with an f32 C (x86/gemm_avx2.c, x86/gemm_avx512.c); gemm_mixed.c adds
+// the bf16 C around it. C: (M, N) f32.
+typedef void trit_kernel_gemm_mixed_f32c_fn(int64_t M, int64_t N, int64_t K, const trit_gemm_operand *A,
+                                            const trit_gemm_operand *B, float *C, int64_t ldc, bool accumulate,
+                                            trit_matmul_precision prec);
+trit_kernel_gemm_mixed_f32c_fn trit_kernel_gemm_mixed_avx2_f32c, trit_kernel_gemm_mixed_avx512_f32c;
+
+// How an operand's values enter the products (the packing modes of the x86 kernels).
+typedef enum trit_gemm_piece {
+    TRIT_GEMM_VALUE = 0,  // the stored value (16-bit widened exactly)
+    TRIT_GEMM_BF16_HI,    // bf16(x)
+    TRIT_GEMM_BF16_LO,    // bf16(x - bf16(x))
+} trit_gemm_piece;
+
+// The value of element i of an operand (storage dt) as the products see it in `piece`.
+float trit_gemm_piece_value(const void *p, trit_dtype dt, int64_t i, trit_gemm_piece piece);
+
 #endif

@@ -3,6 +3,7 @@
 
 #include "kernels/flash.h"
 #include "kernels/gemm.h"
+#include "kernels/gemm_lowp.h"
 #include "kernels/rowops.h"
 
 #define ROW(id, in, out, needs, fn) {TRIT_KERNEL_##id, TRIT_##in, TRIT_##out, needs, #fn, (trit_kernel_fn)fn}
@@ -21,6 +22,11 @@ static const trit_kernel_entry table[] = {
     ROW(GEMM, F32, F32, AVX512, trit_kernel_gemm_avx512_f32),
     ROW(GEMM, F32, F32, AVX2, trit_kernel_gemm_avx2_f32),
     ROW(GEMM, F32, F32, 0, trit_kernel_gemm_ref_f32),
+    // Any mix of f32/bf16/f16 operands, keyed by bf16 -> f32: 16-bit operands widened while
+    // packing, so the f32 micro-kernels run it.
+    ROW(GEMM_MIXED, BF16, F32, AVX512, trit_kernel_gemm_mixed_avx512),
+    ROW(GEMM_MIXED, BF16, F32, AVX2, trit_kernel_gemm_mixed_avx2),
+    ROW(GEMM_MIXED, BF16, F32, 0, trit_kernel_gemm_mixed_ref),
     ROWOP(NORM_FWD, norm_fwd),
     ROWOP(NORM_BWD_X, norm_bwd_x),
     ROWOP(NORM_BWD_PARAMS, norm_bwd_params),

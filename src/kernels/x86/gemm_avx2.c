@@ -1,4 +1,5 @@
-// AVX2 + FMA fp32 GEMM: C (M, N) (+)= op(A) @ op(B), contract in kernels/gemm.h.
+// AVX2 + FMA (+ F16C) GEMM: C (M, N) (+)= op(A) @ op(B), f32 (contract in kernels/gemm.h) and
+// mixed precision with f32 C (kernels/gemm_lowp.h; 16-bit operands widened while packing).
 //
 // The design of gemm_avx512.c with 256-bit vectors: per thread, op(B) is packed into 16-wide
 // panels (KC x NC) and op(A) into 6-tall panels (MC x KC); a 6x16 register tile (12 ymm
@@ -137,15 +138,47 @@ static inline void transpose8(__m256 r[8]) {
     }
 }
 
-// Reads `rows` (<= 8) rows of `kk` (<= 8) floats, rows ld apart, and writes the transpose:
-// for q < kk, dst[q * dst_ld + i] = src[i * ld + q] for the `width` lanes i (rows >= `rows`
-// are written as zero).
-static inline void transpose_block(const float *src, int64_t ld, int64_t rows, int64_t kk,
-                                   float *dst, int64_t dst_ld, int width) {
+// f32 values rounded to bf16 (nearest even) and widened back; NaN stays a quiet NaN, as
+// trit_f32_to_bf16 does.
+static inline __m256 round_bf16(__m256 x) {
+    const __m256i u = _mm256_castps_si256(x), top = _mm256_set1_epi32((int)0xffff0000u);
+    const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+    const __m256i r = _mm256_and_si256(_mm256_add_epi32(u, _mm256_add_epi32(_mm256_set1_epi32(0x7fff), lsb)), top);
+    const __m256i q = _mm256_and_si256(_mm256_or_si256(u, _mm256_set1_epi32(0x00400000)), top);
+    const __m256 nan = _mm256_cmp_ps(x, x, _CMP_UNORD_Q);
+    return _mm256_blendv_ps(_mm256_castsi256_ps(r), _mm256_castsi256_ps(q), nan);
+}
+
+// The first n (<= 8) 16-bit values at p, zeros after them.
+static inline __m128i load_u16(const uint16_t *p, int64_t n) {
+    if (n >= 8) return _mm_loadu_si128((const __m128i *)p);
+    uint16_t t[8] = {0};
+    for (int64_t i = 0; i < n; i++) t[i] = p[i];
+    return _mm_loadu_si128((const __m128i *)t);
+}
+
+// The first n (<= 8) values of operand s from element i on (zeros after them), as f32: 16-bit
+// storage widened exactly (F16C for f16), f32 storage in the operand's piece.
+static inline __m256 load_src(gemm_src s, int64_t i, int64_t n) {
+    n = n < 0 ? 0 : n > 8 ? 8 : n;
+    if (s.dt == TRIT_BF16) {
+        const __m256i w = _mm256_cvtepu16_epi32(load_u16((const uint16_t *)s.p + i, n));
+        return _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
+    }
+    if (s.dt == TRIT_F16) return _mm256_cvtph_ps(load_u16((const uint16_t *)s.p + i, n));
+    const __m256 x = _mm256_maskload_ps((const float *)s.p + i, lanes(n));
+    if (s.piece == TRIT_GEMM_VALUE) return x;
+    const __m256 hi = round_bf16(x);
+    return s.piece == TRIT_GEMM_BF16_HI ? hi : round_bf16(_mm256_sub_ps(x, hi));
+}
+
+// Reads `rows` (<= 8) rows of `kk` (<= 8) values of s from element i0, rows ld apart, and
+// writes the transpose: for q < kk, dst[q * dst_ld + i] = s[i0 + i * ld + q] for the `width`
+// lanes i (rows >= `rows` are written as zero).
+static inline void transpose_block(gemm_src s, int64_t i0, int64_t ld, int64_t rows, int64_t kk, float *dst,
+                                   int64_t dst_ld, int width) {
     __m256 r[8];
-    __m256i km = lanes(kk);
-    for (int i = 0; i < 8; i++)
-        r[i] = i < rows ? _mm256_maskload_ps(src + i * ld, km) : _mm256_setzero_ps();
+    for (int i = 0; i < 8; i++) r[i] = i < rows ? load_src(s, i0 + i * ld, kk) : _mm256_setzero_ps();
     transpose8(r);
     __m256i wm = lanes(width);
     for (int q = 0; q < kk; q++) _mm256_maskstore_ps(dst + q * dst_ld, wm, r[q]);
@@ -158,14 +191,13 @@ static void pack_a(const gemm_args *g, int64_t i0, int64_t mc, int64_t p0, int64
     for (int64_t ir = 0; ir < mc; ir += MR, dst += kc * MR) {
         int64_t mr = min64(MR, mc - ir);
         if (g->trans_a) {  // stored (K, M): each k gives MR contiguous values
-            const float *src = g->A + p0 * g->lda + i0 + ir;
-            __m256i m = lanes(mr);
+            const int64_t src = p0 * g->lda + i0 + ir;
             for (int64_t k = 0; k < kc; k++)
-                _mm256_maskstore_ps(dst + k * MR, full, _mm256_maskload_ps(src + k * g->lda, m));
+                _mm256_maskstore_ps(dst + k * MR, full, load_src(g->A, src + k * g->lda, mr));
         } else {  // stored (M, K): transpose 8-k blocks of the MR rows
-            const float *src = g->A + (i0 + ir) * g->lda + p0;
+            const int64_t src = (i0 + ir) * g->lda + p0;
             for (int64_t k = 0; k < kc; k += 8)
-                transpose_block(src + k, g->lda, mr, min64(8, kc - k), dst + k * MR, MR, MR);
+                transpose_block(g->A, src + k, g->lda, mr, min64(8, kc - k), dst + k * MR, MR, MR);
         }
     }
 }
@@ -176,19 +208,18 @@ static void pack_b(const gemm_args *g, int64_t p0, int64_t kc, int64_t j0, int64
     for (int64_t jr = 0; jr < nc; jr += NR, dst += kc * NR) {
         int64_t nr = min64(NR, nc - jr);
         if (!g->trans_b) {  // stored (K, N): rows are contiguous along N
-            const float *src = g->B + p0 * g->ldb + j0 + jr;
-            __m256i m0 = lanes(nr), m1 = lanes(nr - 8);
+            const int64_t src = p0 * g->ldb + j0 + jr;
             for (int64_t k = 0; k < kc; k++) {
-                _mm256_store_ps(dst + k * NR, _mm256_maskload_ps(src + k * g->ldb, m0));
-                _mm256_store_ps(dst + k * NR + 8, _mm256_maskload_ps(src + k * g->ldb + 8, m1));
+                _mm256_store_ps(dst + k * NR, load_src(g->B, src + k * g->ldb, nr));
+                _mm256_store_ps(dst + k * NR + 8, load_src(g->B, src + k * g->ldb + 8, nr - 8));
             }
         } else {  // stored (N, K): transpose 8 x 8 blocks, two per panel
-            const float *src = g->B + (j0 + jr) * g->ldb + p0;
-            const float *hi = nr > 8 ? src + 8 * g->ldb : src;  // rows 8.. if any
+            const int64_t src = (j0 + jr) * g->ldb + p0;
+            const int64_t hi = nr > 8 ? src + 8 * g->ldb : src;  // rows 8.. if any
             for (int64_t k = 0; k < kc; k += 8) {
                 int64_t kk = min64(8, kc - k);
-                transpose_block(src + k, g->ldb, min64(8, nr), kk, dst + k * NR, NR, 8);
-                transpose_block(hi + k, g->ldb, nr - 8, kk, dst + k * NR + 8, NR, 8);
+                transpose_block(g->B, src + k, g->ldb, min64(8, nr), kk, dst + k * NR, NR, 8);
+                transpose_block(g->B, hi + k, g->ldb, nr - 8, kk, dst + k * NR + 8, NR, 8);
             }
         }
     }
@@ -210,5 +241,13 @@ static void gemm_macro(int64_t kc, int64_t mc, int64_t nc, const float *ap, cons
 void trit_kernel_gemm_avx2_f32(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
                                const float *A, int64_t lda, const float *B, int64_t ldb,
                                float *C, int64_t ldc, bool accumulate) {
-    gemm_run(trans_a, trans_b, M, N, K, A, lda, B, ldb, C, ldc, accumulate);
+    gemm_run_f32(trans_a, trans_b, M, N, K, A, lda, B, ldb, C, ldc, accumulate);
+}
+
+// 16-bit operands (bf16 widened by a shift, f16 through F16C) and lower precisions through the
+// same packing and FMA micro-kernel; a bf16 C goes through kernels/gemm_mixed.c.
+void trit_kernel_gemm_mixed_avx2_f32c(int64_t M, int64_t N, int64_t K, const trit_gemm_operand *A,
+                                      const trit_gemm_operand *B, float *C, int64_t ldc, bool accumulate,
+                                      trit_matmul_precision prec) {
+    gemm_run_mixed(M, N, K, A, B, C, ldc, accumulate, prec);
 }

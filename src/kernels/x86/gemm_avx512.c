@@ -1,4 +1,5 @@
-// AVX-512 fp32 GEMM: C (M, N) (+)= op(A) @ op(B), contract in kernels/gemm.h.
+// AVX-512 GEMM: C (M, N) (+)= op(A) @ op(B), f32 (contract in kernels/gemm.h) and mixed
+// precision with f32 C (kernels/gemm_lowp.h; 16-bit operands widened while packing).
 //
 // Goto-style blocking. For each NC-wide column block and KC-deep slice of K, a thread packs
 // op(B) into 32-wide panels (a KC x NC block that stays in L2), then for each MC-tall row block
@@ -150,15 +151,39 @@ static inline void transpose16(__m512 r[16]) {
     for (int i = 0; i < 16; i++) r[i] = t[i];
 }
 
-// Reads `rows` (<= 16) rows of `kk` (<= 16) floats, rows ld apart, and writes the transpose:
-// for q < kk, dst[q * dst_ld + i] = src[i * ld + q] for the `width` lanes i (rows >= `rows`
-// are written as zero).
-static inline void transpose_block(const float *src, int64_t ld, int64_t rows, int64_t kk,
-                                   float *dst, int64_t dst_ld, int width) {
+// f32 values rounded to bf16 (nearest even) and widened back; NaN stays a quiet NaN, as
+// trit_f32_to_bf16 does.
+static inline __m512 round_bf16(__m512 x) {
+    const __m512i u = _mm512_castps_si512(x), top = _mm512_set1_epi32((int)0xffff0000u);
+    const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+    __m512i r = _mm512_and_si512(_mm512_add_epi32(u, _mm512_add_epi32(_mm512_set1_epi32(0x7fff), lsb)), top);
+    const __mmask16 nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
+    r = _mm512_mask_mov_epi32(r, nan, _mm512_and_si512(_mm512_or_si512(u, _mm512_set1_epi32(0x00400000)), top));
+    return _mm512_castsi512_ps(r);
+}
+
+// The 16 values (lanes under m, zeros elsewhere) of operand s from element i on, as f32: 16-bit
+// storage widened exactly, f32 storage in the operand's piece (itself, its bf16 hi or lo part).
+static inline __m512 load_src(gemm_src s, int64_t i, __mmask16 m) {
+    if (s.dt == TRIT_BF16) {
+        const __m256i h = _mm256_maskz_loadu_epi16(m, (const uint16_t *)s.p + i);
+        return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+    }
+    if (s.dt == TRIT_F16) return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, (const uint16_t *)s.p + i));
+    const __m512 x = _mm512_maskz_loadu_ps(m, (const float *)s.p + i);
+    if (s.piece == TRIT_GEMM_VALUE) return x;
+    const __m512 hi = round_bf16(x);
+    return s.piece == TRIT_GEMM_BF16_HI ? hi : round_bf16(_mm512_sub_ps(x, hi));
+}
+
+// Reads `rows` (<= 16) rows of `kk` (<= 16) values of s from element i0, rows ld apart, and
+// writes the transpose: for q < kk, dst[q * dst_ld + i] = s[i0 + i * ld + q] for the `width`
+// lanes i (rows >= `rows` are written as zero).
+static inline void transpose_block(gemm_src s, int64_t i0, int64_t ld, int64_t rows, int64_t kk, float *dst,
+                                   int64_t dst_ld, int width) {
     __m512 r[16];
     __mmask16 km = lanes(kk);
-    for (int i = 0; i < 16; i++)
-        r[i] = i < rows ? _mm512_maskz_loadu_ps(km, src + i * ld) : _mm512_setzero_ps();
+    for (int i = 0; i < 16; i++) r[i] = i < rows ? load_src(s, i0 + i * ld, km) : _mm512_setzero_ps();
     transpose16(r);
     __mmask16 wm = lanes(width);
     for (int q = 0; q < kk; q++) _mm512_mask_storeu_ps(dst + q * dst_ld, wm, r[q]);
@@ -170,15 +195,14 @@ static void pack_a(const gemm_args *g, int64_t i0, int64_t mc, int64_t p0, int64
     for (int64_t ir = 0; ir < mc; ir += MR, dst += kc * MR) {
         int64_t mr = min64(MR, mc - ir);
         if (g->trans_a) {  // stored (K, M): each k gives MR contiguous values
-            const float *src = g->A + p0 * g->lda + i0 + ir;
+            const int64_t src = p0 * g->lda + i0 + ir;
             __mmask16 m = lanes(mr);
             for (int64_t k = 0; k < kc; k++)
-                _mm512_mask_storeu_ps(dst + k * MR, lanes(MR),
-                                      _mm512_maskz_loadu_ps(m, src + k * g->lda));
+                _mm512_mask_storeu_ps(dst + k * MR, lanes(MR), load_src(g->A, src + k * g->lda, m));
         } else {  // stored (M, K): transpose 16-k blocks of the MR rows
-            const float *src = g->A + (i0 + ir) * g->lda + p0;
+            const int64_t src = (i0 + ir) * g->lda + p0;
             for (int64_t k = 0; k < kc; k += 16)
-                transpose_block(src + k, g->lda, mr, min64(16, kc - k), dst + k * MR, MR, MR);
+                transpose_block(g->A, src + k, g->lda, mr, min64(16, kc - k), dst + k * MR, MR, MR);
         }
     }
 }
@@ -189,20 +213,19 @@ static void pack_b(const gemm_args *g, int64_t p0, int64_t kc, int64_t j0, int64
     for (int64_t jr = 0; jr < nc; jr += NR, dst += kc * NR) {
         int64_t nr = min64(NR, nc - jr);
         if (!g->trans_b) {  // stored (K, N): rows are contiguous along N
-            const float *src = g->B + p0 * g->ldb + j0 + jr;
+            const int64_t src = p0 * g->ldb + j0 + jr;
             __mmask16 m0 = lanes(nr), m1 = lanes(nr - 16);
             for (int64_t k = 0; k < kc; k++) {
-                _mm512_store_ps(dst + k * NR, _mm512_maskz_loadu_ps(m0, src + k * g->ldb));
-                _mm512_store_ps(dst + k * NR + 16,
-                                _mm512_maskz_loadu_ps(m1, src + k * g->ldb + 16));
+                _mm512_store_ps(dst + k * NR, load_src(g->B, src + k * g->ldb, m0));
+                _mm512_store_ps(dst + k * NR + 16, load_src(g->B, src + k * g->ldb + 16, m1));
             }
         } else {  // stored (N, K): transpose 16 x 16 blocks, two per panel
-            const float *src = g->B + (j0 + jr) * g->ldb + p0;
+            const int64_t src = (j0 + jr) * g->ldb + p0;
+            const int64_t hi = nr > 16 ? src + 16 * g->ldb : src;  // rows 16.. if any
             for (int64_t k = 0; k < kc; k += 16) {
                 int64_t kk = min64(16, kc - k);
-                transpose_block(src + k, g->ldb, min64(16, nr), kk, dst + k * NR, NR, 16);
-                const float *hi = nr > 16 ? src + 16 * g->ldb : src;  // rows 16.. if any
-                transpose_block(hi + k, g->ldb, nr - 16, kk, dst + k * NR + 16, NR, 16);
+                transpose_block(g->B, src + k, g->ldb, min64(16, nr), kk, dst + k * NR, NR, 16);
+                transpose_block(g->B, hi + k, g->ldb, nr - 16, kk, dst + k * NR + 16, NR, 16);
             }
         }
     }
@@ -224,5 +247,13 @@ static void gemm_macro(int64_t kc, int64_t mc, int64_t nc, const float *ap, cons
 void trit_kernel_gemm_avx512_f32(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
                                  const float *A, int64_t lda, const float *B, int64_t ldb,
                                  float *C, int64_t ldc, bool accumulate) {
-    gemm_run(trans_a, trans_b, M, N, K, A, lda, B, ldb, C, ldc, accumulate);
+    gemm_run_f32(trans_a, trans_b, M, N, K, A, lda, B, ldb, C, ldc, accumulate);
+}
+
+// 16-bit operands and lower precisions through the same packing and micro-kernel (widened to
+// f32 while packing); a bf16 C goes through kernels/gemm_mixed.c.
+void trit_kernel_gemm_mixed_avx512_f32c(int64_t M, int64_t N, int64_t K, const trit_gemm_operand *A,
+                                        const trit_gemm_operand *B, float *C, int64_t ldc, bool accumulate,
+                                        trit_matmul_precision prec) {
+    gemm_run_mixed(M, N, K, A, B, C, ldc, accumulate, prec);
 }

@@ -1,6 +1,9 @@
-// Blocking and threading driver shared by the x86 fp32 GEMM kernels (gemm_avx2.c,
-// gemm_avx512.c). It is included by each ISA file, so its static functions are compiled with
-// that file's ISA flags and inline its micro-kernel and packing code.
+// Blocking and threading driver shared by the x86 GEMM kernels (gemm_avx2.c, gemm_avx512.c),
+// for f32 operands and, through the same code, the mixed-precision GEMM (kernels/gemm_lowp.h):
+// an operand may be stored in bf16 or f16, or enter as the bf16 hi or lo piece of an f32 value,
+// and the packing widens every value to f32, so one f32 micro-kernel serves every case. It is
+// included by each ISA file, so its static functions are compiled with that file's ISA flags
+// and inline its micro-kernel and packing code.
 //
 // Before including, the ISA file defines:
 //   MR, NR                 register tile: MR rows by NR columns of C
@@ -19,6 +22,7 @@
 #define TRIT_KERNELS_X86_GEMM_DRIVER_H
 
 #include "kernels/gemm.h"
+#include "kernels/gemm_lowp.h"
 #include "trit/base.h"
 
 #include <omp.h>
@@ -26,16 +30,31 @@
 #include <stddef.h>
 #include <stdint.h>
 
+// One operand as packing reads it: storage, its dtype, and the piece of each value to take.
+typedef struct gemm_src {
+    const void *p;
+    trit_dtype dt;          // TRIT_F32, TRIT_BF16 or TRIT_F16
+    trit_gemm_piece piece;  // for f32 storage; 16-bit values enter as they are
+} gemm_src;
+
 typedef struct gemm_args {
     bool trans_a, trans_b, accumulate;
     int64_t M, N, K;
-    const float *A;
+    gemm_src A;
     int64_t lda;
-    const float *B;
+    gemm_src B;
     int64_t ldb;
     float *C;
     int64_t ldc;
 } gemm_args;
+
+// Plain f32 storage read as it is: the only case the in-place B path and the f32 fallback take.
+static inline bool src_is_f32(gemm_src s) { return s.dt == TRIT_F32 && s.piece == TRIT_GEMM_VALUE; }
+// The operand advanced by i elements.
+static inline gemm_src src_at(gemm_src s, int64_t i) {
+    s.p = (const char *)s.p + i * (s.dt == TRIT_F32 ? 4 : 2);
+    return s;
+}
 
 static inline int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 static inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
@@ -58,6 +77,28 @@ static void tile_direct(int64_t kc, const float *a, const float *b, int64_t ldb,
                         float *c, int64_t ldc, int64_t mr, bool add_c);
 
 // ---- blocking and threads ------------------------------------------------------------------
+
+// C[m0:m1, n0:n1] by the portable kernels, which need no packing memory.
+static void gemm_fallback(const gemm_args *g, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
+    const gemm_src a = src_at(g->A, g->trans_a ? m0 : m0 * g->lda), b = src_at(g->B, g->trans_b ? n0 * g->ldb : n0);
+    float *c = g->C + m0 * g->ldc + n0;
+    if (src_is_f32(a) && src_is_f32(b)) {
+        trit_kernel_gemm_ref_f32(g->trans_a, g->trans_b, m1 - m0, n1 - n0, g->K, a.p, g->lda, b.p, g->ldb, c, g->ldc,
+                                 g->accumulate);
+        return;
+    }
+    // One piece per operand: the reference at MEDIUM precision takes bf16 hi pieces of f32
+    // values, which is what a HI pass packs; a LO pass has no such shortcut, so it goes
+    // element by element.
+    for (int64_t i = 0; i < m1 - m0; i++)
+        for (int64_t j = 0; j < n1 - n0; j++) {
+            float sum = 0;
+            for (int64_t k = 0; k < g->K; k++)
+                sum += trit_gemm_piece_value(a.p, a.dt, g->trans_a ? k * g->lda + i : i * g->lda + k, a.piece) *
+                       trit_gemm_piece_value(b.p, b.dt, g->trans_b ? j * g->ldb + k : k * g->ldb + j, b.piece);
+            c[i * g->ldc + j] = g->accumulate ? c[i * g->ldc + j] + sum : sum;
+        }
+}
 
 // Per-thread packing memory, grown on demand and kept for the life of the thread.
 static _Thread_local float *pack_mem;
@@ -82,10 +123,7 @@ static void gemm_block(const gemm_args *g, int64_t m0, int64_t m1, int64_t n0, i
     int64_t mc_max = min64(GEMM_MC, ceil_div(m1 - m0, MR) * MR);
     float *bp = pack_buffer((size_t)(ks * (nc_max + mc_max)));
     if (!bp) {  // out of memory: the portable path needs no buffers
-        trit_kernel_gemm_ref_f32(g->trans_a, g->trans_b, m1 - m0, n1 - n0, g->K,
-                                 g->trans_a ? g->A + m0 : g->A + m0 * g->lda, g->lda,
-                                 g->trans_b ? g->B + n0 * g->ldb : g->B + n0, g->ldb,
-                                 g->C + m0 * g->ldc + n0, g->ldc, g->accumulate);
+        gemm_fallback(g, m0, m1, n0, n1);
         return;
     }
     float *ap = bp + ks * nc_max;
@@ -107,8 +145,8 @@ static void gemm_block(const gemm_args *g, int64_t m0, int64_t m1, int64_t n0, i
 // Small problems: A packed one panel at a time, B read in place when it is (K, N).
 static void gemm_small(const gemm_args *g, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
     int64_t ks = k_slice(g->K);
-    float *ap = g->trans_b ? NULL : pack_buffer((size_t)(ks * MR));
-    if (!ap) {  // (N, K) storage needs packing; so does the portable fallback on no memory
+    float *ap = g->trans_b || !src_is_f32(g->B) ? NULL : pack_buffer((size_t)(ks * MR));
+    if (!ap) {  // (N, K) or converted storage needs packing; so does the fallback on no memory
         gemm_block(g, m0, m1, n0, n1);
         return;
     }
@@ -119,7 +157,7 @@ static void gemm_small(const gemm_args *g, int64_t m0, int64_t m1, int64_t n0, i
             int64_t mr = min64(MR, m1 - ir);
             pack_a(g, ir, mr, pc, kc, ap);
             for (int64_t jr = n0; jr < n1; jr += NR)
-                tile_direct(kc, ap, g->B + pc * g->ldb + jr, g->ldb, n1 - jr,
+                tile_direct(kc, ap, (const float *)g->B.p + pc * g->ldb + jr, g->ldb, n1 - jr,
                             g->C + ir * g->ldc + jr, g->ldc, mr, add_c);
         }
     }
@@ -156,19 +194,17 @@ static void gemm_range(const gemm_args *g, bool small, int64_t m0, int64_t m1, i
         gemm_block(g, m0, m1, n0, n1);
 }
 
-// The whole call, contract in kernels/gemm.h: A (M, K) or stored (K, M) when trans_a;
-// B (K, N) or stored (N, K) when trans_b; C (M, N).
-static void gemm_run(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
-                     const float *A, int64_t lda, const float *B, int64_t ldb, float *C,
-                     int64_t ldc, bool accumulate) {
+// The whole call: C (M, N) (+)= op(A) @ op(B) with the operands of g (contract in
+// kernels/gemm.h, operand forms in kernels/gemm_lowp.h).
+static void gemm_run(gemm_args g) {
+    const int64_t M = g.M, N = g.N, K = g.K;
     if (M <= 0 || N <= 0) return;
     if (K <= 0) {
-        if (!accumulate)
+        if (!g.accumulate)
             for (int64_t i = 0; i < M; i++)
-                for (int64_t j = 0; j < N; j++) C[i * ldc + j] = 0.0f;
+                for (int64_t j = 0; j < N; j++) g.C[i * g.ldc + j] = 0.0f;
         return;
     }
-    gemm_args g = {trans_a, trans_b, accumulate, M, N, K, A, lda, B, ldb, C, ldc};
     int64_t work = M * N * K;
     bool small = work <= GEMM_SMALL;
     int nt = work < GEMM_PARALLEL || omp_in_parallel() ? 1 : omp_get_max_threads();
@@ -181,6 +217,34 @@ static void gemm_run(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K
         int64_t r[4];
         thread_share(&g, omp_get_thread_num(), omp_get_num_threads(), r);
         if (r[0] < r[1] && r[2] < r[3]) gemm_range(&g, small, r[0], r[1], r[2], r[3]);
+    }
+}
+
+// The f32 GEMM of kernels/gemm.h.
+static void gemm_run_f32(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
+                         const float *B, int64_t ldb, float *C, int64_t ldc, bool accumulate) {
+    const gemm_args g = {trans_a, trans_b, accumulate, M, N, K, {A, TRIT_F32, TRIT_GEMM_VALUE}, lda,
+                         {B, TRIT_F32, TRIT_GEMM_VALUE}, ldb, C, ldc};
+    gemm_run(g);
+}
+
+// The mixed GEMM of kernels/gemm_lowp.h into an f32 C: one pass per product of pieces (one,
+// or three for TRIT_MATMUL_HIGH), each adding onto C in turn.
+static void gemm_run_mixed(int64_t M, int64_t N, int64_t K, const trit_gemm_operand *A, const trit_gemm_operand *B,
+                           float *C, int64_t ldc, bool accumulate, trit_matmul_precision prec) {
+    const bool split = prec == TRIT_MATMUL_HIGH;
+    const trit_gemm_piece first = prec == TRIT_MATMUL_HIGHEST ? TRIT_GEMM_VALUE : TRIT_GEMM_BF16_HI;
+    static const trit_gemm_piece pa[3] = {0, TRIT_GEMM_BF16_HI, TRIT_GEMM_BF16_LO};
+    static const trit_gemm_piece pb[3] = {0, TRIT_GEMM_BF16_LO, TRIT_GEMM_BF16_HI};
+    for (int pass = 0; pass < (split ? 3 : 1); pass++) {
+        // A lo pass of a 16-bit operand is all zeros: skip it rather than add zeros.
+        if (pass > 0 && ((pa[pass] == TRIT_GEMM_BF16_LO && A->dt != TRIT_F32) ||
+                         (pb[pass] == TRIT_GEMM_BF16_LO && B->dt != TRIT_F32)))
+            continue;
+        const gemm_args g = {A->trans, B->trans, accumulate || pass > 0, M, N, K,
+                             {A->p, A->dt, pass ? pa[pass] : first}, A->ld, {B->p, B->dt, pass ? pb[pass] : first},
+                             B->ld, C, ldc};
+        gemm_run(g);
     }
 }
 

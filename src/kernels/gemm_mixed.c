@@ -1,0 +1,63 @@
+// The mixed-precision GEMM's entry point (the kernel table's choice) and the x86 kernels' bf16
+// C: rows of C are computed in fp32 in blocks of ROWS through a per-thread buffer, then rounded
+// once (after adding the old values when accumulating).
+#include "kernels/gemm_lowp.h"
+#include "kernels/kernel_table.h"
+
+#include <string.h>
+
+enum { ROWS = 64 };
+
+static _Thread_local float *rows_mem;
+static _Thread_local size_t rows_floats;
+
+static float *rows_buffer(size_t floats) {
+    if (floats > rows_floats) {
+        trit_aligned_free(rows_mem);
+        rows_mem = trit_aligned_alloc(floats * sizeof(float));
+        rows_floats = rows_mem ? floats : 0;
+    }
+    return rows_mem;
+}
+
+static void with_c(trit_kernel_gemm_mixed_f32c_fn *core, int64_t M, int64_t N, int64_t K, const trit_gemm_operand *A,
+                   const trit_gemm_operand *B, void *C, trit_dtype cdt, int64_t ldc, bool accumulate,
+                   trit_matmul_precision prec) {
+    if (cdt == TRIT_F32) {
+        core(M, N, K, A, B, C, ldc, accumulate, prec);
+        return;
+    }
+    float *buf = rows_buffer((size_t)(ROWS * (N > 0 ? N : 1)));
+    if (!buf) {  // out of memory: the portable kernel needs no buffer
+        trit_kernel_gemm_mixed_ref(M, N, K, A, B, C, cdt, ldc, accumulate, prec);
+        return;
+    }
+    uint16_t *c16 = C;
+    for (int64_t r0 = 0; r0 < M; r0 += ROWS) {
+        const int64_t m = M - r0 < ROWS ? M - r0 : ROWS;
+        trit_gemm_operand a = *A;
+        a.p = (const char *)A->p + (A->trans ? r0 : r0 * A->ld) * (A->dt == TRIT_F32 ? 4 : 2);
+        for (int64_t i = 0; accumulate && i < m; i++) trit_bf16_to_f32_n(buf + i * N, c16 + (r0 + i) * ldc, N);
+        core(m, N, K, &a, B, buf, N, accumulate, prec);
+        for (int64_t i = 0; i < m; i++) trit_f32_to_bf16_n(c16 + (r0 + i) * ldc, buf + i * N, N);
+    }
+}
+
+void trit_kernel_gemm_mixed_avx512(int64_t M, int64_t N, int64_t K, const trit_gemm_operand *A,
+                                   const trit_gemm_operand *B, void *C, trit_dtype cdt, int64_t ldc, bool accumulate,
+                                   trit_matmul_precision prec) {
+    with_c(trit_kernel_gemm_mixed_avx512_f32c, M, N, K, A, B, C, cdt, ldc, accumulate, prec);
+}
+
+void trit_kernel_gemm_mixed_avx2(int64_t M, int64_t N, int64_t K, const trit_gemm_operand *A,
+                                 const trit_gemm_operand *B, void *C, trit_dtype cdt, int64_t ldc, bool accumulate,
+                                 trit_matmul_precision prec) {
+    with_c(trit_kernel_gemm_mixed_avx2_f32c, M, N, K, A, B, C, cdt, ldc, accumulate, prec);
+}
+
+void trit_kernel_gemm_mixed(int64_t M, int64_t N, int64_t K, const trit_gemm_operand *A, const trit_gemm_operand *B,
+                            void *C, trit_dtype cdt, int64_t ldc, bool accumulate, trit_matmul_precision prec) {
+    static trit_kernel_slot slot;
+    TRIT_KERNEL_FN(trit_kernel_gemm_mixed_fn, &slot, TRIT_KERNEL_GEMM_MIXED, TRIT_BF16, TRIT_F32)
+    (M, N, K, A, B, C, cdt, ldc, accumulate, prec);
+}
