@@ -137,6 +137,18 @@ void trit_f32_to_bf16_n(uint16_t *out, const float *in, int64_t n);
 void trit_bf16_to_f32_n(float *out, const uint16_t *in, int64_t n);
 void trit_f32_to_f16_n(uint16_t *out, const float *in, int64_t n);
 void trit_f16_to_f32_n(float *out, const uint16_t *in, int64_t n);
+// Stochastic rounding with 32 random bits r: x rounds away from zero with probability equal to
+// its distance from the value below (in units of the gap), so the expected result is x.
+// NaN and Inf are kept; bf16 past the largest finite value may round to Inf as nearest does;
+// f16 never rounds up into Inf (values past 65504 but below RNE's Inf threshold stay 65504).
+uint16_t trit_f32_to_bf16_sr(float x, uint32_t r);
+uint16_t trit_f32_to_f16_sr(float x, uint32_t r);
+// out (n) = in (n) rounded with the random bits of element offset + i of Philox (seed, stream):
+// the same value whatever thread converts which part.
+void trit_f32_to_bf16_sr_n(uint16_t *out, const float *in, int64_t n, uint64_t seed, uint64_t stream,
+                           uint64_t offset);
+void trit_f32_to_f16_sr_n(uint16_t *out, const float *in, int64_t n, uint64_t seed, uint64_t stream,
+                          uint64_t offset);
 
 #ifdef __cplusplus
 }

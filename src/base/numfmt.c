@@ -3,6 +3,7 @@
 // Inf stays Inf; f16 overflow goes to Inf and f16 subnormals are exact both ways.
 #include "trit/base.h"
 
+#include <math.h>
 #include <string.h>
 
 static inline uint32_t f32_bits(float x) {
@@ -100,4 +101,57 @@ void trit_f32_to_f16_n(uint16_t *out, const float *in, int64_t n) {
 // out, in: (n)
 void trit_f16_to_f32_n(float *out, const uint16_t *in, int64_t n) {
     for (int64_t i = 0; i < n; i++) out[i] = trit_f16_to_f32(in[i]);
+}
+
+// ---- stochastic rounding ---------------------------------------------------------------------
+// Round up (in magnitude) with probability equal to the distance from the value below, so the
+// expected result is the exact value: small updates that round-to-nearest would drop entirely
+// survive on average.
+
+uint16_t trit_f32_to_bf16_sr(float x, uint32_t r) {
+    uint32_t u = f32_bits(x);
+    if ((u & 0x7f800000u) == 0x7f800000u) return trit_f32_to_bf16(x);  // Inf, NaN: as nearest
+    // The 16 random bits carry into the kept half exactly as often as the dropped half is
+    // large; past the largest finite value the carry reaches Inf, as rounding up would.
+    u += r & 0xffffu;
+    return (uint16_t)(u >> 16);
+}
+
+// The f16 whose magnitude is one step away from h (toward zero when down), same sign.
+static inline uint16_t f16_step(uint16_t h, bool down) { return (uint16_t)(down ? h - 1u : h + 1u); }
+
+uint16_t trit_f32_to_f16_sr(float x, uint32_t r) {
+    const uint16_t h = trit_f32_to_f16(x);
+    const float back = trit_f16_to_f32(h);
+    if (back == x || x != x || (h & 0x7fffu) == 0x7c00u) return h;  // exact, NaN or overflow to Inf
+    // The two f16 values around x: h and its neighbour on x's side.
+    const bool above = fabsf(back) > fabsf(x);
+    const uint16_t lo = above ? f16_step(h, true) : h, hi = above ? h : f16_step(h, false);
+    const double a = fabs((double)trit_f16_to_f32(lo)), b = fabs((double)trit_f16_to_f32(hi));
+    if (isinf(b)) return lo;  // above the largest f16: the step up is Inf, never taken
+    const double p = (fabs((double)x) - a) / (b - a);  // in (0, 1)
+    return (double)r * 0x1p-32 < p ? hi : lo;
+}
+
+// out (n): in (n) rounded with the bits of element offset + i of Philox (seed, stream).
+void trit_f32_to_bf16_sr_n(uint16_t *out, const float *in, int64_t n, uint64_t seed, uint64_t stream,
+                           uint64_t offset) {
+    uint32_t b[4];
+    uint64_t have = UINT64_MAX;
+    for (int64_t i = 0; i < n; i++) {
+        const uint64_t j = offset + (uint64_t)i;
+        if (j / 4 != have) trit_rng_block(seed, stream, have = j / 4, b);
+        out[i] = trit_f32_to_bf16_sr(in[i], b[j % 4]);
+    }
+}
+
+void trit_f32_to_f16_sr_n(uint16_t *out, const float *in, int64_t n, uint64_t seed, uint64_t stream,
+                          uint64_t offset) {
+    uint32_t b[4];
+    uint64_t have = UINT64_MAX;
+    for (int64_t i = 0; i < n; i++) {
+        const uint64_t j = offset + (uint64_t)i;
+        if (j / 4 != have) trit_rng_block(seed, stream, have = j / 4, b);
+        out[i] = trit_f32_to_f16_sr(in[i], b[j % 4]);
+    }
 }

@@ -48,6 +48,11 @@ static void bf16_from_f32(void *out, const float *in, int64_t n, trit_quant_info
     (void)q, (void)first;
     trit_f32_to_bf16_n(out, in, n);
 }
+static void bf16_from_f32_sr(void *out, const float *in, int64_t n, trit_quant_info *q, int64_t first,
+                             uint64_t seed, uint64_t stream) {
+    (void)q;
+    trit_f32_to_bf16_sr_n(out, in, n, seed, stream, (uint64_t)first);
+}
 static void f16_to_f32(float *out, const void *in, int64_t n, const trit_quant_info *q, int64_t first) {
     (void)q, (void)first;
     trit_f16_to_f32_n(out, in, n);
@@ -55,6 +60,12 @@ static void f16_to_f32(float *out, const void *in, int64_t n, const trit_quant_i
 static void f16_from_f32(void *out, const float *in, int64_t n, trit_quant_info *q, int64_t first) {
     (void)q, (void)first;
     trit_f32_to_f16_n(out, in, n);
+}
+
+static void f16_from_f32_sr(void *out, const float *in, int64_t n, trit_quant_info *q, int64_t first,
+                            uint64_t seed, uint64_t stream) {
+    (void)q;
+    trit_f32_to_f16_sr_n(out, in, n, seed, stream, (uint64_t)first);
 }
 
 // ---- integers: round to nearest even, saturate, NaN to 0 ------------------------------------
@@ -142,8 +153,8 @@ static void q8_0_from_f32_sr(void *out, const float *in, int64_t n, trit_quant_i
 static const trit_dtype_traits table[TRIT_DTYPE_COUNT] = {
     [TRIT_F32] = {"f32", 1, 4, true, false, f32_to_f32, f32_from_f32, f32_from_f32_sr},
     [TRIT_F64] = {"f64", 1, 8, true, false, f64_to_f32, f64_from_f32, f64_from_f32_sr},
-    [TRIT_BF16] = {"bf16", 1, 2, true, false, bf16_to_f32, bf16_from_f32, NULL},
-    [TRIT_F16] = {"f16", 1, 2, true, false, f16_to_f32, f16_from_f32, NULL},
+    [TRIT_BF16] = {"bf16", 1, 2, true, false, bf16_to_f32, bf16_from_f32, bf16_from_f32_sr},
+    [TRIT_F16] = {"f16", 1, 2, true, false, f16_to_f32, f16_from_f32, f16_from_f32_sr},
     [TRIT_I32] = {"i32", 1, 4, false, false, i32_to_f32, i32_from_f32, NULL},
     [TRIT_I64] = {"i64", 1, 8, false, false, i64_to_f32, i64_from_f32, NULL},
     [TRIT_I8] = {"i8", 1, 1, false, false, i8_to_f32, i8_from_f32, NULL},

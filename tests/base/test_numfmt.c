@@ -9,6 +9,7 @@
 
 #include <float.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -191,6 +192,70 @@ static void test_random_against_reference(void **state) {
     free(h);
 }
 
+// The seed notes' point: 1 + 0.00097656 (2^-10) is exactly 1 in bf16 (8 significant bits),
+// while an fp32 accumulator keeps it; summing 1024 such addends in bf16 goes nowhere.
+static void test_small_addend_vanishes_in_bf16(void **state) {
+    (void)state;
+    const float tiny = 0.00097656f;
+    assert_int_equal(trit_f32_to_bf16(1.0f + tiny), trit_f32_to_bf16(1.0f));
+    assert_true(1.0f + tiny != 1.0f);
+    uint16_t acc16 = trit_f32_to_bf16(1.0f);
+    float acc32 = 1.0f;
+    for (int i = 0; i < 1024; i++) {
+        acc16 = trit_f32_to_bf16(trit_bf16_to_f32(acc16) + tiny);
+        acc32 += tiny;
+    }
+    assert_true(trit_bf16_to_f32(acc16) == 1.0f);
+    assert_true(fabsf(acc32 - 2.0f) < 1e-3f);
+}
+
+// Stochastic rounding is unbiased: the mean of 1e6 roundings of a value between two
+// neighbours is within 3 sigma of it (sigma = gap * sqrt(p (1 - p) / n)); NaN and Inf are kept.
+static double sr_mean(bool f16, float x, int n, uint64_t seed) {
+    uint16_t *out = malloc(sizeof(uint16_t) * (size_t)n);
+    float *in = malloc(sizeof(float) * (size_t)n);
+    for (int i = 0; i < n; i++) in[i] = x;
+    if (f16) trit_f32_to_f16_sr_n(out, in, n, seed, 3, 0);
+    else trit_f32_to_bf16_sr_n(out, in, n, seed, 3, 0);
+    double sum = 0;
+    for (int i = 0; i < n; i++) sum += f16 ? trit_f16_to_f32(out[i]) : trit_bf16_to_f32(out[i]);
+    free(out);
+    free(in);
+    return sum / n;
+}
+
+static void check_unbiased(bool f16, float x, float lo, float hi) {
+    const int n = 1000000;
+    const double p = ((double)x - lo) / ((double)hi - lo), sigma = ((double)hi - lo) * sqrt(p * (1 - p) / n);
+    const double mean = sr_mean(f16, x, n, 11);
+    printf("  %s SR of %.9g: mean %.9g, |error| %.2f sigma\n", f16 ? "f16" : "bf16", x, mean, fabs(mean - x) / sigma);
+    assert_true(fabs(mean - x) <= 3 * sigma);
+}
+
+static void test_stochastic_rounding(void **state) {
+    (void)state;
+    check_unbiased(false, 1.0f + 0.3f * 0x1p-7f, 1.0f, 1.0f + 0x1p-7f);
+    check_unbiased(false, -3.0f - 0.71f * 0x1p-6f, -3.0f - 0x1p-6f, -3.0f);
+    check_unbiased(true, 1.0f + 0.25f * 0x1p-10f, 1.0f, 1.0f + 0x1p-10f);
+    check_unbiased(true, 3.3f * 0x1p-24f, 3.0f * 0x1p-24f, 4.0f * 0x1p-24f);  // f16 subnormals
+    assert_true(isnan(trit_bf16_to_f32(trit_f32_to_bf16_sr(NAN, 0xffffffffu))));
+    assert_true(isinf(trit_bf16_to_f32(trit_f32_to_bf16_sr(INFINITY, 0xffffffffu))));
+    assert_true(isnan(trit_f16_to_f32(trit_f32_to_f16_sr(NAN, 0x12345678u))));
+    assert_true(trit_f16_to_f32(trit_f32_to_f16_sr(-INFINITY, 5)) == -INFINITY);
+    assert_true(trit_f16_to_f32(trit_f32_to_f16_sr(65510.0f, 0xffffffffu)) == 65504.0f);  // never into Inf
+    // Exact values never move, whatever the bits.
+    assert_int_equal(trit_f32_to_bf16_sr(1.5f, 0xffffffffu), trit_f32_to_bf16(1.5f));
+    assert_int_equal(trit_f32_to_f16_sr(0.75f, 0xffffffffu), trit_f32_to_f16(0.75f));
+    // A row's bits depend on (seed, stream, index) only: converting in two pieces gives the same.
+    float in[37];
+    uint16_t a[37], b[37];
+    for (int i = 0; i < 37; i++) in[i] = 1.0f + (float)i * 0.001f;
+    trit_f32_to_bf16_sr_n(a, in, 37, 5, 9, 100);
+    trit_f32_to_bf16_sr_n(b, in, 13, 5, 9, 100);
+    trit_f32_to_bf16_sr_n(b + 13, in + 13, 24, 5, 9, 113);
+    assert_memory_equal(a, b, sizeof a);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bf16_exhaustive_round_trip),
@@ -198,6 +263,8 @@ int main(void) {
         cmocka_unit_test(test_bf16_ties_and_edges),
         cmocka_unit_test(test_f16_ties_and_edges),
         cmocka_unit_test(test_random_against_reference),
+        cmocka_unit_test(test_small_addend_vanishes_in_bf16),
+        cmocka_unit_test(test_stochastic_rounding),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
