@@ -2,8 +2,8 @@
 // torch.optim, parameter groups (each with its own lr multiplier and weight decay), gradient
 // clipping by global L2 norm, and learning-rate schedules as pure functions of the step.
 //
-// Parameters are f32 contiguous tensors whose `grad` (same shape, f32, contiguous) is filled by
-// the graph. Optimizer state is fp32, allocated once by trit_optim_new; a step allocates nothing.
+// Parameters are contiguous f32 tensors (or bf16/f16 without master weights, see
+// trit_optim_set_rounding) whose `grad` (same shape, f32, contiguous) is filled by the graph. Optimizer state is fp32, allocated once by trit_optim_new; a step allocates nothing.
 // Every element update is independent, so results do not depend on the thread count.
 #ifndef TRIT_OPTIM_H
 #define TRIT_OPTIM_H
@@ -84,6 +84,12 @@ void trit_optim_free(trit_optim *o);
 // whose grad is NULL are skipped. All grads are checked before any parameter changes, so a
 // failed step leaves parameters and state untouched. Increments the step counter.
 trit_status trit_optim_step(trit_optim *o, double lr);
+
+// Parameters stored in bf16 or f16 (training without fp32 master weights) are updated in f32
+// and rounded back: to nearest (the default) or, with stochastic set, stochastically with
+// random bits keyed by (seed, parameter index, step, element), so the expected weight follows
+// the exact update and tiny updates are not lost. f32 parameters are unaffected.
+void trit_optim_set_rounding(trit_optim *o, bool stochastic, uint64_t seed);
 
 // Zeroes the grads of all parameters the optimizer holds (NULL grads are left alone).
 void trit_optim_zero_grad(trit_optim *o);

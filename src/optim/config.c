@@ -121,9 +121,9 @@ trit_status trit_optim_split_decay(trit_tensor *const *params, int num_params, t
 trit_status trit_optim_check_param(const trit_tensor *p, const char *who, int index) {
     if (!p) return trit_error(TRIT_ERR_INVALID, "%s: parameter %d is NULL", who, index);
     const char *name = p->name[0] ? p->name : "(unnamed)";
-    if (p->dtype != TRIT_F32)
+    if (p->dtype != TRIT_F32 && p->dtype != TRIT_BF16 && p->dtype != TRIT_F16)
         return trit_error(TRIT_ERR_DTYPE,
-                          "%s: parameter %d '%s' is %s, expected f32 (keep fp32 master weights)",
+                          "%s: parameter %d '%s' is %s, expected f32 (or bf16/f16 without master weights)",
                           who, index, name, trit_dtype_name(p->dtype));
     if (!p->data || !trit_tensor_is_contiguous(p))
         return trit_error(TRIT_ERR_INVALID,

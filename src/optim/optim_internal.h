@@ -9,6 +9,8 @@
 // changes its value; below OPTIM_PAR_MIN elements a loop runs on the calling thread.
 #define OPTIM_CHUNK 8192
 #define OPTIM_PAR_MIN 32768
+// Philox stream base of the stochastic rounding of 16-bit parameters (plus index << 40 + step).
+#define OPTIM_SR_STREAM 0x5352000000000000ull
 
 // At most two fp32 buffers per parameter (Adam's moments; RMSProp's square average + momentum).
 #define OPTIM_MAX_BUFS 2

@@ -42,6 +42,8 @@ struct trit_optim {
     optim_state_entry *state;
     float *block;           // all state buffers
     int64_t step;
+    bool stochastic;        // 16-bit parameters round stochastically (trit_optim_set_rounding)
+    uint64_t sr_seed;
 };
 
 static bool skipped(const trit_tensor *p) { return (p->flags & TRIT_FLAG_FROZEN) || !p->grad; }
@@ -253,25 +255,63 @@ static trit_status check_step(const trit_optim *o) {
     return TRIT_OK;
 }
 
-static void step_param(const trit_optim *o, optim_param *p, const optim_scalars *s) {
-    float *x = trit_tensor_ptr(p->t);
-    const float *g = trit_tensor_ptr(p->t->grad);
+// The kind's update of elements [lo, lo + n) of p, with x holding those values as f32.
+static void update_span(const trit_optim *o, const optim_param *p, float *x, const float *g, int64_t lo, int64_t n,
+                        const optim_scalars *s) {
+    float *b0 = p->buf[0] ? p->buf[0] + lo : NULL, *b1 = p->buf[1] ? p->buf[1] + lo : NULL;
     switch (o->cfg.kind) {
     case TRIT_OPTIM_SGD:
         if (o->n_keys == 0)
-            trit_optim_update_sgd(x, g, p->n, s);
+            trit_optim_update_sgd(x, g, n, s);
         else
-            trit_optim_update_momentum(x, g, p->buf[0], p->n, s, o->cfg.nesterov);
+            trit_optim_update_momentum(x, g, b0, n, s, o->cfg.nesterov);
         break;
     case TRIT_OPTIM_RMSPROP:
-        trit_optim_update_rmsprop(x, g, p->buf[0], o->n_keys > 1 ? p->buf[1] : NULL, p->n, s);
+        trit_optim_update_rmsprop(x, g, b0, o->n_keys > 1 ? b1 : NULL, n, s);
         break;
     case TRIT_OPTIM_ADAM:
     case TRIT_OPTIM_ADAMW:
-        trit_optim_update_adam(x, g, p->buf[0], p->buf[1], p->n, s,
-                               o->cfg.kind == TRIT_OPTIM_ADAMW);
+        trit_optim_update_adam(x, g, b0, b1, n, s, o->cfg.kind == TRIT_OPTIM_ADAMW);
         break;
     }
+}
+
+// A 16-bit parameter (no fp32 master copy): each fixed chunk is widened to f32, updated by the
+// same formulas, and rounded back, to nearest or stochastically with the bits of Philox (seed,
+// stream of this parameter and step, element index), so the result does not depend on threads
+// and a resumed run draws the same bits.
+static void step_param_lowp(const trit_optim *o, int index, optim_param *p, const optim_scalars *s, int64_t t) {
+    const int64_t n = p->n, chunks = (n + OPTIM_CHUNK - 1) / OPTIM_CHUNK;
+    char *x = trit_tensor_ptr(p->t);
+    const float *g = trit_tensor_ptr(p->t->grad);
+    const trit_dtype_traits *tr = trit_dtype_traits_of(p->t->dtype);
+    const uint64_t stream = OPTIM_SR_STREAM + ((uint64_t)index << 40) + (uint64_t)t;
+#pragma omp parallel for schedule(static, 1) if (n >= OPTIM_PAR_MIN)
+    for (int64_t c = 0; c < chunks; c++) {
+        float w[OPTIM_CHUNK];
+        const int64_t lo = c * OPTIM_CHUNK, m = n - lo < OPTIM_CHUNK ? n - lo : OPTIM_CHUNK;
+        char *xc = x + trit_dtype_nbytes(p->t->dtype, lo);
+        tr->to_f32(w, xc, m, NULL, lo);
+        update_span(o, p, w, g + lo, lo, m, s);
+        if (o->stochastic)
+            tr->from_f32_sr(xc, w, m, NULL, lo, o->sr_seed, stream);
+        else
+            tr->from_f32(xc, w, m, NULL, lo);
+    }
+}
+
+static void step_param(const trit_optim *o, int index, optim_param *p, const optim_scalars *s, int64_t t) {
+    if (p->t->dtype != TRIT_F32) {
+        step_param_lowp(o, index, p, s, t);
+        return;
+    }
+    update_span(o, p, trit_tensor_ptr(p->t), trit_tensor_ptr(p->t->grad), 0, p->n, s);
+}
+
+void trit_optim_set_rounding(trit_optim *o, bool stochastic, uint64_t seed) {
+    if (!o) return;
+    o->stochastic = stochastic;
+    o->sr_seed = seed;
 }
 
 trit_status trit_optim_step(trit_optim *o, double lr) {
@@ -286,7 +326,7 @@ trit_status trit_optim_step(trit_optim *o, double lr) {
         const optim_group *g = &o->groups[gi];
         optim_scalars s = group_scalars(&o->cfg, g, lr, t);
         for (int i = g->first; i < g->first + g->count; i++)
-            if (!skipped(o->params[i].t)) step_param(o, &o->params[i], &s);
+            if (!skipped(o->params[i].t)) step_param(o, i, &o->params[i], &s, t);
     }
     o->step = t;
     return TRIT_OK;
