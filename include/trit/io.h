@@ -98,7 +98,9 @@ void trit_safetensors_close(trit_safetensors *f);
 int64_t trit_safetensors_count(const trit_safetensors *f);
 const trit_safetensors_info *trit_safetensors_at(const trit_safetensors *f, int64_t i); // file order
 const trit_safetensors_info *trit_safetensors_find(const trit_safetensors *f, const char *name);
-// Read tensor `name` into `dst` (any layout) after checking that dtype and shape match exactly.
+// Read tensor `name` into `dst` (any layout) after checking that the shape matches exactly and
+// the dtype too, except that float dtypes convert (bf16/f16 -> f32 exactly; to bf16/f16 rounded
+// to nearest even).
 trit_status trit_safetensors_load(const trit_safetensors *f, const char *name, trit_tensor *dst);
 // Metadata: value for key (NULL if absent), or the i-th pair.
 const char *trit_safetensors_meta(const trit_safetensors *f, const char *key);

@@ -102,6 +102,29 @@ trit_status trit_optim_set_group(trit_optim *o, int group, double lr_scale, doub
 int trit_optim_num_params(const trit_optim *o);
 trit_tensor *trit_optim_param(const trit_optim *o, int i);  // in group order
 
+// ---- loss scaling ------------------------------------------------------------------------------
+// The loss is multiplied by `scale` before backward so small gradients survive 16-bit values;
+// the gradients are divided by it again before clipping and the update. A dynamic scaler (as
+// PyTorch's GradScaler) halves the scale and the step is skipped when a gradient is not finite,
+// and doubles it after growth_interval clean steps in a row; a static one never changes.
+
+typedef struct trit_loss_scaler {
+    double scale;             // current scale, >= 1
+    bool dynamic;
+    double growth, backoff;   // 2 and 0.5
+    int64_t growth_interval;  // clean steps before growing (2000)
+    int64_t clean;            // clean steps since the scale last changed
+} trit_loss_scaler;
+
+// A dynamic scaler starting at `initial` (2^16 for fp16), or a static one at `initial`.
+trit_status trit_loss_scaler_init(trit_loss_scaler *s, double initial, bool dynamic);
+// After a step: finite = every gradient was finite (the step was taken). The scale never goes
+// below 1: halving further would only shrink gradients that overflow without any scale.
+void trit_loss_scaler_update(trit_loss_scaler *s, bool finite);
+// Multiplies every gradient of params by inv_scale (skipped when it is 1) and reports whether
+// all of them are finite, checked before scaling (the sum of squares is thread-independent).
+bool trit_grads_unscale(trit_tensor *const *params, int num_params, double inv_scale);
+
 // ---- state, for checkpoints ----------------------------------------------------------------
 // State buffers are fp32 arrays owned by the optimizer, listed in a fixed order (group order,
 // then parameter order, then the kind's buffers). Names are "<param name>.<key>" with the keys

@@ -114,14 +114,24 @@ typedef struct trit_train_config {
     double lr, min_lr;
     double beta1, beta2, eps, weight_decay, clip;
     int64_t seed;
+    // precision
+    int64_t precision;           // trit_precision (fp32, bf16, fp16)
+    int64_t master_weights;      // 1 = fp32 master weights; 0 = 16-bit weights updated in place
+    int64_t rounding;            // trit_train_rounding of 16-bit weight updates
+    int64_t matmul_precision;    // trit_matmul_precision of fp32 matmul operands
+    double loss_scale;           // 0 = dynamic for fp16 (none otherwise); > 0 = static scale
     // running (may change on resume)
     int64_t eval_every, eval_batches, log_every, ckpt_every, sample_tokens;
     int64_t threads;             // 0 = all cores
     int64_t stop_after;          // stop (with a checkpoint) after this step; 0 = run to --steps
+    int64_t max_skips;           // end the run after this many skipped steps in a row
     int64_t quiet;               // 1 = no progress lines on stdout
     char out[TRIT_PATH_MAX];     // run directory
     char resume[TRIT_PATH_MAX];  // run directory to continue
 } trit_train_config;
+
+// How 16-bit weights (--master-weights off) round after an update.
+typedef enum { TRIT_ROUND_NEAREST = 0, TRIT_ROUND_STOCHASTIC = 1 } trit_train_rounding;
 
 void trit_train_config_init(trit_train_config *c);             // everything unset
 trit_status trit_train_config_resolve(trit_train_config *c);   // defaults, then range checks
@@ -157,11 +167,17 @@ typedef struct trit_train_step_info {
     double accuracy;     // addition task exact match when evaluated, else NaN
     double lr, grad_norm;
     double ms;           // wall time of this step
+    double loss_scale;   // the loss scale this step used; NaN when no scaler is active
+    int64_t skipped;     // steps skipped so far in the run (non-finite loss or gradient)
+    bool was_skipped;    // this step was skipped: weights and optimizer state are as before it
 } trit_train_step_info;
 
 typedef struct trit_train_hooks {
     void (*on_step)(void *ctx, const trit_train_step_info *info);  // after every step
     void *ctx;
+    // After the backward passes of step `step` (0-based), before the finite check and the
+    // update: lets tests poison a gradient. May be NULL.
+    void (*on_grads)(void *ctx, int64_t step, trit_tensor *const *params, int num_params);
 } trit_train_hooks;
 
 typedef struct trit_train_result {

@@ -123,6 +123,10 @@ static int fuse_add_layernorm(trit_graph *g, int li) {
         const trit_tensor *t = g->values[add->in[j]].t;
         if (!trit_tensor_same_shape(t, st) || t->dtype != g->dtype) return 0;
     }
+    // The fused node takes the add's place, so the norm's weight and bias must exist by then
+    // (a cast of a 16-bit parameter made for the norm comes after the add: no fusion then).
+    for (int j = 1; j < ln->n_in; j++)
+        if (g->values[ln->in[j]].producer >= si) return 0;
     const trit_norm_attr *na = ln->attr;
     trit_add_layernorm_attr fa = {.eps = na->eps, .has_weight = na->has_weight != 0, .has_bias = na->has_bias != 0};
     int in[4] = {add->in[0], add->in[1]}, n_in = 2;

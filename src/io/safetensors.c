@@ -352,12 +352,15 @@ static trit_status check_match(const trit_safetensors *f, const trit_safetensors
     if (t->dtype == TRIT_DTYPE_COUNT)
         return trit_error(TRIT_ERR_UNSUPPORTED, "safetensors '%s': tensor '%s' has dtype %s, which trit cannot load",
                           f->path, t->name, t->dtype_name);
-    bool same = dst->ndim == t->ndim && dst->dtype == t->dtype;
+    // Float dtypes convert on load (bf16/f16 -> f32 exactly, f32 -> bf16/f16 to nearest even).
+    const bool dtype_ok = dst->dtype == t->dtype || (trit_dtype_is_float(dst->dtype) && trit_dtype_is_float(t->dtype) &&
+                                                     !trit_dtype_is_quantized(dst->dtype));
+    bool same = dst->ndim == t->ndim && dtype_ok;
     for (int d = 0; same && d < t->ndim; d++) same = dst->shape[d] == t->shape[d];
     if (same) return TRIT_OK;
     char want[160], got[160];
     const char *dn = trit_safetensors_dtype_name(dst->dtype);
-    return trit_error(dst->dtype != t->dtype ? TRIT_ERR_DTYPE : TRIT_ERR_SHAPE,
+    return trit_error(!dtype_ok ? TRIT_ERR_DTYPE : TRIT_ERR_SHAPE,
                       "safetensors '%s': tensor '%s' is %s %s in the file, the destination expects %s %s: "
                       "the file was made for a different model configuration (compare the model "
                       "settings with the file's __metadata__) or needs a dtype conversion",
@@ -378,13 +381,13 @@ trit_status trit_safetensors_load(const trit_safetensors *f, const char *name, t
     if (nbytes == 0) return TRIT_OK;
     if (!dst->data) return trit_error(TRIT_ERR_STATE, "trit_safetensors_load: destination for '%s' has no storage", name);
     uint64_t off = f->data_start + (uint64_t)t->begin;
-    if (trit_tensor_is_contiguous(dst)) {
+    if (trit_tensor_is_contiguous(dst) && dst->dtype == t->dtype) {
         if (!read_at(f->fd, trit_tensor_ptr(dst), nbytes, off))
             return trit_error(TRIT_ERR_IO, "safetensors '%s': reading tensor '%s' failed (file truncated since it was opened?)",
                               f->path, name);
         return TRIT_OK;
     }
-    // Strided destination: read contiguously, then copy element by element.
+    // Strided or converting destination: read contiguously, then copy element by element.
     trit_tensor src;
     memset(&src, 0, sizeof src);
     s = trit_tensor_init_layout(&src, t->dtype, t->ndim, t->shape);

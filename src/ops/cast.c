@@ -1,6 +1,8 @@
 // cast between float dtypes through the dtype table's row converters, in chunks of CHUNK
 // elements (through an f32 row on the stack), split over threads by chunk: each element is
-// converted on its own, so the result never depends on the thread count.
+// converted on its own, so the result never depends on the thread count. A strided input (a
+// view of a 16-bit parameter, say) is read element by element; no copy op is put before it,
+// since copies of 16-bit values are what this op is for.
 #include "ops/cast.h"
 
 #include <string.h>
@@ -43,6 +45,7 @@ static trit_status cast_forward(const trit_op_call *c) {
     trit_tensor *y = c->out;
     const int64_t n = trit_tensor_numel(x);
     const void *src = trit_tensor_ptr(x);
+    if (!trit_tensor_is_contiguous(x)) return trit_tensor_copy(y, x);  // a strided view: element by element
     if (x->dtype == y->dtype) {
         memcpy(y->data, src, trit_dtype_nbytes(x->dtype, n));
         return TRIT_OK;
@@ -74,5 +77,5 @@ static trit_status cast_backward(const trit_op_call *c) {
 
 const trit_op_def R(trit_op_cast) = {
     .name = "cast", .infer = cast_infer, .forward = cast_forward, .backward = cast_backward,
-    .contiguous_inputs = TRIT_IN(0), .lowp_inputs = TRIT_IN(0), .attr_size = sizeof(trit_cast_attr),
+    .lowp_inputs = TRIT_IN(0), .attr_size = sizeof(trit_cast_attr),
 };

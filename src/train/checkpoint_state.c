@@ -2,15 +2,19 @@
 // file so a crash mid-write leaves the previous state whole.
 //
 //   offset 0   8 bytes  magic "TRITSTAT"
-//          8   u32      version (1)
+//          8   u32      version (2; version 1 files still load)
 //         12   u32      0 (reserved)
 //         16   u64      N, length of the JSON header
 //         24   N bytes  JSON: {"config": {...}, "step", "data_batches", "rng": {...},
 //                       "tokenizer": {"file", "crc32"}, "optimizer": {"kind", "step"},
-//                       "tensors": [{"name", "role": "weight"|"optim", "offset", "count"}]}
-//                       (integers as decimal strings so 64-bit values stay exact)
-//   24 + N     data     f32 little-endian values, at byte offsets relative to here
+//                       "skipped", "skip_streak", "loss_scaler": {"scale", "dynamic", "clean"}
+//                       (when a scaler is active),
+//                       "tensors": [{"name", "role": "weight"|"optim", "dtype", "offset", "count"}]}
+//                       (integers as decimal strings so 64-bit values stay exact; the scale as
+//                       "%.17g"; dtype "f32", "bf16" or "f16", the tensor's own storage)
+//   24 + N     data     little-endian values whatever the host, at byte offsets relative to here
 //   end - 4    u32      CRC-32 of every byte before it
+// Version 1 had no dtype (every tensor f32), no scaler and no skip counts.
 //
 // The weights are in here too (not only in model.safetensors), so the pair (weights, moments)
 // always comes from the same step, whichever write a crash interrupted.
@@ -20,13 +24,14 @@
 #include "train/train_internal.h"
 
 #include <cjson/cJSON.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
 static const char STATE_MAGIC[8] = {'T', 'R', 'I', 'T', 'S', 'T', 'A', 'T'};
-enum { STATE_VERSION = 1, STATE_PREFIX = 24 };
+enum { STATE_VERSION = 2, STATE_PREFIX = 24 };
 
 static cJSON *int_str(int64_t v) {
     char b[32];
@@ -34,15 +39,29 @@ static cJSON *int_str(int64_t v) {
     return cJSON_CreateString(b);
 }
 
-static bool add_tensor(cJSON *list, const char *name, const char *role, int64_t *offset, int64_t count) {
+static bool add_tensor(cJSON *list, const char *name, const char *role, trit_dtype dt, int64_t *offset,
+                       int64_t count) {
     cJSON *t = cJSON_CreateObject();
     if (!t) return false;
     cJSON_AddItemToArray(list, t);
-    bool ok = cJSON_AddStringToObject(t, "name", name) && cJSON_AddStringToObject(t, "role", role);
+    bool ok = cJSON_AddStringToObject(t, "name", name) && cJSON_AddStringToObject(t, "role", role) &&
+              cJSON_AddStringToObject(t, "dtype", trit_dtype_name(dt));
     cJSON_AddItemToObject(t, "offset", int_str(*offset));
     cJSON_AddItemToObject(t, "count", int_str(count));
-    *offset += count * (int64_t)sizeof(float);
+    *offset += (int64_t)trit_dtype_nbytes(dt, count);
     return ok;
+}
+
+// The scaler and the skip counts (resume continues them exactly).
+static bool add_scaling(cJSON *h, const trit_train_state *st) {
+    cJSON_AddItemToObject(h, "skipped", int_str(st->skipped));
+    cJSON_AddItemToObject(h, "skip_streak", int_str(st->skip_streak));
+    if (!st->has_scaler) return true;
+    cJSON *ls = cJSON_AddObjectToObject(h, "loss_scaler");
+    char b[40];
+    snprintf(b, sizeof b, "%.17g", st->scaler.scale);
+    return ls && cJSON_AddStringToObject(ls, "scale", b) && cJSON_AddBoolToObject(ls, "dynamic", st->scaler.dynamic) &&
+           cJSON_AddItemToObject(ls, "clean", int_str(st->scaler.clean));
 }
 
 static char *state_header(const trit_train_state *st, const trit_gpt *m, const trit_optim *o) {
@@ -77,15 +96,15 @@ static char *state_header(const trit_train_state *st, const trit_gpt *m, const t
         cJSON_AddItemToObject(opt, "step", int_str(trit_optim_get_step(o)));
     }
     cJSON *list = cJSON_AddArrayToObject(h, "tensors");
-    bool ok = rng && tok && opt && list;
+    bool ok = rng && tok && opt && list && add_scaling(h, st);
     int64_t offset = 0;
     for (int i = 0; ok && i < trit_gpt_num_tensors(m); i++) {
         const trit_tensor *t = trit_gpt_tensor(m, i);
-        ok = add_tensor(list, t->name, "weight", &offset, trit_tensor_numel(t));
+        ok = add_tensor(list, t->name, "weight", t->dtype, &offset, trit_tensor_numel(t));
     }
     for (int i = 0; ok && i < trit_optim_num_state(o); i++) {
         trit_optim_state_buf b;
-        ok = trit_optim_get_state(o, i, &b) == TRIT_OK && add_tensor(list, b.name, "optim", &offset, b.count);
+        ok = trit_optim_get_state(o, i, &b) == TRIT_OK && add_tensor(list, b.name, "optim", TRIT_F32, &offset, b.count);
     }
     char *s = ok ? cJSON_PrintUnformatted(h) : NULL;
     cJSON_Delete(h);
@@ -96,6 +115,35 @@ static char *state_header(const trit_train_state *st, const trit_gpt *m, const t
 static void put(trit_atomic_file *f, uint32_t *crc, const void *p, size_t n) {
     *crc = trit_crc32(*crc, p, n);
     trit_atomic_write(f, p, n);
+}
+
+// n values of `size` bytes (2 or 4) in little-endian order: as they are on a little-endian
+// host, byte-swapped through a small buffer on a big-endian one.
+static void put_values(trit_atomic_file *f, uint32_t *crc, const void *p, int64_t n, size_t size) {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    uint8_t buf[4096];
+    const uint8_t *src = p;
+    for (int64_t i = 0; i < n;) {
+        const int64_t m = n - i < (int64_t)(sizeof buf / size) ? n - i : (int64_t)(sizeof buf / size);
+        for (int64_t j = 0; j < m; j++)
+            for (size_t b = 0; b < size; b++) buf[j * size + b] = src[(i + j) * size + size - 1 - b];
+        put(f, crc, buf, (size_t)m * size);
+        i += m;
+    }
+#else
+    put(f, crc, p, (size_t)n * size);
+#endif
+}
+
+// dst (n values of `size` bytes) from little-endian bytes.
+static void get_values(void *dst, const uint8_t *src, int64_t n, size_t size) {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    uint8_t *d = dst;
+    for (int64_t j = 0; j < n; j++)
+        for (size_t b = 0; b < size; b++) d[j * size + b] = src[j * size + size - 1 - b];
+#else
+    memcpy(dst, src, (size_t)n * size);
+#endif
 }
 
 trit_status trit_state_save(const char *path, const trit_train_state *st, const trit_gpt *m,
@@ -120,11 +168,11 @@ trit_status trit_state_save(const char *path, const trit_train_state *st, const 
     free(header);
     for (int i = 0; i < trit_gpt_num_tensors(m); i++) {
         const trit_tensor *t = trit_gpt_tensor(m, i);
-        put(&f, &crc, trit_tensor_ptr(t), trit_tensor_nbytes(t));
+        put_values(&f, &crc, trit_tensor_ptr(t), trit_tensor_numel(t), trit_dtype_size(t->dtype));
     }
     for (int i = 0; i < trit_optim_num_state(o); i++) {
         trit_optim_state_buf b;
-        if (trit_optim_get_state(o, i, &b) == TRIT_OK) put(&f, &crc, b.data, (size_t)b.count * sizeof(float));
+        if (trit_optim_get_state(o, i, &b) == TRIT_OK) put_values(&f, &crc, b.data, b.count, sizeof(float));
     }
     uint8_t tail[4];
     trit_le32_store(tail, crc);
@@ -140,6 +188,7 @@ typedef struct state_file {
     cJSON *header;
     const uint8_t *data;  // start of the data section
     size_t data_len;
+    uint32_t version;
 } state_file;
 
 static void state_close(state_file *sf) {
@@ -165,10 +214,11 @@ static trit_status state_open(const char *path, state_file *sf) {
         state_close(sf);
         return trit_error(TRIT_ERR_FORMAT, "'%s' is not a trit training-state file (bad magic or too short)", path);
     }
-    if (trit_le32_load(b + 8) != STATE_VERSION) {
-        uint32_t v = trit_le32_load(b + 8);
+    sf->version = trit_le32_load(b + 8);
+    if (sf->version < 1 || sf->version > STATE_VERSION) {
+        uint32_t v = sf->version;
         state_close(sf);
-        return trit_error(TRIT_ERR_FORMAT, "'%s' has training-state version %u, this trit reads version %d",
+        return trit_error(TRIT_ERR_FORMAT, "'%s' has training-state version %u, this trit reads versions 1 to %d",
                           path, v, STATE_VERSION);
     }
     uint64_t hn = trit_le64_load(b + 16);
@@ -191,6 +241,23 @@ static trit_status state_open(const char *path, state_file *sf) {
     return TRIT_OK;
 }
 
+static trit_status parse_scaling(const cJSON *h, trit_train_state *st, const char *path) {
+    trit_status s = json_i64(h, "skipped", &st->skipped, path);
+    if (s == TRIT_OK) s = json_i64(h, "skip_streak", &st->skip_streak, path);
+    const cJSON *ls = cJSON_GetObjectItemCaseSensitive(h, "loss_scaler");
+    if (s != TRIT_OK || !ls) return s;
+    const cJSON *scale = cJSON_GetObjectItemCaseSensitive(ls, "scale");
+    const cJSON *dyn = cJSON_GetObjectItemCaseSensitive(ls, "dynamic");
+    double v = NAN;
+    if (cJSON_IsString(scale)) trit_arg_double("scale", scale->valuestring, &v);
+    if (!(v >= 1.0 && isfinite(v)) || !cJSON_IsBool(dyn))
+        return trit_error(TRIT_ERR_FORMAT, "'%s': the loss scaler's state is malformed", path);
+    s = trit_loss_scaler_init(&st->scaler, v, cJSON_IsTrue(dyn));
+    if (s == TRIT_OK) s = json_i64(ls, "clean", &st->scaler.clean, path);
+    st->has_scaler = s == TRIT_OK;
+    return s;
+}
+
 static trit_status parse_header(const state_file *sf, trit_train_state *st, const char *path) {
     memset(st, 0, sizeof *st);
     const cJSON *cfg = cJSON_GetObjectItemCaseSensitive(sf->header, "config");
@@ -204,6 +271,7 @@ static trit_status parse_header(const state_file *sf, trit_train_state *st, cons
     const cJSON *tok = cJSON_GetObjectItemCaseSensitive(sf->header, "tokenizer");
     if (s == TRIT_OK) s = json_i64(tok, "crc32", &crc, path);
     st->tokenizer_crc = (uint32_t)crc;
+    if (s == TRIT_OK && sf->version >= 2) s = parse_scaling(sf->header, st, path);
     return s;
 }
 
@@ -215,8 +283,11 @@ trit_status trit_state_peek(const char *path, trit_train_state *st) {
     return s;
 }
 
-// Copy the saved values of `name` (count floats) into dst.
-static trit_status fill(const state_file *sf, const char *path, const char *name, float *dst, int64_t count) {
+// Copy the saved values of `name` (count values of dtype dt) into dst. Version 1 files hold f32
+// only; a saved dtype other than the live buffer's is refused (the config's --precision and
+// --master-weights, which decide it, must match on resume anyway).
+static trit_status fill(const state_file *sf, const char *path, const char *name, void *dst, trit_dtype dt,
+                        int64_t count) {
     const cJSON *list = cJSON_GetObjectItemCaseSensitive(sf->header, "tensors");
     const cJSON *t;
     cJSON_ArrayForEach(t, list) {
@@ -226,13 +297,20 @@ static trit_status fill(const state_file *sf, const char *path, const char *name
         trit_status s = json_i64(t, "offset", &off, path);
         if (s == TRIT_OK) s = json_i64(t, "count", &cnt, path);
         if (s != TRIT_OK) return s;
+        const cJSON *d = cJSON_GetObjectItemCaseSensitive(t, "dtype");
+        const char *saved = sf->version < 2 ? "f32" : cJSON_IsString(d) ? d->valuestring : "?";
+        if (strcmp(saved, trit_dtype_name(dt)) != 0)
+            return trit_error(TRIT_ERR_DTYPE, "'%s': '%s' is saved as %s, this run keeps it in %s: resume with "
+                              "the --precision and --master-weights of the saved run", path, name, saved,
+                              trit_dtype_name(dt));
         if (cnt != count)
             return trit_error(TRIT_ERR_SHAPE, "'%s': '%s' has %lld values, the model needs %lld: "
                               "the checkpoint is from another model config", path, name,
                               (long long)cnt, (long long)count);
-        if (off < 0 || (uint64_t)off > sf->data_len || (uint64_t)cnt * 4 > sf->data_len - (uint64_t)off)
+        const size_t size = trit_dtype_size(dt);
+        if (off < 0 || (uint64_t)off > sf->data_len || (uint64_t)cnt * size > sf->data_len - (uint64_t)off)
             return trit_error(TRIT_ERR_FORMAT, "'%s': '%s' lies outside the file", path, name);
-        memcpy(dst, sf->data + off, (size_t)cnt * sizeof(float));
+        get_values(dst, sf->data + off, cnt, size);
         return TRIT_OK;
     }
     return trit_error(TRIT_ERR_FORMAT, "'%s' has no saved values for '%s': the checkpoint is from "
@@ -245,12 +323,12 @@ trit_status trit_state_load(const char *path, trit_train_state *st, trit_gpt *m,
     if (s == TRIT_OK) s = parse_header(&sf, st, path);
     for (int i = 0; s == TRIT_OK && i < trit_gpt_num_tensors(m); i++) {
         trit_tensor *t = trit_gpt_tensor(m, i);
-        s = fill(&sf, path, t->name, trit_tensor_ptr(t), trit_tensor_numel(t));
+        s = fill(&sf, path, t->name, trit_tensor_ptr(t), t->dtype, trit_tensor_numel(t));
     }
     for (int i = 0; s == TRIT_OK && i < trit_optim_num_state(o); i++) {
         trit_optim_state_buf b;
         s = trit_optim_get_state(o, i, &b);
-        if (s == TRIT_OK) s = fill(&sf, path, b.name, b.data, b.count);
+        if (s == TRIT_OK) s = fill(&sf, path, b.name, b.data, TRIT_F32, b.count);
     }
     int64_t ostep = 0;
     const cJSON *opt = cJSON_GetObjectItemCaseSensitive(sf.header, "optimizer");

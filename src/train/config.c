@@ -29,6 +29,10 @@ static const char *const norm_names[] = {"layer", "rms", NULL};
 static const char *const mlp_names[] = {"gelu", "swiglu", NULL};
 static const char *const pos_names[] = {"learned", "rope", NULL};
 static const char *const order_names[] = {"random", "sequential", NULL};
+static const char *const precision_names[] = {"fp32", "bf16", "fp16", NULL};
+static const char *const off_on_names[] = {"off", "on", NULL};
+static const char *const rounding_names[] = {"nearest", "stochastic", NULL};
+static const char *const matmul_names[] = {"highest", "high", "medium", NULL};
 
 #define OFF(f) offsetof(trit_train_config, f)
 static const field fields[] = {
@@ -61,6 +65,16 @@ static const field fields[] = {
     {"weight-decay", F_DBL, K_OPT, OFF(weight_decay), NULL, "AdamW decay of >= 2-D weights (0.1)"},
     {"clip", F_DBL, K_OPT, OFF(clip), NULL, "gradient clipping global norm, 0 = off (1.0)"},
     {"seed", F_INT, K_OPT, OFF(seed), NULL, "seed of init, data order and dropout (1337)"},
+    {"precision", F_ENUM, K_OPT, OFF(precision), precision_names,
+     "fp32|bf16|fp16: bf16/fp16 store matmul inputs in 16 bits, fp32 sums and optimizer (fp32)"},
+    {"master-weights", F_ENUM, K_OPT, OFF(master_weights), off_on_names,
+     "on|off: fp32 master weights, or 16-bit weights updated in place (on)"},
+    {"rounding", F_ENUM, K_OPT, OFF(rounding), rounding_names,
+     "stochastic|nearest rounding of 16-bit weight updates (stochastic)"},
+    {"matmul-precision", F_ENUM, K_OPT, OFF(matmul_precision), matmul_names,
+     "highest|high|medium: fp32 matmul operands as fp32, bf16 hi+lo, or bf16 (highest)"},
+    {"loss-scale", F_DBL, K_OPT, OFF(loss_scale), NULL,
+     "static loss scale, 0 = dynamic for fp16 (start 65536) and none otherwise (0)"},
     {"eval-every", F_INT, K_RUN, OFF(eval_every), NULL, "steps between validations, 0 = at the end (250)"},
     {"eval-batches", F_INT, K_RUN, OFF(eval_batches), NULL, "validation batches (20)"},
     {"log-every", F_INT, K_RUN, OFF(log_every), NULL, "steps between log lines (10)"},
@@ -68,6 +82,8 @@ static const field fields[] = {
     {"sample-tokens", F_INT, K_RUN, OFF(sample_tokens), NULL, "tokens sampled at each eval, 0 = none (200)"},
     {"threads", F_INT, K_RUN, OFF(threads), NULL, "threads, 0 = all cores (0; task 1)"},
     {"stop-after", F_INT, K_RUN, OFF(stop_after), NULL, "stop with a checkpoint after this step (0 = never)"},
+    {"max-skips", F_INT, K_RUN, OFF(max_skips), NULL,
+     "end the run (with a checkpoint) after this many non-finite steps in a row (10)"},
     {"quiet", F_BOOL, K_RUN, OFF(quiet), NULL, "no progress lines, 1|0 (0)"},
     {"out", F_STR, K_RUN, OFF(out), NULL, "run directory (run; task: run-addition)"},
     {"resume", F_STR, K_RUN, OFF(resume), NULL, "continue the run in this directory"},
@@ -223,6 +239,11 @@ static void apply_defaults(trit_train_config *c) {
     DEF_D(weight_decay, 0.1);
     DEF_D(clip, 1.0);
     DEF_I(seed, 1337);
+    DEF_I(precision, TRIT_PRECISION_FP32);
+    DEF_I(master_weights, 1);
+    DEF_I(rounding, TRIT_ROUND_STOCHASTIC);
+    DEF_I(matmul_precision, TRIT_MATMUL_HIGHEST);
+    DEF_D(loss_scale, 0.0);
     DEF_I(eval_every, task ? 500 : 250);
     DEF_I(eval_batches, 20);
     DEF_I(log_every, task ? 50 : 10);
@@ -230,6 +251,7 @@ static void apply_defaults(trit_train_config *c) {
     DEF_I(sample_tokens, task ? 0 : 200);
     DEF_I(threads, task ? 1 : 0);  // the task's model is too small to gain from more threads
     DEF_I(stop_after, 0);
+    DEF_I(max_skips, 10);
     DEF_I(quiet, 0);
     if (!c->out[0]) snprintf(c->out, sizeof c->out, "%s", c->resume[0] ? c->resume : task ? "run-addition" : "run");
 }
@@ -287,6 +309,12 @@ static trit_status check_ranges(const trit_train_config *c) {
     NEED(c->sample_tokens >= 0, "--sample-tokens must be >= 0");
     NEED(c->threads >= 0 && c->threads <= 4096, "--threads must be in 0..4096");
     NEED(c->stop_after >= 0, "--stop-after must be >= 0");
+    NEED(c->max_skips >= 1 && c->max_skips <= 1000000, "--max-skips must be in 1..1000000, got %lld",
+         (long long)c->max_skips);
+    NEED(c->loss_scale >= 0 && c->loss_scale <= 0x1p100, "--loss-scale must be 0 (dynamic for fp16) or a "
+         "positive scale up to 2^100, got %g", c->loss_scale);
+    NEED(c->master_weights || c->precision != TRIT_PRECISION_FP32,
+         "--master-weights off needs --precision bf16 or fp16 (fp32 weights are their own master copy)");
     return TRIT_OK;
 }
 #undef NEED

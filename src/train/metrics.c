@@ -28,18 +28,28 @@ void trit_progress_print(const trit_train_step_info *in, double val_loss_known, 
     trit_format_duration(eta_seconds, eta, sizeof eta);
     if (!isnan(val_loss_known)) snprintf(val, sizeof val, " | val %.4f", val_loss_known);
     if (!isnan(in->accuracy)) snprintf(acc, sizeof acc, " | acc %.2f%%", 100.0 * in->accuracy);
+    char extra[64] = "";
+    int k = 0;
+    if (!isnan(in->loss_scale)) k = snprintf(extra, sizeof extra, " | scale %g", in->loss_scale);
+    if (in->skipped > 0 && k >= 0 && (size_t)k < sizeof extra)
+        snprintf(extra + k, sizeof extra - (size_t)k, " | skipped %lld%s", (long long)in->skipped,
+                 in->was_skipped ? " (this step)" : "");
     int w = snprintf(NULL, 0, "%lld", (long long)in->steps);
-    printf("step %*lld/%lld | loss %.4f%s%s | lr %.2e | norm %.3f | %.1f ms/step | %.0f tok/s | ETA %s\n", w,
-           (long long)in->step, (long long)in->steps, in->loss, val, acc, in->lr, in->grad_norm, in->ms,
+    printf("step %*lld/%lld | loss %.4f%s%s | lr %.2e | norm %.3f%s | %.1f ms/step | %.0f tok/s | ETA %s\n", w,
+           (long long)in->step, (long long)in->steps, in->loss, val, acc, in->lr, in->grad_norm, extra, in->ms,
            tokens_per_s, eta);
     fflush(stdout);
 }
 
 void trit_metrics_write(FILE *fp, const trit_train_step_info *in, double tokens_per_s) {
     if (!fp) return;
-    fprintf(fp, "{\"step\":%lld,\"loss\":%.9g", (long long)in->step, in->loss);
+    // JSON has no NaN or Inf: a skipped step's non-finite loss is written as null.
+    if (isfinite(in->loss)) fprintf(fp, "{\"step\":%lld,\"loss\":%.9g", (long long)in->step, in->loss);
+    else fprintf(fp, "{\"step\":%lld,\"loss\":null", (long long)in->step);
     if (!isnan(in->val_loss)) fprintf(fp, ",\"val_loss\":%.9g", in->val_loss);
     if (!isnan(in->accuracy)) fprintf(fp, ",\"accuracy\":%.9g", in->accuracy);
+    if (!isnan(in->loss_scale)) fprintf(fp, ",\"loss_scale\":%.9g", in->loss_scale);
+    fprintf(fp, ",\"skipped\":%lld", (long long)in->skipped);
     fprintf(fp, ",\"lr\":%.9g,\"grad_norm\":%.9g,\"ms\":%.4f,\"tokens_per_s\":%.2f}\n", in->lr,
             isfinite(in->grad_norm) ? in->grad_norm : -1.0, in->ms, tokens_per_s);
     fflush(fp);

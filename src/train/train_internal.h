@@ -16,15 +16,20 @@ enum {
     TRIT_STREAM_TASK = 0x7a5c,        // addition problems for training
     TRIT_STREAM_TASK_TEST = 0x7e57,   // held-out addition problems
     TRIT_STREAM_HOLDOUT = 0x401d,     // which operand pairs are held out
+    TRIT_STREAM_ROUNDING = 0x5272,    // stochastic rounding of 16-bit weights (mixed into the seed)
 };
 
 // ---- training-state file (checkpoint.c) ------------------------------------------------------
 
 typedef struct trit_train_state {
     trit_train_config config;  // as saved (resolved)
-    int64_t step;              // completed optimizer steps
+    int64_t step;              // completed training steps (taken or skipped)
     int64_t data_batches;      // micro-batches consumed (batch index of the next one)
     uint32_t tokenizer_crc;    // CRC-32 of tokenizer.bin
+    // Loss scaling and skipped steps (absent in older files: no scaler state, none skipped).
+    bool has_scaler;
+    trit_loss_scaler scaler;
+    int64_t skipped, skip_streak;
 } trit_train_state;
 
 trit_status trit_state_save(const char *path, const trit_train_state *st, const trit_gpt *m,

@@ -29,34 +29,73 @@ static double now_ms(void) {
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
 }
 
-static trit_status numeric_error(const trainer *t, const char *what) {
-    return trit_error(TRIT_ERR_NUMERIC, "%s is NaN or Inf at step %lld: lower --lr (now %g) or check the data",
-                      what, (long long)t->step + 1, t->cfg.lr);
-}
-
-static trit_status train_step(trainer *t, double lr, double *loss, double *norm) {
+// The backward passes of one step: each micro-batch's loss scaled by (loss scale) / accum.
+// *finite is false when a loss was not finite (the remaining micro-batches are not run).
+static trit_status accumulate(trainer *t, double scale, double *loss, bool *finite) {
     trit_graph *g = t->gg.graph;
-    trit_optim_zero_grad(t->opt);
-    trit_graph_set_grad_scale(g, 1.0 / (double)t->accum);
+    trit_graph_set_grad_scale(g, scale / (double)t->accum);
     double sum = 0;
+    *finite = true;
     for (int64_t micro = 0; micro < t->accum; micro++) {
         int64_t batch = t->step * t->accum + micro;
         trit_trainer_fill(t, batch, false);
         trit_graph_set_rng(g, (uint64_t)t->cfg.seed, (uint64_t)batch);
         trit_status s = trit_graph_forward(g);
-        if (s == TRIT_ERR_NUMERIC) return numeric_error(t, "the loss");
+        if (s == TRIT_ERR_NUMERIC) {
+            trit_clear_error();
+            *finite = false;
+            *loss = trit_tensor_get_flat(t->gg.loss, 0);
+            return TRIT_OK;
+        }
         if (s != TRIT_OK) return s;
         sum += trit_tensor_get_flat(t->gg.loss, 0);
         s = trit_graph_backward(g);
         if (s != TRIT_OK) return s;
     }
     *loss = sum / (double)t->accum;
-    trit_status s = t->cfg.clip > 0 ? trit_optim_clip_grads(t->opt, t->cfg.clip, norm)
-                                    : trit_optim_grad_norm(t->params, t->n_params, norm);
-    if (s == TRIT_ERR_NUMERIC) return numeric_error(t, "the gradient norm");
-    if (s == TRIT_OK) s = trit_optim_step(t->opt, lr);
-    if (s == TRIT_OK) t->step++;
-    return s;
+    return TRIT_OK;
+}
+
+// One step. A non-finite loss or gradient skips the update (weights and optimizer state stay
+// as they are, the optimizer's step count too) and backs the loss scale off; the step still
+// counts, so the data position stays a function of the step.
+static trit_status train_step(trainer *t, double lr, const trit_train_hooks *hooks, trit_train_step_info *info) {
+    trit_optim_zero_grad(t->opt);
+    const double scale = t->use_scaler ? t->scaler.scale : 1.0;
+    info->loss_scale = t->use_scaler ? scale : NAN;
+    bool finite;
+    trit_status s = accumulate(t, scale, &info->loss, &finite);
+    if (s != TRIT_OK) return s;
+    if (finite && hooks && hooks->on_grads) hooks->on_grads(hooks->ctx, t->step, t->params, t->n_params);
+    // Without a scaler the norm below finds a non-finite gradient on its own.
+    if (finite && t->use_scaler) finite = trit_grads_unscale(t->params, t->n_params, 1.0 / scale);
+    info->grad_norm = NAN;
+    if (finite) {
+        s = t->cfg.clip > 0 ? trit_optim_clip_grads(t->opt, t->cfg.clip, &info->grad_norm)
+                            : trit_optim_grad_norm(t->params, t->n_params, &info->grad_norm);
+        if (s == TRIT_ERR_NUMERIC) {  // finite values whose squares overflow: not usable either
+            trit_clear_error();
+            finite = false;
+            s = TRIT_OK;
+        }
+    }
+    if (s == TRIT_OK && finite) s = trit_optim_step(t->opt, lr);
+    if (s != TRIT_OK) return s;
+    if (t->use_scaler) trit_loss_scaler_update(&t->scaler, finite);
+    t->skipped += !finite;
+    t->skip_streak = finite ? 0 : t->skip_streak + 1;
+    info->was_skipped = !finite;
+    info->skipped = t->skipped;
+    t->step++;
+    return TRIT_OK;
+}
+
+static trit_status too_many_skips(const trainer *t) {
+    return trit_error(TRIT_ERR_NUMERIC, "%lld steps in a row had a non-finite loss or gradient (the last at step "
+                      "%lld; %lld skipped in all), so the run stopped with a checkpoint in %s: lower --lr "
+                      "(now %g), check the data, or train in --precision bf16 or fp32; --max-skips sets the "
+                      "limit", (long long)t->skip_streak, (long long)t->step, (long long)t->skipped, t->cfg.out,
+                      t->cfg.lr);
 }
 
 static void print_header(const trainer *t) {
@@ -109,18 +148,21 @@ static trit_status run_loop(trainer *t, const trit_train_hooks *hooks, trit_trai
     double last_val = NAN;
     trit_status s = TRIT_OK;
     while (s == TRIT_OK && t->step < end) {
-        double lr = trit_lr_at(&t->sched, t->step), loss = 0, norm = 0;
+        double lr = trit_lr_at(&t->sched, t->step);
         double t0 = now_ms();
-        s = train_step(t, lr, &loss, &norm);
+        trit_train_step_info info = {.steps = c->steps, .val_loss = NAN, .accuracy = NAN, .lr = lr};
+        s = train_step(t, lr, hooks, &info);
         if (s != TRIT_OK) break;
         double ms = now_ms() - t0;
         clk.interval_ms += ms;
         clk.run_ms += ms;
         clk.interval_n++;
         clk.run_n++;
-        trit_train_step_info info = {t->step, c->steps, loss, NAN, NAN, lr, norm, ms};
+        info.step = t->step;
+        info.ms = ms;
+        const bool give_up = t->skip_streak >= c->max_skips;
         bool last = t->step == c->steps;
-        bool eval = last || (c->eval_every > 0 && t->step % c->eval_every == 0);
+        bool eval = !give_up && (last || (c->eval_every > 0 && t->step % c->eval_every == 0));
         if (eval) {
             s = trit_trainer_val_loss(t, &info.val_loss);
             last_val = info.val_loss;
@@ -128,21 +170,25 @@ static trit_status run_loop(trainer *t, const trit_train_hooks *hooks, trit_trai
                 s = trit_trainer_show(t, c->task_test, 0, &info.accuracy);
             if (s != TRIT_OK) break;
         }
-        if (eval || t->step % c->log_every == 0 || t->step == 1) log_step(t, &info, &clk, last_val);
+        if (eval || give_up || t->step % c->log_every == 0 || t->step == 1) log_step(t, &info, &clk, last_val);
         if (eval && t->task == TRIT_TASK_TEXT) {
             double unused;
             s = trit_trainer_show(t, 0, 0, &unused);
         }
         r->step = t->step;
-        r->loss = loss;
+        r->loss = info.loss;
         if (eval) r->val_loss = info.val_loss;
         if (!isnan(info.accuracy)) r->accuracy = info.accuracy;
         if (hooks && hooks->on_step) hooks->on_step(hooks->ctx, &info);
-        bool stop = stop_requested || t->step == end;
+        bool stop = stop_requested || t->step == end || give_up;
         if (s == TRIT_OK && (stop || (c->ckpt_every > 0 && t->step % c->ckpt_every == 0))) {
             s = trit_trainer_checkpoint(t);
             if (s == TRIT_OK && !c->quiet && (stop_requested || !last))
                 printf("checkpoint: %s at step %lld\n", c->out, (long long)t->step);
+        }
+        if (s == TRIT_OK && give_up) {
+            s = too_many_skips(t);
+            break;
         }
         if (stop_requested) {
             r->interrupted = true;

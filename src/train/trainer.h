@@ -21,7 +21,12 @@ typedef struct trainer {
     trit_lr_schedule sched;
     int64_t T;               // sequence length of the training graph
     int64_t accum;           // micro-batches per step
-    int64_t step;            // completed steps
+    int64_t step;            // completed steps (taken or skipped)
+    // Loss scaling and skipped steps: a step whose loss or gradient is not finite is skipped.
+    bool use_scaler;         // fp16, or a static --loss-scale
+    trit_loss_scaler scaler;
+    int64_t skipped;         // skipped steps in the whole run
+    int64_t skip_streak;     // skipped steps in a row, ending the run at --max-skips
     FILE *metrics;
     // Files and directory a fresh run made before it failed in setup, removed on failure.
     bool made_dir;

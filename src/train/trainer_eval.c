@@ -89,7 +89,8 @@ trit_status trit_trainer_checkpoint(trainer *t) {
     // holds the weights too, so a crash between the two writes loses nothing.
     if (s == TRIT_OK) s = trit_checkpoint_save_model(t->model, model, t->step);
     trit_train_state st = {.config = t->cfg, .step = t->step, .data_batches = t->step * t->accum,
-                           .tokenizer_crc = t->tok_crc};
+                           .tokenizer_crc = t->tok_crc, .has_scaler = t->use_scaler, .scaler = t->scaler,
+                           .skipped = t->skipped, .skip_streak = t->skip_streak};
     st.config.resume[0] = 0;
     st.config.stop_after = -1;  // where this run stops is not where the resumed one should
     if (s == TRIT_OK) s = trit_state_save(state, &st, t->model, t->opt);

@@ -173,6 +173,21 @@ static trit_status setup_data(trainer *t) {
     return s;
 }
 
+// --precision, --master-weights, --matmul-precision and --loss-scale: the model's compute policy,
+// its parameters' storage (fp32 master weights, or 16-bit weights updated in place) and the
+// loss scaler (dynamic for fp16 unless a static --loss-scale is given).
+static trit_status apply_precision(trainer *t) {
+    const trit_train_config *c = &t->cfg;
+    const trit_precision p = (trit_precision)c->precision;
+    const trit_compute_policy policy = trit_precision_policy(p, (trit_matmul_precision)c->matmul_precision);
+    trit_status s = trit_gpt_set_policy(t->model, &policy);
+    if (s == TRIT_OK && !c->master_weights) s = trit_gpt_set_param_dtype(t->model, policy.activation);
+    t->use_scaler = p == TRIT_PRECISION_FP16 || c->loss_scale > 0;
+    if (s == TRIT_OK && t->use_scaler)
+        s = trit_loss_scaler_init(&t->scaler, c->loss_scale > 0 ? c->loss_scale : 65536.0, c->loss_scale == 0);
+    return s;
+}
+
 static trit_status setup_model(trainer *t) {
     const trit_train_config *c = &t->cfg;
     trit_gpt_config g = trit_gpt_config_default();
@@ -192,7 +207,8 @@ static trit_status setup_model(trainer *t) {
                           "prepare`", trit_data_max_token(t->train) - 1, (long long)g.vocab_size);
     t->model = trit_gpt_new(&g, (uint64_t)c->seed);
     if (!t->model) return TRIT_ERR_INVALID;
-    trit_status s = trit_gpt_build_train(t->model, c->batch, t->T, &t->gg);
+    trit_status s = apply_precision(t);
+    if (s == TRIT_OK) s = trit_gpt_build_train(t->model, c->batch, t->T, &t->gg);
     if (s != TRIT_OK) return s;
     int n = trit_gpt_num_tensors(t->model);
     t->params = malloc((size_t)n * sizeof *t->params);
@@ -202,6 +218,8 @@ static trit_status setup_model(trainer *t) {
     trit_optim_config oc = trit_optim_adamw(c->beta1, c->beta2, c->eps);
     t->opt = trit_optim_new_gpt2(&oc, t->params, n, c->weight_decay);
     if (!t->opt) return TRIT_ERR_INVALID;
+    // 16-bit weights round after each update; the bits come from their own Philox stream of the seed.
+    trit_optim_set_rounding(t->opt, c->rounding == TRIT_ROUND_STOCHASTIC, (uint64_t)c->seed ^ TRIT_STREAM_ROUNDING);
     t->sched = trit_lr_warmup_cosine(c->lr, c->min_lr, c->warmup, c->steps);
     t->accum = trit_train_config_accum(c);
     return trit_lr_check(&t->sched);
@@ -221,6 +239,9 @@ static trit_status restore(trainer *t) {
                           "micro-batches", path, (long long)st.data_batches, (long long)st.step,
                           (long long)t->accum);
     t->step = st.step;
+    t->skipped = st.skipped;
+    t->skip_streak = st.skip_streak;
+    if (t->use_scaler && st.has_scaler) t->scaler = st.scaler;
     return TRIT_OK;
 }
 

@@ -144,12 +144,44 @@ static void test_bf16_parameters(void **state) {
     assert_int_equal(lowp.casts, 2);  // the two biases
 }
 
+// Fusion with 16-bit parameters: the norm's weight and bias enter through casts made after the
+// residual add, so add+layernorm must not be fused ahead of them; fused and unfused agree.
+static double fused_block_loss(bool fuse) {
+    trit_tensor *p[4] = {trit_tensor_new_param(TRIT_BF16, 2, (int64_t[]){6, 5}, "w"),
+                         trit_tensor_new_param(TRIT_BF16, 1, (int64_t[]){6}, "b"),
+                         trit_tensor_new_param(TRIT_BF16, 1, (int64_t[]){6}, "lw"),
+                         trit_tensor_new_param(TRIT_BF16, 1, (int64_t[]){6}, "lb")};
+    for (int i = 0; i < 4; i++) trit_tensor_fill_normal(p[i], i == 2 ? 1 : 0, i >= 2 ? 0.1 : 1, 1, (uint64_t)i);
+    trit_graph *g = trit_graph_new(TRIT_F32);
+    trit_graph_set_fusion(g, fuse);
+    trit_tensor *x = trit_graph_input(g, TRIT_F32, 2, (int64_t[]){3, 5}, "x");
+    trit_tensor *r = trit_graph_input(g, TRIT_F32, 2, (int64_t[]){3, 6}, "r");
+    trit_tensor *y = trit_layernorm(g, trit_add(g, trit_gelu(g, trit_linear(g, x, p[0], p[1])), r), p[2], p[3], 1e-5);
+    trit_tensor *loss = trit_sum(g, trit_mul(g, y, y), 0, NULL, false);
+    assert_int_equal(trit_graph_compile(g, loss), TRIT_OK);
+    for (int i = 0; i < 15; i++) ((float *)x->data)[i] = (float)(i % 4) - 1.5f;
+    for (int i = 0; i < 18; i++) ((float *)r->data)[i] = (float)(i % 3) * 0.5f;
+    assert_int_equal(trit_graph_forward(g), TRIT_OK);
+    const double v = trit_tensor_get_flat(loss, 0);
+    trit_graph_free(g);
+    for (int i = 0; i < 4; i++) trit_tensor_free(p[i]);
+    return v;
+}
+
+static void test_fusion_with_bf16_parameters(void **state) {
+    (void)state;
+    const double a = fused_block_loss(false), b = fused_block_loss(true);
+    assert_true(a > 1.0);
+    assert_true(fabs(a - b) <= 1e-6 * a);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_policy_combinations),
         cmocka_unit_test(test_f32_policy_is_the_f32_graph),
         cmocka_unit_test(test_low_precision_close_to_f32),
         cmocka_unit_test(test_bf16_parameters),
+        cmocka_unit_test(test_fusion_with_bf16_parameters),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -206,10 +206,30 @@ static void test_load_mismatch(void **state) {
     assert_non_null(strstr(msg, "(2, 3)"));
     assert_non_null(strstr(msg, "(3, 2)"));
     assert_non_null(strstr(msg, "model configuration"));
-    trit_tensor *wrong_dtype = trit_tensor_new(TRIT_F64, 2, s23);
+    trit_tensor *wrong_dtype = trit_tensor_new(TRIT_I32, 2, s23);
     assert_int_equal(trit_safetensors_load(f, "blocks.0.attn.weight", wrong_dtype), TRIT_ERR_DTYPE);
     assert_non_null(strstr(trit_last_error(), "F32"));
-    assert_non_null(strstr(trit_last_error(), "F64"));
+    assert_non_null(strstr(trit_last_error(), "I32"));
+    // Float dtypes convert: to f64 exactly, to bf16 rounded to nearest even, and back to f32.
+    trit_tensor *wide = trit_tensor_new(TRIT_F64, 2, s23), *half = trit_tensor_new(TRIT_BF16, 2, s23);
+    assert_int_equal(trit_safetensors_load(f, "blocks.0.attn.weight", wide), TRIT_OK);
+    assert_int_equal(trit_safetensors_load(f, "blocks.0.attn.weight", half), TRIT_OK);
+    for (int64_t i = 0; i < 6; i++) {
+        const float v = ((float *)a->data)[i];
+        assert_true(((double *)wide->data)[i] == (double)v);
+        assert_int_equal(((uint16_t *)half->data)[i], trit_f32_to_bf16(v));
+    }
+    trit_safetensors_entry he[1] = {{"h", half}};
+    assert_int_equal(trit_safetensors_write(tfile_path("h.safetensors"), he, 1, NULL, 0), TRIT_OK);
+    trit_safetensors *hf = trit_safetensors_open(tfile_path("h.safetensors"));
+    assert_string_equal(trit_safetensors_find(hf, "h")->dtype_name, "BF16");
+    trit_tensor *back = trit_tensor_new(TRIT_F32, 2, s23);
+    assert_int_equal(trit_safetensors_load(hf, "h", back), TRIT_OK);
+    for (int64_t i = 0; i < 6; i++) assert_true(((float *)back->data)[i] == trit_bf16_to_f32(((uint16_t *)half->data)[i]));
+    trit_safetensors_close(hf);
+    trit_tensor_free(back);
+    trit_tensor_free(wide);
+    trit_tensor_free(half);
     assert_int_equal(trit_safetensors_load(f, "blocks.1.attn.weight", wrong_dtype), TRIT_ERR_INVALID);
     assert_non_null(strstr(trit_last_error(), "no tensor 'blocks.1.attn.weight'"));
     trit_safetensors_close(f);

@@ -32,7 +32,7 @@ static void on_step(void *ctx, const trit_train_step_info *info) {
 }
 
 static void run(trit_train_config *c, record *r, trit_train_result *res) {
-    trit_train_hooks h = {on_step, r};
+    trit_train_hooks h = {.on_step = on_step, .ctx = r};
     trit_status s = trit_train_run(c, &h, res);
     if (s != TRIT_OK) fail_msg("train: %s", trit_last_error());
 }
