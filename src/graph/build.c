@@ -218,9 +218,6 @@ trit_tensor *trit_graph_apply(trit_graph *g, const trit_op_def *def_f32, const t
     if (def->attr_size) memcpy(attr_copy, attr, def->attr_size);
     out->graph_value = -1;
     trit_status s = def->infer((const trit_tensor *const *)ins, n_in, attr_copy, out);
-    const trit_dtype act = g->policy.activation;
-    if (s == TRIT_OK && def->lowp_output && (act == TRIT_BF16 || act == TRIT_F16) && out->dtype == g->dtype)
-        s = trit_tensor_init_layout(out, act, out->ndim, out->shape);
     if (s != TRIT_OK) {
         free(out);
         free(attr_copy);

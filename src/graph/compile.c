@@ -303,6 +303,7 @@ trit_status trit_graph_compile(trit_graph *g, trit_tensor *loss) {
     if (g->status != TRIT_OK) return trit_error(g->status, "graph build failed: %s", g->error);
     if (g->compiled) return trit_error(TRIT_ERR_STATE, "trit_graph_compile: graph is already compiled");
     if (trit_graph_fuse(g) < 0) return trit_error(TRIT_ERR_NOMEM, "trit_graph_compile: out of memory while fusing ops");
+    trit_graph_store_lowp(g);
     g->loss = -1;
     if (loss) {
         if (loss->graph != g || g->values[loss->graph_value].kind != VALUE_OP)

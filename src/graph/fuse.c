@@ -71,7 +71,7 @@ static bool insert_node(trit_graph *g, int pos) {
     return true;
 }
 
-static void remove_node(trit_graph *g, int pos) {
+void trit_graph_remove_node(trit_graph *g, int pos) {
     free(g->nodes[pos].attr);
     memmove(&g->nodes[pos], &g->nodes[pos + 1], (size_t)(g->n_nodes - pos - 1) * sizeof(trit_node));
     g->n_nodes--;
@@ -184,7 +184,7 @@ static int fuse_classifier(trit_graph *g, const int *uses, int ci) {
     const int li = g->values[lg].producer;
     g->values[lg].dead = true;
     g->values[lg].producer = -1;
-    remove_node(g, li);
+    trit_graph_remove_node(g, li);
     return 1;
 }
 

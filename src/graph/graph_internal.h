@@ -87,6 +87,13 @@ void trit_graph_release_compiled(trit_graph *g);
 // Compile's first pass: replaces op patterns with fused ops (fuse.c). Returns the number of
 // rewrites, or -1 on allocation failure.
 int trit_graph_fuse(trit_graph *g);
+// Removes node pos (its output value must already be dead or rewired); later producers shift.
+void trit_graph_remove_node(trit_graph *g, int pos);
+// Compile's second pass under 16-bit activations (lowp.c): stores a value in the activation
+// dtype where its producer can write it and all its readers can read it, and drops the casts
+// that then convert nothing. Returns the number of values lowered.
+int trit_graph_store_lowp(trit_graph *g);
+
 // Number of nodes of each kind after fusion, for tests and reports.
 int trit_graph_count_op(const trit_graph *g, const char *name);
 

@@ -25,6 +25,7 @@
 #include "kernels/flash.h"
 
 #include <omp.h>
+#include <string.h>
 
 #define BR TRIT_FLASH_W  // queries per tile: the lanes of the tile kernels
 #define BC TRIT_FLASH_BC
@@ -84,15 +85,41 @@ static size_t flash_saved_bytes(const trit_op_call *c) {
     return sizeof(real) * (size_t)(d.B * d.H * d.T);
 }
 
-static size_t flash_scratch_bytes(const trit_op_call *c) {
+static size_t body_scratch_bytes(const trit_op_call *c) {
     flash_dims d = dims_of(c);
     return (size_t)flash_slots(&d) * flash_thread_bytes(&d);
 }
+
+static size_t lowp_bytes(const trit_op_call *c);
+
+static size_t flash_scratch_bytes(const trit_op_call *c) { return body_scratch_bytes(c) + lowp_bytes(c); }
 
 static int flash_threads(const flash_dims *d, int64_t items) {
     int64_t t = min64(min64(flash_slots(d), items), omp_get_max_threads());
     int64_t work = d->B * d->H * d->T * d->T * d->hs;
     return t > 1 && work >= FLASH_PARALLEL_MIN ? (int)t : 1;
+}
+
+// 16-bit inputs and output (a graph with 16-bit activations) in the f32 build only: the f32 body
+// runs one batch element at a time on f32 copies made in scratch (see flash_lowp below).
+static bool lowp_ok(trit_dtype dt) {
+#ifdef TRIT_REAL_F64
+    (void)dt;
+    return false;
+#else
+    return dt == TRIT_BF16 || dt == TRIT_F16;
+#endif
+}
+
+static bool any_lowp(const trit_op_call *c) {
+    return lowp_ok(c->in[0]->dtype) || lowp_ok(c->in[1]->dtype) || lowp_ok(c->in[2]->dtype) ||
+           (c->out && lowp_ok(c->out->dtype));
+}
+
+// The f32 copies of one batch element: q, k, v and the output, (T, C) each.
+static size_t lowp_bytes(const trit_op_call *c) {
+    const flash_dims d = dims_of(c);
+    return any_lowp(c) ? sizeof(float) * 4 * (size_t)(d.T * d.C) : 0;
 }
 
 // ---- shape rule ---------------------------------------------------------------------------
@@ -102,10 +129,10 @@ static trit_status flash_infer(const trit_tensor *const *in, int n_in, const voi
     char s0[96], s1[96], s2[96];
     if (n_in != 3) return trit_error(TRIT_ERR_INVALID, "flash_attention: expected 3 inputs (q, k, v), got %d", n_in);
     for (int i = 0; i < 3; i++) {
-        if (in[i]->dtype != TRIT_REAL_DTYPE)
-            return trit_error(TRIT_ERR_DTYPE, "flash_attention: %s must be %s (the graph's compute dtype), got %s",
+        if (in[i]->dtype != TRIT_REAL_DTYPE && !lowp_ok(in[i]->dtype))
+            return trit_error(TRIT_ERR_DTYPE, "flash_attention: %s must be %s%s, got %s",
                               i == 0 ? "q" : i == 1 ? "k" : "v", trit_dtype_name(TRIT_REAL_DTYPE),
-                              trit_dtype_name(in[i]->dtype));
+                              TRIT_REAL_DTYPE == TRIT_F32 ? " or bf16/f16" : "", trit_dtype_name(in[i]->dtype));
     }
     const trit_tensor *q = in[0], *k = in[1], *v = in[2];
     if (q->ndim != 3 || !trit_tensor_same_shape(q, k) || !trit_tensor_same_shape(q, v))
@@ -288,11 +315,85 @@ static trit_status flash_backward(const trit_op_call *c) {
     return TRIT_OK;
 }
 
+// ---- 16-bit activations ----------------------------------------------------------------------
+
+#ifndef TRIT_REAL_F64
+// dst (T, C) f32 = batch b of t (T, C), rows in_ld apart, of any float dtype.
+static void widen_batch(float *dst, const trit_tensor *t, const flash_dims *d, int64_t b) {
+    const trit_dtype_traits *tr = trit_dtype_traits_of(t->dtype);
+    const int64_t ld = in_ld(t), first = t->offset + b * t->strides[0];
+    for (int64_t r = 0; r < d->T; r++) {
+        const int64_t at = first + r * ld;
+        tr->to_f32(dst + r * d->C, (const char *)t->data + trit_dtype_nbytes(t->dtype, at), d->C, NULL, at);
+    }
+}
+
+// A contiguous (1, T, C) f32 tensor over data.
+static trit_tensor batch_tensor(void *data, const flash_dims *d) {
+    trit_tensor t;
+    memset(&t, 0, sizeof t);
+    trit_tensor_init_layout(&t, TRIT_F32, 3, (int64_t[]){1, d->T, d->C});
+    t.data = data;
+    return t;
+}
+
+// The op on 16-bit q, k, v (and output): per batch element, f32 copies in scratch after the
+// body's own scratch, the f32 body on them (one batch element: its saved lse and gradients at
+// that element), and in forward the output rounded once into 16 bits.
+static trit_status flash_lowp(const trit_op_call *c, bool backward) {
+    const flash_dims d = dims_of(c);
+    float *buf = (float *)((char *)c->scratch + body_scratch_bytes(c));
+    const int64_t TC = d.T * d.C;
+    for (int64_t b = 0; b < d.B; b++) {
+        trit_tensor t[4], g[4];
+        for (int i = 0; i < 4; i++) t[i] = batch_tensor(buf + i * TC, &d);
+        for (int i = 0; i < 3; i++) widen_batch(buf + i * TC, c->in[i], &d, b);
+        trit_op_call sub = *c;
+        for (int i = 0; i < 3; i++) sub.in[i] = &t[i];
+        sub.out = &t[3];
+        sub.saved = (real *)c->saved + b * d.H * d.T;
+        if (!backward) {
+            trit_status s = flash_forward(&sub);
+            if (s != TRIT_OK) return s;
+            const trit_dtype_traits *tr = trit_dtype_traits_of(c->out->dtype);
+            tr->from_f32((char *)c->out->data + trit_dtype_nbytes(c->out->dtype, b * TC), buf + 3 * TC, TC, NULL, b * TC);
+            continue;
+        }
+        widen_batch(buf + 3 * TC, c->out, &d, b);
+        g[3] = batch_tensor((real *)c->gout->data + b * TC, &d);
+        sub.gout = &g[3];
+        for (int i = 0; i < 3; i++) {
+            if (c->gin[i]) g[i] = batch_tensor((real *)c->gin[i]->data + b * TC, &d);
+            sub.gin[i] = c->gin[i] ? &g[i] : NULL;
+        }
+        trit_status s = flash_backward(&sub);
+        if (s != TRIT_OK) return s;
+    }
+    return TRIT_OK;
+}
+#endif
+
+static trit_status flash_forward_any(const trit_op_call *c) {
+#ifndef TRIT_REAL_F64
+    if (any_lowp(c)) return flash_lowp(c, false);
+#endif
+    return flash_forward(c);
+}
+
+static trit_status flash_backward_any(const trit_op_call *c) {
+#ifndef TRIT_REAL_F64
+    if (any_lowp(c)) return flash_lowp(c, true);
+#endif
+    return flash_backward(c);
+}
+
 const trit_op_def R(trit_op_flash_attention) = {
     .name = "flash_attention",
     .infer = flash_infer,
-    .forward = flash_forward,
-    .backward = flash_backward,
+    .forward = flash_forward_any,
+    .backward = flash_backward_any,
+    .lowp_inputs = TRIT_IN(0) | TRIT_IN(1) | TRIT_IN(2),
+    .lowp_output = true,
     .saved_bytes = flash_saved_bytes,
     .scratch_bytes = flash_scratch_bytes,
     .attr_size = sizeof(trit_flash_attention_attr),

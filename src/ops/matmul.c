@@ -217,22 +217,34 @@ static trit_status linear_infer(const trit_tensor *const *in, int n_in, const vo
     return trit_tensor_init_layout(out, TRIT_REAL_DTYPE, x->ndim, shape);
 }
 
+enum { LIN_ROWS = 128 };  // rows per block of a 16-bit output
+
 static trit_status linear_forward(const trit_op_call *c) {
     const trit_tensor *x = c->in[0], *w = c->in[1], *b = c->n_in > 2 ? c->in[2] : NULL;
     lin_plan p;
     lin_plan_init(x, w, &p);
-    real *y = c->out->data;
     if (p.rows == 0 || p.N == 0) return TRIT_OK;
-    if (b) {  // every row starts as the bias, then the GEMM accumulates onto it
-        const real *pb = in_ptr(b);
-        const int64_t sb = b->strides[0];
-        for (int64_t r = 0; r < p.rows; r++)
-            for (int64_t j = 0; j < p.N; j++) y[r * p.N + j] = pb[j * sb];
-    } else if (p.K == 0) {
-        memset(y, 0, sizeof(real) * (size_t)(p.rows * p.N));
+    const bool lowp = c->out->dtype != TRIT_REAL_DTYPE;
+    // A 16-bit output is computed in fp32 blocks of rows in scratch, bias included, and rounded once.
+    for (int64_t r0 = 0; r0 < p.rows; r0 += lowp ? LIN_ROWS : p.rows) {
+        const int64_t n = lowp && p.rows - r0 > LIN_ROWS ? LIN_ROWS : p.rows - r0;
+        real *y = lowp ? (real *)c->scratch : (real *)c->out->data + r0 * p.N;  // (n, N)
+        if (b) {  // every row starts as the bias, then the GEMM accumulates onto it
+            const real *pb = in_ptr(b);
+            const int64_t sb = b->strides[0];
+            for (int64_t r = 0; r < n; r++)
+                for (int64_t j = 0; j < p.N; j++) y[r * p.N + j] = pb[j * sb];
+        } else if (p.K == 0) {
+            memset(y, 0, sizeof(real) * (size_t)(n * p.N));
+        }
+        const trit_mm_ref xr = trit_mm_at(trit_mm_of(x), r0 * (p.xt ? 1 : p.ldx));
+        if (p.K > 0) trit_op_gemm(c, p.xt, !p.wflip, n, p.N, p.K, xr, p.ldx, trit_mm_of(w), p.ldw, y, p.N, b != NULL);
+#ifndef TRIT_REAL_F64  // 16-bit outputs exist only in the f32 build
+        if (lowp)
+            trit_dtype_traits_of(c->out->dtype)->from_f32((char *)c->out->data + trit_dtype_nbytes(c->out->dtype, r0 * p.N),
+                                                           y, n * p.N, NULL, r0 * p.N);
+#endif
     }
-    if (p.K > 0)
-        trit_op_gemm(c, p.xt, !p.wflip, p.rows, p.N, p.K, trit_mm_of(x), p.ldx, trit_mm_of(w), p.ldw, y, p.N, b != NULL);
     return TRIT_OK;
 }
 
@@ -255,15 +267,17 @@ static trit_status linear_backward(const trit_op_call *c) {
     return TRIT_OK;
 }
 
+// Backward's ones (rows) for the bias gradient; forward's fp32 block of a 16-bit output.
 static size_t linear_scratch(const trit_op_call *c) {
-    if (c->n_in < 3) return 0;
     lin_plan p;
     if (!lin_plan_init(c->in[0], c->in[1], &p)) return 0;
-    return (size_t)p.rows * sizeof(real);
+    const size_t ones = c->n_in > 2 ? (size_t)p.rows * sizeof(real) : 0;
+    const size_t block = c->out->dtype != TRIT_REAL_DTYPE ? (size_t)(LIN_ROWS * p.N) * sizeof(real) : 0;
+    return ones > block ? ones : block;
 }
 
 const trit_op_def R(trit_op_linear) = {
     .name = "linear", .infer = linear_infer, .forward = linear_forward, .backward = linear_backward,
-    .lowp_inputs = TRIT_IN(0) | TRIT_IN(1),
+    .lowp_inputs = TRIT_IN(0) | TRIT_IN(1), .lowp_output = true,
     .scratch_bytes = linear_scratch,
 };
