@@ -133,25 +133,24 @@ uint16_t trit_f32_to_f16_sr(float x, uint32_t r) {
     return (double)r * 0x1p-32 < p ? hi : lo;
 }
 
-// out (n): in (n) rounded with the bits of element offset + i of Philox (seed, stream).
-void trit_f32_to_bf16_sr_n(uint16_t *out, const float *in, int64_t n, uint64_t seed, uint64_t stream,
-                           uint64_t offset) {
+// out (n): in (n) rounded by `round` with the bits of element offset + i of Philox (seed, stream).
+static void sr_row(uint16_t (*round)(float, uint32_t), uint16_t *out, const float *in, int64_t n, uint64_t seed,
+                   uint64_t stream, uint64_t offset) {
     uint32_t b[4];
     uint64_t have = UINT64_MAX;
     for (int64_t i = 0; i < n; i++) {
         const uint64_t j = offset + (uint64_t)i;
         if (j / 4 != have) trit_rng_block(seed, stream, have = j / 4, b);
-        out[i] = trit_f32_to_bf16_sr(in[i], b[j % 4]);
+        out[i] = round(in[i], b[j % 4]);
     }
+}
+
+void trit_f32_to_bf16_sr_n(uint16_t *out, const float *in, int64_t n, uint64_t seed, uint64_t stream,
+                           uint64_t offset) {
+    sr_row(trit_f32_to_bf16_sr, out, in, n, seed, stream, offset);
 }
 
 void trit_f32_to_f16_sr_n(uint16_t *out, const float *in, int64_t n, uint64_t seed, uint64_t stream,
                           uint64_t offset) {
-    uint32_t b[4];
-    uint64_t have = UINT64_MAX;
-    for (int64_t i = 0; i < n; i++) {
-        const uint64_t j = offset + (uint64_t)i;
-        if (j / 4 != have) trit_rng_block(seed, stream, have = j / 4, b);
-        out[i] = trit_f32_to_f16_sr(in[i], b[j % 4]);
-    }
+    sr_row(trit_f32_to_f16_sr, out, in, n, seed, stream, offset);
 }

@@ -3,6 +3,7 @@
 // once (after adding the old values when accumulating).
 #include "kernels/gemm_lowp.h"
 #include "kernels/kernel_table.h"
+#include "kernels/thread_buffer.h"
 
 #include <string.h>
 
@@ -11,14 +12,6 @@ enum { ROWS = 64 };
 static _Thread_local float *rows_mem;
 static _Thread_local size_t rows_floats;
 
-static float *rows_buffer(size_t floats) {
-    if (floats > rows_floats) {
-        trit_aligned_free(rows_mem);
-        rows_mem = trit_aligned_alloc(floats * sizeof(float));
-        rows_floats = rows_mem ? floats : 0;
-    }
-    return rows_mem;
-}
 
 static void with_c(trit_kernel_gemm_mixed_f32c_fn *core, int64_t M, int64_t N, int64_t K, const trit_gemm_operand *A,
                    const trit_gemm_operand *B, void *C, trit_dtype cdt, int64_t ldc, bool accumulate,
@@ -27,7 +20,7 @@ static void with_c(trit_kernel_gemm_mixed_f32c_fn *core, int64_t M, int64_t N, i
         core(M, N, K, A, B, C, ldc, accumulate, prec);
         return;
     }
-    float *buf = rows_buffer((size_t)(ROWS * (N > 0 ? N : 1)));
+    float *buf = trit_thread_buffer(&rows_mem, &rows_floats, (size_t)(ROWS * (N > 0 ? N : 1)));
     if (!buf) {  // out of memory: the portable kernel needs no buffer
         trit_kernel_gemm_mixed_ref(M, N, K, A, B, C, cdt, ldc, accumulate, prec);
         return;

@@ -102,18 +102,10 @@ static int flash_threads(const flash_dims *d, int64_t items) {
 
 // 16-bit inputs and output (a graph with 16-bit activations) in the f32 build only: the f32 body
 // runs one batch element at a time on f32 copies made in scratch (see flash_lowp below).
-static bool lowp_ok(trit_dtype dt) {
-#ifdef TRIT_REAL_F64
-    (void)dt;
-    return false;
-#else
-    return dt == TRIT_BF16 || dt == TRIT_F16;
-#endif
-}
 
 static bool any_lowp(const trit_op_call *c) {
-    return lowp_ok(c->in[0]->dtype) || lowp_ok(c->in[1]->dtype) || lowp_ok(c->in[2]->dtype) ||
-           (c->out && lowp_ok(c->out->dtype));
+    return trit_op_lowp_ok(c->in[0]->dtype) || trit_op_lowp_ok(c->in[1]->dtype) || trit_op_lowp_ok(c->in[2]->dtype) ||
+           (c->out && trit_op_lowp_ok(c->out->dtype));
 }
 
 // The f32 copies of one batch element: q, k, v and the output, (T, C) each.
@@ -129,7 +121,7 @@ static trit_status flash_infer(const trit_tensor *const *in, int n_in, const voi
     char s0[96], s1[96], s2[96];
     if (n_in != 3) return trit_error(TRIT_ERR_INVALID, "flash_attention: expected 3 inputs (q, k, v), got %d", n_in);
     for (int i = 0; i < 3; i++) {
-        if (in[i]->dtype != TRIT_REAL_DTYPE && !lowp_ok(in[i]->dtype))
+        if (in[i]->dtype != TRIT_REAL_DTYPE && !trit_op_lowp_ok(in[i]->dtype))
             return trit_error(TRIT_ERR_DTYPE, "flash_attention: %s must be %s%s, got %s",
                               i == 0 ? "q" : i == 1 ? "k" : "v", trit_dtype_name(TRIT_REAL_DTYPE),
                               TRIT_REAL_DTYPE == TRIT_F32 ? " or bf16/f16" : "", trit_dtype_name(in[i]->dtype));

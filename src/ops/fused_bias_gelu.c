@@ -9,14 +9,6 @@
 
 // h and the output may be 16-bit (a graph with 16-bit activations) in the f32 build: the rows
 // go through f32 copies in scratch, ROWS at a time, so the f32 kernels run them.
-static bool lowp_ok(trit_dtype dt) {
-#ifdef TRIT_REAL_F64
-    (void)dt;
-    return false;
-#else
-    return dt == TRIT_BF16 || dt == TRIT_F16;
-#endif
-}
 
 enum { ROWS = 128 };
 
@@ -25,7 +17,7 @@ static trit_status bias_gelu_infer(const trit_tensor *const *in, int n_in, const
     char a[128], b[128];
     if (n_in != 2) return trit_error(TRIT_ERR_INVALID, "bias_gelu: expected 2 inputs (h, b), got %d", n_in);
     for (int i = 0; i < 2; i++)
-        if (in[i]->dtype != TRIT_REAL_DTYPE && !(i == 0 && lowp_ok(in[i]->dtype)))
+        if (in[i]->dtype != TRIT_REAL_DTYPE && !(i == 0 && trit_op_lowp_ok(in[i]->dtype)))
             return trit_error(TRIT_ERR_DTYPE, "bias_gelu: expected %s inputs (h may be bf16/f16 in an f32 graph), input "
                               "%d is %s", trit_dtype_name(TRIT_REAL_DTYPE), i, trit_dtype_name(in[i]->dtype));
     const trit_tensor *h = in[0], *bias = in[1];
@@ -37,7 +29,7 @@ static trit_status bias_gelu_infer(const trit_tensor *const *in, int n_in, const
 
 static int64_t bg_N(const trit_op_call *c) { return c->in[1]->shape[0]; }
 
-static bool is_lowp(const trit_op_call *c) { return lowp_ok(c->in[0]->dtype) || lowp_ok(c->out->dtype); }
+static bool is_lowp(const trit_op_call *c) { return trit_op_lowp_ok(c->in[0]->dtype) || trit_op_lowp_ok(c->out->dtype); }
 
 static size_t bias_gelu_scratch(const trit_op_call *c) {
     return is_lowp(c) ? 2 * sizeof(float) * (size_t)(ROWS * bg_N(c)) : 0;

@@ -57,6 +57,17 @@ typedef struct trit_op_def {
     size_t attr_size;
 } trit_op_def;
 
+// A 16-bit float dtype an op may read or write under a policy with 16-bit activations; only in
+// the f32 build (the f64 reference path has none).
+static inline bool trit_op_lowp_ok(trit_dtype dt) {
+#ifdef TRIT_REAL_F64
+    (void)dt;
+    return false;
+#else
+    return dt == TRIT_BF16 || dt == TRIT_F16;
+#endif
+}
+
 // Element i of an index tensor (I32 or I64: ops that take indices check which in infer).
 static inline int64_t trit_op_index_at(const trit_tensor *t /* (n) */, int64_t i) {
     const void *p = trit_tensor_ptr(t);

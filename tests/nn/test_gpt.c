@@ -401,10 +401,11 @@ static void check_adamw(const char *what, trit_gpt *m, trit_gpt_graph *gg, const
     trit_optim_free(o);
 }
 
-static void parity(const layout *l) {
+// The layout's model with the weights the fixture scripts read.
+static trit_gpt *fixture_model(const layout *l, trit_gpt_config *c) {
     char path[1024];
-    trit_gpt_config c = small_config(l->rms, l->swiglu, l->rope, l->bias);
-    trit_gpt *m = trit_gpt_new(&c, 1);
+    *c = small_config(l->rms, l->swiglu, l->rope, l->bias);
+    trit_gpt *m = trit_gpt_new(c, 1);
     assert_non_null(m);
     fixture_path(path, sizeof path, l->name, "");
     trit_safetensors *w = trit_safetensors_open(path);
@@ -414,6 +415,13 @@ static void parity(const layout *l) {
         if (trit_safetensors_load(w, t->name, t) != TRIT_OK) fail_msg("%s", trit_last_error());
     }
     trit_safetensors_close(w);
+    return m;
+}
+
+static void parity(const layout *l) {
+    char path[1024];
+    trit_gpt_config c;
+    trit_gpt *m = fixture_model(l, &c);
     fixture_path(path, sizeof path, l->name, "_ref");
     trit_safetensors *ref = trit_safetensors_open(path);
     if (!ref) fail_msg("%s", trit_last_error());
@@ -461,16 +469,8 @@ static void parity(const layout *l) {
 // of their max on these models.
 static void parity_bf16(const layout *l) {
     char path[1024];
-    trit_gpt_config c = small_config(l->rms, l->swiglu, l->rope, l->bias);
-    trit_gpt *m = trit_gpt_new(&c, 1);
-    assert_non_null(m);
-    fixture_path(path, sizeof path, l->name, "");
-    trit_safetensors *w = trit_safetensors_open(path);
-    if (!w) fail_msg("%s", trit_last_error());
-    for (int i = 0; i < trit_gpt_num_tensors(m); i++)
-        if (trit_safetensors_load(w, trit_gpt_tensor(m, i)->name, trit_gpt_tensor(m, i)) != TRIT_OK)
-            fail_msg("%s", trit_last_error());
-    trit_safetensors_close(w);
+    trit_gpt_config c;
+    trit_gpt *m = fixture_model(l, &c);
     const trit_compute_policy bf16 = {TRIT_F32, TRIT_BF16, TRIT_MATMUL_MEDIUM};
     assert_int_equal(trit_gpt_set_policy(m, &bf16), TRIT_OK);
     fixture_path(path, sizeof path, l->name, "_ref");

@@ -131,26 +131,27 @@ static void test_all_nan_stops_at_max_skips(void **state) {
 
 // A mode trains (loss goes down) and a run stopped at step 5 and resumed repeats the
 // uninterrupted one bit for bit, loss scale included.
+static void mode_config(trit_train_config *c, const char *text, const char *out, const char *precision,
+                        const char *master, const char *rounding, double loss_scale) {
+    tf_tiny_config(c, text, out);
+    assert_int_equal(trit_train_config_set(c, "precision", precision), TRIT_OK);
+    assert_int_equal(trit_train_config_set(c, "master-weights", master), TRIT_OK);
+    assert_int_equal(trit_train_config_set(c, "rounding", rounding), TRIT_OK);
+    c->loss_scale = loss_scale;
+}
+
 static void check_mode(const char *precision, const char *master, const char *rounding, double loss_scale) {
     dirs d;
     make_dirs(&d, "prec");
     trit_train_config c;
-    tf_tiny_config(&c, d.text, d.out);
-    assert_int_equal(trit_train_config_set(&c, "precision", precision), TRIT_OK);
-    assert_int_equal(trit_train_config_set(&c, "master-weights", master), TRIT_OK);
-    assert_int_equal(trit_train_config_set(&c, "rounding", rounding), TRIT_OK);
-    c.loss_scale = loss_scale;
+    mode_config(&c, d.text, d.out, precision, master, rounding, loss_scale);
     poison a = {.at = -2}, b = {.at = -2};
     trit_train_result r;
     if (train(&c, &a, &r) != TRIT_OK) fail_msg("%s: %s", precision, trit_last_error());
     printf("  %s, master weights %s, %s rounding: loss %.4f -> %.4f, scale %g\n", precision, master, rounding,
            a.loss[1], a.loss[STEPS], a.scale[STEPS]);
     assert_true(a.loss[STEPS] < a.loss[1] - 0.1);
-    tf_tiny_config(&c, d.text, d.out2);
-    assert_int_equal(trit_train_config_set(&c, "precision", precision), TRIT_OK);
-    assert_int_equal(trit_train_config_set(&c, "master-weights", master), TRIT_OK);
-    assert_int_equal(trit_train_config_set(&c, "rounding", rounding), TRIT_OK);
-    c.loss_scale = loss_scale;
+    mode_config(&c, d.text, d.out2, precision, master, rounding, loss_scale);
     c.stop_after = 5;
     if (train(&c, &b, &r) != TRIT_OK) fail_msg("%s: %s", precision, trit_last_error());
     trit_train_config_init(&c);

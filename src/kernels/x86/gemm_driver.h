@@ -23,6 +23,7 @@
 
 #include "kernels/gemm.h"
 #include "kernels/gemm_lowp.h"
+#include "kernels/thread_buffer.h"
 #include "trit/base.h"
 
 #include <omp.h>
@@ -104,14 +105,7 @@ static void gemm_fallback(const gemm_args *g, int64_t m0, int64_t m1, int64_t n0
 static _Thread_local float *pack_mem;
 static _Thread_local size_t pack_floats;
 
-static float *pack_buffer(size_t floats) {
-    if (floats > pack_floats) {
-        trit_aligned_free(pack_mem);
-        pack_mem = trit_aligned_alloc(floats * sizeof(float));
-        pack_floats = pack_mem ? floats : 0;
-    }
-    return pack_mem;
-}
+static float *pack_buffer(size_t floats) { return trit_thread_buffer(&pack_mem, &pack_floats, floats); }
 
 // The KC slicing of K: equal slices of at most GEMM_KC. Depends on K alone.
 static int64_t k_slice(int64_t K) { return ceil_div(K, ceil_div(K, GEMM_KC)); }
