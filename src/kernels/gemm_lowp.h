@@ -32,17 +32,21 @@ typedef struct trit_gemm_operand {
 typedef void trit_kernel_gemm_mixed_fn(int64_t M, int64_t N, int64_t K, const trit_gemm_operand *A,
                                        const trit_gemm_operand *B, void *C, trit_dtype cdt, int64_t ldc,
                                        bool accumulate, trit_matmul_precision prec);
-// trit_kernel_gemm_mixed takes the kernel table's choice; _ref is the portable oracle; the x86
-// ones widen 16-bit operands to f32 while packing, so their inner loops are the f32 kernels'.
+// trit_kernel_gemm_mixed takes the kernel table's choice; _ref is the portable oracle; the AVX2
+// and AVX-512 ones widen 16-bit operands to f32 while packing, so their inner loops are the f32
+// kernels'; the AVX512-BF16 one multiplies bf16 pairs (vdpbf16ps) where every product is
+// bf16 x bf16, flushing subnormals to zero as that instruction does.
 trit_kernel_gemm_mixed_fn trit_kernel_gemm_mixed, trit_kernel_gemm_mixed_ref, trit_kernel_gemm_mixed_avx2,
-    trit_kernel_gemm_mixed_avx512;
+    trit_kernel_gemm_mixed_avx512, trit_kernel_gemm_mixed_avx512bf16;
 
 // The x86 kernels' core with an f32 C (x86/gemm_avx2.c, x86/gemm_avx512.c); gemm_mixed.c adds
 // the bf16 C around it. C: (M, N) f32.
 typedef void trit_kernel_gemm_mixed_f32c_fn(int64_t M, int64_t N, int64_t K, const trit_gemm_operand *A,
                                             const trit_gemm_operand *B, float *C, int64_t ldc, bool accumulate,
                                             trit_matmul_precision prec);
-trit_kernel_gemm_mixed_f32c_fn trit_kernel_gemm_mixed_avx2_f32c, trit_kernel_gemm_mixed_avx512_f32c;
+// The AVX512-BF16 one runs every bf16 x bf16 product on vdpbf16ps (x86/gemm_mixed_avx512bf16.c).
+trit_kernel_gemm_mixed_f32c_fn trit_kernel_gemm_mixed_avx2_f32c, trit_kernel_gemm_mixed_avx512_f32c,
+    trit_kernel_gemm_mixed_avx512bf16_f32c;
 
 // How an operand's values enter the products (the packing modes of the x86 kernels).
 typedef enum trit_gemm_piece {

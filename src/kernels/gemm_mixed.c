@@ -42,6 +42,12 @@ void trit_kernel_gemm_mixed_avx512(int64_t M, int64_t N, int64_t K, const trit_g
     with_c(trit_kernel_gemm_mixed_avx512_f32c, M, N, K, A, B, C, cdt, ldc, accumulate, prec);
 }
 
+void trit_kernel_gemm_mixed_avx512bf16(int64_t M, int64_t N, int64_t K, const trit_gemm_operand *A,
+                                       const trit_gemm_operand *B, void *C, trit_dtype cdt, int64_t ldc,
+                                       bool accumulate, trit_matmul_precision prec) {
+    with_c(trit_kernel_gemm_mixed_avx512bf16_f32c, M, N, K, A, B, C, cdt, ldc, accumulate, prec);
+}
+
 void trit_kernel_gemm_mixed_avx2(int64_t M, int64_t N, int64_t K, const trit_gemm_operand *A,
                                  const trit_gemm_operand *B, void *C, trit_dtype cdt, int64_t ldc, bool accumulate,
                                  trit_matmul_precision prec) {

@@ -34,6 +34,7 @@ static const impl IMPLS[] = {
     {"ref", trit_kernel_gemm_mixed_ref, 0},
     {"avx2", trit_kernel_gemm_mixed_avx2, TRIT_FEAT_AVX2},
     {"avx512", trit_kernel_gemm_mixed_avx512, TRIT_FEAT_AVX2 | TRIT_FEAT_AVX512},
+    {"avx512bf16", trit_kernel_gemm_mixed_avx512bf16, TRIT_FEAT_AVX2 | TRIT_FEAT_AVX512 | TRIT_FEAT_AVX512_BF16},
 };
 
 static bool runnable(const impl *k) {

@@ -5,7 +5,7 @@
 // included by each ISA file, so its static functions are compiled with that file's ISA flags
 // and inline its micro-kernel and packing code.
 //
-// Before including, the ISA file defines:
+// Before including, the ISA file defines (GEMM_PACK_ALWAYS: B is always packed, no tile_direct):
 //   MR, NR                 register tile: MR rows by NR columns of C
 //   GEMM_KC, GEMM_MC, GEMM_NC  cache blocking (K slice, A block rows, B block columns)
 //   GEMM_SMALL             up to this many multiply-adds B is read in place when stored (K, N)
@@ -72,10 +72,12 @@ static void pack_b(const gemm_args *g, int64_t p0, int64_t kc, int64_t j0, int64
 // columns in NR panels of kc), tile by tile in the loop order that suits the ISA's caches.
 static void gemm_macro(int64_t kc, int64_t mc, int64_t nc, const float *ap, const float *bp,
                        float *c, int64_t ldc, bool add_c);
+#ifndef GEMM_PACK_ALWAYS
 // c (mr, min(nr, NR)) (+)= one packed A panel a (kc, MR) @ b, the caller's (K, N) matrix at the
 // tile's first column with nr columns left in the row.
 static void tile_direct(int64_t kc, const float *a, const float *b, int64_t ldb, int64_t nr,
                         float *c, int64_t ldc, int64_t mr, bool add_c);
+#endif
 
 // ---- blocking and threads ------------------------------------------------------------------
 
@@ -136,6 +138,7 @@ static void gemm_block(const gemm_args *g, int64_t m0, int64_t m1, int64_t n0, i
     }
 }
 
+#ifndef GEMM_PACK_ALWAYS
 // Small problems: A packed one panel at a time, B read in place when it is (K, N).
 static void gemm_small(const gemm_args *g, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
     int64_t ks = k_slice(g->K);
@@ -156,6 +159,8 @@ static void gemm_small(const gemm_args *g, int64_t m0, int64_t m1, int64_t n0, i
         }
     }
 }
+
+#endif
 
 // Which share of C thread t of nt owns: contiguous MR-row or NR-column units, along the
 // dimension that keeps both threads busy with the least duplicated packing.
@@ -182,10 +187,15 @@ static void thread_share(const gemm_args *g, int t, int nt, int64_t r[4]) {
 // C[m0:m1, n0:n1]: the small-problem path or the fully packed one.
 static void gemm_range(const gemm_args *g, bool small, int64_t m0, int64_t m1, int64_t n0,
                        int64_t n1) {
+#ifdef GEMM_PACK_ALWAYS  // kernels whose packed format B cannot be read in place
+    (void)small;
+    gemm_block(g, m0, m1, n0, n1);
+#else
     if (small)
         gemm_small(g, m0, m1, n0, n1);
     else
         gemm_block(g, m0, m1, n0, n1);
+#endif
 }
 
 // The whole call: C (M, N) (+)= op(A) @ op(B) with the operands of g (contract in
@@ -215,7 +225,7 @@ static void gemm_run(gemm_args g) {
 }
 
 // The f32 GEMM of kernels/gemm.h.
-static void gemm_run_f32(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
+static inline void gemm_run_f32(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
                          const float *B, int64_t ldb, float *C, int64_t ldc, bool accumulate) {
     const gemm_args g = {trans_a, trans_b, accumulate, M, N, K, {A, TRIT_F32, TRIT_GEMM_VALUE}, lda,
                          {B, TRIT_F32, TRIT_GEMM_VALUE}, ldb, C, ldc};
