@@ -42,6 +42,7 @@
 #define GEMM_FMA_PER_CYCLE 32
 
 #include "kernels/x86/gemm_driver.h"
+#include "kernels/x86/transpose_avx512.h"
 static inline __mmask16 lanes(int64_t n) {
     return n >= 16 ? (__mmask16)0xFFFF : n <= 0 ? (__mmask16)0 : (__mmask16)((1u << n) - 1u);
 }
@@ -122,35 +123,6 @@ static __attribute__((noinline)) void tile_direct(int64_t kc, const float *a, co
 
 // ---- packing -------------------------------------------------------------------------------
 
-// In-register transpose: afterwards r[j] lane i holds what r[i] lane j held.
-static inline void transpose16(__m512 r[16]) {
-    __m512 t[16];
-    for (int i = 0; i < 16; i += 2) {
-        t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
-        t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
-    }
-    for (int i = 0; i < 16; i += 4) {
-        __m512d t0 = _mm512_castps_pd(t[i]), t1 = _mm512_castps_pd(t[i + 1]);
-        __m512d t2 = _mm512_castps_pd(t[i + 2]), t3 = _mm512_castps_pd(t[i + 3]);
-        r[i] = _mm512_castpd_ps(_mm512_unpacklo_pd(t0, t2));
-        r[i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(t0, t2));
-        r[i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(t1, t3));
-        r[i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(t1, t3));
-    }
-    // r[4g + c] now holds, in 128-bit lane L, column 4L + c of rows 4g .. 4g+3.
-    for (int c = 0; c < 4; c++) {
-        __m512 u0 = _mm512_shuffle_f32x4(r[c], r[4 + c], 0x88);
-        __m512 u1 = _mm512_shuffle_f32x4(r[c], r[4 + c], 0xdd);
-        __m512 v0 = _mm512_shuffle_f32x4(r[8 + c], r[12 + c], 0x88);
-        __m512 v1 = _mm512_shuffle_f32x4(r[8 + c], r[12 + c], 0xdd);
-        t[c] = _mm512_shuffle_f32x4(u0, v0, 0x88);
-        t[8 + c] = _mm512_shuffle_f32x4(u0, v0, 0xdd);
-        t[4 + c] = _mm512_shuffle_f32x4(u1, v1, 0x88);
-        t[12 + c] = _mm512_shuffle_f32x4(u1, v1, 0xdd);
-    }
-    for (int i = 0; i < 16; i++) r[i] = t[i];
-}
-
 // f32 values rounded to bf16 (nearest even) and widened back; NaN stays a quiet NaN, as
 // trit_f32_to_bf16 does.
 static inline __m512 round_bf16(__m512 x) {
@@ -184,7 +156,7 @@ static inline void transpose_block(gemm_src s, int64_t i0, int64_t ld, int64_t r
     __m512 r[16];
     __mmask16 km = lanes(kk);
     for (int i = 0; i < 16; i++) r[i] = i < rows ? load_src(s, i0 + i * ld, km) : _mm512_setzero_ps();
-    transpose16(r);
+    trit_transpose16(r);
     __mmask16 wm = lanes(width);
     for (int q = 0; q < kk; q++) _mm512_mask_storeu_ps(dst + q * dst_ld, wm, r[q]);
 }

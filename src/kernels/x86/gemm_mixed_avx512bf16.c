@@ -7,7 +7,9 @@
 //
 // Packing: A into 14-row panels of K pairs (one 32-bit word per row and pair: element k in the
 // low half, k + 1 in the high half), B into 32-column panels of K pairs (per pair, 32 words: the
-// two rows interleaved column by column); an odd K is padded with a zero. The 14x32 register
+// two rows interleaved column by column); an odd K is padded with a zero. Values become bf16 in
+// the packing (vcvtneps2bf16 for the pieces of f32 values, which like vdpbf16ps treats
+// subnormal inputs as zero), and pairs lying along memory are transposed 16 x 16 in registers. The 14x32 register
 // tile (28 zmm accumulators) broadcasts one A word per row and reads two B vectors per pair.
 // Blocking, threads and determinism come from kernels/x86/gemm_driver.h: each C element is
 // summed over K pairs in order inside fixed slices, on any thread count. vdpbf16ps flushes
@@ -28,6 +30,7 @@
 #define GEMM_PACK_ALWAYS 1
 
 #include "kernels/x86/gemm_driver.h"
+#include "kernels/x86/transpose_avx512.h"
 
 static inline __mmask16 lanes(int64_t n) {
     return n >= 16 ? (__mmask16)0xFFFF : n <= 0 ? (__mmask16)0 : (__mmask16)((1u << n) - 1u);
@@ -35,30 +38,67 @@ static inline __mmask16 lanes(int64_t n) {
 
 // ---- packing ---------------------------------------------------------------------------------
 
-// The bf16 bits of element i of s as the products see it (s is bf16, or f32 in a bf16 piece).
-static inline uint32_t bits_at(gemm_src s, int64_t i) {
-    if (s.dt == TRIT_BF16) return ((const uint16_t *)s.p)[i];
-    const float x = ((const float *)s.p)[i];
-    const uint16_t hi = trit_f32_to_bf16(x);
-    return s.piece == TRIT_GEMM_BF16_LO ? trit_f32_to_bf16(x - trit_bf16_to_f32(hi)) : hi;
+// The bf16 bits of n (<= 16) consecutive elements of s from i, as 16-bit lanes (zeros after n).
+static inline __m256i bits16(gemm_src s, int64_t i, int64_t n) {
+    const __mmask16 m = lanes(n);
+    if (s.dt == TRIT_BF16) return _mm256_maskz_loadu_epi16(m, (const uint16_t *)s.p + i);
+    const __m512 x = _mm512_maskz_loadu_ps(m, (const float *)s.p + i);
+    const __m256i hi = (__m256i)_mm512_cvtneps_pbh(x);
+    if (s.piece != TRIT_GEMM_BF16_LO) return hi;
+    const __m512 h = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(hi), 16));
+    return (__m256i)_mm512_cvtneps_pbh(_mm512_sub_ps(x, h));
 }
 
-// The word of K pair (k, k + 1) at elements i (k) and i + step (k + 1); k + 1 past K is zero.
-static inline uint32_t pair_at(gemm_src s, int64_t i, int64_t step, bool has_second) {
-    return bits_at(s, i) | (has_second ? bits_at(s, i + step) << 16 : 0u);
+// 16 pair words from two runs of n elements: the run at i (k) in the low halves, the run at
+// i + step (k + 1) in the high halves, or zeros there when there is no k + 1.
+static inline __m512i pair_words(gemm_src s, int64_t i, int64_t step, int64_t n, bool has_second) {
+    const __m512i lo = _mm512_cvtepu16_epi32(bits16(s, i, n));
+    if (!has_second) return lo;
+    return _mm512_or_si512(lo, _mm512_slli_epi32(_mm512_cvtepu16_epi32(bits16(s, i + step, n)), 16));
+}
+
+// 16 pair words (32 consecutive elements along K) of `rows` (<= 16) runs of s, runs ld apart,
+// written transposed: dst[q * dst_ld + r] = pair q of run r, for q < pairs (<= 16) and the
+// `width` lanes r (runs >= rows are zero). The pairs of a run are neighbours in memory.
+static inline void pairs_transposed(gemm_src s, int64_t i0, int64_t ld, int64_t rows, int64_t kk, uint32_t *dst,
+                                    int64_t dst_ld, int width) {
+    __m512 r[16];
+    for (int i = 0; i < 16; i++) {
+        if (i >= rows) {
+            r[i] = _mm512_setzero_ps();
+            continue;
+        }
+        const __m512i lo = _mm512_cvtepu16_epi32(bits16(s, i0 + i * ld, kk));
+        const __m512i hi = _mm512_cvtepu16_epi32(bits16(s, i0 + i * ld + 16, kk - 16));
+        // Lanes of lo/hi hold elements 0..15 and 16..31; a pair word joins elements 2q, 2q+1.
+        const __m512i even = _mm512_permutex2var_epi32(lo, _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20,
+                                                                            22, 24, 26, 28, 30), hi);
+        const __m512i odd = _mm512_permutex2var_epi32(lo, _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21,
+                                                                           23, 25, 27, 29, 31), hi);
+        r[i] = _mm512_castsi512_ps(_mm512_or_si512(even, _mm512_slli_epi32(odd, 16)));
+    }
+    trit_transpose16(r);
+    const int64_t pairs = (kk + 1) / 2;
+    for (int64_t q = 0; q < pairs && q < 16; q++)
+        _mm512_mask_storeu_epi32(dst + q * dst_ld, lanes(width), _mm512_castps_si512(r[q]));
 }
 
 // A block rows [i0, i0+mc), k [p0, p0+kc) -> MR-row panels of ceil(kc/2) pair words each.
 static void pack_a(const gemm_args *g, int64_t i0, int64_t mc, int64_t p0, int64_t kc, float *dst) {
     uint32_t *d = (uint32_t *)dst;
     const int64_t kp = (kc + 1) / 2;
-    // Element (i, k) of op(A) is at i * rs + k * ks in storage.
-    const int64_t rs = g->trans_a ? 1 : g->lda, ks = g->trans_a ? g->lda : 1;
     for (int64_t ir = 0; ir < mc; ir += MR, d += kp * MR) {
         const int64_t mr = min64(MR, mc - ir);
-        for (int64_t q = 0; q < kp; q++)
-            for (int64_t i = 0; i < MR; i++)
-                d[q * MR + i] = i < mr ? pair_at(g->A, (i0 + ir + i) * rs + (p0 + 2 * q) * ks, ks, 2 * q + 1 < kc) : 0u;
+        if (g->trans_a) {  // stored (K, M): rows k and k + 1 each give the panel's MR values
+            for (int64_t q = 0; q < kp; q++) {
+                const int64_t at = (p0 + 2 * q) * g->lda + i0 + ir;
+                _mm512_mask_storeu_epi32(d + q * MR, lanes(MR), pair_words(g->A, at, g->lda, mr, 2 * q + 1 < kc));
+            }
+            continue;
+        }
+        // Stored (M, K): 32 elements of each row make 16 pair words, transposed into the panel.
+        for (int64_t k = 0; k < kc; k += 32)
+            pairs_transposed(g->A, (i0 + ir) * g->lda + p0 + k, g->lda, mr, min64(32, kc - k), d + k / 2 * MR, MR, MR);
     }
 }
 
@@ -66,13 +106,25 @@ static void pack_a(const gemm_args *g, int64_t i0, int64_t mc, int64_t p0, int64
 static void pack_b(const gemm_args *g, int64_t p0, int64_t kc, int64_t j0, int64_t nc, float *dst) {
     uint32_t *d = (uint32_t *)dst;
     const int64_t kp = (kc + 1) / 2;
-    // Element (k, j) of op(B) is at k * ks + j * cs in storage.
-    const int64_t ks = g->trans_b ? 1 : g->ldb, cs = g->trans_b ? g->ldb : 1;
     for (int64_t jr = 0; jr < nc; jr += NR, d += kp * NR) {
         const int64_t nr = min64(NR, nc - jr);
-        for (int64_t q = 0; q < kp; q++)
-            for (int64_t j = 0; j < NR; j++)
-                d[q * NR + j] = j < nr ? pair_at(g->B, (p0 + 2 * q) * ks + (j0 + jr + j) * cs, ks, 2 * q + 1 < kc) : 0u;
+        if (!g->trans_b) {  // stored (K, N): rows k and k + 1 each give 32 columns
+            for (int64_t q = 0; q < kp; q++) {
+                const int64_t at = (p0 + 2 * q) * g->ldb + j0 + jr;
+                const bool second = 2 * q + 1 < kc;
+                _mm512_storeu_si512(d + q * NR, pair_words(g->B, at, g->ldb, nr, second));
+                _mm512_storeu_si512(d + q * NR + 16, pair_words(g->B, at + 16, g->ldb, nr - 16, second));
+            }
+            continue;
+        }
+        // Stored (N, K): 32 elements of each column's row make 16 pair words, transposed in two
+        // halves of 16 columns.
+        const int64_t at = (j0 + jr) * g->ldb + p0, hi = nr > 16 ? at + 16 * g->ldb : at;
+        for (int64_t k = 0; k < kc; k += 32) {
+            const int64_t kk = min64(32, kc - k);
+            pairs_transposed(g->B, at + k, g->ldb, min64(16, nr), kk, d + k / 2 * NR, NR, 16);
+            pairs_transposed(g->B, hi + k, g->ldb, nr - 16, kk, d + k / 2 * NR + 16, NR, 16);
+        }
     }
 }
 
