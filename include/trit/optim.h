@@ -126,17 +126,24 @@ void trit_loss_scaler_update(trit_loss_scaler *s, bool finite);
 bool trit_grads_unscale(trit_tensor *const *params, int num_params, double inv_scale);
 
 // ---- state, for checkpoints ----------------------------------------------------------------
-// State buffers are fp32 arrays owned by the optimizer, listed in a fixed order (group order,
+// State buffers are typed arrays (f32 today) owned by the optimizer, listed in a fixed order (group order,
 // then parameter order, then the kind's buffers). Names are "<param name>.<key>" with the keys
 // of torch.optim ("momentum_buffer", "square_avg", "exp_avg", "exp_avg_sq"); a parameter with
 // an empty name is called "param<i>" after its index in trit_optim_param order. Saving =
 // copying each buffer's `count` floats out plus the step counter; restoring = copying them
 // into a new optimizer built over the same parameters with the same config.
 
+// A typed buffer, so optimizers whose state is stored in 8 bits with block scales, or sliced
+// across processes, describe it the same way. Today every buffer is f32 with no scales.
 typedef struct trit_optim_state_buf {
     const char *name;
-    float *data;            // writable, so a loader can fill it
-    int64_t count;          // elements (== numel of the parameter)
+    trit_dtype dtype;               // storage of data (TRIT_F32 today)
+    void *data;                     // writable, so a loader can fill it: count values of dtype
+    const float *scales;            // (num_scales) block scales of a quantized state, else NULL
+    int64_t num_scales;
+    int ndim;                       // the parameter's shape
+    int64_t shape[TRIT_MAX_DIMS];
+    int64_t count;                  // elements (== numel of the parameter)
     const trit_tensor *param;
 } trit_optim_state_buf;
 

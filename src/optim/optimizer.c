@@ -386,7 +386,9 @@ trit_status trit_optim_get_state(const trit_optim *o, int i, trit_optim_state_bu
                           o->n_state);
     const optim_state_entry *e = &o->state[i];
     const optim_param *p = &o->params[e->param];
-    *out = (trit_optim_state_buf){e->name, p->buf[e->buf], p->n, p->t};
+    *out = (trit_optim_state_buf){.name = e->name, .dtype = TRIT_F32, .data = p->buf[e->buf], .ndim = p->t->ndim,
+                                  .count = p->n, .param = p->t};
+    memcpy(out->shape, p->t->shape, sizeof out->shape);
     return TRIT_OK;
 }
 

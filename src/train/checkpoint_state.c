@@ -104,7 +104,7 @@ static char *state_header(const trit_train_state *st, const trit_gpt *m, const t
     }
     for (int i = 0; ok && i < trit_optim_num_state(o); i++) {
         trit_optim_state_buf b;
-        ok = trit_optim_get_state(o, i, &b) == TRIT_OK && add_tensor(list, b.name, "optim", TRIT_F32, &offset, b.count);
+        ok = trit_optim_get_state(o, i, &b) == TRIT_OK && add_tensor(list, b.name, "optim", b.dtype, &offset, b.count);
     }
     char *s = ok ? cJSON_PrintUnformatted(h) : NULL;
     cJSON_Delete(h);
@@ -172,7 +172,7 @@ trit_status trit_state_save(const char *path, const trit_train_state *st, const 
     }
     for (int i = 0; i < trit_optim_num_state(o); i++) {
         trit_optim_state_buf b;
-        if (trit_optim_get_state(o, i, &b) == TRIT_OK) put_values(&f, &crc, b.data, b.count, sizeof(float));
+        if (trit_optim_get_state(o, i, &b) == TRIT_OK) put_values(&f, &crc, b.data, b.count, trit_dtype_size(b.dtype));
     }
     uint8_t tail[4];
     trit_le32_store(tail, crc);
@@ -328,7 +328,7 @@ trit_status trit_state_load(const char *path, trit_train_state *st, trit_gpt *m,
     for (int i = 0; s == TRIT_OK && i < trit_optim_num_state(o); i++) {
         trit_optim_state_buf b;
         s = trit_optim_get_state(o, i, &b);
-        if (s == TRIT_OK) s = fill(&sf, path, b.name, b.data, TRIT_F32, b.count);
+        if (s == TRIT_OK) s = fill(&sf, path, b.name, b.data, b.dtype, b.count);
     }
     int64_t ostep = 0;
     const cJSON *opt = cJSON_GetObjectItemCaseSensitive(sf.header, "optimizer");

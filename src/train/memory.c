@@ -44,7 +44,7 @@ trit_status trit_memory_report_make(const trit_graph *g, const trit_optim *o, in
         trit_optim_state_buf b;
         s = trit_optim_get_state(o, i, &b);
         if (s != TRIT_OK) return s;
-        out->optimizer += (size_t)b.count * sizeof(float);
+        out->optimizer += trit_dtype_nbytes(b.dtype, b.count) + sizeof(float) * (size_t)b.num_scales;
     }
     out->threads = threads > 0 ? threads : trit_threads_get();
     out->workspace = (size_t)out->threads * gemm_workspace_per_thread();

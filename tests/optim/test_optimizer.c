@@ -60,7 +60,8 @@ static void test_momentum_and_nesterov_by_hand(void **state) {
         }
         trit_optim_state_buf b;
         assert_int_equal(trit_optim_get_state(o, 0, &b), TRIT_OK);
-        assert_float_equal(b.data[0], 1.9f, 1e-6);
+        assert_int_equal(b.dtype, TRIT_F32);
+        assert_float_equal(((float *)b.data)[0], 1.9f, 1e-6);
         trit_optim_free(o);
         trit_tensor_free(p);
     }

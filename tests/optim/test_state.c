@@ -61,6 +61,10 @@ static void round_trip(trit_optim_config cfg, int bufs_per_param, const char *ke
         trit_optim_state_buf sb;
         assert_int_equal(trit_optim_get_state(oa, i, &sb), TRIT_OK);
         assert_int_equal(sb.count, trit_tensor_numel(sb.param));
+        assert_int_equal(sb.dtype, TRIT_F32);  // typed: dtype, shape and (none yet) scales
+        assert_int_equal(sb.ndim, sb.param->ndim);
+        assert_memory_equal(sb.shape, sb.param->shape, sizeof sb.shape);
+        assert_null(sb.scales);
         saved[i] = malloc((size_t)sb.count * sizeof(float));
         memcpy(saved[i], sb.data, (size_t)sb.count * sizeof(float));
         snprintf(names[i], sizeof names[i], "%s", sb.name);
