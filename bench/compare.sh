@@ -6,7 +6,7 @@
 # everything else keep the environment as it is.
 #
 # usage: bench/compare.sh [--config baby|small|bpe50k|all] [--steps N] [--warmup N] [--threads N]
-#                         [--precision fp32|bf16|fp16]   (PyTorch: torch.autocast with that dtype)
+#                         [--precision fp32|bf16]   (PyTorch: torch.autocast to bf16)
 #   TRIT=path/to/trit (default: build/trit under the repository root)
 #   PEER_CORETYPE=name  the OpenBLAS core named when detection fails (default SkylakeX)
 set -eu
