@@ -30,7 +30,7 @@
 #define GEMM_PACK_ALWAYS 1
 
 #include "kernels/x86/gemm_driver.h"
-#include "kernels/x86/transpose_avx512.h"
+#include "kernels/x86/gemm_avx512_parts.h"
 
 static inline __mmask16 lanes(int64_t n) {
     return n >= 16 ? (__mmask16)0xFFFF : n <= 0 ? (__mmask16)0 : (__mmask16)((1u << n) - 1u);
@@ -156,19 +156,7 @@ static __attribute__((noinline)) void tile_packed(int64_t kp, const uint32_t *re
         a += MR;
         b += NR;
     }
-#define STORE(i)                                                                                  \
-    if (i < mr) {                                                                                 \
-        float *ci = c + (i) * ldc;                                                                \
-        __m512 x0 = c##i##_0, x1 = c##i##_1;                                                      \
-        if (add_c) {                                                                              \
-            x0 = _mm512_add_ps(_mm512_maskz_loadu_ps(m0, ci), x0);                                \
-            x1 = _mm512_add_ps(_mm512_maskz_loadu_ps(m1, ci + 16), x1);                           \
-        }                                                                                         \
-        _mm512_mask_storeu_ps(ci, m0, x0);                                                        \
-        _mm512_mask_storeu_ps(ci + 16, m1, x1);                                                   \
-    }
-    ROWS(STORE)
-#undef STORE
+    ROWS(TRIT_TILE_STORE_2x16)
 }
 
 static void gemm_macro(int64_t kc, int64_t mc, int64_t nc, const float *ap, const float *bp, float *c, int64_t ldc,
