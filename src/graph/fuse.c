@@ -112,6 +112,9 @@ static bool make_select(trit_graph *g, int pos, int from, int64_t index, int out
 static int fuse_add_layernorm(trit_graph *g, int li) {
     trit_node *ln = &g->nodes[li];
     if (!IS_OP(g, ln, trit_op_layernorm)) return 0;
+    // With 16-bit activations the norm writes its output in 16 bits (graph/lowp.c), which the
+    // fused op's single fp32 buffer for sum and normalised rows cannot: keep them apart.
+    if (g->policy.activation == TRIT_BF16 || g->policy.activation == TRIT_F16) return 0;
     const int s = ln->in[0];
     const trit_value *sv = &g->values[s];
     if (sv->kind != VALUE_OP || sv->dead || sv->producer < 0) return 0;

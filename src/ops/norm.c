@@ -31,6 +31,8 @@ static trit_status norm_infer(const char *name, const trit_tensor *const *in, in
     return trit_tensor_init_layout(out, x->dtype, x->ndim, x->shape);
 }
 
+static size_t norm_scratch_bytes(const trit_op_call *c);
+
 static trit_status layernorm_infer(const trit_tensor *const *in, int n_in, const void *attr, trit_tensor *out) {
     (void)attr;
     return norm_infer("layernorm", in, n_in, out);
@@ -45,13 +47,34 @@ static int64_t norm_C(const trit_op_call *c) { return c->in[0]->shape[c->in[0]->
 static int64_t norm_rows(const trit_op_call *c) { return trit_tensor_numel(c->in[0]) / norm_C(c); }
 static size_t norm_saved_bytes(const trit_op_call *c) { return sizeof(double) * 2 * (size_t)norm_rows(c); }
 
+enum { NORM_ROWS = 64 };  // rows per block of a 16-bit output
+
+// A 16-bit output (a graph with 16-bit activations, f32 build only) is written from fp32 rows
+// computed NORM_ROWS at a time in scratch; each row's statistics are the same either way.
+static size_t norm_scratch_bytes(const trit_op_call *c) {
+    return c->out && trit_op_lowp_ok(c->out->dtype) ? sizeof(float) * (size_t)(NORM_ROWS * norm_C(c)) : 0;
+}
+
 // y = xhat * w + b over rows; stats: (rows, 2) receives (mean, rstd).
 static void norm_forward_rows(const trit_op_call *c, bool center) {
     const trit_norm_attr *a = c->attr;
     const real *x = trit_tensor_ptr(c->in[0]);                         // (rows, C)
     const real *w = a->has_weight ? trit_tensor_ptr(c->in[1]) : NULL;  // (C)
     const real *b = a->has_bias ? trit_tensor_ptr(c->in[1 + a->has_weight]) : NULL;  // (C)
-    R(trit_kernel_norm_fwd)(c->out->data, c->saved, NULL, x, NULL, w, b, norm_rows(c), norm_C(c), a->eps, center);
+    const int64_t rows = norm_rows(c), C = norm_C(c);
+    if (!trit_op_lowp_ok(c->out->dtype)) {
+        R(trit_kernel_norm_fwd)(c->out->data, c->saved, NULL, x, NULL, w, b, rows, C, a->eps, center);
+        return;
+    }
+#ifndef TRIT_REAL_F64
+    const trit_dtype_traits *out = trit_dtype_traits_of(c->out->dtype);
+    float *y = c->scratch;  // (NORM_ROWS, C)
+    for (int64_t r0 = 0; r0 < rows; r0 += NORM_ROWS) {
+        const int64_t n = rows - r0 < NORM_ROWS ? rows - r0 : NORM_ROWS;
+        trit_kernel_norm_fwd_f32(y, (double *)c->saved + 2 * r0, NULL, x + r0 * C, NULL, w, b, n, C, a->eps, center);
+        out->from_f32((char *)c->out->data + trit_dtype_nbytes(c->out->dtype, r0 * C), y, n * C, NULL, r0 * C);
+    }
+#endif
 }
 
 static trit_status layernorm_forward(const trit_op_call *c) {
@@ -85,6 +108,8 @@ const trit_op_def R(trit_op_layernorm) = {
     .forward = layernorm_forward,
     .backward = layernorm_backward,
     .saved_bytes = norm_saved_bytes,
+    .scratch_bytes = norm_scratch_bytes,
+    .lowp_output = true,
     .contiguous_inputs = TRIT_IN(0) | TRIT_IN(1) | TRIT_IN(2),
     .attr_size = sizeof(trit_norm_attr),
 };
@@ -95,6 +120,8 @@ const trit_op_def R(trit_op_rmsnorm) = {
     .forward = rmsnorm_forward,
     .backward = rmsnorm_backward,
     .saved_bytes = norm_saved_bytes,
+    .scratch_bytes = norm_scratch_bytes,
+    .lowp_output = true,
     .contiguous_inputs = TRIT_IN(0) | TRIT_IN(1),
     .attr_size = sizeof(trit_norm_attr),
 };
