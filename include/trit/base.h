@@ -150,6 +150,26 @@ void trit_f32_to_bf16_sr_n(uint16_t *out, const float *in, int64_t n, uint64_t s
 void trit_f32_to_f16_sr_n(uint16_t *out, const float *in, int64_t n, uint64_t seed, uint64_t stream,
                           uint64_t offset);
 
+// ---- FP8 (OCP e4m3fn and e5m2): saturating, NaN kept -------------------------------------
+
+typedef enum trit_fp8_kind { TRIT_FP8_E4M3 = 0, TRIT_FP8_E5M2 } trit_fp8_kind;
+
+// Round to nearest even; finite values past the largest and +-Inf give +-largest (448 for e4m3,
+// 57344 for e5m2); NaN stays NaN.
+uint8_t trit_f32_to_fp8(float x, trit_fp8_kind kind);
+// Stochastic rounding with u uniform in [0, 1): unbiased below the largest value.
+uint8_t trit_f32_to_fp8_sr(float x, trit_fp8_kind kind, float u);
+float trit_fp8_to_f32(uint8_t b, trit_fp8_kind kind);
+const float *trit_fp8_table(trit_fp8_kind kind);  // the 256 decoded values
+float trit_fp8_max(trit_fp8_kind kind);
+
+// ---- NF4 (QLoRA's 4-bit NormalFloat codebook on [-1, 1]) --------------------------------
+
+extern const float trit_nf4_values[16];
+// The code of v / absmax: u < 0 nearest, else stochastic with u uniform in [0, 1) (unbiased
+// inside [-1, 1]); v outside [-1, 1] is clamped, NaN gives the code of 0.
+uint8_t trit_nf4_encode(float v, float u);
+
 #ifdef __cplusplus
 }
 #endif

@@ -19,6 +19,14 @@ typedef enum trit_dtype {
     TRIT_I8,
     TRIT_U8,
     TRIT_Q8_0,  // blocks of 32: f16 scale d = absmax / 127, then 32 int8 q; x = d * q (ggml's q8_0)
+    // Codes whose scales (and zero points) live in the tensor's trit_quant_info, one per group
+    // (tensor, output channel, or 32..256 elements); x = (c - zero_point) * scale.
+    TRIT_QINT8,    // int8 codes, two's complement: symmetric in [-127, 127], affine [-128, 127]
+    TRIT_QINT4,    // 4-bit codes, two per byte (low nibble first), stored + 8: [-7, 7] / [-8, 7]
+    TRIT_QINT2,    // 2-bit codes, four per byte (low bits first), stored + 2: [-1, 1] / [-2, 1]
+    TRIT_NF4,      // QLoRA NormalFloat indices, two per byte; x = trit_nf4_values[c] * absmax
+    TRIT_F8_E4M3,  // OCP fp8 e4m3fn bytes times a per-tensor/channel/group scale
+    TRIT_F8_E5M2,  // OCP fp8 e5m2 bytes times a scale
     TRIT_DTYPE_COUNT
 } trit_dtype;
 

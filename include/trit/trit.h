@@ -4,6 +4,7 @@
 
 #include "trit/base.h"
 #include "trit/tensor.h"
+#include "trit/quant.h"
 #include "trit/graph.h"
 #include "trit/ops.h"
 #include "trit/optim.h"

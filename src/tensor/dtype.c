@@ -1,7 +1,7 @@
 // The dtype table: one row per element type with its block geometry and row converters to and
 // from f32. Everything that sizes, views, copies or converts a tensor asks this table, so a new
 // storage type (a quantized block format, say) is a row here plus its kernels.
-#include "trit/tensor.h"
+#include "tensor/dtype_scaled.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -160,6 +160,15 @@ static const trit_dtype_traits table[TRIT_DTYPE_COUNT] = {
     [TRIT_I8] = {"i8", 1, 1, false, false, i8_to_f32, i8_from_f32, NULL},
     [TRIT_U8] = {"u8", 1, 1, false, false, u8_to_f32, u8_from_f32, NULL},
     [TRIT_Q8_0] = {"q8_0", Q8_0_BLOCK, Q8_0_BYTES, false, true, q8_0_to_f32, q8_0_from_f32, q8_0_from_f32_sr},
+#define SCALED(name, blk) #name, blk, 1, false, true, trit_row_##name##_to_f32, trit_row_##name##_from_f32, \
+                          trit_row_##name##_from_f32_sr
+    [TRIT_QINT8] = {SCALED(qint8, 1)},
+    [TRIT_QINT4] = {SCALED(qint4, 2)},
+    [TRIT_QINT2] = {SCALED(qint2, 4)},
+    [TRIT_NF4] = {SCALED(nf4, 2)},
+    [TRIT_F8_E4M3] = {SCALED(f8_e4m3, 1)},
+    [TRIT_F8_E5M2] = {SCALED(f8_e5m2, 1)},
+#undef SCALED
 };
 
 const trit_dtype_traits *trit_dtype_traits_of(trit_dtype dt) {

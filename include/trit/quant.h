@@ -1,0 +1,61 @@
+// trit quantization codecs: f32 values to packed codes plus scales and back, on plain buffers
+// and on tensors. Integer codes of 8, 4 or 2 bits, symmetric ("scale") or affine (scale + zero
+// point), per tensor, per output channel or per group; NF4 (QLoRA); FP8 e4m3fn and e5m2 with a
+// scale; double quantization of the scales (bitsandbytes); round to nearest or stochastic.
+#ifndef TRIT_QUANT_H
+#define TRIT_QUANT_H
+
+#include "trit/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum trit_quant_scheme {
+    TRIT_QSCHEME_SYMMETRIC = 0,  // x = c * scale, scale = absmax / qmax (qmax 127, 7 or 1)
+    TRIT_QSCHEME_AFFINE,         // x = (c - zero_point) * scale over [min(x, 0), max(x, 0)]
+} trit_quant_scheme;
+
+// Group sizes besides a positive count: the whole tensor, or one group per row (the last dim:
+// per output channel for an (out, in) weight).
+enum { TRIT_QGROUP_TENSOR = 0, TRIT_QGROUP_CHANNEL = -1 };
+
+typedef struct trit_quant_spec {
+    trit_dtype dtype;            // TRIT_QINT8/4/2, TRIT_NF4, TRIT_F8_E4M3 or TRIT_F8_E5M2
+    int64_t group_size;          // TRIT_QGROUP_TENSOR, TRIT_QGROUP_CHANNEL, or > 0 dividing the rows
+    trit_quant_scheme scheme;    // integer codes only; NF4 and FP8 are symmetric
+    int64_t double_quant_block;  // 0: scales in f32; > 0: scales as int8 in blocks of this (256)
+    bool stochastic;             // stochastic rounding of the codes with Philox (seed, stream, element)
+    uint64_t seed, stream;
+} trit_quant_spec;
+
+// The usual spec of a dtype: int8 and fp8 per output channel; int4 groups of 128; int2 groups
+// of 64; NF4 absmax blocks of 64 (QLoRA); symmetric, no double quantization, nearest rounding.
+trit_quant_spec trit_quant_spec_default(trit_dtype dt);
+// Whether s can quantize numel values laid out in rows of row_len; the message says why not.
+trit_status trit_quant_spec_check(const trit_quant_spec *s, int64_t numel, int64_t row_len);
+// The group size s gives for rows of row_len and numel values.
+int64_t trit_quant_group_elems(const trit_quant_spec *s, int64_t numel, int64_t row_len);
+
+// codes (trit_dtype_nbytes(s->dtype, numel) bytes) and *info (new, the caller's) for x. A group
+// of zeros gets scale 0 and decodes to zeros. A NaN or Inf in x is an error naming its index
+// (TRIT_ERR_NUMERIC), and nothing is written to *info. Results do not depend on the thread count.
+trit_status trit_quant_encode(const trit_quant_spec *s, const float *x /* (numel) */, int64_t numel, int64_t row_len,
+                              void *codes, trit_quant_info **info);
+// out = the values codes and q stand for; q may be NULL only for FP8 (scale 1).
+trit_status trit_quant_decode(trit_dtype dt, const void *codes, int64_t numel, const trit_quant_info *q,
+                              float *out /* (numel) */);
+// Replaces q's f32 scales by int8 codes of (scale - mean) in blocks of `block`, one f32 scale per
+// block (bitsandbytes' double quantization); trit_quant_info_scale decodes them.
+trit_status trit_quant_double(trit_quant_info *q, int64_t block);
+
+// A new tensor of s->dtype holding x (f32, any layout) quantized along its last dim, owning its
+// quant info; NULL with trit_last_error set on failure.
+trit_tensor *trit_quantize(const trit_tensor *x, const trit_quant_spec *s);
+// A new contiguous f32 tensor with the values of a quantized (or any) tensor.
+trit_tensor *trit_dequantize(const trit_tensor *q);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
