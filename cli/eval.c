@@ -24,38 +24,11 @@ static void usage(FILE *fp) {
 }
 
 static int eval_loss(trit_gpt *m, const char *shard, int64_t batches, int64_t B, int64_t T) {
-    trit_data *d = trit_data_open(shard, T);
-    if (!d) return cli_fail("eval", CLI_FAIL);
-    int64_t V = trit_gpt_get_config(m)->vocab_size;
-    if (trit_data_max_token(d) > V) {
-        trit_data_free(d);
-        return cli_error("eval", CLI_FAIL, "'%s' holds token ids up to %d but the model's vocabulary has %lld: "
-                         "the shard was made with another tokenizer", shard, trit_data_max_token(d) - 1, (long long)V);
-    }
-    int64_t per_epoch = trit_data_epoch_windows(d) / B;
-    if (batches == 0) batches = per_epoch > 0 ? per_epoch : 1;
-    trit_gpt_graph gg;
-    if (trit_gpt_build(m, B, T, &gg) != TRIT_OK) {
-        trit_data_free(d);
-        return cli_fail("eval", CLI_FAIL);
-    }
-    trit_graph_set_training(gg.graph, false);
-    double sum = 0;
-    int rc = CLI_OK;
-    for (int64_t j = 0; j < batches && rc == CLI_OK; j++) {
-        trit_data_batch(d, TRIT_DATA_SEQUENTIAL, 0, j, B, trit_tensor_ptr(gg.idx), trit_tensor_ptr(gg.targets));
-        trit_status s = trit_graph_forward(gg.graph);
-        if (s != TRIT_OK && s != TRIT_ERR_NUMERIC) rc = cli_fail("eval", CLI_FAIL);
-        sum += trit_tensor_get_flat(gg.loss, 0);
-    }
-    if (rc == CLI_OK) {
-        double loss = sum / (double)batches;
-        printf("val loss %.4f (perplexity %.2f) over %lld batches of %lld x %lld tokens from %s\n", loss, exp(loss),
-               (long long)batches, (long long)B, (long long)T, shard);
-    }
-    trit_gpt_graph_free(&gg);
-    trit_data_free(d);
-    return rc;
+    double loss;
+    if (trit_eval_loss(m, shard, batches, B, T, &loss, &batches) != TRIT_OK) return cli_fail("eval", CLI_FAIL);
+    printf("val loss %.4f (perplexity %.2f) over %lld batches of %lld x %lld tokens from %s\n", loss, exp(loss),
+           (long long)batches, (long long)B, (long long)T, shard);
+    return CLI_OK;
 }
 
 static int eval_addition(trit_gpt *m, const char *dir, const trit_train_config *cfg, int64_t n) {

@@ -16,6 +16,8 @@ extern "C" {
 
 // Read a whole file into a malloc'ed buffer of *len bytes plus one terminating NUL (not counted).
 trit_status trit_file_read_all(const char *path, uint8_t **data, size_t *len);
+// Copies a whole file, written atomically.
+trit_status trit_file_copy(const char *src, const char *dst);
 
 // An atomic writer: bytes go to "<path>.tmp.<pid>"; commit flushes, fsyncs, renames the temp file
 // over `path` and fsyncs the directory. The first failure is remembered, later writes do nothing,
@@ -107,6 +109,19 @@ const char *trit_safetensors_meta(const trit_safetensors *f, const char *key);
 int64_t trit_safetensors_meta_count(const trit_safetensors *f);
 trit_status trit_safetensors_meta_at(const trit_safetensors *f, int64_t i, const char **key,
                                      const char **value);
+
+// Like trit_safetensors_write, but a quantized tensor (a dtype with side scales: qint8/4/2, nf4,
+// fp8 with scales) is stored as its packed codes plus <name>.scales (or .qscales and .scales2
+// when double-quantized) and <name>.zero_points, and described in the metadata entry
+// "quantization" (a JSON object: dtype, shape, group_size, scheme, double_quant_block,
+// scales_mean per tensor; see docs/ARCHITECTURE.md).
+trit_status trit_safetensors_write_quantized(const char *path, const trit_safetensors_entry *entries, int64_t n,
+                                             const trit_safetensors_kv *meta, int64_t n_meta);
+// Whether the file's quantization map lists `name`.
+bool trit_safetensors_is_quantized(const trit_safetensors *f, const char *name);
+// A new tensor holding `name`: quantized with its scales (the packed bytes as written) when the
+// quantization map lists it, else in its stored dtype. NULL with trit_last_error set on failure.
+trit_tensor *trit_safetensors_read_tensor(const trit_safetensors *f, const char *name);
 
 // "F32" etc. for a trit dtype; dtype by safetensors name (TRIT_DTYPE_COUNT if trit lacks it).
 const char *trit_safetensors_dtype_name(trit_dtype dt);

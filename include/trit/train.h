@@ -16,6 +16,7 @@
 
 #include "trit/nn.h"
 #include "trit/optim.h"
+#include "trit/quant.h"
 #include "trit/tokenizer.h"
 
 #ifdef __cplusplus
@@ -209,6 +210,14 @@ trit_status trit_train_run_info(const char *path_or_dir, trit_train_config *cfg,
 
 // Weights under the GPT-2 names with metadata format="trit-gpt", config=<JSON>, step=<k>.
 trit_status trit_checkpoint_save_model(const trit_gpt *m, const char *path, int64_t step);
+// Saves m's config with tensors[i] in place of the model's tensor i (same name and shape; may be
+// quantized, then stored with a quantization map) where tensors[i] is not NULL.
+trit_status trit_checkpoint_save_tensors(const trit_gpt *m, const trit_tensor *const *tensors, const char *path,
+                                        int64_t step);
+// The mean loss of m over `batches` batches of B x T windows read in order from the start of a
+// token shard (0 = one pass); *used (may be NULL) receives the batch count.
+trit_status trit_eval_loss(trit_gpt *m, const char *shard, int64_t batches, int64_t B, int64_t T, double *loss,
+                           int64_t *used);
 // A model from a run directory or a .safetensors file; the config comes from the metadata and
 // every tensor's dtype and shape is checked. *step (may be NULL) receives the saved step.
 trit_gpt *trit_checkpoint_load_model(const char *path, int64_t *step);
@@ -285,6 +294,24 @@ bool trit_addition_held_out(int64_t digits, uint64_t a, uint64_t b);
 // printed to `file` (a FILE*, may be NULL) with the model's answers.
 trit_status trit_addition_accuracy(const trit_gpt *m, const trit_tokenizer *tok, int64_t digits,
                                    int64_t n, int64_t show, void *file, double *accuracy);
+
+// ---- post-training quantization ----------------------------------------------------------
+
+typedef struct trit_quantize_report {
+    int64_t tensors;           // tensors quantized
+    int64_t params_quantized;  // their elements
+    int64_t params_total;      // all model elements
+    size_t bytes_quantized;    // codes + scales + zero points of the quantized tensors
+    size_t bytes_total;        // the whole model's tensor bytes after quantization
+} trit_quantize_report;
+
+// Quantizes m's 2-D block weights (and the token embedding, which is the tied head, when
+// `embeddings`) with spec and writes the decoded values back into m. *out (length
+// trit_gpt_num_tensors, free with trit_quantized_free) holds the quantized tensor of each
+// quantized parameter and NULL for the others, ready for trit_checkpoint_save_tensors.
+trit_status trit_gpt_quantize(trit_gpt *m, const trit_quant_spec *spec, bool embeddings, trit_tensor ***out,
+                              trit_quantize_report *r);
+void trit_quantized_free(trit_tensor **q, int n);
 
 #ifdef __cplusplus
 }

@@ -163,3 +163,17 @@ trit_status trit_file_write_atomic(const char *path, const void *data, size_t n)
     trit_atomic_write(&f, data, n);
     return trit_atomic_commit(&f);
 }
+
+trit_status trit_file_copy(const char *src, const char *dst) {
+    uint8_t *data = NULL;
+    size_t n = 0;
+    trit_status s = trit_file_read_all(src, &data, &n);
+    trit_atomic_file f;
+    if (s == TRIT_OK) s = trit_atomic_open(&f, dst);
+    if (s == TRIT_OK) {
+        trit_atomic_write(&f, data, n);
+        s = trit_atomic_commit(&f);
+    }
+    free(data);
+    return s;
+}

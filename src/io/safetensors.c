@@ -42,8 +42,8 @@ static const struct {
     {"F32", 4, TRIT_F32},  {"F64", 8, TRIT_F64},  {"BF16", 2, TRIT_BF16}, {"F16", 2, TRIT_F16},
     {"I32", 4, TRIT_I32},  {"I64", 8, TRIT_I64},  {"I8", 1, TRIT_I8},     {"U8", 1, TRIT_U8},
     {"BOOL", 1, TRIT_DTYPE_COUNT}, {"I16", 2, TRIT_DTYPE_COUNT}, {"U16", 2, TRIT_DTYPE_COUNT},
-    {"U32", 4, TRIT_DTYPE_COUNT},  {"U64", 8, TRIT_DTYPE_COUNT}, {"F8_E4M3", 1, TRIT_DTYPE_COUNT},
-    {"F8_E5M2", 1, TRIT_DTYPE_COUNT},
+    {"U32", 4, TRIT_DTYPE_COUNT},  {"U64", 8, TRIT_DTYPE_COUNT}, {"F8_E4M3", 1, TRIT_F8_E4M3},
+    {"F8_E5M2", 1, TRIT_F8_E5M2},
 };
 #define N_ST_DTYPES (sizeof st_dtypes / sizeof st_dtypes[0])
 

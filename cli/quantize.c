@@ -1,0 +1,183 @@
+// trit quantize: post-training quantization of a run's model into a new run directory, with the
+// bytes, bits per parameter and validation-loss change it causes, measured on the same windows.
+#include "cli.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+static void usage(FILE *fp) {
+    fprintf(fp,
+            "usage: trit quantize RUN --format F [options]\n\n"
+            "Quantizes the 2-D weights inside the blocks of RUN's model (attention and MLP matrices)\n"
+            "and writes a run directory that `trit eval` and `trit sample` load. Prints the bytes,\n"
+            "bits per parameter and the validation loss before and after, on the same windows.\n\n"
+            "  --format F         int8 | int4 | int2 | nf4 | fp8 (e4m3) | fp8-e5m2\n"
+            "  --group N          values per scale: N > 0 (dividing the rows), 0 = per tensor,\n"
+            "                     -1 = per output channel (default: int8/fp8 -1, int4 128, int2/nf4 64)\n"
+            "  --affine           integer codes with a zero point (default symmetric)\n"
+            "  --double-quant     scales as int8 in blocks of 256 (bitsandbytes)\n"
+            "  --stochastic       stochastic rounding of the codes (--seed N, default 1)\n"
+            "  --embeddings       also quantize the token embedding (the tied output head)\n"
+            "  --out DIR          output run directory (default RUN-F)\n"
+            "  --data FILE|DIR    validation shard (default RUN's val.bin or its data's)\n"
+            "  --batches N        validation batches, 0 = skip the loss (20)\n"
+            "  --batch B          sequences per batch (8)\n"
+            "  --threads N        0 = all cores (0)\n"
+            "  --help             this text\n");
+}
+
+typedef struct format_name {
+    const char *name;
+    trit_dtype dt;
+} format_name;
+
+static const format_name formats[] = {
+    {"int8", TRIT_QINT8}, {"int4", TRIT_QINT4},       {"int2", TRIT_QINT2},
+    {"nf4", TRIT_NF4},    {"fp8", TRIT_F8_E4M3},      {"fp8-e5m2", TRIT_F8_E5M2},
+};
+
+typedef struct quant_args {
+    const char *run, *format, *out, *data;
+    trit_quant_spec spec;
+    bool embeddings;
+    int64_t batches, batch;
+} quant_args;
+
+static int parse(int argc, char **argv, quant_args *a) {
+    static const struct option opts[] = {
+        {"format", required_argument, NULL, 'f'}, {"group", required_argument, NULL, 'g'},
+        {"affine", no_argument, NULL, 'a'},       {"double-quant", no_argument, NULL, 'q'},
+        {"stochastic", no_argument, NULL, 's'},   {"seed", required_argument, NULL, 'S'},
+        {"embeddings", no_argument, NULL, 'e'},   {"out", required_argument, NULL, 'o'},
+        {"data", required_argument, NULL, 'd'},   {"batches", required_argument, NULL, 'n'},
+        {"batch", required_argument, NULL, 'b'},  {"threads", required_argument, NULL, 'j'},
+        {"help", no_argument, NULL, 'h'},         {NULL, 0, NULL, 0}};
+    int64_t group = INT64_MIN, seed = 1, threads = 0;
+    bool affine = false, dq = false, sr = false;
+    cli_getopt_reset();
+    int c;
+    while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
+        bool ok = true;
+        switch (c) {
+        case 'f': a->format = optarg; break;
+        case 'g': ok = cli_int("quantize", "--group", optarg, &group); break;
+        case 'a': affine = true; break;
+        case 'q': dq = true; break;
+        case 's': sr = true; break;
+        case 'S': ok = cli_int("quantize", "--seed", optarg, &seed); break;
+        case 'e': a->embeddings = true; break;
+        case 'o': a->out = optarg; break;
+        case 'd': a->data = optarg; break;
+        case 'n': ok = cli_int("quantize", "--batches", optarg, &a->batches); break;
+        case 'b': ok = cli_int("quantize", "--batch", optarg, &a->batch); break;
+        case 'j': ok = cli_int("quantize", "--threads", optarg, &threads); break;
+        case 'h': usage(stdout); return -1;
+        default: return cli_bad_option("quantize", c, argv);
+        }
+        if (!ok) return CLI_USAGE;
+    }
+    if (optind != argc - 1) return cli_error("quantize", CLI_USAGE, "give exactly one RUN directory (see trit quantize --help)");
+    a->run = argv[optind];
+    trit_dtype dt = TRIT_DTYPE_COUNT;
+    for (size_t i = 0; a->format && i < sizeof formats / sizeof formats[0]; i++)
+        if (strcmp(a->format, formats[i].name) == 0) dt = formats[i].dt;
+    if (dt == TRIT_DTYPE_COUNT)
+        return cli_error("quantize", CLI_USAGE, "--format must be int8, int4, int2, nf4, fp8 or fp8-e5m2 (got %s)",
+                         a->format ? a->format : "nothing");
+    if (a->batches < 0 || a->batch < 1 || a->batch > 4096 || threads < 0 || threads > 1024 || seed < 0 ||
+        (group != INT64_MIN && (group < -1 || group > (1 << 24))))
+        return cli_error("quantize", CLI_USAGE, "--batches >= 0, --batch in [1, 4096], --threads in [0, 1024], "
+                         "--seed >= 0 and --group in [-1, 16777216] are required");
+    a->spec = trit_quant_spec_default(dt);
+    if (group != INT64_MIN) a->spec.group_size = group;
+    a->spec.scheme = affine ? TRIT_QSCHEME_AFFINE : TRIT_QSCHEME_SYMMETRIC;
+    a->spec.double_quant_block = dq ? 256 : 0;
+    a->spec.stochastic = sr;
+    a->spec.seed = (uint64_t)seed;
+    trit_threads_set((int)threads);
+    return CLI_OK;
+}
+
+// The validation shard: --data (a file or a prepared directory), else RUN's val.bin, else that of
+// the data directory RUN trained on. Empty when there is none.
+static void find_val(const quant_args *a, char *buf, size_t n) {
+    struct stat st;
+    trit_train_config cfg;
+    buf[0] = 0;
+    if (a->data && !cli_is_dir(a->data)) snprintf(buf, n, "%s", a->data);
+    else if (a->data) trit_path_join(buf, n, a->data, TRIT_DATA_VAL);
+    else if (trit_path_join(buf, n, a->run, TRIT_DATA_VAL) == TRIT_OK && stat(buf, &st) == 0) return;
+    else if (trit_train_run_info(a->run, &cfg, NULL) == TRIT_OK && cli_is_dir(cfg.data))
+        trit_path_join(buf, n, cfg.data, TRIT_DATA_VAL);
+    if (buf[0] && stat(buf, &st) != 0) buf[0] = 0;
+    trit_clear_error();
+}
+
+// Writes DIR/model.safetensors and copies RUN's tokenizer and the validation shard beside it.
+static trit_status write_run(const quant_args *a, const char *out, const trit_gpt *m, trit_tensor **q,
+                             const char *val) {
+    char path[TRIT_PATH_MAX + 32], src[TRIT_PATH_MAX + 32];
+    trit_status s = trit_make_dir(out, NULL);
+    if (s == TRIT_OK) s = trit_path_join(path, sizeof path, out, TRIT_CKPT_MODEL);
+    if (s == TRIT_OK) s = trit_checkpoint_save_tensors(m, (const trit_tensor *const *)q, path, 0);
+    if (s == TRIT_OK && trit_path_join(src, sizeof src, a->run, TRIT_CKPT_TOKENIZER) == TRIT_OK) {
+        struct stat st;
+        if (stat(src, &st) == 0 && (s = trit_path_join(path, sizeof path, out, TRIT_CKPT_TOKENIZER)) == TRIT_OK)
+            s = trit_file_copy(src, path);
+    }
+    if (s == TRIT_OK && val[0] && (s = trit_path_join(path, sizeof path, out, TRIT_DATA_VAL)) == TRIT_OK)
+        s = trit_file_copy(val, path);
+    return s;
+}
+
+static void report(const quant_args *a, const trit_quantize_report *r) {
+    const double mb = 1e6, fp32 = 4.0 * (double)r->params_total;
+    printf("quantized %lld tensors, %lld of %lld parameters, to %s (group %lld, %s%s%s)\n", (long long)r->tensors,
+           (long long)r->params_quantized, (long long)r->params_total, a->format, (long long)a->spec.group_size,
+           a->spec.scheme == TRIT_QSCHEME_AFFINE ? "affine" : "symmetric", a->spec.double_quant_block ? ", double quant" : "",
+           a->spec.stochastic ? ", stochastic" : "");
+    printf("  quantized tensors: %.2f MB, %.3f bits/param (codes + scales)\n", (double)r->bytes_quantized / mb,
+           8.0 * (double)r->bytes_quantized / (double)(r->params_quantized ? r->params_quantized : 1));
+    printf("  whole model:       %.2f MB -> %.2f MB (%.3f bits/param)\n", fp32 / mb, (double)r->bytes_total / mb,
+           8.0 * (double)r->bytes_total / (double)r->params_total);
+}
+
+int trit_cli_quantize(int argc, char **argv) {
+    quant_args a = {.batches = 20, .batch = 8};
+    int rc = parse(argc, argv, &a);
+    if (rc) return rc < 0 ? CLI_OK : rc;
+    char out[TRIT_PATH_MAX], val[TRIT_PATH_MAX + 32];
+    if (snprintf(out, sizeof out, "%s", a.out ? a.out : "") >= (int)sizeof out ||
+        (!a.out && snprintf(out, sizeof out, "%s-%s", a.run, a.format) >= (int)sizeof out))
+        return cli_error("quantize", CLI_USAGE, "output path too long");
+    trit_gpt *m = trit_checkpoint_load_model(a.run, NULL);
+    if (!m) return cli_fail("quantize", CLI_FAIL);
+    find_val(&a, val, sizeof val);
+    const int64_t T = trit_gpt_get_config(m)->seq_len;
+    double before = NAN, after = NAN;
+    trit_tensor **q = NULL;
+    trit_quantize_report r;
+    rc = CLI_OK;
+    if (a.batches > 0 && val[0] && trit_eval_loss(m, val, a.batches, a.batch, T, &before, NULL) != TRIT_OK)
+        rc = cli_fail("quantize", CLI_FAIL);
+    if (rc == CLI_OK && trit_gpt_quantize(m, &a.spec, a.embeddings, &q, &r) != TRIT_OK) rc = cli_fail("quantize", CLI_FAIL);
+    if (rc == CLI_OK && a.batches > 0 && val[0] && trit_eval_loss(m, val, a.batches, a.batch, T, &after, NULL) != TRIT_OK)
+        rc = cli_fail("quantize", CLI_FAIL);
+    if (rc == CLI_OK && write_run(&a, out, m, q, val) != TRIT_OK) rc = cli_fail("quantize", CLI_FAIL);
+    if (rc == CLI_OK) {
+        report(&a, &r);
+        if (isfinite(before))
+            printf("  val loss:          fp32 %.4f -> %s %.4f (%+.2f%%) over %lld batches of %lld x %lld from %s\n", before,
+                   a.format, after, 100.0 * (after - before) / before, (long long)a.batches, (long long)a.batch,
+                   (long long)T, val);
+        else
+            printf("  val loss:          not measured (%s)\n", a.batches ? "no validation shard found: pass --data" : "--batches 0");
+        printf("wrote %s\n", out);
+    }
+    trit_quantized_free(q, trit_gpt_num_tensors(m));
+    trit_gpt_free(m);
+    return rc;
+}

@@ -1,0 +1,65 @@
+// Post-training quantization of a GPT: its 2-D weights inside the blocks (attention and MLP
+// matrices), and optionally the token embedding (which is also the tied output head), become
+// quantized tensors; the model's own f32 parameters receive the decoded values, so evaluating
+// the model afterwards measures exactly what the quantized checkpoint computes.
+#include "trit/quant.h"
+#include "trit/train.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static bool wants(const trit_tensor *t, bool embeddings) {
+    if (t->ndim != 2) return false;
+    if (strncmp(t->name, "h.", 2) == 0) return true;
+    return embeddings && strcmp(t->name, "wte.weight") == 0;
+}
+
+static size_t side_bytes(const trit_quant_info *q) {
+    const size_t G = (size_t)q->num_groups;
+    size_t b = q->qscales ? G + 4 * (size_t)((q->num_groups + q->dq_block - 1) / q->dq_block) : 4 * G;
+    return b + (q->zero_points ? 4 * G : 0);
+}
+
+void trit_quantized_free(trit_tensor **q, int n) {
+    if (!q) return;
+    for (int i = 0; i < n; i++) trit_tensor_free(q[i]);
+    free(q);
+}
+
+trit_status trit_gpt_quantize(trit_gpt *m, const trit_quant_spec *spec, bool embeddings, trit_tensor ***out,
+                              trit_quantize_report *r) {
+    if (!m || !spec || !out || !r) return trit_error(TRIT_ERR_INVALID, "trit_gpt_quantize: NULL argument");
+    const int n = trit_gpt_num_tensors(m);
+    trit_tensor **q = calloc((size_t)n, sizeof *q);
+    if (!q) return trit_error(TRIT_ERR_NOMEM, "trit_gpt_quantize: out of memory");
+    memset(r, 0, sizeof *r);
+    trit_status s = TRIT_OK;
+    for (int i = 0; i < n && s == TRIT_OK; i++) {
+        trit_tensor *t = trit_gpt_tensor(m, i);
+        const int64_t numel = trit_tensor_numel(t);
+        r->params_total += numel;
+        if (!wants(t, embeddings)) {
+            r->bytes_total += trit_tensor_nbytes(t);
+            continue;
+        }
+        if (!(q[i] = trit_quantize(t, spec))) {
+            char why[400];
+            snprintf(why, sizeof why, "%s", trit_last_error());
+            s = trit_error(TRIT_ERR_INVALID, "quantizing '%s': %s", t->name, why);
+            break;
+        }
+        s = trit_tensor_copy(t, q[i]);
+        const size_t bytes = trit_tensor_nbytes(q[i]) + side_bytes(q[i]->quant);
+        r->tensors++;
+        r->params_quantized += numel;
+        r->bytes_quantized += bytes;
+        r->bytes_total += bytes;
+    }
+    if (s != TRIT_OK) {
+        trit_quantized_free(q, n);
+        return s;
+    }
+    *out = q;
+    return TRIT_OK;
+}
