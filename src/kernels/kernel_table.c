@@ -4,6 +4,7 @@
 #include "kernels/flash.h"
 #include "kernels/gemm.h"
 #include "kernels/gemm_lowp.h"
+#include "kernels/qgemm.h"
 #include "kernels/rowops.h"
 
 #define ROW(id, in, out, needs, fn) {TRIT_KERNEL_##id, TRIT_##in, TRIT_##out, needs, #fn, (trit_kernel_fn)fn}
@@ -49,6 +50,13 @@ static const trit_kernel_entry table[] = {
     FLASH(FLASH_SOFTMAX, softmax),
     FLASH(FLASH_PROBS, probs),
     FLASH(FLASH_DSCORES, dscores),
+    // Integer codes of the weight (keyed by its dtype) times per-token int8 activations.
+    ROW(QGEMM, QINT8, F32, AVX512 | TRIT_FEAT_AVX512_VNNI, trit_kernel_qgemm_q8_avx512vnni),
+    ROW(QGEMM, QINT8, F32, AVX2, trit_kernel_qgemm_q8_avx2),
+    ROW(QGEMM, QINT8, F32, 0, trit_kernel_qgemm_q8_ref),
+    ROW(QGEMM, QINT4, F32, AVX512 | TRIT_FEAT_AVX512_VNNI, trit_kernel_qgemm_q4_avx512vnni),
+    ROW(QGEMM, QINT4, F32, AVX2, trit_kernel_qgemm_q4_avx2),
+    ROW(QGEMM, QINT4, F32, 0, trit_kernel_qgemm_q4_ref),
 };
 
 const trit_kernel_entry *trit_kernel_table(int *n) {

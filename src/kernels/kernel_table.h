@@ -35,6 +35,7 @@ typedef enum trit_kernel_id {
     TRIT_KERNEL_FLASH_SOFTMAX,
     TRIT_KERNEL_FLASH_PROBS,
     TRIT_KERNEL_FLASH_DSCORES,
+    TRIT_KERNEL_QGEMM,
     TRIT_KERNEL_COUNT
 } trit_kernel_id;
 

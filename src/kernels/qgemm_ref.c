@@ -1,0 +1,86 @@
+// The portable integer matmuls (the oracle of the x86 ones), the per-token activation quantizer
+// and the entry point that splits outputs among threads.
+#include "kernels/qgemm.h"
+#include "kernels/kernel_table.h"
+
+#include <math.h>
+
+bool trit_qgemm_supported(trit_dtype wdt, int64_t K, int64_t G) {
+    return (wdt == TRIT_QINT8 || wdt == TRIT_QINT4) && G > 0 && G % 64 == 0 && K % G == 0 && G <= 131072;
+}
+
+// Position of element k of a row in wdt's activation order.
+static inline int64_t act_pos(trit_dtype wdt, int64_t k) {
+    if (wdt != TRIT_QINT4) return k;
+    const int64_t j = k & 63;
+    return (k - j) + (j & 1 ? 32 + (j >> 1) : j >> 1);
+}
+
+void trit_qact_quantize(const float *x, int64_t M, int64_t K, int64_t G, trit_dtype wdt, const trit_qact *a) {
+    for (int64_t m = 0; m < M; m++) {
+        const float *r = x + m * K;
+        float amax = 0;
+        for (int64_t k = 0; k < K; k++) amax = fmaxf(amax, fabsf(r[k]));
+        const float s = amax / 127.0f, inv = s > 0 ? 1.0f / s : 0.0f;
+        a->scale[m] = s;
+        int8_t *q = a->q + m * K;
+        int32_t *gs = a->gsum + m * (K / G);
+        for (int64_t g = 0; g < K / G; g++) gs[g] = 0;
+        for (int64_t k = 0; k < K; k++) {
+            const float v = nearbyintf(r[k] * inv);
+            const int c = isnan(v) ? 0 : v > 127 ? 127 : v < -127 ? -127 : (int)v;
+            q[act_pos(wdt, k)] = (int8_t)c;
+            gs[k / G] += c;
+        }
+    }
+}
+
+static inline int code_at(trit_dtype wdt, const uint8_t *row, int64_t k) {
+    if (wdt == TRIT_QINT8) return (int8_t)row[k];
+    return ((row[k >> 1] >> ((k & 1) * 4)) & 15) - 8;
+}
+
+static void qgemm_ref(trit_dtype wdt, int64_t M, int64_t n0, int64_t n1, int64_t K, int64_t G, const trit_qact *x,
+                      const uint8_t *w, const float *ws, float *y, int64_t ldy) {
+    const size_t row_bytes = trit_dtype_nbytes(wdt, K);
+    for (int64_t m = 0; m < M; m++) {
+        const int8_t *q = x->q + m * K;
+        for (int64_t n = n0; n < n1; n++) {
+            const uint8_t *row = w + (size_t)n * row_bytes;
+            float sum = 0;
+            for (int64_t g = 0; g < K / G; g++) {
+                int32_t acc = 0;
+                for (int64_t k = g * G; k < (g + 1) * G; k++) acc += code_at(wdt, row, k) * q[act_pos(wdt, k)];
+                sum += ws[n * (K / G) + g] * (float)acc;
+            }
+            y[m * ldy + n] = x->scale[m] * sum;
+        }
+    }
+}
+
+void trit_kernel_qgemm_q8_ref(int64_t M, int64_t n0, int64_t n1, int64_t K, int64_t G, const trit_qact *x,
+                              const uint8_t *w, const float *ws, float *y, int64_t ldy) {
+    qgemm_ref(TRIT_QINT8, M, n0, n1, K, G, x, w, ws, y, ldy);
+}
+
+void trit_kernel_qgemm_q4_ref(int64_t M, int64_t n0, int64_t n1, int64_t K, int64_t G, const trit_qact *x,
+                              const uint8_t *w, const float *ws, float *y, int64_t ldy) {
+    qgemm_ref(TRIT_QINT4, M, n0, n1, K, G, x, w, ws, y, ldy);
+}
+
+// Outputs are split in blocks of 16 rows of W, so a block's codes stay in L1 while every
+// activation row passes over them.
+enum { N_BLOCK = 16 };
+
+void trit_kernel_qgemm(trit_dtype wdt, int64_t M, int64_t N, int64_t K, int64_t G, const trit_qact *x,
+                       const uint8_t *w, const float *ws, float *y, int64_t ldy) {
+    static trit_kernel_slot slot8, slot4;
+    trit_kernel_qgemm_fn *fn = wdt == TRIT_QINT8 ? TRIT_KERNEL_FN(trit_kernel_qgemm_fn, &slot8, TRIT_KERNEL_QGEMM, TRIT_QINT8, TRIT_F32)
+                                                 : TRIT_KERNEL_FN(trit_kernel_qgemm_fn, &slot4, TRIT_KERNEL_QGEMM, TRIT_QINT4, TRIT_F32);
+    const int64_t blocks = (N + N_BLOCK - 1) / N_BLOCK;
+#pragma omp parallel for schedule(static) if (blocks > 1 && M * N * K > 32768)
+    for (int64_t b = 0; b < blocks; b++) {
+        const int64_t n0 = b * N_BLOCK, n1 = n0 + N_BLOCK < N ? n0 + N_BLOCK : N;
+        fn(M, n0, n1, K, G, x, w, ws, y, ldy);
+    }
+}

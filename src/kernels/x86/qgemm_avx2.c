@@ -1,0 +1,84 @@
+// Integer matmuls on AVX2 (see qgemm.h). qint8: vpmaddubsw on |w| and x with w's sign (both
+// within 127, so the pair sums cannot saturate), exact in int32. qint4: the biased nibbles
+// (c + 8, 0..15) are the unsigned operand, so sum (c + 8) x = sum c x + 8 sum x and the group
+// sums of x take the 8 back out. Four rows of W at a time share each activation load.
+#include "kernels/qgemm.h"
+
+#include <immintrin.h>
+
+static inline float hsum8(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+static inline __m256i dot_q8(__m256i w, __m256i x) {
+    const __m256i p = _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w));
+    return _mm256_madd_epi16(p, _mm256_set1_epi16(1));
+}
+
+// 64 codes: 32 bytes of nibbles against the 64 de-interleaved activations at x.
+static inline __m256i dot_q4(const uint8_t *w, const int8_t *x) {
+    const __m256i b = _mm256_loadu_si256((const __m256i *)w), m = _mm256_set1_epi8(15);
+    const __m256i lo = _mm256_and_si256(b, m), hi = _mm256_and_si256(_mm256_srli_epi16(b, 4), m);
+    const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)x)),
+                                       _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)(x + 32))));
+    return _mm256_madd_epi16(p, _mm256_set1_epi16(1));
+}
+
+// R rows n.. of W against activation row m. bias: 0 (qint8) or 8 (qint4).
+static inline void rows(int R, bool q4, int64_t K, int64_t G, const int8_t *q, const int32_t *gsum, float xs,
+                        const uint8_t *w, size_t row_bytes, const float *ws, float *y) {
+    __m256 facc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+    float corr[4] = {0, 0, 0, 0};
+    const int64_t NG = K / G;
+    for (int64_t g = 0; g < NG; g++) {
+        __m256i iacc[4] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256()};
+        for (int64_t k = g * G; k < (g + 1) * G; k += 64) {
+            if (q4) {
+                for (int r = 0; r < R; r++)
+                    iacc[r] = _mm256_add_epi32(iacc[r], dot_q4(w + r * row_bytes + k / 2, q + k));
+            } else {
+                const __m256i x0 = _mm256_loadu_si256((const __m256i *)(q + k));
+                const __m256i x1 = _mm256_loadu_si256((const __m256i *)(q + k + 32));
+                for (int r = 0; r < R; r++) {
+                    const uint8_t *p = w + r * row_bytes + k;
+                    iacc[r] = _mm256_add_epi32(iacc[r], dot_q8(_mm256_loadu_si256((const __m256i *)p), x0));
+                    iacc[r] = _mm256_add_epi32(iacc[r], dot_q8(_mm256_loadu_si256((const __m256i *)(p + 32)), x1));
+                }
+            }
+        }
+        for (int r = 0; r < R; r++) {
+            const float s = ws[r * NG + g];
+            facc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(iacc[r]), _mm256_set1_ps(s), facc[r]);
+            if (q4) corr[r] += s * (float)(8 * gsum[g]);
+        }
+    }
+    for (int r = 0; r < R; r++) y[r] = xs * (hsum8(facc[r]) - corr[r]);
+}
+
+static void qgemm(bool q4, int64_t M, int64_t n0, int64_t n1, int64_t K, int64_t G, const trit_qact *x,
+                  const uint8_t *w, const float *ws, float *y, int64_t ldy) {
+    const size_t row_bytes = q4 ? (size_t)K / 2 : (size_t)K;
+    const int64_t NG = K / G;
+    for (int64_t m = 0; m < M; m++) {
+        const int8_t *q = x->q + m * K;
+        const int32_t *gs = x->gsum + m * NG;
+        int64_t n = n0;
+        for (; n + 4 <= n1; n += 4)
+            rows(4, q4, K, G, q, gs, x->scale[m], w + n * row_bytes, row_bytes, ws + n * NG, y + m * ldy + n);
+        for (; n < n1; n++)
+            rows(1, q4, K, G, q, gs, x->scale[m], w + n * row_bytes, row_bytes, ws + n * NG, y + m * ldy + n);
+    }
+}
+
+void trit_kernel_qgemm_q8_avx2(int64_t M, int64_t n0, int64_t n1, int64_t K, int64_t G, const trit_qact *x,
+                               const uint8_t *w, const float *ws, float *y, int64_t ldy) {
+    qgemm(false, M, n0, n1, K, G, x, w, ws, y, ldy);
+}
+
+void trit_kernel_qgemm_q4_avx2(int64_t M, int64_t n0, int64_t n1, int64_t K, int64_t G, const trit_qact *x,
+                               const uint8_t *w, const float *ws, float *y, int64_t ldy) {
+    qgemm(true, M, n0, n1, K, G, x, w, ws, y, ldy);
+}

@@ -1,0 +1,67 @@
+// Integer matmuls on AVX512-VNNI (see qgemm.h): vpdpbusd multiplies unsigned by signed bytes
+// and adds groups of four into int32 lanes. The weights are made the unsigned operand by a bias
+// (qint8: w xor 0x80 = w + 128; qint4: the stored nibble c + 8), and the activation group sums
+// take the bias back out: sum (c + b) x = sum c x + b sum x. Four rows of W at a time.
+#include "kernels/qgemm.h"
+
+#include <immintrin.h>
+
+static inline __m512i load_q8(const uint8_t *w) {
+    return _mm512_xor_si512(_mm512_loadu_si512(w), _mm512_set1_epi8((char)0x80));
+}
+
+// 64 codes from 32 bytes of nibbles: the low nibbles (even elements) then the high ones.
+static inline __m512i load_q4(const uint8_t *w) {
+    const __m256i b = _mm256_loadu_si256((const __m256i *)w), m = _mm256_set1_epi8(15);
+    const __m256i lo = _mm256_and_si256(b, m), hi = _mm256_and_si256(_mm256_srli_epi16(b, 4), m);
+    return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+}
+
+static inline void rows(int R, bool q4, int64_t K, int64_t G, const int8_t *q, const int32_t *gsum, float xs,
+                        const uint8_t *w, size_t row_bytes, const float *ws, float *y) {
+    __m512 facc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+    float corr[4] = {0, 0, 0, 0};
+    const int64_t NG = K / G;
+    const float bias = q4 ? 8.0f : 128.0f;
+    for (int64_t g = 0; g < NG; g++) {
+        __m512i iacc[4] = {_mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512()};
+        for (int64_t k = g * G; k < (g + 1) * G; k += 64) {
+            const __m512i xv = _mm512_loadu_si512(q + k);
+            for (int r = 0; r < R; r++) {
+                const __m512i u = q4 ? load_q4(w + r * row_bytes + k / 2) : load_q8(w + r * row_bytes + k);
+                iacc[r] = _mm512_dpbusd_epi32(iacc[r], u, xv);
+            }
+        }
+        for (int r = 0; r < R; r++) {
+            const float s = ws[r * NG + g];
+            facc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(iacc[r]), _mm512_set1_ps(s), facc[r]);
+            corr[r] += s * bias * (float)gsum[g];
+        }
+    }
+    for (int r = 0; r < R; r++) y[r] = xs * (_mm512_reduce_add_ps(facc[r]) - corr[r]);
+}
+
+static void qgemm(bool q4, int64_t M, int64_t n0, int64_t n1, int64_t K, int64_t G, const trit_qact *x,
+                  const uint8_t *w, const float *ws, float *y, int64_t ldy) {
+    const size_t row_bytes = q4 ? (size_t)K / 2 : (size_t)K;
+    const int64_t NG = K / G;
+    for (int64_t m = 0; m < M; m++) {
+        const int8_t *q = x->q + m * K;
+        const int32_t *gs = x->gsum + m * NG;
+        int64_t n = n0;
+        for (; n + 4 <= n1; n += 4)
+            rows(4, q4, K, G, q, gs, x->scale[m], w + n * row_bytes, row_bytes, ws + n * NG, y + m * ldy + n);
+        for (; n < n1; n++)
+            rows(1, q4, K, G, q, gs, x->scale[m], w + n * row_bytes, row_bytes, ws + n * NG, y + m * ldy + n);
+    }
+}
+
+void trit_kernel_qgemm_q8_avx512vnni(int64_t M, int64_t n0, int64_t n1, int64_t K, int64_t G, const trit_qact *x,
+                                     const uint8_t *w, const float *ws, float *y, int64_t ldy) {
+    qgemm(false, M, n0, n1, K, G, x, w, ws, y, ldy);
+}
+
+void trit_kernel_qgemm_q4_avx512vnni(int64_t M, int64_t n0, int64_t n1, int64_t K, int64_t G, const trit_qact *x,
+                                     const uint8_t *w, const float *ws, float *y, int64_t ldy) {
+    qgemm(true, M, n0, n1, K, G, x, w, ws, y, ldy);
+}

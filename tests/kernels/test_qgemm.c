@@ -1,0 +1,181 @@
+// Integer matmuls for quantized inference: every implementation in the kernel table that this
+// CPU can run against the portable reference, and the reference against an fp64 evaluation of
+// the stated formula, on odd M and N, several K and group sizes, both weight dtypes; the
+// activation quantizer's codes, order and group sums; thread-count independence.
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "kernels/kernel_table.h"
+#include "kernels/qgemm.h"
+#include "trit/trit.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct problem {
+    int64_t M, N, K, G;
+    trit_dtype wdt;
+    float *x, *ws, *want;
+    uint8_t *w;
+    trit_qact a;
+} problem;
+
+static void make(problem *p, trit_dtype wdt, int64_t M, int64_t N, int64_t K, int64_t G, uint64_t seed) {
+    *p = (problem){M, N, K, G, wdt, NULL, NULL, NULL, NULL, {NULL, NULL, NULL}};
+    p->x = malloc(sizeof(float) * (size_t)(M * K));
+    p->ws = malloc(sizeof(float) * (size_t)(N * (K / G)));
+    p->want = malloc(sizeof(float) * (size_t)(M * N));
+    p->w = malloc(trit_dtype_nbytes(wdt, N * K));
+    p->a.q = malloc((size_t)(M * K));
+    p->a.scale = malloc(sizeof(float) * (size_t)M);
+    p->a.gsum = malloc(sizeof(int32_t) * (size_t)(M * (K / G)));
+    trit_rng_fill_normal(p->x, M * K, seed, 1, 0, 0.0f, 1.0f);
+    trit_rng_fill_uniform(p->ws, N * (K / G), seed, 2, 0, 0.001f, 0.01f);
+    const int qmax = wdt == TRIT_QINT8 ? 127 : 7;
+    for (int64_t i = 0; i < N * K; i++) {
+        const int c = (int)(trit_rng_u32(seed, 3, (uint64_t)i) % (uint32_t)(2 * qmax + 1)) - qmax;
+        if (wdt == TRIT_QINT8) p->w[i] = (uint8_t)(int8_t)c;
+        else if (i % 2 == 0) p->w[i / 2] = (uint8_t)(c + 8);
+        else p->w[i / 2] |= (uint8_t)((c + 8) << 4);
+    }
+    trit_qact_quantize(p->x, M, K, G, wdt, &p->a);
+}
+
+static void drop(problem *p) {
+    free(p->x), free(p->ws), free(p->want), free(p->w), free(p->a.q), free(p->a.scale), free(p->a.gsum);
+}
+
+static int code(const problem *p, int64_t n, int64_t k) {
+    const int64_t i = n * p->K + k;
+    return p->wdt == TRIT_QINT8 ? (int8_t)p->w[i] : ((p->w[i / 2] >> (i % 2 * 4)) & 15) - 8;
+}
+
+static int64_t pos(const problem *p, int64_t k) {
+    if (p->wdt != TRIT_QINT4) return k;
+    const int64_t j = k % 64;
+    return k - j + (j % 2 ? 32 + j / 2 : j / 2);
+}
+
+static void test_activation_quantizer(void **state) {
+    (void)state;
+    problem p;
+    make(&p, TRIT_QINT4, 2, 1, 128, 64, 4);
+    for (int64_t m = 0; m < 2; m++) {
+        float amax = 0;
+        for (int64_t k = 0; k < 128; k++) amax = fmaxf(amax, fabsf(p.x[m * 128 + k]));
+        assert_true(p.a.scale[m] == amax / 127.0f);
+        int32_t gs[2] = {0, 0};
+        for (int64_t k = 0; k < 128; k++) {
+            const int c = p.a.q[m * 128 + pos(&p, k)];
+            assert_true(fabsf((float)c * p.a.scale[m] - p.x[m * 128 + k]) <= 0.5001f * p.a.scale[m]);
+            gs[k / 64] += c;
+        }
+        assert_int_equal(gs[0], p.a.gsum[m * 2]);
+        assert_int_equal(gs[1], p.a.gsum[m * 2 + 1]);
+    }
+    drop(&p);
+    float zero[64] = {0};
+    int8_t q[64];
+    float s;
+    int32_t g;
+    trit_qact a = {q, &s, &g};
+    trit_qact_quantize(zero, 1, 64, 64, TRIT_QINT8, &a);
+    assert_true(s == 0.0f && g == 0 && q[5] == 0);
+    assert_true(trit_qgemm_supported(TRIT_QINT4, 768, 128));
+    assert_false(trit_qgemm_supported(TRIT_QINT4, 768, 32));
+    assert_false(trit_qgemm_supported(TRIT_NF4, 768, 64));
+}
+
+// The reference against the formula in double.
+static void test_reference_matches_formula(void **state) {
+    (void)state;
+    const trit_dtype dts[2] = {TRIT_QINT8, TRIT_QINT4};
+    for (int d = 0; d < 2; d++) {
+        problem p;
+        make(&p, dts[d], 3, 7, 192, 64, 9);
+        trit_kernel_qgemm_fn *ref = dts[d] == TRIT_QINT8 ? trit_kernel_qgemm_q8_ref : trit_kernel_qgemm_q4_ref;
+        ref(p.M, 0, p.N, p.K, p.G, &p.a, p.w, p.ws, p.want, p.N);
+        for (int64_t m = 0; m < p.M; m++)
+            for (int64_t n = 0; n < p.N; n++) {
+                double y = 0, mag = 0;
+                for (int64_t k = 0; k < p.K; k++) {
+                    const double t = (double)code(&p, n, k) * p.ws[n * (p.K / p.G) + k / p.G] * p.a.q[m * p.K + pos(&p, k)];
+                    y += t, mag += fabs(t);
+                }
+                y *= p.a.scale[m], mag *= p.a.scale[m];
+                assert_true(fabs(y - p.want[m * p.N + n]) <= 1e-6 * mag);
+            }
+        drop(&p);
+    }
+}
+
+static void test_every_kernel_matches_reference(void **state) {
+    (void)state;
+    const uint32_t usable = trit_cpu_usable_features();
+    int nt, tested = 0;
+    const trit_kernel_entry *t = trit_kernel_table(&nt);
+    const int64_t Ms[3] = {1, 3, 17}, Ns[4] = {1, 5, 16, 37}, Ks[3] = {64, 192, 768};
+    for (int i = 0; i < nt; i++) {
+        if (t[i].id != TRIT_KERNEL_QGEMM || t[i].needs == 0) continue;
+        if (t[i].needs & ~usable) {
+            printf("  %s: this CPU lacks its features, skipped\n", t[i].name);
+            continue;
+        }
+        trit_kernel_qgemm_fn *fn = (trit_kernel_qgemm_fn *)t[i].fn;
+        trit_kernel_qgemm_fn *ref = t[i].in == TRIT_QINT8 ? trit_kernel_qgemm_q8_ref : trit_kernel_qgemm_q4_ref;
+        for (int a = 0; a < 3; a++)
+            for (int b = 0; b < 4; b++)
+                for (int c = 0; c < 3; c++)
+                    for (int gi = 0; gi < 2; gi++) {
+                        const int64_t K = Ks[c], G = gi ? K : 64;
+                        problem p;
+                        make(&p, t[i].in, Ms[a], Ns[b], K, G, (uint64_t)(a * 100 + b * 10 + c));
+                        ref(p.M, 0, p.N, K, G, &p.a, p.w, p.ws, p.want, p.N);
+                        float *got = malloc(sizeof(float) * (size_t)(p.M * p.N));
+                        // Two calls over [0, n1) and [n1, N) as the threads split it.
+                        const int64_t n1 = p.N / 2;
+                        fn(p.M, 0, n1, K, G, &p.a, p.w, p.ws, got, p.N);
+                        fn(p.M, n1, p.N, K, G, &p.a, p.w, p.ws, got, p.N);
+                        float big = 0;
+                        for (int64_t j = 0; j < p.M * p.N; j++) big = fmaxf(big, fabsf(p.want[j]));
+                        for (int64_t j = 0; j < p.M * p.N; j++)
+                            if (!(fabsf(got[j] - p.want[j]) <= 2e-6f * big + 1e-30f))
+                                fail_msg("%s M=%lld N=%lld K=%lld G=%lld: [%lld] %g vs %g", t[i].name, (long long)p.M,
+                                         (long long)p.N, (long long)K, (long long)G, (long long)j, got[j], p.want[j]);
+                        free(got);
+                        drop(&p);
+                    }
+        tested++;
+    }
+    printf("  %d x86 integer matmul kernels checked\n", tested);
+}
+
+static void test_thread_count_independent(void **state) {
+    (void)state;
+    problem p;
+    make(&p, TRIT_QINT4, 5, 301, 768, 128, 77);
+    float *y1 = malloc(sizeof(float) * 5 * 301), *y2 = malloc(sizeof(float) * 5 * 301);
+    trit_threads_set(1);
+    trit_kernel_qgemm(TRIT_QINT4, 5, 301, 768, 128, &p.a, p.w, p.ws, y1, 301);
+    trit_threads_set(2);
+    trit_kernel_qgemm(TRIT_QINT4, 5, 301, 768, 128, &p.a, p.w, p.ws, y2, 301);
+    trit_threads_set(0);
+    assert_memory_equal(y1, y2, sizeof(float) * 5 * 301);
+    free(y1), free(y2);
+    drop(&p);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_activation_quantizer),
+        cmocka_unit_test(test_reference_matches_formula),
+        cmocka_unit_test(test_every_kernel_matches_reference),
+        cmocka_unit_test(test_thread_count_independent),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
