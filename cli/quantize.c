@@ -117,12 +117,11 @@ static void find_val(const quant_args *a, char *buf, size_t n) {
 }
 
 // Writes DIR/model.safetensors and copies RUN's tokenizer and the validation shard beside it.
-static trit_status write_run(const quant_args *a, const char *out, const trit_gpt *m, trit_tensor **q,
-                             const char *val) {
+static trit_status write_run(const quant_args *a, const char *out, const trit_gpt *m, const char *val) {
     char path[TRIT_PATH_MAX + 32], src[TRIT_PATH_MAX + 32];
     trit_status s = trit_make_dir(out, NULL);
     if (s == TRIT_OK) s = trit_path_join(path, sizeof path, out, TRIT_CKPT_MODEL);
-    if (s == TRIT_OK) s = trit_checkpoint_save_tensors(m, (const trit_tensor *const *)q, path, 0);
+    if (s == TRIT_OK) s = trit_checkpoint_save_model(m, path, 0);
     if (s == TRIT_OK && trit_path_join(src, sizeof src, a->run, TRIT_CKPT_TOKENIZER) == TRIT_OK) {
         struct stat st;
         if (stat(src, &st) == 0 && (s = trit_path_join(path, sizeof path, out, TRIT_CKPT_TOKENIZER)) == TRIT_OK)
@@ -158,15 +157,14 @@ int trit_cli_quantize(int argc, char **argv) {
     find_val(&a, val, sizeof val);
     const int64_t T = trit_gpt_get_config(m)->seq_len;
     double before = NAN, after = NAN;
-    trit_tensor **q = NULL;
     trit_quantize_report r;
     rc = CLI_OK;
     if (a.batches > 0 && val[0] && trit_eval_loss(m, val, a.batches, a.batch, T, &before, NULL) != TRIT_OK)
         rc = cli_fail("quantize", CLI_FAIL);
-    if (rc == CLI_OK && trit_gpt_quantize(m, &a.spec, a.embeddings, &q, &r) != TRIT_OK) rc = cli_fail("quantize", CLI_FAIL);
+    if (rc == CLI_OK && trit_gpt_quantize(m, &a.spec, a.embeddings, &r) != TRIT_OK) rc = cli_fail("quantize", CLI_FAIL);
     if (rc == CLI_OK && a.batches > 0 && val[0] && trit_eval_loss(m, val, a.batches, a.batch, T, &after, NULL) != TRIT_OK)
         rc = cli_fail("quantize", CLI_FAIL);
-    if (rc == CLI_OK && write_run(&a, out, m, q, val) != TRIT_OK) rc = cli_fail("quantize", CLI_FAIL);
+    if (rc == CLI_OK && write_run(&a, out, m, val) != TRIT_OK) rc = cli_fail("quantize", CLI_FAIL);
     if (rc == CLI_OK) {
         report(&a, &r);
         if (isfinite(before))
@@ -177,7 +175,6 @@ int trit_cli_quantize(int argc, char **argv) {
             printf("  val loss:          not measured (%s)\n", a.batches ? "no validation shard found: pass --data" : "--batches 0");
         printf("wrote %s\n", out);
     }
-    trit_quantized_free(q, trit_gpt_num_tensors(m));
     trit_gpt_free(m);
     return rc;
 }

@@ -68,7 +68,14 @@ const trit_gpt_config *trit_gpt_get_config(const trit_gpt *m);
 int trit_gpt_num_tensors(const trit_gpt *m);
 trit_tensor *trit_gpt_tensor(const trit_gpt *m, int i);
 trit_tensor *trit_gpt_find(const trit_gpt *m, const char *name);
-int64_t trit_gpt_num_params(const trit_gpt *m);  // elements, tied weights counted once
+int64_t trit_gpt_num_params(const trit_gpt *m);
+// Gives the model q, a packed quantized copy of parameter i (same shape), to decode with:
+// trit_gpt_decode multiplies by its integer codes where a kernel takes its dtype (symmetric
+// qint8/qint4 in groups of a multiple of 64) and by the f32 parameter otherwise. Training and
+// graphs use the f32 parameter, which should hold q's decoded values (trit_gpt_quantize and
+// quantized checkpoint loads see to that). The model owns q from the call on, also on failure.
+trit_status trit_gpt_attach_quantized(trit_gpt *m, int i, trit_tensor *q);
+const trit_tensor *trit_gpt_quantized(const trit_gpt *m, int i);  // NULL when none  // elements, tied weights counted once
 
 // Training precision modes, as `trit train --precision` and `trit bench --precision` name them:
 // fp32; bf16 (matmul inputs and activations between matmuls bf16, fp32 accumulation, norms,

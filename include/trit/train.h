@@ -208,12 +208,10 @@ trit_status trit_train_run_info(const char *path_or_dir, trit_train_config *cfg,
 #define TRIT_CKPT_TOKENIZER "tokenizer.bin"
 #define TRIT_CKPT_METRICS "metrics.jsonl"
 
-// Weights under the GPT-2 names with metadata format="trit-gpt", config=<JSON>, step=<k>.
+// Weights under the GPT-2 names with metadata format="trit-gpt", config=<JSON>, step=<k>; a
+// parameter with an attached quantized copy (trit_gpt_attach_quantized) is saved as that copy,
+// with the quantization map (loading decodes it into the parameter and attaches it again).
 trit_status trit_checkpoint_save_model(const trit_gpt *m, const char *path, int64_t step);
-// Saves m's config with tensors[i] in place of the model's tensor i (same name and shape; may be
-// quantized, then stored with a quantization map) where tensors[i] is not NULL.
-trit_status trit_checkpoint_save_tensors(const trit_gpt *m, const trit_tensor *const *tensors, const char *path,
-                                        int64_t step);
 // The mean loss of m over `batches` batches of B x T windows read in order from the start of a
 // token shard (0 = one pass); *used (may be NULL) receives the batch count.
 trit_status trit_eval_loss(trit_gpt *m, const char *shard, int64_t batches, int64_t B, int64_t T, double *loss,
@@ -306,12 +304,10 @@ typedef struct trit_quantize_report {
 } trit_quantize_report;
 
 // Quantizes m's 2-D block weights (and the token embedding, which is the tied head, when
-// `embeddings`) with spec and writes the decoded values back into m. *out (length
-// trit_gpt_num_tensors, free with trit_quantized_free) holds the quantized tensor of each
-// quantized parameter and NULL for the others, ready for trit_checkpoint_save_tensors.
-trit_status trit_gpt_quantize(trit_gpt *m, const trit_quant_spec *spec, bool embeddings, trit_tensor ***out,
-                              trit_quantize_report *r);
-void trit_quantized_free(trit_tensor **q, int n);
+// `embeddings`) with spec, attaches each quantized copy to m (trit_gpt_attach_quantized: the
+// decoder multiplies with it, trit_checkpoint_save_model stores it) and writes its decoded
+// values into the f32 parameter, so graphs compute what the quantized model computes.
+trit_status trit_gpt_quantize(trit_gpt *m, const trit_quant_spec *spec, bool embeddings, trit_quantize_report *r);
 
 #ifdef __cplusplus
 }

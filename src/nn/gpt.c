@@ -180,7 +180,11 @@ trit_gpt *trit_gpt_new(const trit_gpt_config *c, uint64_t seed) {
 
 void trit_gpt_free(trit_gpt *m) {
     if (!m) return;
-    for (int i = 0; i < m->n_tensors; i++) trit_tensor_free(m->tensors[i]);
+    for (int i = 0; i < m->n_tensors; i++) {
+        trit_tensor_free(m->tensors[i]);
+        if (m->quantized) trit_tensor_free(m->quantized[i]);
+    }
+    free(m->quantized);
     free(m->tensors);
     free(m->blocks);
     free(m);
@@ -285,4 +289,29 @@ trit_compute_policy trit_precision_policy(trit_precision p, trit_matmul_precisio
     case TRIT_PRECISION_FP32:
     default: return (trit_compute_policy){TRIT_F32, TRIT_F32, matmul};
     }
+}
+
+trit_status trit_gpt_attach_quantized(trit_gpt *m, int i, trit_tensor *q) {
+    if (!m || !q || i < 0 || i >= m->n_tensors) {
+        trit_tensor_free(q);
+        return trit_error(TRIT_ERR_INVALID, "trit_gpt_attach_quantized: need a model, a tensor index in [0, %d) and a "
+                          "tensor", m ? m->n_tensors : 0);
+    }
+    const trit_tensor *t = m->tensors[i];
+    if (!q->quant || !trit_tensor_same_shape(q, t) || !trit_tensor_is_contiguous(q)) {
+        trit_tensor_free(q);
+        return trit_error(TRIT_ERR_SHAPE, "trit_gpt_attach_quantized: '%s' needs a contiguous quantized tensor of its "
+                          "own shape", t->name);
+    }
+    if (!m->quantized && !(m->quantized = calloc((size_t)m->n_tensors, sizeof *m->quantized))) {
+        trit_tensor_free(q);
+        return trit_error(TRIT_ERR_NOMEM, "trit_gpt_attach_quantized: out of memory");
+    }
+    trit_tensor_free(m->quantized[i]);
+    m->quantized[i] = q;
+    return TRIT_OK;
+}
+
+const trit_tensor *trit_gpt_quantized(const trit_gpt *m, int i) {
+    return m && m->quantized && i >= 0 && i < m->n_tensors ? m->quantized[i] : NULL;
 }

@@ -2,8 +2,11 @@
 // model's parameters, with each layer's keys and values of earlier positions kept in a cache,
 // so a token costs O(T) attention work instead of re-running the whole sequence. It computes
 // what the training graph computes (same norms, same GELU formula, same RoPE angles, the same
-// GEMM kernel for every matrix product), so its logits match the graph's at each position.
+// GEMM kernel for every f32 matrix product), so its logits match the graph's at each position.
+// A weight with an attached quantized copy (trit_gpt_attach_quantized) that the integer kernels
+// take is multiplied by its codes, with the input row quantized per token to int8.
 #include "kernels/gemm.h"
+#include "kernels/qgemm.h"
 #include "nn/gpt_internal.h"
 
 #include <math.h>
@@ -25,6 +28,12 @@ struct trit_gpt_cache {
     // f32 copies of the parameters, made when the cache is created, for a model that stores
     // them in bf16/f16 (NULL when every parameter is f32): (n_tensors) pointers.
     float **f32;
+    // For parameters with an attached quantized copy the integer kernels take: its group scales
+    // decoded to f32 ((n_tensors) pointers, NULL elsewhere; the array NULL when there are none),
+    // and the buffers of a quantized activation row.
+    float **qscales;
+    int8_t *xq;      // (max K)
+    int32_t *xgsum;  // (max K / 64)
 };
 
 // A model with 16-bit parameters is decoded from f32 copies taken now: a cache sees the
@@ -43,6 +52,29 @@ static trit_status copy_params(trit_gpt_cache *k, const trit_gpt *m) {
         trit_dtype_traits_of(t->dtype)->to_f32(k->f32[i], trit_tensor_ptr(t), n, NULL, 0);
     }
     return TRIT_OK;
+}
+
+// Which attached quantized copies the integer kernels multiply with; their scales as f32.
+static trit_status setup_quantized(trit_gpt_cache *k, const trit_gpt *m) {
+    if (!m->quantized) return TRIT_OK;
+    int64_t maxk = 0;
+    if (!(k->qscales = calloc((size_t)m->n_tensors, sizeof *k->qscales))) goto oom;
+    for (int i = 0; i < m->n_tensors; i++) {
+        const trit_tensor *q = m->quantized[i];
+        if (!q || q->ndim != 2 || q->quant->zero_points ||
+            !trit_qgemm_supported(q->dtype, q->shape[1], q->quant->group_size))
+            continue;
+        const int64_t G = q->quant->num_groups;
+        if (!(k->qscales[i] = malloc(sizeof(float) * (size_t)G))) goto oom;
+        for (int64_t g = 0; g < G; g++) k->qscales[i][g] = trit_quant_info_scale(q->quant, g);
+        if (q->shape[1] > maxk) maxk = q->shape[1];
+    }
+    if (maxk && (!(k->xq = trit_aligned_alloc((size_t)maxk)) ||
+                 !(k->xgsum = malloc(sizeof(int32_t) * (size_t)(maxk / 64)))))
+        goto oom;
+    return TRIT_OK;
+oom:
+    return trit_error(TRIT_ERR_NOMEM, "gpt cache: out of memory for quantized weights");
 }
 
 trit_gpt_cache *trit_gpt_cache_new(const trit_gpt *m) {
@@ -73,7 +105,7 @@ trit_gpt_cache *trit_gpt_cache_new(const trit_gpt *m) {
     }
     k->m = m;
     k->block = block;
-    if (copy_params(k, m) != TRIT_OK) {
+    if (copy_params(k, m) != TRIT_OK || setup_quantized(k, m) != TRIT_OK) {
         trit_gpt_cache_free(k);
         return NULL;
     }
@@ -85,6 +117,10 @@ void trit_gpt_cache_free(trit_gpt_cache *c) {
     trit_aligned_free(c->block);
     for (int i = 0; c->f32 && i < c->m->n_tensors; i++) trit_aligned_free(c->f32[i]);
     free(c->f32);
+    for (int i = 0; c->qscales && i < c->m->n_tensors; i++) free(c->qscales[i]);
+    free(c->qscales);
+    trit_aligned_free(c->xq);
+    free(c->xgsum);
     free(c);
 }
 
@@ -104,10 +140,33 @@ static const float *data_of(const trit_gpt_cache *c, const trit_tensor *t) {
     return (const float *)t->data + t->offset;
 }
 
+static int index_of(const trit_gpt *m, const trit_tensor *t) {
+    for (int i = 0; i < m->n_tensors; i++)
+        if (m->tensors[i] == t) return i;
+    return -1;
+}
+
+// out (N) = x (K) W^T, W: (N, K), with W's integer codes (x quantized per token) when it has a
+// quantized copy the kernels take, else in f32.
+static void product(const trit_gpt_cache *c, float *out, const float *x, const trit_tensor *w) {
+    const int64_t N = w->shape[0], K = w->shape[1];
+    const int i = c->qscales ? index_of(c->m, w) : -1;
+    if (i >= 0 && c->qscales[i]) {
+        const trit_tensor *q = c->m->quantized[i];
+        const int64_t G = q->quant->group_size;
+        float xs;
+        const trit_qact a = {c->xq, &xs, c->xgsum};
+        trit_qact_quantize(x, 1, K, G, q->dtype, &a);
+        trit_kernel_qgemm(q->dtype, 1, N, K, G, &a, trit_tensor_ptr(q), c->qscales[i], out, N);
+        return;
+    }
+    trit_kernel_gemm_f32(false, true, 1, N, K, x, K, data_of(c, w), K, out, N, false);
+}
+
 // out (N) = x (K) W^T + b, W: (N, K), b: (N) or NULL.
 static void matvec(const trit_gpt_cache *c, float *out, const float *x, const trit_tensor *w, const trit_tensor *b) {
-    const int64_t N = w->shape[0], K = w->shape[1];
-    trit_kernel_gemm_f32(false, true, 1, N, K, x, K, data_of(c, w), K, out, N, false);
+    const int64_t N = w->shape[0];
+    product(c, out, x, w);
     const float *bd = data_of(c, b);
     if (bd)
         for (int64_t i = 0; i < N; i++) out[i] += bd[i];
@@ -232,7 +291,7 @@ trit_status trit_gpt_decode(const trit_gpt *m, trit_gpt_cache *c, int32_t token,
     for (int64_t j = 0; j < C; j++) c->x[j] = pe ? te[j] + pe[j] : te[j];
     for (int64_t l = 0; l < cfg->n_layer; l++) block_forward(m, c, l, pos);
     norm(c, c->h, c->x, m->lnf_w, m->lnf_b);
-    trit_kernel_gemm_f32(false, true, 1, cfg->vocab_size, C, c->h, C, data_of(c, m->wte), C, logits, cfg->vocab_size, false);
+    product(c, logits, c->h, m->wte);
     c->len++;
     return TRIT_OK;
 }

@@ -28,6 +28,7 @@ struct trit_gpt {
     trit_tensor **tensors;    // every parameter, in the documented order
     int n_tensors;
     trit_compute_policy policy;
+    trit_tensor **quantized;  // (n_tensors) or NULL: packed copies the decoder multiplies with
 };
 
 #endif

@@ -98,8 +98,7 @@ trit_status trit_checkpoint_config_from_json(trit_gpt_config *c, const char *jso
     return s;
 }
 
-trit_status trit_checkpoint_save_tensors(const trit_gpt *m, const trit_tensor *const *tensors, const char *path,
-                                        int64_t step) {
+trit_status trit_checkpoint_save_model(const trit_gpt *m, const char *path, int64_t step) {
     int n = trit_gpt_num_tensors(m);
     trit_safetensors_entry *e = calloc((size_t)n, sizeof *e);
     char *cfg = trit_checkpoint_config_to_json(trit_gpt_get_config(m));
@@ -110,9 +109,10 @@ trit_status trit_checkpoint_save_tensors(const trit_gpt *m, const trit_tensor *c
     }
     bool quantized = false;
     for (int i = 0; i < n; i++) {
-        e[i].tensor = tensors && tensors[i] ? tensors[i] : trit_gpt_tensor(m, i);
+        const trit_tensor *q = trit_gpt_quantized(m, i);
+        e[i].tensor = q ? q : trit_gpt_tensor(m, i);
         e[i].name = trit_gpt_tensor(m, i)->name;
-        quantized |= e[i].tensor && e[i].tensor->quant;
+        quantized |= q != NULL;
     }
     char step_s[32];
     snprintf(step_s, sizeof step_s, "%lld", (long long)step);
@@ -124,10 +124,6 @@ trit_status trit_checkpoint_save_tensors(const trit_gpt *m, const trit_tensor *c
     return s;
 }
 
-trit_status trit_checkpoint_save_model(const trit_gpt *m, const char *path, int64_t step) {
-    return trit_checkpoint_save_tensors(m, NULL, path, step);
-}
-
 // A run directory means its model.safetensors.
 static trit_status model_path(const char *path, char *buf, size_t n) {
     struct stat st;
@@ -136,17 +132,20 @@ static trit_status model_path(const char *path, char *buf, size_t n) {
     return k >= 0 && (size_t)k < n ? TRIT_OK : trit_error(TRIT_ERR_RANGE, "path too long: '%s'", path);
 }
 
-// A quantized tensor is decoded into the model's parameter; returns how many file tensors it
-// took (the codes plus its scales and zero points).
-static trit_status load_quantized(const trit_safetensors *f, trit_tensor *t, int64_t *n_file) {
-    trit_tensor *q = trit_safetensors_read_tensor(f, t->name);
+// A quantized tensor is decoded into the model's parameter and attached to the model for
+// decoding; returns how many file tensors it took (the codes plus scales and zero points).
+static trit_status load_quantized(const trit_safetensors *f, trit_gpt *m, int i, int64_t *n_file) {
+    trit_tensor *t = trit_gpt_tensor(m, i), *q = trit_safetensors_read_tensor(f, t->name);
     if (!q) return TRIT_ERR_FORMAT;
     trit_status s = trit_tensor_same_shape(q, t)
                         ? trit_tensor_copy(t, q)
                         : trit_error(TRIT_ERR_SHAPE, "quantized tensor '%s' does not have the shape the config gives", t->name);
     *n_file = 1 + (q->quant->qscales ? 2 : 1) + (q->quant->zero_points ? 1 : 0);
-    trit_tensor_free(q);
-    return s;
+    if (s != TRIT_OK) {
+        trit_tensor_free(q);
+        return s;
+    }
+    return trit_gpt_attach_quantized(m, i, q);
 }
 
 static trit_status load_tensors(const trit_safetensors *f, trit_gpt *m, const char *file) {
@@ -159,7 +158,7 @@ static trit_status load_tensors(const trit_safetensors *f, trit_gpt *m, const ch
                               "'%s' has no tensor '%s' that its config needs: the file is incomplete "
                               "or was made for another model", file, t->name);
         int64_t used = 1;
-        trit_status s = trit_safetensors_is_quantized(f, t->name) ? load_quantized(f, t, &used)
+        trit_status s = trit_safetensors_is_quantized(f, t->name) ? load_quantized(f, m, i, &used)
                                                                   : trit_safetensors_load(f, t->name, t);
         if (s != TRIT_OK) return s;
         expected += used;

@@ -21,21 +21,11 @@ static size_t side_bytes(const trit_quant_info *q) {
     return b + (q->zero_points ? 4 * G : 0);
 }
 
-void trit_quantized_free(trit_tensor **q, int n) {
-    if (!q) return;
-    for (int i = 0; i < n; i++) trit_tensor_free(q[i]);
-    free(q);
-}
-
-trit_status trit_gpt_quantize(trit_gpt *m, const trit_quant_spec *spec, bool embeddings, trit_tensor ***out,
-                              trit_quantize_report *r) {
-    if (!m || !spec || !out || !r) return trit_error(TRIT_ERR_INVALID, "trit_gpt_quantize: NULL argument");
+trit_status trit_gpt_quantize(trit_gpt *m, const trit_quant_spec *spec, bool embeddings, trit_quantize_report *r) {
+    if (!m || !spec || !r) return trit_error(TRIT_ERR_INVALID, "trit_gpt_quantize: NULL argument");
     const int n = trit_gpt_num_tensors(m);
-    trit_tensor **q = calloc((size_t)n, sizeof *q);
-    if (!q) return trit_error(TRIT_ERR_NOMEM, "trit_gpt_quantize: out of memory");
     memset(r, 0, sizeof *r);
-    trit_status s = TRIT_OK;
-    for (int i = 0; i < n && s == TRIT_OK; i++) {
+    for (int i = 0; i < n; i++) {
         trit_tensor *t = trit_gpt_tensor(m, i);
         const int64_t numel = trit_tensor_numel(t);
         r->params_total += numel;
@@ -43,23 +33,23 @@ trit_status trit_gpt_quantize(trit_gpt *m, const trit_quant_spec *spec, bool emb
             r->bytes_total += trit_tensor_nbytes(t);
             continue;
         }
-        if (!(q[i] = trit_quantize(t, spec))) {
+        trit_tensor *q = trit_quantize(t, spec);
+        if (!q) {
             char why[400];
             snprintf(why, sizeof why, "%s", trit_last_error());
-            s = trit_error(TRIT_ERR_INVALID, "quantizing '%s': %s", t->name, why);
-            break;
+            return trit_error(TRIT_ERR_INVALID, "quantizing '%s': %s", t->name, why);
         }
-        s = trit_tensor_copy(t, q[i]);
-        const size_t bytes = trit_tensor_nbytes(q[i]) + side_bytes(q[i]->quant);
+        const size_t bytes = trit_tensor_nbytes(q) + side_bytes(q->quant);
+        trit_status s = trit_tensor_copy(t, q);
+        if (s != TRIT_OK) {
+            trit_tensor_free(q);
+            return s;
+        }
+        if ((s = trit_gpt_attach_quantized(m, i, q)) != TRIT_OK) return s;
         r->tensors++;
         r->params_quantized += numel;
         r->bytes_quantized += bytes;
         r->bytes_total += bytes;
     }
-    if (s != TRIT_OK) {
-        trit_quantized_free(q, n);
-        return s;
-    }
-    *out = q;
     return TRIT_OK;
 }
