@@ -11,7 +11,9 @@
 static void usage(FILE *fp) {
     fprintf(fp,
             "usage: trit bench [--config baby|small|bpe50k|all] [--steps N] [--warmup N] [--threads N]\n"
-            "                  [--precision fp32|bf16|fp16] [--json] [--scaling]\n\n"
+            "                  [--precision fp32|bf16|fp16] [--json] [--scaling]\n"
+            "       trit bench --decode [--config gpt2|baby|small|bpe50k] [--format F[,F...]] [--tokens N]\n"
+            "                  [--threads N] [--json]\n\n"
             "Times GPT training steps (forward, backward, clip 1.0, AdamW) on random tokens and prints\n"
             "ms/step (median and mean), tokens/s, model FLOP/s (6 N + 12 L T C per token), MFU against\n"
             "an f32 GEMM peak measured in the same run, the memory report and the peak RSS.\n\n"
@@ -26,14 +28,23 @@ static void usage(FILE *fp) {
             "                  tokens_per_s, model_flops_per_s, mfu, gemm_peak_flops_per_s,\n"
             "                  peak_rss_bytes (the memory reports go to stderr)\n"
             "  --scaling       ms/step and peak memory of the config's model for T = 64, 256, 1024,\n"
-            "                  2048 at 8192 tokens per step, flash vs straightforward attention\n");
+            "                  2048 at 8192 tokens per step, flash vs straightforward attention\n"
+            "  --decode        batch-1 decoding with the KV cache of a random model (default config gpt2:\n"
+            "                  L=12 H=12 C=768 T=1024 V=50257): prefill and decode tokens/s and the\n"
+            "                  weight bytes; --format fp32 (default), int8, int4, int2, nf4, fp8,\n"
+            "                  fp8-e5m2 or a comma list (block matrices and the embedding/head\n"
+            "                  quantized with the default groups); --tokens N prompt and generated\n"
+            "                  tokens each (128); --json: config, format, decode_tokens_per_s,\n"
+            "                  prefill_tokens_per_s, weight_bytes, threads\n");
 }
 
 typedef struct bench_args {
     char config[TRIT_BENCH_NAME_MAX];
     int64_t steps, warmup, threads;
-    bool json, scaling;
+    bool json, scaling, decode;
     trit_precision precision;
+    char formats[128];
+    int64_t tokens;
 } bench_args;
 
 static int parse(int argc, char **argv, bench_args *a) {
@@ -42,11 +53,14 @@ static int parse(int argc, char **argv, bench_args *a) {
         {"warmup", required_argument, NULL, 'w'}, {"threads", required_argument, NULL, 't'},
         {"json", no_argument, NULL, 'j'},         {"scaling", no_argument, NULL, 'S'},
         {"precision", required_argument, NULL, 'p'}, {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
+        {"decode", no_argument, NULL, 'D'},       {"format", required_argument, NULL, 'f'},
+        {"tokens", required_argument, NULL, 'T'}, {NULL, 0, NULL, 0},
     };
     memset(a, 0, sizeof *a);
-    snprintf(a->config, sizeof a->config, "baby");
+    a->config[0] = 0;
+    snprintf(a->formats, sizeof a->formats, "fp32");
     a->steps = a->warmup = -1;
+    a->tokens = 128;
     cli_getopt_reset();
     int c;
     while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
@@ -65,11 +79,21 @@ static int parse(int argc, char **argv, bench_args *a) {
             break;
         case 'j': a->json = true; break;
         case 'S': a->scaling = true; break;
+        case 'D': a->decode = true; break;
+        case 'f':
+            if (strlen(optarg) >= sizeof a->formats) return cli_error("bench", CLI_USAGE, "--format list too long");
+            snprintf(a->formats, sizeof a->formats, "%s", optarg);
+            break;
+        case 'T': if (!cli_int("bench", "--tokens", optarg, &a->tokens)) return CLI_USAGE; break;
         case 'h': usage(stdout); return -1;
         default: return cli_bad_option("bench", c, argv);
         }
     }
     if (optind < argc) return cli_error("bench", CLI_USAGE, "unexpected argument '%s' (see trit bench --help)", argv[optind]);
+    if (!a->config[0]) snprintf(a->config, sizeof a->config, "%s", a->decode ? "gpt2" : "baby");
+    if (a->tokens < 1 || a->tokens > 65536)
+        return cli_error("bench", CLI_USAGE, "--tokens expects 1 to 65536, got %lld", (long long)a->tokens);
+    if (a->decode && a->scaling) return cli_error("bench", CLI_USAGE, "--decode and --scaling are separate benchmarks");
     if (a->steps == -1) a->steps = a->scaling ? 3 : 20;
     if (a->warmup == -1) a->warmup = a->scaling ? 1 : 3;
     if (a->steps < 1 || a->steps > 1000000)
@@ -171,9 +195,34 @@ static int run_scaling(const bench_args *a) {
     return CLI_OK;
 }
 
+static int run_decode(const bench_args *a) {
+    char list[sizeof a->formats], *save = NULL;
+    snprintf(list, sizeof list, "%s", a->formats);
+    trit_gpt_config cfg;
+    if (trit_bench_decode_config(a->config, &cfg) != TRIT_OK) return cli_fail("bench", CLI_USAGE);
+    if (!a->json)
+        printf("decode: %s (L=%lld H=%lld C=%lld T=%lld V=%lld), batch 1, KV cache\n%-9s %12s %12s %10s %8s\n", a->config,
+               (long long)cfg.n_layer, (long long)cfg.n_head, (long long)cfg.n_embd, (long long)cfg.seq_len,
+               (long long)cfg.vocab_size, "format", "prefill t/s", "decode t/s", "weight MB", "threads");
+    for (char *f = strtok_r(list, ",", &save); f; f = strtok_r(NULL, ",", &save)) {
+        trit_decode_result r;
+        if (trit_bench_decode(a->config, f, a->tokens, (int)a->threads, &r) != TRIT_OK) return cli_fail("bench", CLI_FAIL);
+        if (a->json) {
+            char line[512];
+            trit_bench_decode_json(&r, line, sizeof line);
+            printf("%s\n", line);
+        } else {
+            printf("%-9s %12.1f %12.1f %10.1f %8d\n", r.format, r.prefill_tokens_per_s, r.decode_tokens_per_s,
+                   (double)r.weight_bytes / 1e6, r.threads);
+        }
+        fflush(stdout);
+    }
+    return CLI_OK;
+}
+
 int trit_cli_bench(int argc, char **argv) {
     bench_args a;
     int rc = parse(argc, argv, &a);
     if (rc != CLI_OK) return rc < 0 ? CLI_OK : rc;
-    return a.scaling ? run_scaling(&a) : run_configs(&a);
+    return a.decode ? run_decode(&a) : a.scaling ? run_scaling(&a) : run_configs(&a);
 }

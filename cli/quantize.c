@@ -29,16 +29,6 @@ static void usage(FILE *fp) {
             "  --help             this text\n");
 }
 
-typedef struct format_name {
-    const char *name;
-    trit_dtype dt;
-} format_name;
-
-static const format_name formats[] = {
-    {"int8", TRIT_QINT8}, {"int4", TRIT_QINT4},       {"int2", TRIT_QINT2},
-    {"nf4", TRIT_NF4},    {"fp8", TRIT_F8_E4M3},      {"fp8-e5m2", TRIT_F8_E5M2},
-};
-
 typedef struct quant_args {
     const char *run, *format, *out, *data;
     trit_quant_spec spec;
@@ -81,9 +71,7 @@ static int parse(int argc, char **argv, quant_args *a) {
     }
     if (optind != argc - 1) return cli_error("quantize", CLI_USAGE, "give exactly one RUN directory (see trit quantize --help)");
     a->run = argv[optind];
-    trit_dtype dt = TRIT_DTYPE_COUNT;
-    for (size_t i = 0; a->format && i < sizeof formats / sizeof formats[0]; i++)
-        if (strcmp(a->format, formats[i].name) == 0) dt = formats[i].dt;
+    const trit_dtype dt = trit_quant_format_dtype(a->format);
     if (dt == TRIT_DTYPE_COUNT)
         return cli_error("quantize", CLI_USAGE, "--format must be int8, int4, int2, nf4, fp8 or fp8-e5m2 (got %s)",
                          a->format ? a->format : "nothing");

@@ -129,6 +129,29 @@ void trit_bench_set_peak(trit_bench_result *r, double gemm_flops_per_s);
 // Returns the length it needs (as snprintf); the text is complete when that is < n.
 int trit_bench_json(const trit_bench_result *r, char *buf, size_t n);
 
+// ---- decoding ------------------------------------------------------------------------------
+
+typedef struct trit_decode_result {
+    char config[TRIT_BENCH_NAME_MAX];
+    char format[16];
+    double decode_tokens_per_s;   // batch 1 with the KV cache, greedy
+    double prefill_tokens_per_s;  // the prompt, fed through the same decoder
+    int64_t prompt_tokens, decode_tokens, params;
+    size_t weight_bytes;          // the model's tensors as decoded from (codes + scales when quantized)
+    int threads;
+} trit_decode_result;
+
+// "gpt2" (L=12 H=12 C=768 T=1024 V=50257, GPT-2 small's shape) or a training config's model.
+trit_status trit_bench_decode_config(const char *name, trit_gpt_config *out);
+// A random model of `config` in `format` (fp32, or a quantization format applied to the block
+// matrices and the token embedding / head with its default groups): a prompt of
+// min(tokens, T/2) tokens, then min(tokens, T - prompt) generated greedily; the second of two
+// passes is timed.
+trit_status trit_bench_decode(const char *config, const char *format, int64_t tokens, int threads,
+                              trit_decode_result *r);
+// One JSON object: config, format, decode_tokens_per_s, prefill_tokens_per_s, weight_bytes, threads.
+int trit_bench_decode_json(const trit_decode_result *r, char *buf, size_t n);
+
 #ifdef __cplusplus
 }
 #endif

@@ -29,6 +29,11 @@ typedef struct trit_quant_spec {
     uint64_t seed, stream;
 } trit_quant_spec;
 
+// Format names as the command line spells them: int8, int4, int2, nf4, fp8 (e4m3) and fp8-e5m2.
+// The dtype of a name, or TRIT_DTYPE_COUNT (with trit_last_error listing the names).
+trit_dtype trit_quant_format_dtype(const char *name);
+const char *trit_quant_format_name(trit_dtype dt);  // NULL for a dtype that is not a format
+
 // The usual spec of a dtype: int8 and fp8 per output channel; int4 groups of 128; int2 groups
 // of 64; NF4 absmax blocks of 64 (QLoRA); symmetric, no double quantization, nearest rounding.
 trit_quant_spec trit_quant_spec_default(trit_dtype dt);

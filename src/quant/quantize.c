@@ -5,6 +5,7 @@
 
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 // Elements per parallel encode chunk: a multiple of every block size (1, 2, 4), so no two chunks
 // share a packed byte.
@@ -16,6 +17,26 @@ static bool quant_dtype(trit_dtype dt) {
 }
 
 static int code_bits(trit_dtype dt) { return dt == TRIT_QINT4 || dt == TRIT_NF4 ? 4 : dt == TRIT_QINT2 ? 2 : 8; }
+
+static const struct {
+    const char *name;
+    trit_dtype dt;
+} formats[] = {{"int8", TRIT_QINT8}, {"int4", TRIT_QINT4},   {"int2", TRIT_QINT2},
+               {"nf4", TRIT_NF4},    {"fp8", TRIT_F8_E4M3}, {"fp8-e5m2", TRIT_F8_E5M2}};
+
+trit_dtype trit_quant_format_dtype(const char *name) {
+    for (size_t i = 0; name && i < sizeof formats / sizeof formats[0]; i++)
+        if (strcmp(name, formats[i].name) == 0) return formats[i].dt;
+    trit_error(TRIT_ERR_INVALID, "unknown quantization format '%s' (int8, int4, int2, nf4, fp8 or fp8-e5m2)",
+               name ? name : "");
+    return TRIT_DTYPE_COUNT;
+}
+
+const char *trit_quant_format_name(trit_dtype dt) {
+    for (size_t i = 0; i < sizeof formats / sizeof formats[0]; i++)
+        if (formats[i].dt == dt) return formats[i].name;
+    return NULL;
+}
 
 trit_quant_spec trit_quant_spec_default(trit_dtype dt) {
     trit_quant_spec s = {.dtype = dt, .group_size = TRIT_QGROUP_CHANNEL, .scheme = TRIT_QSCHEME_SYMMETRIC};

@@ -1,0 +1,108 @@
+// Decode and prefill speed: a randomly initialised GPT of a named shape, optionally quantized
+// (its block matrices and its token embedding, which is also the output head), fed a prompt
+// through the KV-cache decoder and then extended token by token at batch 1.
+#include "trit/bench.h"
+#include "trit/quant.h"
+#include "trit/train.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+trit_status trit_bench_decode_config(const char *name, trit_gpt_config *out) {
+    if (name && strcmp(name, "gpt2") == 0) {
+        trit_gpt_config c = trit_gpt_config_default();
+        c.n_layer = 12, c.n_head = 12, c.n_embd = 768, c.seq_len = 1024, c.vocab_size = 50257;
+        *out = c;
+        return TRIT_OK;
+    }
+    trit_bench_config b;
+    if (name && trit_bench_config_find(name, &b) == TRIT_OK) {
+        *out = b.model;
+        return TRIT_OK;
+    }
+    return trit_error(TRIT_ERR_INVALID, "no decode config '%s' (gpt2: L=12 H=12 C=768 T=1024 V=50257, or a training "
+                      "config: baby, small, bpe50k)", name ? name : "");
+}
+
+static size_t weight_bytes(const trit_gpt *m) {
+    size_t b = 0;
+    for (int i = 0; i < trit_gpt_num_tensors(m); i++) {
+        const trit_tensor *q = trit_gpt_quantized(m, i);
+        if (!q) {
+            b += trit_tensor_nbytes(trit_gpt_tensor(m, i));
+            continue;
+        }
+        const trit_quant_info *qi = q->quant;
+        b += trit_tensor_nbytes(q) + (qi->qscales ? (size_t)qi->num_groups : 4 * (size_t)qi->num_groups) +
+             (qi->zero_points ? 4 * (size_t)qi->num_groups : 0);
+    }
+    return b;
+}
+
+trit_status trit_bench_decode(const char *config, const char *format, int64_t tokens, int threads,
+                              trit_decode_result *r) {
+    trit_gpt_config c;
+    trit_status s = trit_bench_decode_config(config, &c);
+    if (s != TRIT_OK) return s;
+    trit_dtype dt = TRIT_F32;
+    if (!format || (strcmp(format, "fp32") != 0 && (dt = trit_quant_format_dtype(format)) == TRIT_DTYPE_COUNT))
+        return trit_error(TRIT_ERR_INVALID, "--format expects fp32, int8, int4, int2, nf4, fp8 or fp8-e5m2, got '%s'",
+                          format ? format : "");
+    const int64_t prompt = tokens < c.seq_len / 2 ? tokens : c.seq_len / 2;
+    const int64_t gen = tokens < c.seq_len - prompt ? tokens : c.seq_len - prompt;
+    if (prompt < 1 || gen < 1) return trit_error(TRIT_ERR_INVALID, "decode bench: need at least 1 token, got %lld",
+                                                 (long long)tokens);
+    memset(r, 0, sizeof *r);
+    snprintf(r->config, sizeof r->config, "%s", config);
+    snprintf(r->format, sizeof r->format, "%s", format);
+    if (threads > 0) trit_threads_set(threads);
+    r->threads = trit_threads_get();
+    trit_gpt *m = trit_gpt_new(&c, 1);
+    if (!m) return TRIT_ERR_NOMEM;
+    if (dt != TRIT_F32) {
+        trit_quant_spec spec = trit_quant_spec_default(dt);
+        trit_quantize_report rep;
+        s = trit_gpt_quantize(m, &spec, true, &rep);
+    }
+    float *logits = trit_aligned_alloc(sizeof(float) * (size_t)c.vocab_size);
+    trit_gpt_cache *k = s == TRIT_OK && logits ? trit_gpt_cache_new(m) : NULL;
+    if (s == TRIT_OK && !k) s = logits ? TRIT_ERR_NOMEM : trit_error(TRIT_ERR_NOMEM, "decode bench: out of memory");
+    int32_t tok = 1;
+    for (int pass = 0; pass < 2 && s == TRIT_OK; pass++) {  // the first pass warms caches and pages
+        trit_gpt_cache_reset(k);
+        const double t0 = now_s();
+        for (int64_t i = 0; i < prompt && s == TRIT_OK; i++) s = trit_gpt_decode(m, k, (int32_t)(i * 31 % c.vocab_size), logits);
+        const double t1 = now_s();
+        for (int64_t i = 0; i < gen && s == TRIT_OK; i++) {
+            s = trit_gpt_decode(m, k, tok, logits);
+            int64_t best = 0;  // greedy, so the work is that of real generation
+            for (int64_t v = 1; v < c.vocab_size; v++)
+                if (logits[v] > logits[best]) best = v;
+            tok = (int32_t)best;
+        }
+        const double t2 = now_s();
+        r->prefill_tokens_per_s = (double)prompt / (t1 - t0);
+        r->decode_tokens_per_s = (double)gen / (t2 - t1);
+    }
+    r->prompt_tokens = prompt, r->decode_tokens = gen;
+    r->params = trit_gpt_num_params(m);
+    r->weight_bytes = weight_bytes(m);
+    trit_gpt_cache_free(k);
+    trit_aligned_free(logits);
+    trit_gpt_free(m);
+    return s;
+}
+
+int trit_bench_decode_json(const trit_decode_result *r, char *buf, size_t n) {
+    return snprintf(buf, n,
+                    "{\"config\":\"%s\",\"format\":\"%s\",\"decode_tokens_per_s\":%.2f,\"prefill_tokens_per_s\":%.2f,"
+                    "\"weight_bytes\":%zu,\"threads\":%d}",
+                    r->config, r->format, r->decode_tokens_per_s, r->prefill_tokens_per_s, r->weight_bytes, r->threads);
+}
