@@ -58,6 +58,30 @@ trit_tensor *trit_rmsnorm(trit_graph *g, trit_tensor *x, trit_tensor *w, double 
 trit_tensor *trit_batchnorm(trit_graph *g, trit_tensor *x, trit_tensor *w, trit_tensor *b,
                             trit_tensor *running_mean, trit_tensor *running_var, double momentum,
                             double eps);
+// ---- quantization-aware training -------------------------------------------------------
+// Fake quantization: out = dequantize(quantize(x)) in x's dtype, with the straight-through
+// estimator backward (d out / d x = 1), or the clipped one (0 where x lay outside the range the
+// scale can represent; only a calibrated scale can leave values outside it).
+typedef enum trit_fake_quant_mode {
+    TRIT_FQ_GROUPS,      // weights: a scale per group from its absmax (as trit_quantize does)
+    TRIT_FQ_TOKEN,       // activations: a scale per row (last dim) from its absmax, each step
+    TRIT_FQ_CALIBRATED,  // activations: one scale from a running absmax (state tensor (1)),
+                         // updated in training forwards: r = m r + (1 - m) max|x| (r = 0: max|x|)
+    TRIT_FQ_TERNARY,     // BitNet b1.58 weights: scale = mean|x| (at least 1e-5), codes in {-1, 0, 1}
+} trit_fake_quant_mode;
+
+typedef struct trit_fake_quant_spec {
+    trit_dtype dtype;      // TRIT_QINT8, TRIT_QINT4, TRIT_QINT2, TRIT_F8_E4M3 or TRIT_F8_E5M2 (codes
+                           // symmetric: [-127, 127], [-7, 7], [-1, 1]; fp8 scaled to its largest value)
+    int64_t group_size;    // TRIT_FQ_GROUPS: 0 per tensor, -1 per row, or > 0 dividing the rows
+    trit_fake_quant_mode mode;
+    bool clip_ste;         // zero gradient outside the representable range
+    double momentum;       // TRIT_FQ_CALIBRATED (0.9 as optimum-quanto)
+} trit_fake_quant_spec;
+
+// running_absmax: (1) f32 state tensor for TRIT_FQ_CALIBRATED, else NULL.
+trit_tensor *trit_fake_quant(trit_graph *g, trit_tensor *x, const trit_fake_quant_spec *s, trit_tensor *running_absmax);
+
 // Inverted dropout with a Philox mask; identity in eval mode.
 trit_tensor *trit_dropout(trit_graph *g, trit_tensor *x, double p);
 

@@ -4,6 +4,7 @@
 #include "ops/batchnorm.h"
 #include "ops/dropout.h"
 #include "ops/embedding.h"
+#include "ops/fake_quant.h"
 #include "ops/loss.h"
 #include "ops/norm.h"
 #include "ops/softmax.h"
@@ -106,6 +107,16 @@ trit_tensor *trit_batchnorm(trit_graph *g, trit_tensor *x, trit_tensor *w, trit_
     if (w) in[n++] = w;
     if (b) in[n++] = b;
     return tracked ? TRIT_APPLY(g, trit_op_batchnorm_tracked, n, in, &a) : TRIT_APPLY(g, trit_op_batchnorm, n, in, &a);
+}
+
+trit_tensor *trit_fake_quant(trit_graph *g, trit_tensor *x, const trit_fake_quant_spec *s, trit_tensor *running_absmax) {
+    if (!s) {
+        trit_error(TRIT_ERR_INVALID, "fake_quant: NULL spec");
+        return trit_graph_fail(g, TRIT_ERR_INVALID);
+    }
+    const trit_fake_quant_attr a = {.spec = *s};
+    trit_tensor *in[2] = {x, running_absmax};
+    return TRIT_APPLY(g, trit_op_fake_quant, running_absmax ? 2 : 1, in, &a);
 }
 
 trit_tensor *trit_dropout(trit_graph *g, trit_tensor *x, double p) {

@@ -1,0 +1,123 @@
+// Fake quantization (quantization-aware training, as optimum-quanto and BitNet train): the
+// forward rounds x to the codes a quantized tensor would hold and returns their values,
+//   integer codes: clamp(round(x / s), -qmax, qmax) * s     fp8: fp8(x / s) * s
+// with s chosen per group, per row, from a calibrated running absmax, or BitNet's absmean; the
+// rule for s and the rounding are those of trit_quantize, so freezing a fake-quantized weight
+// gives exactly the values training saw. Backward is the straight-through estimator: the
+// gradient passes unchanged, or (clip_ste) only where |x| <= qmax * s. Forward saves the one
+// scale of the calibrated mode, which backward needs and the state may change after.
+#include "ops/fake_quant.h"
+
+#include <math.h>
+#include <string.h>
+
+static int qmax_of(trit_dtype dt) { return dt == TRIT_QINT8 ? 127 : dt == TRIT_QINT4 ? 7 : 1; }
+
+static bool is_fp8(trit_dtype dt) { return dt == TRIT_F8_E4M3 || dt == TRIT_F8_E5M2; }
+
+static trit_fp8_kind kind_of(trit_dtype dt) { return dt == TRIT_F8_E5M2 ? TRIT_FP8_E5M2 : TRIT_FP8_E4M3; }
+
+// The largest |value| the codes reach with scale 1.
+static double range_of(trit_dtype dt) { return is_fp8(dt) ? (double)trit_fp8_max(kind_of(dt)) : qmax_of(dt); }
+
+static int64_t group_of(const trit_fake_quant_spec *s, const trit_tensor *x) {
+    const int64_t n = trit_tensor_numel(x), row = x->ndim ? x->shape[x->ndim - 1] : 1;
+    if (s->mode == TRIT_FQ_TOKEN) return row;
+    if (s->mode != TRIT_FQ_GROUPS || s->group_size == 0) return n;
+    return s->group_size < 0 ? row : s->group_size;
+}
+
+static trit_status fq_infer(const trit_tensor *const *in, int n_in, const void *attr, trit_tensor *out) {
+    const trit_fake_quant_spec *s = &((const trit_fake_quant_attr *)attr)->spec;
+    const trit_tensor *x = in[0];
+    if (x->dtype != TRIT_REAL_DTYPE)
+        return trit_error(TRIT_ERR_DTYPE, "fake_quant: expected a %s input, got %s", trit_dtype_name(TRIT_REAL_DTYPE),
+                          trit_dtype_name(x->dtype));
+    if (s->dtype != TRIT_QINT8 && s->dtype != TRIT_QINT4 && s->dtype != TRIT_QINT2 && !is_fp8(s->dtype))
+        return trit_error(TRIT_ERR_DTYPE, "fake_quant: codes of qint8, qint4, qint2, f8_e4m3 or f8_e5m2, not %s",
+                          trit_dtype_name(s->dtype));
+    if ((s->mode == TRIT_FQ_CALIBRATED) != (n_in == 2))
+        return trit_error(TRIT_ERR_INVALID, "fake_quant: a calibrated scale needs a running-absmax state tensor (and "
+                          "only it takes one)");
+    if (n_in == 2 && (in[1]->dtype != TRIT_REAL_DTYPE || trit_tensor_numel(in[1]) != 1))
+        return trit_error(TRIT_ERR_SHAPE, "fake_quant: the running absmax must be one %s value",
+                          trit_dtype_name(TRIT_REAL_DTYPE));
+    const int64_t n = trit_tensor_numel(x), g = group_of(s, x), row = x->ndim ? x->shape[x->ndim - 1] : 1;
+    if (g <= 0 || n % g != 0 || (s->mode == TRIT_FQ_GROUPS && s->group_size > 0 && row % g != 0))
+        return trit_error(TRIT_ERR_SHAPE, "fake_quant: group size %lld must divide the rows of %lld",
+                          (long long)s->group_size, (long long)row);
+    if (s->mode == TRIT_FQ_CALIBRATED && !(s->momentum >= 0 && s->momentum < 1))
+        return trit_error(TRIT_ERR_INVALID, "fake_quant: momentum must be in [0, 1), got %g", s->momentum);
+    return trit_tensor_init_layout(out, x->dtype, x->ndim, x->shape);
+}
+
+static inline real fq_value(real x, real s, trit_dtype dt, int qmax) {
+    if (s == 0 || x != x) return x != x ? x : (real)0;
+    if (is_fp8(dt)) {
+        const trit_fp8_kind k = kind_of(dt);
+        return (real)trit_fp8_to_f32(trit_f32_to_fp8((float)(x / s), k), k) * s;
+    }
+    const double c = nearbyint((double)(x / s));
+    const int code = c > qmax ? qmax : c < -qmax ? -qmax : (int)c;  // an int: -0 becomes 0, as in the codec
+    return (real)code * s;
+}
+
+// The scale of one group of values under s (not the calibrated mode).
+static real group_scale(const trit_fake_quant_spec *s, const real *x, int64_t n) {
+    if (s->mode == TRIT_FQ_TERNARY) {
+        double sum = 0;
+        for (int64_t i = 0; i < n; i++) sum += RFABS(x[i]);
+        const double m = sum / (double)n;
+        return (real)(m > 1e-5 ? m : 1e-5);
+    }
+    real amax = 0;
+    for (int64_t i = 0; i < n; i++) amax = RFABS(x[i]) > amax ? RFABS(x[i]) : amax;
+    return (real)(amax / range_of(s->dtype));
+}
+
+static real calibrated_scale(const trit_op_call *c, const real *x, int64_t n) {
+    const trit_fake_quant_spec *s = &((const trit_fake_quant_attr *)c->attr)->spec;
+    real *r = trit_tensor_ptr(c->in[1]);
+    real amax = 0;
+    for (int64_t i = 0; i < n; i++) amax = RFABS(x[i]) > amax ? RFABS(x[i]) : amax;
+    if (c->ctx->training) *r = *r == 0 ? amax : (real)(s->momentum * *r + (1 - s->momentum) * amax);
+    return (real)((*r > 0 ? *r : amax) / range_of(s->dtype));
+}
+
+static size_t fq_saved_bytes(const trit_op_call *c) { (void)c; return sizeof(real); }
+
+static trit_status fq_forward(const trit_op_call *c) {
+    const trit_fake_quant_spec *s = &((const trit_fake_quant_attr *)c->attr)->spec;
+    const real *x = trit_tensor_ptr(c->in[0]);  // (n)
+    real *y = c->out->data;                     // (n)
+    const int64_t n = trit_tensor_numel(c->out), g = group_of(s, c->in[0]), G = n / g;
+    const int qmax = s->mode == TRIT_FQ_TERNARY ? 1 : qmax_of(s->dtype);
+    const trit_dtype dt = s->mode == TRIT_FQ_TERNARY ? TRIT_QINT2 : s->dtype;
+    real *saved = c->saved;
+    *saved = s->mode == TRIT_FQ_CALIBRATED ? calibrated_scale(c, x, n) : 0;
+#pragma omp parallel for schedule(static) if (G > 1 && n >= 16384)
+    for (int64_t k = 0; k < G; k++) {
+        const real sc = s->mode == TRIT_FQ_CALIBRATED ? *saved : group_scale(s, x + k * g, g);
+        for (int64_t i = k * g; i < (k + 1) * g; i++) y[i] = fq_value(x[i], sc, dt, qmax);
+    }
+    return TRIT_OK;
+}
+
+static trit_status fq_backward(const trit_op_call *c) {
+    if (!c->gin[0]) return TRIT_OK;
+    const trit_fake_quant_spec *s = &((const trit_fake_quant_attr *)c->attr)->spec;
+    const real *x = trit_tensor_ptr(c->in[0]), *gy = c->gout->data;
+    real *gx = c->gin[0]->data;
+    const int64_t n = trit_tensor_numel(c->out);
+    const bool clip = s->clip_ste && s->mode == TRIT_FQ_CALIBRATED;
+    const real limit = (real)(*(const real *)c->saved * range_of(s->dtype));
+    for (int64_t i = 0; i < n; i++)
+        if (!clip || RFABS(x[i]) <= limit) gx[i] += gy[i];
+    return TRIT_OK;
+}
+
+const trit_op_def R(trit_op_fake_quant) = {
+    .name = "fake_quant", .infer = fq_infer, .forward = fq_forward, .backward = fq_backward,
+    .saved_bytes = fq_saved_bytes, .contiguous_inputs = TRIT_IN(0), .no_grad_inputs = TRIT_IN(1),
+    .attr_size = sizeof(trit_fake_quant_attr),
+};
