@@ -4,6 +4,7 @@
 #define TRIT_NN_H
 
 #include "trit/graph.h"
+#include "trit/ops.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -75,7 +76,11 @@ int64_t trit_gpt_num_params(const trit_gpt *m);
 // graphs use the f32 parameter, which should hold q's decoded values (trit_gpt_quantize and
 // quantized checkpoint loads see to that). The model owns q from the call on, also on failure.
 trit_status trit_gpt_attach_quantized(trit_gpt *m, int i, trit_tensor *q);
-const trit_tensor *trit_gpt_quantized(const trit_gpt *m, int i);  // NULL when none  // elements, tied weights counted once
+const trit_tensor *trit_gpt_quantized(const trit_gpt *m, int i);  // NULL when none
+// Quantization-aware training: graphs built from now on fake-quantize every matrix inside the
+// blocks with `weights` and the input of each of those matmuls with `acts` (either NULL: off;
+// the spec is copied). The head and embeddings stay in full precision.
+trit_status trit_gpt_set_qat(trit_gpt *m, const trit_fake_quant_spec *weights, const trit_fake_quant_spec *acts);  // elements, tied weights counted once
 
 // Training precision modes, as `trit train --precision` and `trit bench --precision` name them:
 // fp32; bf16 (matmul inputs and activations between matmuls bf16, fp32 accumulation, norms,

@@ -121,6 +121,10 @@ typedef struct trit_train_config {
     int64_t rounding;            // trit_train_rounding of 16-bit weight updates
     int64_t matmul_precision;    // trit_matmul_precision of fp32 matmul operands
     double loss_scale;           // 0 = dynamic for fp16 (none otherwise); > 0 = static scale
+    // quantization-aware training
+    int64_t qat;                 // trit_train_qat: off, or the codes block matrices train through
+    int64_t group;               // QAT weight group size; 0 = the format's default
+    int64_t qat_acts;            // 1 = fake-quantize the inputs of those matmuls per token
     // running (may change on resume)
     int64_t eval_every, eval_batches, log_every, ckpt_every, sample_tokens;
     int64_t threads;             // 0 = all cores
@@ -130,6 +134,9 @@ typedef struct trit_train_config {
     char out[TRIT_PATH_MAX];     // run directory
     char resume[TRIT_PATH_MAX];  // run directory to continue
 } trit_train_config;
+
+// --qat: the codes of quantization-aware training.
+typedef enum { TRIT_QAT_OFF = 0, TRIT_QAT_INT8, TRIT_QAT_INT4, TRIT_QAT_INT2, TRIT_QAT_FP8 } trit_train_qat;
 
 // How 16-bit weights (--master-weights off) round after an update.
 typedef enum { TRIT_ROUND_NEAREST = 0, TRIT_ROUND_STOCHASTIC = 1 } trit_train_rounding;

@@ -315,3 +315,12 @@ trit_status trit_gpt_attach_quantized(trit_gpt *m, int i, trit_tensor *q) {
 const trit_tensor *trit_gpt_quantized(const trit_gpt *m, int i) {
     return m && m->quantized && i >= 0 && i < m->n_tensors ? m->quantized[i] : NULL;
 }
+
+trit_status trit_gpt_set_qat(trit_gpt *m, const trit_fake_quant_spec *weights, const trit_fake_quant_spec *acts) {
+    if (!m) return trit_error(TRIT_ERR_INVALID, "trit_gpt_set_qat: NULL model");
+    m->qat_weights = weights != NULL;
+    m->qat_acts = acts != NULL;
+    if (weights) m->qat_w = *weights;
+    if (acts) m->qat_a = *acts;
+    return TRIT_OK;
+}

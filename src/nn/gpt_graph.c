@@ -20,10 +20,17 @@ static trit_tensor *dropout(trit_graph *g, const trit_gpt *m, trit_tensor *x) {
     return m->cfg.dropout > 0.0 ? trit_dropout(g, x, m->cfg.dropout) : x;
 }
 
+// x W^T + b for a matrix inside a block, through fake quantization under QAT.
+static trit_tensor *linear(trit_graph *g, const trit_gpt *m, trit_tensor *x, trit_tensor *w, trit_tensor *b) {
+    if (m->qat_acts) x = trit_fake_quant(g, x, &m->qat_a, NULL);
+    if (m->qat_weights) w = trit_fake_quant(g, w, &m->qat_w, NULL);
+    return trit_linear(g, x, w, b);
+}
+
 static trit_tensor *attention(trit_graph *g, const trit_gpt *m, const trit_gpt_block *k, trit_tensor *x) {
     const int64_t C = m->cfg.n_embd;
     const int H = (int)m->cfg.n_head;
-    trit_tensor *qkv = trit_linear(g, x, k->attn_w, k->attn_b);  // (B, T, 3C)
+    trit_tensor *qkv = linear(g, m, x, k->attn_w, k->attn_b);  // (B, T, 3C)
     trit_tensor *part[3] = {NULL, NULL, NULL};
     const int64_t sizes[3] = {C, C, C};
     if (trit_split(g, qkv, 2, 3, sizes, part) != TRIT_OK) return NULL;
@@ -33,11 +40,11 @@ static trit_tensor *attention(trit_graph *g, const trit_gpt *m, const trit_gpt_b
     }
     trit_tensor *y = m->cfg.naive_attention ? trit_attention(g, part[0], part[1], part[2], H)
                                             : trit_flash_attention(g, part[0], part[1], part[2], H);  // (B, T, C)
-    return trit_linear(g, y, k->proj_w, k->proj_b);
+    return linear(g, m, y, k->proj_w, k->proj_b);
 }
 
 static trit_tensor *mlp(trit_graph *g, const trit_gpt *m, const trit_gpt_block *k, trit_tensor *x) {
-    trit_tensor *h = trit_linear(g, x, k->fc_w, k->fc_b);  // (B, T, hidden) or (B, T, 2 hidden)
+    trit_tensor *h = linear(g, m, x, k->fc_w, k->fc_b);  // (B, T, hidden) or (B, T, 2 hidden)
     if (m->cfg.mlp == TRIT_MLP_SWIGLU) {
         trit_tensor *part[2] = {NULL, NULL};
         const int64_t sizes[2] = {m->hidden, m->hidden};
@@ -46,7 +53,7 @@ static trit_tensor *mlp(trit_graph *g, const trit_gpt *m, const trit_gpt_block *
     } else {
         h = trit_gelu(g, h);
     }
-    return trit_linear(g, h, k->mlp_w, k->mlp_b);
+    return linear(g, m, h, k->mlp_w, k->mlp_b);
 }
 
 // Adds the model's forward and loss to g; fills out's tensors (NULL on a build error, which the

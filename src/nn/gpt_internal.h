@@ -4,6 +4,7 @@
 #define TRIT_NN_GPT_INTERNAL_H
 
 #include "trit/nn.h"
+#include "trit/ops.h"
 
 // One transformer block. Weights are (out, in) as trit_linear reads them (y = x W^T + b).
 // Biases (and LayerNorm's shift) are NULL when config.bias is false; norm shifts are always NULL
@@ -29,6 +30,9 @@ struct trit_gpt {
     int n_tensors;
     trit_compute_policy policy;
     trit_tensor **quantized;  // (n_tensors) or NULL: packed copies the decoder multiplies with
+    // Quantization-aware training: fake quantization of the block matrices and of their inputs.
+    bool qat_weights, qat_acts;
+    trit_fake_quant_spec qat_w, qat_a;
 };
 
 #endif

@@ -33,6 +33,8 @@ static const char *const precision_names[] = {"fp32", "bf16", "fp16", NULL};
 static const char *const off_on_names[] = {"off", "on", NULL};
 static const char *const rounding_names[] = {"nearest", "stochastic", NULL};
 static const char *const matmul_names[] = {"highest", "high", "medium", NULL};
+static const char *const qat_names[] = {"off", "int8", "int4", "int2", "fp8", NULL};
+static const char *const qat_acts_names[] = {"off", "token", NULL};
 
 #define OFF(f) offsetof(trit_train_config, f)
 static const field fields[] = {
@@ -75,6 +77,11 @@ static const field fields[] = {
      "highest|high|medium: fp32 matmul operands as fp32, bf16 hi+lo, or bf16 (highest)"},
     {"loss-scale", F_DBL, K_OPT, OFF(loss_scale), NULL,
      "static loss scale, 0 = dynamic for fp16 (start 65536) and none otherwise (0)"},
+    {"qat", F_ENUM, K_OPT, OFF(qat), qat_names,
+     "off|int8|int4|int2|fp8: train the block matrices through fake quantization (off)"},
+    {"group", F_INT, K_OPT, OFF(group), NULL, "--qat weight group size, 0 = int8/fp8 per channel, int4 128, int2 64 (0)"},
+    {"qat-acts", F_ENUM, K_OPT, OFF(qat_acts), qat_acts_names,
+     "off|token: fake-quantize matmul inputs per token, int8 (fp8 with --qat fp8) (token)"},
     {"eval-every", F_INT, K_RUN, OFF(eval_every), NULL, "steps between validations, 0 = at the end (250)"},
     {"eval-batches", F_INT, K_RUN, OFF(eval_batches), NULL, "validation batches (20)"},
     {"log-every", F_INT, K_RUN, OFF(log_every), NULL, "steps between log lines (10)"},
@@ -244,6 +251,9 @@ static void apply_defaults(trit_train_config *c) {
     DEF_I(rounding, TRIT_ROUND_STOCHASTIC);
     DEF_I(matmul_precision, TRIT_MATMUL_HIGHEST);
     DEF_D(loss_scale, 0.0);
+    DEF_I(qat, TRIT_QAT_OFF);
+    DEF_I(group, 0);
+    DEF_I(qat_acts, 1);
     DEF_I(eval_every, task ? 500 : 250);
     DEF_I(eval_batches, 20);
     DEF_I(log_every, task ? 50 : 10);
@@ -313,6 +323,8 @@ static trit_status check_ranges(const trit_train_config *c) {
          (long long)c->max_skips);
     NEED(c->loss_scale >= 0 && c->loss_scale <= 0x1p100, "--loss-scale must be 0 (dynamic for fp16) or a "
          "positive scale up to 2^100, got %g", c->loss_scale);
+    NEED(c->group >= 0 && c->group <= (1 << 20), "--group must be in 0..1048576 (0 = the format's default), got %lld",
+         (long long)c->group);
     NEED(c->master_weights || c->precision != TRIT_PRECISION_FP32,
          "--master-weights off needs --precision bf16 or fp16 (fp32 weights are their own master copy)");
     return TRIT_OK;

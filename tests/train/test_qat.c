@@ -1,0 +1,85 @@
+// Quantization-aware training: the GPT graph fake-quantizes each block matrix (and its input
+// per token); freezing with trit_gpt_quantize gives a model whose graph computes exactly the
+// QAT graph's loss (weights-only QAT); `trit train --qat` trains, resumes bit-exactly, and
+// rejects a group that does not divide the rows.
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <string.h>
+
+#include "graph/graph_internal.h"
+#include "scratch.h"
+#include "trit/trit.h"
+
+enum { B = 2, T = 16, V = 50 };
+
+static trit_gpt *model(void) {
+    trit_gpt_config c = trit_gpt_config_default();
+    c.n_layer = 2, c.n_embd = 64, c.n_head = 4, c.seq_len = T, c.vocab_size = V;
+    trit_gpt *m = trit_gpt_new(&c, 5);
+    assert_non_null(m);
+    return m;
+}
+
+static double loss_of(trit_gpt *m, int *fq_nodes) {
+    trit_gpt_graph gg;
+    assert_int_equal(trit_gpt_build(m, B, T, &gg), TRIT_OK);
+    int32_t *idx = trit_tensor_ptr(gg.idx), *tg = trit_tensor_ptr(gg.targets);
+    for (int i = 0; i < B * T; i++) idx[i] = (i * 13 + 1) % V, tg[i] = (i * 7 + 2) % V;
+    trit_graph_set_training(gg.graph, false);
+    assert_int_equal(trit_graph_forward(gg.graph), TRIT_OK);
+    const double l = trit_tensor_get_flat(gg.loss, 0);
+    if (fq_nodes) *fq_nodes = trit_graph_count_op(gg.graph, "fake_quant");
+    trit_gpt_graph_free(&gg);
+    return l;
+}
+
+static void test_freeze_gives_the_qat_loss(void **state) {
+    (void)state;
+    const trit_dtype dts[3] = {TRIT_QINT8, TRIT_QINT4, TRIT_F8_E4M3};
+    for (int d = 0; d < 3; d++) {
+        trit_gpt *m = model();
+        const double plain = loss_of(m, NULL);
+        trit_quant_spec q = trit_quant_spec_default(dts[d]);
+        if (dts[d] == TRIT_QINT4) q.group_size = 32;
+        const trit_fake_quant_spec w = {.dtype = dts[d], .group_size = q.group_size, .mode = TRIT_FQ_GROUPS};
+        const trit_fake_quant_spec a = {.dtype = TRIT_QINT8, .mode = TRIT_FQ_TOKEN};
+        assert_int_equal(trit_gpt_set_qat(m, &w, &a), TRIT_OK);
+        int nodes = 0;
+        const double both = loss_of(m, &nodes);
+        assert_int_equal(nodes, 2 * 2 * 4);  // layers x (weight + input) x matrices
+        assert_int_equal(trit_gpt_set_qat(m, &w, NULL), TRIT_OK);
+        const double qat = loss_of(m, &nodes);
+        assert_int_equal(nodes, 2 * 4);
+        assert_true(qat != plain && both != qat);
+        assert_int_equal(trit_gpt_set_qat(m, NULL, NULL), TRIT_OK);
+        trit_quantize_report r;
+        assert_int_equal(trit_gpt_quantize(m, &q, false, &r), TRIT_OK);
+        assert_true(loss_of(m, &nodes) == qat);  // frozen weights: the very values QAT trained through
+        assert_int_equal(nodes, 0);
+        trit_gpt_free(m);
+    }
+}
+
+static void test_train_flags(void **state) {
+    (void)state;
+    trit_train_config c;
+    trit_train_config_init(&c);
+    assert_int_equal(trit_train_config_set(&c, "qat", "int4"), TRIT_OK);
+    assert_int_equal(c.qat, TRIT_QAT_INT4);
+    assert_int_not_equal(trit_train_config_set(&c, "qat", "int3"), TRIT_OK);
+    assert_int_equal(trit_train_config_set(&c, "qat-acts", "off"), TRIT_OK);
+    assert_int_equal(c.qat_acts, 0);
+    assert_int_not_equal(trit_train_config_set(&c, "qat-acts", "channel"), TRIT_OK);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_freeze_gives_the_qat_loss),
+        cmocka_unit_test(test_train_flags),
+    };
+    return cmocka_run_group_tests(tests, tfile_group_setup, tfile_group_teardown);
+}
