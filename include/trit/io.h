@@ -123,6 +123,23 @@ bool trit_safetensors_is_quantized(const trit_safetensors *f, const char *name);
 // quantization map lists it, else in its stored dtype. NULL with trit_last_error set on failure.
 trit_tensor *trit_safetensors_read_tensor(const trit_safetensors *f, const char *name);
 
+// ---- GGUF (llama.cpp's model format) writer ---------------------------------------------
+// Key-values and tensors are added in file order; tensor data is referenced, not copied, and
+// must stay valid until trit_gguf_write, which writes the whole file atomically (alignment 32).
+typedef struct trit_gguf trit_gguf;
+enum { TRIT_GGML_F32 = 0, TRIT_GGML_F16 = 1, TRIT_GGML_Q4_0 = 2, TRIT_GGML_Q8_0 = 8 };
+trit_gguf *trit_gguf_new(void);
+void trit_gguf_free(trit_gguf *g);
+void trit_gguf_kv_u32(trit_gguf *g, const char *key, uint32_t v);
+void trit_gguf_kv_f32(trit_gguf *g, const char *key, float v);
+void trit_gguf_kv_str(trit_gguf *g, const char *key, const char *v);
+void trit_gguf_kv_strs(trit_gguf *g, const char *key, const char *const *v, const size_t *len, uint64_t n);
+void trit_gguf_kv_i32s(trit_gguf *g, const char *key, const int32_t *v, uint64_t n);
+// ne: dims innermost first (ggml's order: an (out, in) row-major matrix is {in, out}).
+trit_status trit_gguf_add_tensor(trit_gguf *g, const char *name, uint32_t ggml_type, int ndim, const uint64_t *ne,
+                                 const void *data, size_t nbytes);
+trit_status trit_gguf_write(const trit_gguf *g, const char *path);
+
 // "F32" etc. for a trit dtype; dtype by safetensors name (TRIT_DTYPE_COUNT if trit lacks it).
 const char *trit_safetensors_dtype_name(trit_dtype dt);
 trit_dtype trit_safetensors_dtype_from_name(const char *name);

@@ -148,6 +148,60 @@ static void q8_0_from_f32_sr(void *out, const float *in, int64_t n, trit_quant_i
     }
 }
 
+// ---- q4_0: blocks of 32 4-bit codes with one f16 scale (ggml's layout) ------------------------
+// Byte j holds element j in its low nibble and element j + 16 in its high one; x = (q - 8) d.
+
+enum { Q4_0_BLOCK = 32, Q4_0_BYTES = 2 + Q4_0_BLOCK / 2 };
+
+static void q4_0_to_f32(float *out, const void *in, int64_t n, const trit_quant_info *q, int64_t first) {
+    (void)q, (void)first;
+    const uint8_t *b = in;
+    for (int64_t blk = 0; blk < n / Q4_0_BLOCK; blk++, b += Q4_0_BYTES) {
+        uint16_t h;
+        memcpy(&h, b, 2);
+        const float d = trit_f16_to_f32(h);
+        for (int j = 0; j < Q4_0_BLOCK / 2; j++) {
+            out[blk * Q4_0_BLOCK + j] = d * (float)((b[2 + j] & 15) - 8);
+            out[blk * Q4_0_BLOCK + j + 16] = d * (float)((b[2 + j] >> 4) - 8);
+        }
+    }
+}
+
+// d = (the value of largest magnitude) / -8, so that value is code 0 exactly and the codes
+// span [-8, 7] around it; u as in q8_0_block.
+static void q4_0_block(uint8_t *b, const float *x, const float *u) {
+    float big = 0;
+    for (int i = 0; i < Q4_0_BLOCK; i++)
+        if (fabsf(x[i]) > fabsf(big)) big = x[i];
+    const uint16_t h = trit_f32_to_f16(big / -8.0f);
+    memcpy(b, &h, 2);
+    const float d = trit_f16_to_f32(h);
+    uint8_t c[Q4_0_BLOCK];
+    for (int i = 0; i < Q4_0_BLOCK; i++) {
+        double v = d != 0 ? (double)x[i] / d : 0.0;
+        v = u ? floor(v + u[i]) : v;
+        c[i] = (uint8_t)(round_sat(v, -8.0, 7.0) + 8);
+    }
+    for (int j = 0; j < Q4_0_BLOCK / 2; j++) b[2 + j] = (uint8_t)(c[j] | c[j + 16] << 4);
+}
+
+static void q4_0_from_f32(void *out, const float *in, int64_t n, trit_quant_info *q, int64_t first) {
+    (void)q, (void)first;
+    for (int64_t blk = 0; blk < n / Q4_0_BLOCK; blk++)
+        q4_0_block((uint8_t *)out + blk * Q4_0_BYTES, in + blk * Q4_0_BLOCK, NULL);
+}
+
+static void q4_0_from_f32_sr(void *out, const float *in, int64_t n, trit_quant_info *q, int64_t first,
+                             uint64_t seed, uint64_t stream) {
+    (void)q;
+    float u[Q4_0_BLOCK];
+    for (int64_t blk = 0; blk < n / Q4_0_BLOCK; blk++) {
+        for (int i = 0; i < Q4_0_BLOCK; i++)
+            u[i] = trit_rng_uniform(seed, stream, (uint64_t)(first + blk * Q4_0_BLOCK + i));
+        q4_0_block((uint8_t *)out + blk * Q4_0_BYTES, in + blk * Q4_0_BLOCK, u);
+    }
+}
+
 // ---- the table ---------------------------------------------------------------------------------
 
 static const trit_dtype_traits table[TRIT_DTYPE_COUNT] = {
@@ -160,6 +214,7 @@ static const trit_dtype_traits table[TRIT_DTYPE_COUNT] = {
     [TRIT_I8] = {"i8", 1, 1, false, false, i8_to_f32, i8_from_f32, NULL},
     [TRIT_U8] = {"u8", 1, 1, false, false, u8_to_f32, u8_from_f32, NULL},
     [TRIT_Q8_0] = {"q8_0", Q8_0_BLOCK, Q8_0_BYTES, false, true, q8_0_to_f32, q8_0_from_f32, q8_0_from_f32_sr},
+    [TRIT_Q4_0] = {"q4_0", Q4_0_BLOCK, Q4_0_BYTES, false, true, q4_0_to_f32, q4_0_from_f32, q4_0_from_f32_sr},
 #define SCALED(name, blk) #name, blk, 1, false, true, trit_row_##name##_to_f32, trit_row_##name##_from_f32, \
                           trit_row_##name##_from_f32_sr
     [TRIT_QINT8] = {SCALED(qint8, 1)},

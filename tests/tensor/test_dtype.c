@@ -85,6 +85,39 @@ static void test_q8_0_rows(void **state) {
     assert_true(fabs(mean - 10.25) < 3 * sigma);
 }
 
+// q4_0 (ggml's layout): the largest-magnitude value is code 0 (d = it / -8), element j in the low
+// nibble of byte j and element j + 16 in the high one; round trip within half a step.
+static void test_q4_0_rows(void **state) {
+    (void)state;
+    const trit_dtype_traits *tr = trit_dtype_traits_of(TRIT_Q4_0);
+    assert_int_equal(trit_dtype_nbytes(TRIT_Q4_0, 64), 2 * 18);
+    float x[32], y[32];
+    for (int i = 0; i < 32; i++) x[i] = (float)(i % 16) - 8.0f;  // -8..7: d = -8 / -8 = 1
+    x[5] = -8.0f;
+    uint8_t q[18];
+    tr->from_f32(q, x, 32, NULL, 0);
+    uint16_t h;
+    memcpy(&h, q, 2);
+    assert_true(trit_f16_to_f32(h) == 1.0f);
+    assert_int_equal(q[2 + 1], (uint8_t)(((-7 + 8) | ((-7 + 8) << 4))));  // elements 1 and 17
+    tr->to_f32(y, q, 32, NULL, 0);
+    for (int i = 0; i < 32; i++) assert_true(y[i] == x[i]);
+    for (int i = 0; i < 32; i++) x[i] = cosf((float)i);
+    tr->from_f32(q, x, 32, NULL, 0);
+    tr->to_f32(y, q, 32, NULL, 0);
+    memcpy(&h, q, 2);
+    const float d = fabsf(trit_f16_to_f32(h));
+    // Codes span -8..7 steps from the largest value's side, so the other end may lose up to a step.
+    for (int i = 0; i < 32; i++) {
+        assert_true(fabsf(y[i] - x[i]) <= d * 1.001f);
+        if (fabsf(x[i]) <= 7.5f * d) assert_true(fabsf(y[i] - x[i]) <= 0.5f * d * 1.001f);
+    }
+    memset(x, 0, sizeof x);
+    tr->from_f32(q, x, 32, NULL, 0);
+    tr->to_f32(y, q, 32, NULL, 0);
+    for (int i = 0; i < 32; i++) assert_true(y[i] == 0.0f);
+}
+
 static void test_blocked_tensor(void **state) {
     (void)state;
     int64_t s[2] = {3, 64};
@@ -145,6 +178,7 @@ static void test_quant_info(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_table_rows),   cmocka_unit_test(test_int_rows),   cmocka_unit_test(test_q8_0_rows),
+        cmocka_unit_test(test_q4_0_rows),
         cmocka_unit_test(test_blocked_tensor), cmocka_unit_test(test_quant_info),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
