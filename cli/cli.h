@@ -20,6 +20,7 @@ int trit_cli_plot(int argc, char **argv);
 int trit_cli_prepare(int argc, char **argv);
 int trit_cli_bench(int argc, char **argv);
 int trit_cli_quantize(int argc, char **argv);
+int trit_cli_export(int argc, char **argv);
 
 // "trit <verb>: <message>" on stderr; returns `code`.
 int cli_error(const char *verb, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));

@@ -316,6 +316,13 @@ typedef struct trit_quantize_report {
 // values into the f32 parameter, so graphs compute what the quantized model computes.
 trit_status trit_gpt_quantize(trit_gpt *m, const trit_quant_spec *spec, bool embeddings, trit_quantize_report *r);
 
+// ---- export ---------------------------------------------------------------------------------
+
+// Writes m and its tokenizer as a GGUF v3 file of llama.cpp's gpt2 architecture, 2-D matrices
+// in dt (TRIT_F32, TRIT_F16, TRIT_Q8_0 or TRIT_Q4_0), the rest f32. The model must be GPT-2
+// shaped (LayerNorm, GELU, learned positions, biases).
+trit_status trit_export_gguf(const trit_gpt *m, const trit_tokenizer *tok, trit_dtype dt, const char *path);
+
 #ifdef __cplusplus
 }
 #endif
