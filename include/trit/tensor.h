@@ -28,6 +28,9 @@ typedef enum trit_dtype {
     TRIT_NF4,      // QLoRA NormalFloat indices, two per byte; x = trit_nf4_values[c] * absmax
     TRIT_F8_E4M3,  // OCP fp8 e4m3fn bytes times a per-tensor/channel/group scale
     TRIT_F8_E5M2,  // OCP fp8 e5m2 bytes times a scale
+    TRIT_TERNARY,     // ternary codes {-1, 0, 1} stored c + 1 in 2 bits, four per byte (low bits first)
+    TRIT_TERNARY_B3,  // ternary codes base 3, 1.625 bits each: blocks of 64 in 13 bytes, bytes
+                      // 0-11 hold 5 codes (sum of (c + 1) 3^i), byte 12 the last 4
     TRIT_DTYPE_COUNT
 } trit_dtype;
 

@@ -223,6 +223,9 @@ static const trit_dtype_traits table[TRIT_DTYPE_COUNT] = {
     [TRIT_NF4] = {SCALED(nf4, 2)},
     [TRIT_F8_E4M3] = {SCALED(f8_e4m3, 1)},
     [TRIT_F8_E5M2] = {SCALED(f8_e5m2, 1)},
+    [TRIT_TERNARY] = {SCALED(ternary, 4)},
+    [TRIT_TERNARY_B3] = {"ternary_b3", 64, 13, false, true, trit_row_ternary_b3_to_f32, trit_row_ternary_b3_from_f32,
+                         trit_row_ternary_b3_from_f32_sr},
 #undef SCALED
 };
 

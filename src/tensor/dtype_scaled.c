@@ -5,12 +5,13 @@
 //   FP8:           fp8(c) * scale
 // A NULL quant info means scale 1 and no zero point. Storage: int8 codes as two's complement
 // bytes; 4- and 2-bit codes biased by 8 and 2 (so unsigned), packed from the low bits up, element
-// 0 first, as ggml packs q4_0 nibbles; NF4 indices packed like 4-bit codes; FP8 one byte each.
+// 0 first, as ggml packs q4_0 nibbles; NF4 indices packed like 4-bit codes; FP8 one byte each;
+// ternary codes c + 1 in 2 bits like the 2-bit codes, or in base 3 (five to a byte).
 #include "tensor/dtype_scaled.h"
 
 #include <math.h>
 
-typedef enum code_kind { CODE_INT, CODE_NF4, CODE_E4M3, CODE_E5M2 } code_kind;
+typedef enum code_kind { CODE_INT, CODE_NF4, CODE_E4M3, CODE_E5M2, CODE_TERNARY, CODE_TERNARY_B3 } code_kind;
 
 typedef struct code_format {
     code_kind kind;
@@ -18,10 +19,29 @@ typedef struct code_format {
 } code_format;
 
 static const code_format QINT8 = {CODE_INT, 8}, QINT4 = {CODE_INT, 4}, QINT2 = {CODE_INT, 2},
-                         NF4 = {CODE_NF4, 4}, E4M3 = {CODE_E4M3, 8}, E5M2 = {CODE_E5M2, 8};
+                         NF4 = {CODE_NF4, 4}, E4M3 = {CODE_E4M3, 8}, E5M2 = {CODE_E5M2, 8},
+                         TERNARY = {CODE_TERNARY, 2}, TERNARY_B3 = {CODE_TERNARY_B3, 0};
+
+// Base 3: element k of a block of 64 is digit k % 5 of byte k / 5 (the last byte holds 4).
+enum { B3_BLOCK = 64, B3_BYTES = 13 };
+static const uint8_t pow3[5] = {1, 3, 9, 27, 81};
+
+static inline unsigned b3_get(const uint8_t *p, int64_t k) {
+    const uint8_t *blk = p + (k / B3_BLOCK) * B3_BYTES;
+    const int64_t j = k % B3_BLOCK;
+    return (unsigned)(blk[j / 5] / pow3[j % 5] % 3);
+}
+
+// Writes digit t of element k; the byte's other digits are kept.
+static inline void b3_put(uint8_t *p, int64_t k, unsigned t) {
+    uint8_t *b = p + (k / B3_BLOCK) * B3_BYTES + (k % B3_BLOCK) / 5;
+    const unsigned w = pow3[(k % B3_BLOCK) % 5], old = *b / w % 3;
+    *b = (uint8_t)(*b - old * w + t * w);
+}
 
 static inline unsigned stored_get(const uint8_t *p, int bits, int64_t k) {
     switch (bits) {
+    case 0: return b3_get(p, k);
     case 8: return p[k];
     case 4: return (p[k >> 1] >> ((k & 1) * 4)) & 15u;
     default: return (p[k >> 2] >> ((k & 3) * 2)) & 3u;
@@ -30,6 +50,7 @@ static inline unsigned stored_get(const uint8_t *p, int bits, int64_t k) {
 
 static inline void stored_put(uint8_t *p, int bits, int64_t k, unsigned v) {
     switch (bits) {
+    case 0: b3_put(p, k, v); return;
     case 8: p[k] = (uint8_t)v; return;
     case 4: {
         const int sh = (int)(k & 1) * 4;
@@ -71,6 +92,8 @@ static float decode_one(const code_format *f, unsigned stored, float s, float zp
     case CODE_NF4: return trit_nf4_values[stored] * s;
     case CODE_E4M3: return trit_fp8_table(TRIT_FP8_E4M3)[stored] * s;
     case CODE_E5M2: return trit_fp8_table(TRIT_FP8_E5M2)[stored] * s;
+    case CODE_TERNARY:
+    case CODE_TERNARY_B3: return (float)((int)stored - 1) * s;
     }
     return 0.0f;
 }
@@ -90,6 +113,12 @@ static unsigned encode_one(const code_format *f, float x, float s, float zp, boo
     case CODE_NF4: return trit_nf4_encode(v, u);
     case CODE_E4M3: return u < 0 ? trit_f32_to_fp8(v, TRIT_FP8_E4M3) : trit_f32_to_fp8_sr(v, TRIT_FP8_E4M3, u);
     case CODE_E5M2: return u < 0 ? trit_f32_to_fp8(v, TRIT_FP8_E5M2) : trit_f32_to_fp8_sr(v, TRIT_FP8_E5M2, u);
+    case CODE_TERNARY:
+    case CODE_TERNARY_B3: {
+        double c = u < 0 ? nearbyint((double)v) : floor((double)v + (double)u);
+        c = c < -1 ? -1 : c > 1 ? 1 : c;
+        return (unsigned)((int)c + 1);
+    }
     }
     return 0;
 }
@@ -144,3 +173,5 @@ SCALED_ROWS(qint2, QINT2)
 SCALED_ROWS(nf4, NF4)
 SCALED_ROWS(f8_e4m3, E4M3)
 SCALED_ROWS(f8_e5m2, E5M2)
+SCALED_ROWS(ternary, TERNARY)
+SCALED_ROWS(ternary_b3, TERNARY_B3)
