@@ -218,6 +218,13 @@ static void test_corrupt_safetensors(void **state) {
     expect(RUN("info", f), 1, NULL, "safetensors");
     expect(RUN("sample", "--ckpt", f, "--tokenizer-file", corpus), 1, NULL, "safetensors");
     expect(RUN("eval", "--ckpt", f, "--data", corpus), 1, NULL, "safetensors");
+    // A header that is JSON in shape but not UTF-8 (a Latin-1 tensor name).
+    static const char hdr[] = "{\"caf\xE9\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}";
+    uint8_t file[8 + sizeof hdr + 4] = {(uint8_t)(sizeof hdr - 1)};
+    memcpy(file + 8, hdr, sizeof hdr - 1);
+    path(f, sizeof f, "latin1.safetensors");
+    tfile_write(f, file, 8 + sizeof hdr - 1 + 4);
+    expect(RUN("info", f), 1, NULL, "not valid UTF-8 (byte 0xe9 at offset 5");
     path(f, sizeof f, "nothing-here");
     expect(RUN("info", f), 1, NULL, "cannot open");
 }
