@@ -34,13 +34,14 @@ static trit_status finish_view(trit_tensor *v, trit_tensor *out, const char *wha
 
 static int norm_dim(int d, int ndim) { return d < 0 ? d + ndim : d; }
 
-// Whether the element count of `shape` (sizes >= 0) stays below INT64_MAX / 16, the bound
-// trit_tensor_init_layout puts on a tensor, so byte sizes of any dtype fit int64_t.
+// Whether the product of the nonzero sizes of `shape` (sizes >= 0) stays below INT64_MAX / 16,
+// the bound trit_tensor_init_layout puts on a tensor, so byte sizes of any dtype fit int64_t.
+// Zeros are skipped, not taken as making everything fit: trit_tensor_numel multiplies from the
+// first dim, so (2^32, 2^32, 0) would overflow before it reached the 0.
 static bool numel_fits(int ndim, const int64_t *shape) {
-    for (int i = 0; i < ndim; i++)
-        if (shape[i] == 0) return true;
     int64_t n = 1;
     for (int i = 0; i < ndim; i++) {
+        if (shape[i] <= 0) continue;  // 0, or reshape's -1 still to infer
         if (n > INT64_MAX / 16 / shape[i]) return false;
         n *= shape[i];
     }
@@ -54,8 +55,6 @@ trit_status trit_tensor_view_reshape(const trit_tensor *t, int ndim, const int64
         return trit_error(TRIT_ERR_SHAPE, "reshape: %d dims requested, 0 to %d allowed", ndim, TRIT_MAX_DIMS);
     int64_t want[TRIT_MAX_DIMS], known = 1, n = trit_tensor_numel(t);
     int infer = -1;
-    bool zero = false;  // a 0 size makes the count 0 whatever the others are
-    for (int i = 0; i < ndim; i++) zero = zero || shape[i] == 0;
     for (int i = 0; i < ndim; i++) {
         want[i] = shape[i];
         if (shape[i] == -1) {
@@ -64,13 +63,13 @@ trit_status trit_tensor_view_reshape(const trit_tensor *t, int ndim, const int64
         } else if (shape[i] < 0) {
             return trit_error(TRIT_ERR_SHAPE, "reshape: dim %d is %lld; sizes are >= 0, or one -1 to infer", i,
                               (long long)shape[i]);
-        } else if (!zero && known > INT64_MAX / 16 / shape[i]) {
-            return trit_error(TRIT_ERR_SHAPE, "reshape: the new shape has more than 2^59 elements, but the tensor "
-                              "has %lld", (long long)n);
-        } else {
-            known *= shape[i];
         }
     }
+    if (!numel_fits(ndim, want))
+        return trit_error(TRIT_ERR_SHAPE, "reshape: the new shape has more than 2^59 elements (counting its nonzero "
+                          "sizes), but the tensor has %lld", (long long)n);
+    for (int i = 0; i < ndim; i++)
+        if (i != infer) known *= want[i];  // bounded by the check above
     if (infer >= 0) {
         if (known == 0 || n % known) return trit_error(TRIT_ERR_SHAPE, "reshape: cannot infer -1 for %lld elements", (long long)n);
         want[infer] = n / known;

@@ -51,8 +51,10 @@ static void test_expand_overflow(void **state) {
     expect_shape_error(trit_tensor_view_expand(t, 2, (int64_t[]){INT64_C(1) << 29, INT64_C(1) << 30}, &v), "2^59");
     assert_int_equal(trit_tensor_view_expand(t, 2, (int64_t[]){INT64_C(1) << 29, INT64_C(1) << 29}, &v), TRIT_OK);
     assert_int_equal(trit_tensor_numel(&v), INT64_C(1) << 58);
-    // A zero size keeps the count at 0 whatever the others are.
-    assert_int_equal(trit_tensor_view_expand(t, 3, (int64_t[]){big, big, 0}, &v), TRIT_OK);
+    // The nonzero sizes count even beside a 0: trit_tensor_numel multiplies from the first dim,
+    // so (2^32, 2^32, 0) would overflow on its way to 0.
+    expect_shape_error(trit_tensor_view_expand(t, 3, (int64_t[]){big, big, 0}, &v), "2^59");
+    assert_int_equal(trit_tensor_view_expand(t, 3, (int64_t[]){big, 0, 7}, &v), TRIT_OK);
     assert_int_equal(trit_tensor_numel(&v), 0);
     trit_tensor_free(t);
 }
@@ -66,7 +68,15 @@ static void test_reshape_overflow(void **state) {
     const int64_t big = INT64_C(1) << 32;
     expect_shape_error(trit_tensor_view_reshape(t, 2, (int64_t[]){big, big}, &v), "more than 2^59 elements");
     expect_shape_error(trit_tensor_view_reshape(t, 2, (int64_t[]){-2, 0}, &v), "dim 0 is -2");
+    expect_shape_error(trit_tensor_view_reshape(t, 3, (int64_t[]){big, 0, big}, &v), "2^59");
     assert_int_equal(trit_tensor_view_reshape(t, 2, (int64_t[]){big, 0}, &v), TRIT_OK);
+    assert_int_equal(trit_tensor_numel(&v), 0);
+    trit_tensor *u = trit_tensor_new(TRIT_F32, 1, (int64_t[]){12});
+    assert_non_null(u);
+    assert_int_equal(trit_tensor_view_reshape(u, 3, (int64_t[]){2, -1, 3}, &v), TRIT_OK);  // -1 still infers
+    assert_int_equal(v.shape[1], 2);
+    expect_shape_error(trit_tensor_view_reshape(u, 2, (int64_t[]){-1, INT64_C(1) << 60}, &v), "2^59");
+    trit_tensor_free(u);
     trit_tensor_free(t);
 }
 
