@@ -19,9 +19,9 @@ static void usage(FILE *fp) {
             "an f32 GEMM peak measured in the same run, the memory report and the peak RSS.\n\n"
             "  --config NAME   baby (L=4 H=4 C=128 T=64 B=12 V=65), small (L=6 H=6 C=384 T=256 B=16\n"
             "                  V=65), bpe50k (L=4 H=4 C=256 T=256 B=8 V=50304) or all; default baby\n"
-            "  --steps N       timed steps (default 20; 3 with --scaling)\n"
-            "  --warmup N      untimed steps first (default 3; 1 with --scaling)\n"
-            "  --threads N     kernel threads (default: TRIT_THREADS or all cores)\n"
+            "  --steps N       timed steps, 1 to 1000000 (default 20; 3 with --scaling)\n"
+            "  --warmup N      untimed steps first, 0 to 1000000 (default 3; 1 with --scaling)\n"
+            "  --threads N     kernel threads, 0 to 4096 (default 0: TRIT_THREADS or all cores)\n"
             "  --precision P   fp32 (default), bf16 or fp16 compute policy; the GEMM peak is measured\n"
             "                  for the same precision (16-bit operands, fp32 accumulation)\n"
             "  --json          one JSON object per config on stdout: config, precision, ms_per_step,\n"
@@ -57,10 +57,10 @@ static int parse(int argc, char **argv, bench_args *a) {
         {"tokens", required_argument, NULL, 'T'}, {NULL, 0, NULL, 0},
     };
     memset(a, 0, sizeof *a);
-    a->config[0] = 0;
     snprintf(a->formats, sizeof a->formats, "fp32");
-    a->steps = a->warmup = -1;
     a->tokens = 128;
+    // Whether --steps / --warmup were given: their defaults depend on --scaling, which may come later.
+    bool steps_set = false, warmup_set = false;
     cli_getopt_reset();
     int c;
     while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
@@ -70,9 +70,15 @@ static int parse(int argc, char **argv, bench_args *a) {
                 return cli_error("bench", CLI_USAGE, "--config expects baby, small, bpe50k or all, got '%s'", optarg);
             snprintf(a->config, sizeof a->config, "%s", optarg);
             break;
-        case 's': if (!cli_int("bench", "--steps", optarg, &a->steps)) return CLI_USAGE; break;
-        case 'w': if (!cli_int("bench", "--warmup", optarg, &a->warmup)) return CLI_USAGE; break;
-        case 't': if (!cli_int("bench", "--threads", optarg, &a->threads)) return CLI_USAGE; break;
+        case 's':
+            if (!cli_int("bench", "--steps", optarg, 1, 1000000, &a->steps)) return CLI_USAGE;
+            steps_set = true;
+            break;
+        case 'w':
+            if (!cli_int("bench", "--warmup", optarg, 0, 1000000, &a->warmup)) return CLI_USAGE;
+            warmup_set = true;
+            break;
+        case 't': if (!cli_int("bench", "--threads", optarg, 0, CLI_MAX_THREADS, &a->threads)) return CLI_USAGE; break;
         case 'p':
             if (trit_precision_parse(optarg, &a->precision) != TRIT_OK)
                 return cli_error("bench", CLI_USAGE, "--precision expects fp32, bf16 or fp16, got '%s'", optarg);
@@ -84,24 +90,16 @@ static int parse(int argc, char **argv, bench_args *a) {
             if (strlen(optarg) >= sizeof a->formats) return cli_error("bench", CLI_USAGE, "--format list too long");
             snprintf(a->formats, sizeof a->formats, "%s", optarg);
             break;
-        case 'T': if (!cli_int("bench", "--tokens", optarg, &a->tokens)) return CLI_USAGE; break;
+        case 'T': if (!cli_int("bench", "--tokens", optarg, 1, 65536, &a->tokens)) return CLI_USAGE; break;
         case 'h': usage(stdout); return -1;
         default: return cli_bad_option("bench", c, argv);
         }
     }
     if (optind < argc) return cli_error("bench", CLI_USAGE, "unexpected argument '%s' (see trit bench --help)", argv[optind]);
     if (!a->config[0]) snprintf(a->config, sizeof a->config, "%s", a->decode ? "gpt2" : "baby");
-    if (a->tokens < 1 || a->tokens > 65536)
-        return cli_error("bench", CLI_USAGE, "--tokens expects 1 to 65536, got %lld", (long long)a->tokens);
     if (a->decode && a->scaling) return cli_error("bench", CLI_USAGE, "--decode and --scaling are separate benchmarks");
-    if (a->steps == -1) a->steps = a->scaling ? 3 : 20;
-    if (a->warmup == -1) a->warmup = a->scaling ? 1 : 3;
-    if (a->steps < 1 || a->steps > 1000000)
-        return cli_error("bench", CLI_USAGE, "--steps expects 1 to 1000000, got %lld", (long long)a->steps);
-    if (a->warmup < 0 || a->warmup > 1000000)
-        return cli_error("bench", CLI_USAGE, "--warmup expects 0 to 1000000, got %lld", (long long)a->warmup);
-    if (a->threads < 0 || a->threads > 4096)
-        return cli_error("bench", CLI_USAGE, "--threads expects 1 to 4096 (0 = default), got %lld", (long long)a->threads);
+    if (!steps_set) a->steps = a->scaling ? 3 : 20;
+    if (!warmup_set) a->warmup = a->scaling ? 1 : 3;
     if (a->scaling && strcmp(a->config, "all") == 0)
         return cli_error("bench", CLI_USAGE, "--scaling takes one model: pass --config baby, small or bpe50k");
     return CLI_OK;

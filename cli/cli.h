@@ -30,9 +30,15 @@ int cli_fail(const char *verb, int code);
 int cli_bad_option(const char *verb, int c, char **argv);
 // getopt_long over argv with the verb's options; resets getopt's state first.
 void cli_getopt_reset(void);
-// Parse a flag value as a number (full-string check); on failure print and return false.
-bool cli_int(const char *verb, const char *flag, const char *s, int64_t *out);
-bool cli_double(const char *verb, const char *flag, const char *s, double *out);
+// Parse a flag value as a number (full-string check) in its allowed range [lo, hi] (`open`:
+// TRIT_OPEN_LO/HI make an end exclusive); on failure print a message naming the flag and the
+// range and return false. Every numeric flag of every verb goes through these.
+bool cli_int(const char *verb, const char *flag, const char *s, int64_t lo, int64_t hi, int64_t *out);
+bool cli_double(const char *verb, const char *flag, const char *s, double lo, double hi, unsigned open, double *out);
+// Limits shared by the verbs (those of `trit train` are in its flag table, src/train/config.c).
+#define CLI_MAX_THREADS 4096
+#define CLI_MAX_BATCH (INT64_C(1) << 20)
+#define CLI_MAX_SEQ (INT64_C(1) << 20)
 // After getopt_long for a verb that reads a checkpoint: nothing left over in argv and --ckpt
 // given. Returns CLI_OK, or CLI_USAGE after saying what is wrong.
 int cli_check_ckpt_args(const char *verb, int argc, char **argv, const char *ckpt);

@@ -33,14 +33,14 @@ void cli_getopt_reset(void) {
     opterr = 0;  // the verbs print their own messages
 }
 
-bool cli_int(const char *verb, const char *flag, const char *s, int64_t *out) {
-    if (trit_arg_int(flag, s, out) == TRIT_OK) return true;
+bool cli_int(const char *verb, const char *flag, const char *s, int64_t lo, int64_t hi, int64_t *out) {
+    if (trit_arg_int_in(flag, s, lo, hi, out) == TRIT_OK) return true;
     cli_fail(verb, CLI_USAGE);
     return false;
 }
 
-bool cli_double(const char *verb, const char *flag, const char *s, double *out) {
-    if (trit_arg_double(flag, s, out) == TRIT_OK) return true;
+bool cli_double(const char *verb, const char *flag, const char *s, double lo, double hi, unsigned open, double *out) {
+    if (trit_arg_double_in(flag, s, lo, hi, open, out) == TRIT_OK) return true;
     cli_fail(verb, CLI_USAGE);
     return false;
 }

@@ -15,11 +15,11 @@ static void usage(FILE *fp) {
             "or for an addition-task run its exact-match accuracy on held-out problems.\n\n"
             "  --ckpt DIR         run directory or .safetensors file\n"
             "  --data FILE|DIR    token shard, or a `trit prepare` directory (its val.bin)\n"
-            "  --batches N        batches to average, 0 = one pass over the shard (20)\n"
-            "  --batch B          sequences per batch (8)\n"
-            "  --seq T            tokens per sequence (the model's context)\n"
-            "  --task-test N      addition runs: held-out problems to score (1000)\n"
-            "  --threads N        0 = all cores (0)\n"
+            "  --batches N        batches to average, 0 = one pass over the shard, up to 1000000 (20)\n"
+            "  --batch B          sequences per batch, 1 to 1048576 (8)\n"
+            "  --seq T            tokens per sequence, 0 = the model's context (0)\n"
+            "  --task-test N      addition runs: held-out problems to score, 1 to 1000000 (1000)\n"
+            "  --threads N        0 = all cores, up to 4096 (0)\n"
             "  --help             this text\n");
 }
 
@@ -61,11 +61,11 @@ int trit_cli_eval(int argc, char **argv) {
         switch (c) {
         case 'c': ckpt = optarg; break;
         case 'd': data = optarg; break;
-        case 'n': ok = cli_int("eval", "--batches", optarg, &batches); break;
-        case 'b': ok = cli_int("eval", "--batch", optarg, &B); break;
-        case 'T': ok = cli_int("eval", "--seq", optarg, &T); break;
-        case 'k': ok = cli_int("eval", "--task-test", optarg, &task_test); break;
-        case 'j': ok = cli_int("eval", "--threads", optarg, &threads); break;
+        case 'n': ok = cli_int("eval", "--batches", optarg, 0, 1000000, &batches); break;
+        case 'b': ok = cli_int("eval", "--batch", optarg, 1, CLI_MAX_BATCH, &B); break;
+        case 'T': ok = cli_int("eval", "--seq", optarg, 0, CLI_MAX_SEQ, &T); break;
+        case 'k': ok = cli_int("eval", "--task-test", optarg, 1, 1000000, &task_test); break;
+        case 'j': ok = cli_int("eval", "--threads", optarg, 0, CLI_MAX_THREADS, &threads); break;
         case 'h': usage(stdout); return CLI_OK;
         default: return cli_bad_option("eval", c, argv);
         }
@@ -73,9 +73,6 @@ int trit_cli_eval(int argc, char **argv) {
     }
     int bad = cli_check_ckpt_args("eval", argc, argv, ckpt);
     if (bad) return bad;
-    if (batches < 0 || B < 1 || T < 0 || task_test < 1 || threads < 0)
-        return cli_error("eval", CLI_USAGE, "--batches >= 0, --batch >= 1, --seq >= 0, --task-test >= 1 and "
-                         "--threads >= 0 are required");
     trit_threads_set((int)threads);
     trit_gpt *m = trit_checkpoint_load_model(ckpt, NULL);
     if (!m) return cli_fail("eval", CLI_FAIL);

@@ -12,7 +12,7 @@ static void usage(FILE *fp) {
                 "  --out DIR            output directory (created)\n"
                 "  --tokenizer KIND     char|bpe (char)\n"
                 "  --vocab N            BPE vocabulary, 257..65536 (512)\n"
-                "  --val-fraction F     tail of the tokens held out for validation (0.1)\n"
+                "  --val-fraction F     tail of the tokens held out for validation, in (0, 1) (0.1)\n"
                 "  --help               this text\n");
 }
 
@@ -38,8 +38,8 @@ int trit_cli_prepare(int argc, char **argv) {
             else if (strcmp(optarg, "bpe") == 0) kind = TRIT_TOKENIZER_BPE;
             else return cli_error("prepare", CLI_USAGE, "--tokenizer expects char|bpe, got '%s'", optarg);
             break;
-        case 'v': ok = cli_int("prepare", "--vocab", optarg, &vocab); break;
-        case 'f': ok = cli_double("prepare", "--val-fraction", optarg, &frac); break;
+        case 'v': ok = cli_int("prepare", "--vocab", optarg, 257, TRIT_SHARD_MAX_VOCAB, &vocab); break;
+        case 'f': ok = cli_double("prepare", "--val-fraction", optarg, 0, 1, TRIT_OPEN_LO | TRIT_OPEN_HI, &frac); break;
         case 'h': usage(stdout); return CLI_OK;
         default: return cli_bad_option("prepare", c, argv);
         }
@@ -47,9 +47,6 @@ int trit_cli_prepare(int argc, char **argv) {
     }
     if (optind < argc) return cli_error("prepare", CLI_USAGE, "unexpected argument '%s'", argv[optind]);
     if (!data || !out) return cli_error("prepare", CLI_USAGE, "--data FILE and --out DIR are required");
-    if (vocab > TRIT_SHARD_MAX_VOCAB)
-        return cli_error("prepare", CLI_USAGE, "--vocab %lld is larger than %d, the most a uint16 token shard "
-                         "can hold: pass --vocab %d or less", (long long)vocab, TRIT_SHARD_MAX_VOCAB, TRIT_SHARD_MAX_VOCAB);
     trit_prepare_result r;
     if (trit_prepare_text(data, kind, vocab, frac, out, &r) != TRIT_OK) return cli_fail("prepare", CLI_FAIL);
     printf("%s: %s tokenizer with %d tokens; %lld train and %lld val tokens in %s/{%s,%s,%s}\n", data,

@@ -53,17 +53,17 @@ static int parse(int argc, char **argv, quant_args *a) {
         bool ok = true;
         switch (c) {
         case 'f': a->format = optarg; break;
-        case 'g': ok = cli_int("quantize", "--group", optarg, &group); break;
+        case 'g': ok = cli_int("quantize", "--group", optarg, -1, 1 << 24, &group); break;
         case 'a': affine = true; break;
         case 'q': dq = true; break;
         case 's': sr = true; break;
-        case 'S': ok = cli_int("quantize", "--seed", optarg, &seed); break;
+        case 'S': ok = cli_int("quantize", "--seed", optarg, 0, INT64_MAX, &seed); break;
         case 'e': a->embeddings = true; break;
         case 'o': a->out = optarg; break;
         case 'd': a->data = optarg; break;
-        case 'n': ok = cli_int("quantize", "--batches", optarg, &a->batches); break;
-        case 'b': ok = cli_int("quantize", "--batch", optarg, &a->batch); break;
-        case 'j': ok = cli_int("quantize", "--threads", optarg, &threads); break;
+        case 'n': ok = cli_int("quantize", "--batches", optarg, 0, 1000000, &a->batches); break;
+        case 'b': ok = cli_int("quantize", "--batch", optarg, 1, CLI_MAX_BATCH, &a->batch); break;
+        case 'j': ok = cli_int("quantize", "--threads", optarg, 0, CLI_MAX_THREADS, &threads); break;
         case 'h': usage(stdout); return -1;
         default: return cli_bad_option("quantize", c, argv);
         }
@@ -75,10 +75,6 @@ static int parse(int argc, char **argv, quant_args *a) {
     if (dt == TRIT_DTYPE_COUNT)
         return cli_error("quantize", CLI_USAGE, "--format must be int8, int4, int2, nf4, fp8 or fp8-e5m2 (got %s)",
                          a->format ? a->format : "nothing");
-    if (a->batches < 0 || a->batch < 1 || a->batch > 4096 || threads < 0 || threads > 1024 || seed < 0 ||
-        (group != INT64_MIN && (group < -1 || group > (1 << 24))))
-        return cli_error("quantize", CLI_USAGE, "--batches >= 0, --batch in [1, 4096], --threads in [0, 1024], "
-                         "--seed >= 0 and --group in [-1, 16777216] are required");
     a->spec = trit_quant_spec_default(dt);
     if (group != INT64_MIN) a->spec.group_size = group;
     a->spec.scheme = affine ? TRIT_QSCHEME_AFFINE : TRIT_QSCHEME_SYMMETRIC;

@@ -13,12 +13,12 @@ static void usage(FILE *fp) {
             "  --ckpt DIR            run directory (or a .safetensors file with --tokenizer-file)\n"
             "  --tokenizer-file F    tokenizer (default DIR/tokenizer.bin)\n"
             "  --prompt S            text to continue (default: a newline)\n"
-            "  --temperature X       0 = greedy (0.8)\n"
-            "  --top-k K             keep the K most likely tokens, 0 = all (0)\n"
-            "  --top-p P             keep the smallest set of tokens with mass P (1)\n"
-            "  --seed N              seed of the draws (1)\n"
-            "  --max-tokens N        tokens to generate (256)\n"
-            "  --threads N           0 = all cores (0)\n"
+            "  --temperature X       0 = greedy, up to 100 (0.8)\n"
+            "  --top-k K             keep the K most likely tokens, 0 = all, up to 65536 (0)\n"
+            "  --top-p P             keep the smallest set of tokens with mass P, in (0, 1] (1)\n"
+            "  --seed N              seed of the draws, >= 0 (1)\n"
+            "  --max-tokens N        tokens to generate, up to 100000000 (256)\n"
+            "  --threads N           0 = all cores, up to 4096 (0)\n"
             "  --help                this text\n");
 }
 
@@ -61,12 +61,12 @@ int trit_cli_sample(int argc, char **argv) {
         case 'c': ckpt = optarg; break;
         case 'k': tok_file = optarg; break;
         case 'p': prompt = optarg; break;
-        case 't': ok = cli_double("sample", "--temperature", optarg, &sc.temperature); break;
-        case 'K': ok = cli_int("sample", "--top-k", optarg, &sc.top_k); break;
-        case 'P': ok = cli_double("sample", "--top-p", optarg, &sc.top_p); break;
-        case 's': ok = cli_int("sample", "--seed", optarg, &seed); break;
-        case 'n': ok = cli_int("sample", "--max-tokens", optarg, &sc.max_tokens); break;
-        case 'j': ok = cli_int("sample", "--threads", optarg, &threads); break;
+        case 't': ok = cli_double("sample", "--temperature", optarg, 0, 100, 0, &sc.temperature); break;
+        case 'K': ok = cli_int("sample", "--top-k", optarg, 0, TRIT_SHARD_MAX_VOCAB, &sc.top_k); break;
+        case 'P': ok = cli_double("sample", "--top-p", optarg, 0, 1, TRIT_OPEN_LO, &sc.top_p); break;
+        case 's': ok = cli_int("sample", "--seed", optarg, 0, INT64_MAX, &seed); break;
+        case 'n': ok = cli_int("sample", "--max-tokens", optarg, 0, 100000000, &sc.max_tokens); break;
+        case 'j': ok = cli_int("sample", "--threads", optarg, 0, CLI_MAX_THREADS, &threads); break;
         case 'h': usage(stdout); return CLI_OK;
         default: return cli_bad_option("sample", c, argv);
         }
@@ -74,9 +74,6 @@ int trit_cli_sample(int argc, char **argv) {
     }
     int bad = cli_check_ckpt_args("sample", argc, argv, ckpt);
     if (bad) return bad;
-    if (sc.max_tokens < 0 || sc.max_tokens > 100000000)
-        return cli_error("sample", CLI_USAGE, "--max-tokens must be in 0..100000000");
-    if (seed < 0 || threads < 0) return cli_error("sample", CLI_USAGE, "--seed and --threads must be >= 0");
     if (trit_sample_config_check(&sc) != TRIT_OK) return cli_fail("sample", CLI_USAGE);
     sc.seed = (uint64_t)seed;
     trit_threads_set((int)threads);

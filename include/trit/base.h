@@ -36,6 +36,17 @@ trit_status trit_error(trit_status code, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 void trit_clear_error(void);
 
+// ---- checked numbers ------------------------------------------------------------------------
+// A double from a user or a file becomes an integer only through these (a cast of NaN or of a
+// value outside the target type is undefined behaviour in C).
+
+// x truncated toward zero and clamped to [lo, hi]; NaN gives 0 (or lo when 0 is outside).
+int64_t trit_f64_to_i64_sat(double x, int64_t lo, int64_t hi);
+// *out = x when x is a finite whole number in [lo, hi]; false (out untouched) otherwise.
+bool trit_f64_to_i64_exact(double x, int64_t lo, int64_t hi, int64_t *out);
+// *out = a * b; false (out untouched) when the product overflows int64_t.
+bool trit_mul_i64(int64_t a, int64_t b, int64_t *out);
+
 // ---- logging -------------------------------------------------------------------------------
 
 typedef enum { TRIT_LOG_DEBUG, TRIT_LOG_INFO, TRIT_LOG_WARN, TRIT_LOG_ERROR, TRIT_LOG_OFF } trit_log_level;

@@ -59,6 +59,14 @@ trit_status trit_data_batch(const trit_data *d, trit_data_order order, uint64_t 
 // in range, finite) and name `flag` in the error: "--steps expects an integer, got 'abc'".
 trit_status trit_arg_int(const char *flag, const char *s, int64_t *out);
 trit_status trit_arg_double(const char *flag, const char *s, double *out);
+// Range checks naming the flag: "--layers must be in [1, 1024], got -1". A double must also be
+// finite; `open` makes either end exclusive: "--dropout must be ... in [0, 1), got 1".
+enum { TRIT_OPEN_LO = 1, TRIT_OPEN_HI = 2 };
+trit_status trit_check_int(const char *flag, int64_t v, int64_t lo, int64_t hi);
+trit_status trit_check_double(const char *flag, double v, double lo, double hi, unsigned open);
+// Parse, then check the range; *out is written only when both pass.
+trit_status trit_arg_int_in(const char *flag, const char *s, int64_t lo, int64_t hi, int64_t *out);
+trit_status trit_arg_double_in(const char *flag, const char *s, double lo, double hi, unsigned open, double *out);
 
 // ---- preparing text ---------------------------------------------------------------------------
 
@@ -82,9 +90,13 @@ trit_status trit_prepare_text(const char *text_path, trit_tokenizer_kind kind, i
 trit_status trit_make_dir(const char *path, bool *created);
 
 // ---- training configuration --------------------------------------------------------------
-// Every field is a `trit train` flag of the same name (underscores as dashes). Numbers start
-// unset (-1, or "" for strings) after trit_train_config_init, so a resume can tell the flags the
-// user gave from the defaults; trit_train_config_resolve fills the unset ones.
+// Every field is a `trit train` flag of the same name (underscores as dashes). Fields start
+// unset after trit_train_config_init (TRIT_TRAIN_UNSET for integers, NaN for numbers, "" for
+// strings: values no flag can be given), so a resume can tell the flags the user gave from the
+// defaults; trit_train_config_resolve fills the unset ones. Every number has an allowed range
+// (see --help): trit_train_config_set, the JSON reader and resolve all refuse a value outside
+// it with a message naming the flag and the range.
+#define TRIT_TRAIN_UNSET INT64_MIN
 
 typedef enum trit_train_task {
     TRIT_TASK_TEXT = 0,      // language modelling on --data

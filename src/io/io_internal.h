@@ -2,6 +2,7 @@
 #ifndef TRIT_IO_INTERNAL_H
 #define TRIT_IO_INTERNAL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -22,6 +23,10 @@ static inline void trit_le64_store(uint8_t *p, uint64_t v) {
     trit_le32_store(p, (uint32_t)v);
     trit_le32_store(p + 4, (uint32_t)(v >> 32));
 }
+
+// Whether s[0..n) is well-formed UTF-8 (no overlong forms, surrogates or code points past
+// U+10FFFF); if not, *bad_at (may be NULL) gets the offset of the first bad sequence.
+bool trit_utf8_valid(const uint8_t *s, size_t n, size_t *bad_at);
 
 // CRC-32 (IEEE 802.3, the zlib polynomial) of n bytes; crc = 0 to start, or a previous result
 // to continue over more bytes.

@@ -1,7 +1,9 @@
 // safetensors reading: 8-byte little-endian header length N, N bytes of JSON, then the data.
 // Everything in the header is checked before any offset is used: the length against the file
-// size, the JSON, each dtype, shape and offset pair (end - begin == numel * dtype size), and that
-// the tensors tile the data section exactly (no overlap, no hole), as the format requires.
+// size, that the header is UTF-8 (strictly: no overlong forms, surrogates or code points past
+// U+10FFFF), the JSON, each dtype, shape and offset pair (end - begin == numel * dtype size),
+// and that the tensors tile the data section exactly (no overlap, no hole), as the format
+// requires.
 #define _POSIX_C_SOURCE 200809L
 #include "trit/io.h"
 #include "io/io_internal.h"
@@ -261,8 +263,14 @@ static trit_status read_header(trit_safetensors *f) {
     json[n] = 0;
     f->data_start = 8 + n;
     f->data_size = size - 8 - n;
+    size_t bad = 0;
     if (s == TRIT_OK && json[0] != '{')
         s = trit_error(TRIT_ERR_FORMAT, "safetensors '%s': header does not start with '{'", f->path);
+    else if (s == TRIT_OK && !trit_utf8_valid((const uint8_t *)json, (size_t)n, &bad))
+        s = trit_error(TRIT_ERR_FORMAT, "safetensors '%s': the header is not valid UTF-8 (byte 0x%02x at offset %zu "
+                       "of the %llu-byte JSON); the format requires UTF-8 JSON, so the file is damaged or was not "
+                       "written by a safetensors writer", f->path, (unsigned)(uint8_t)json[bad], bad,
+                       (unsigned long long)n);
     if (s == TRIT_OK) s = parse_header(f, json, (size_t)n);
     free(json);
     return s;

@@ -1,6 +1,7 @@
 // Tensor lifetime, layout queries and element access.
 #include "trit/tensor.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -190,10 +191,11 @@ static void store(trit_tensor *t, int64_t off, double v) {
     case TRIT_F64: ((double *)d)[off] = v; break;
     case TRIT_BF16: ((uint16_t *)d)[off] = trit_f32_to_bf16((float)v); break;
     case TRIT_F16: ((uint16_t *)d)[off] = trit_f32_to_f16((float)v); break;
-    case TRIT_I32: ((int32_t *)d)[off] = (int32_t)v; break;
-    case TRIT_I64: ((int64_t *)d)[off] = (int64_t)v; break;
-    case TRIT_I8: ((int8_t *)d)[off] = (int8_t)v; break;
-    case TRIT_U8: ((uint8_t *)d)[off] = (uint8_t)v; break;
+    // Integer dtypes as the dtype table converts: nearest even, saturated, NaN -> 0.
+    case TRIT_I32: ((int32_t *)d)[off] = (int32_t)trit_f64_to_i64_sat(nearbyint(v), INT32_MIN, INT32_MAX); break;
+    case TRIT_I64: ((int64_t *)d)[off] = trit_f64_to_i64_sat(nearbyint(v), INT64_MIN, INT64_MAX); break;
+    case TRIT_I8: ((int8_t *)d)[off] = (int8_t)trit_f64_to_i64_sat(nearbyint(v), INT8_MIN, INT8_MAX); break;
+    case TRIT_U8: ((uint8_t *)d)[off] = (uint8_t)trit_f64_to_i64_sat(nearbyint(v), 0, UINT8_MAX); break;
     default: {  // blocked types: decode the block, change one value, encode it again
         const trit_dtype_traits *tr = trit_dtype_traits_of(t->dtype);
         float blk[256];

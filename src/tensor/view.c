@@ -34,6 +34,20 @@ static trit_status finish_view(trit_tensor *v, trit_tensor *out, const char *wha
 
 static int norm_dim(int d, int ndim) { return d < 0 ? d + ndim : d; }
 
+// Whether the product of the nonzero sizes of `shape` (sizes >= 0) stays below INT64_MAX / 16,
+// the bound trit_tensor_init_layout puts on a tensor, so byte sizes of any dtype fit int64_t.
+// Zeros are skipped, not taken as making everything fit: trit_tensor_numel multiplies from the
+// first dim, so (2^32, 2^32, 0) would overflow before it reached the 0.
+static bool numel_fits(int ndim, const int64_t *shape) {
+    int64_t n = 1;
+    for (int i = 0; i < ndim; i++) {
+        if (shape[i] <= 0) continue;  // 0, or reshape's -1 still to infer
+        if (n > INT64_MAX / 16 / shape[i]) return false;
+        n *= shape[i];
+    }
+    return true;
+}
+
 trit_status trit_tensor_view_reshape(const trit_tensor *t, int ndim, const int64_t *shape, trit_tensor *out) {
     trit_status s = check_in(t, out, "reshape");
     if (s != TRIT_OK) return s;
@@ -47,11 +61,15 @@ trit_status trit_tensor_view_reshape(const trit_tensor *t, int ndim, const int64
             if (infer >= 0) return trit_error(TRIT_ERR_SHAPE, "reshape: more than one -1 dim");
             infer = i;
         } else if (shape[i] < 0) {
-            return trit_error(TRIT_ERR_SHAPE, "reshape: dim %d is %lld", i, (long long)shape[i]);
-        } else {
-            known *= shape[i];
+            return trit_error(TRIT_ERR_SHAPE, "reshape: dim %d is %lld; sizes are >= 0, or one -1 to infer", i,
+                              (long long)shape[i]);
         }
     }
+    if (!numel_fits(ndim, want))
+        return trit_error(TRIT_ERR_SHAPE, "reshape: the new shape has more than 2^59 elements (counting its nonzero "
+                          "sizes), but the tensor has %lld", (long long)n);
+    for (int i = 0; i < ndim; i++)
+        if (i != infer) known *= want[i];  // bounded by the check above
     if (infer >= 0) {
         if (known == 0 || n % known) return trit_error(TRIT_ERR_SHAPE, "reshape: cannot infer -1 for %lld elements", (long long)n);
         want[infer] = n / known;
@@ -172,6 +190,13 @@ trit_status trit_tensor_view_expand(const trit_tensor *t, int ndim, const int64_
     as_view(t, &v);
     v.ndim = ndim;
     int lead = ndim - t->ndim;
+    for (int i = 0; i < ndim; i++) {
+        // -1 keeps an existing dim; a new leading dim has no size to keep.
+        if (shape[i] < -1 || (shape[i] == -1 && i < lead))
+            return trit_error(TRIT_ERR_SHAPE, "expand: size %lld for dim %d of %s; sizes are >= 0, or -1 to keep one of "
+                              "the tensor's own dims (not a new leading dim)", (long long)shape[i], i,
+                              trit_tensor_shape_str(t, a, sizeof a));
+    }
     for (int i = 0; i < TRIT_MAX_DIMS; i++) {
         if (i >= ndim) {
             v.shape[i] = 1;
@@ -196,6 +221,10 @@ trit_status trit_tensor_view_expand(const trit_tensor *t, int ndim, const int64_
                               trit_tensor_shape_str(t, a, sizeof a), (long long)have, (long long)want);
         }
     }
+    if (!numel_fits(v.ndim, v.shape))
+        return trit_error(TRIT_ERR_SHAPE, "expand: %s to this shape would have more than 2^59 elements (element "
+                          "counts would overflow int64_t byte sizes); expand to a smaller shape",
+                          trit_tensor_shape_str(t, a, sizeof a));
     return finish_view(&v, out, "expand");
 }
 

@@ -45,9 +45,8 @@ char *trit_checkpoint_config_to_json(const trit_gpt_config *c) {
 
 static trit_status get_int(const cJSON *o, const char *key, int64_t *out) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
-    if (!cJSON_IsNumber(v) || v->valuedouble != (double)(int64_t)v->valuedouble || v->valuedouble < 0)
+    if (!cJSON_IsNumber(v) || !trit_f64_to_i64_exact(v->valuedouble, 0, INT64_MAX, out))
         return trit_error(TRIT_ERR_FORMAT, "model config: '%s' is missing or not a non-negative integer", key);
-    *out = (int64_t)v->valuedouble;
     return TRIT_OK;
 }
 

@@ -5,7 +5,6 @@
 #include "train/train_internal.h"
 
 #include <cjson/cJSON.h>
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +21,10 @@ typedef struct field {
     size_t off;
     const char *const *enums;  // F_ENUM: names by value, NULL-terminated
     const char *help;
+    int64_t ilo, ihi;          // F_INT: allowed values
+    double dlo, dhi;           // F_DBL: allowed values (finite), ends exclusive as `open` says
+    unsigned open;             // TRIT_OPEN_LO | TRIT_OPEN_HI
+    const char *why;           // reason added to a range error, may be NULL
 } field;
 
 static const char *const tokenizer_names[] = {"none", "char", "bpe", NULL};
@@ -36,66 +39,85 @@ static const char *const matmul_names[] = {"highest", "high", "medium", NULL};
 static const char *const qat_names[] = {"off", "int8", "int4", "int2", "fp8", NULL};
 static const char *const qat_acts_names[] = {"off", "token", NULL};
 
+// Upper bounds are where a run stops being a training run on one machine and becomes an
+// overflow or an allocation that cannot succeed; the products of sizes are checked too
+// (check_sizes).
+#define MAX_STEPS INT64_C(1000000000)
+#define MAX_TOKENS (INT64_C(1) << 40)
 #define OFF(f) offsetof(trit_train_config, f)
+#define I(lo, hi) .ilo = (lo), .ihi = (hi)
+#define D(lo, hi, o) .dlo = (lo), .dhi = (hi), .open = (o)
+#define NONE .ilo = 0
+#define OPEN_HI TRIT_OPEN_HI
+#define OPEN_LO TRIT_OPEN_LO
 static const field fields[] = {
-    {"data", F_STR, K_DATA, OFF(data), NULL, "text file or `trit prepare` dir (none: addition task)"},
-    {"tokenizer", F_ENUM, K_DATA, OFF(tokenizer), tokenizer_names, "char|bpe for a text file (char)"},
-    {"vocab", F_INT, K_DATA, OFF(vocab), NULL, "BPE vocabulary size, 257..65536 (512)"},
-    {"val-fraction", F_DBL, K_DATA, OFF(val_fraction), NULL, "tail of the text held out (0.1)"},
-    {"order", F_ENUM, K_DATA, OFF(order), order_names, "random|sequential training windows (random)"},
-    {"digits", F_INT, K_DATA, OFF(digits), NULL, "addition task: digits per operand (3)"},
-    {"task-test", F_INT, K_RUN, OFF(task_test), NULL, "addition task: held-out problems scored (1000)"},
-    {"layers", F_INT, K_MODEL, OFF(layers), NULL, "transformer blocks L (4; task 2)"},
-    {"heads", F_INT, K_MODEL, OFF(heads), NULL, "attention heads H (4)"},
-    {"dim", F_INT, K_MODEL, OFF(dim), NULL, "width C, a multiple of heads (128)"},
-    {"seq", F_INT, K_MODEL, OFF(seq), NULL, "context T in tokens (64; task 3*digits+2)"},
-    {"dropout", F_DBL, K_MODEL, OFF(dropout), NULL, "dropout probability (0)"},
-    {"bias", F_BOOL, K_MODEL, OFF(bias), NULL, "biases in linear layers and norms, 1|0 (1)"},
-    {"norm", F_ENUM, K_MODEL, OFF(norm), norm_names, "layer|rms (layer)"},
-    {"mlp", F_ENUM, K_MODEL, OFF(mlp), mlp_names, "gelu|swiglu (gelu)"},
-    {"pos", F_ENUM, K_MODEL, OFF(pos), pos_names, "learned|rope position encoding (learned)"},
-    {"batch", F_INT, K_OPT, OFF(batch), NULL, "sequences per micro-batch B (12; task 64)"},
+    {"data", F_STR, K_DATA, OFF(data), NULL, "text file or `trit prepare` dir (none: addition task)", NONE},
+    {"tokenizer", F_ENUM, K_DATA, OFF(tokenizer), tokenizer_names, "char|bpe for a text file (char)", NONE},
+    {"vocab", F_INT, K_DATA, OFF(vocab), NULL, "BPE vocabulary size (512)", I(257, TRIT_SHARD_MAX_VOCAB),
+     .why = "a byte-level BPE needs more than its 256 byte tokens, and a uint16 token shard holds at most 65536"},
+    {"val-fraction", F_DBL, K_DATA, OFF(val_fraction), NULL, "tail of the text held out (0.1)", D(0, 1, OPEN_LO | OPEN_HI)},
+    {"order", F_ENUM, K_DATA, OFF(order), order_names, "random|sequential training windows (random)", NONE},
+    {"digits", F_INT, K_DATA, OFF(digits), NULL, "addition task: digits per operand (3)", I(1, TRIT_ADDITION_MAX_DIGITS)},
+    {"task-test", F_INT, K_RUN, OFF(task_test), NULL, "addition task: held-out problems scored (1000)", I(1, 1000000)},
+    {"layers", F_INT, K_MODEL, OFF(layers), NULL, "transformer blocks L (4; task 2)", I(1, 1024)},
+    {"heads", F_INT, K_MODEL, OFF(heads), NULL, "attention heads H (4)", I(1, 1024)},
+    {"dim", F_INT, K_MODEL, OFF(dim), NULL, "width C, a multiple of heads (128)", I(1, 65536)},
+    {"seq", F_INT, K_MODEL, OFF(seq), NULL, "context T in tokens (64; task 3*digits+2)", I(1, 1 << 20)},
+    {"dropout", F_DBL, K_MODEL, OFF(dropout), NULL, "dropout probability (0)", D(0, 1, OPEN_HI)},
+    {"bias", F_BOOL, K_MODEL, OFF(bias), NULL, "biases in linear layers and norms, 1|0 (1)", NONE},
+    {"norm", F_ENUM, K_MODEL, OFF(norm), norm_names, "layer|rms (layer)", NONE},
+    {"mlp", F_ENUM, K_MODEL, OFF(mlp), mlp_names, "gelu|swiglu (gelu)", NONE},
+    {"pos", F_ENUM, K_MODEL, OFF(pos), pos_names, "learned|rope position encoding (learned)", NONE},
+    {"batch", F_INT, K_OPT, OFF(batch), NULL, "sequences per micro-batch B (12; task 64)", I(1, 1 << 20)},
     {"total-batch-tokens", F_INT, K_OPT, OFF(total_batch_tokens), NULL,
-     "tokens per step, a multiple of B*T; more accumulates micro-batches (B*T)"},
-    {"steps", F_INT, K_OPT, OFF(steps), NULL, "optimizer steps (2000; task 3000)"},
-    {"warmup", F_INT, K_OPT, OFF(warmup), NULL, "linear warmup steps (100)"},
-    {"lr", F_DBL, K_OPT, OFF(lr), NULL, "peak learning rate (1e-3)"},
-    {"min-lr", F_DBL, K_OPT, OFF(min_lr), NULL, "learning rate at the end of the cosine (lr/10)"},
-    {"beta1", F_DBL, K_OPT, OFF(beta1), NULL, "AdamW beta1 (0.9)"},
-    {"beta2", F_DBL, K_OPT, OFF(beta2), NULL, "AdamW beta2 (0.95)"},
-    {"eps", F_DBL, K_OPT, OFF(eps), NULL, "AdamW epsilon (1e-8)"},
-    {"weight-decay", F_DBL, K_OPT, OFF(weight_decay), NULL, "AdamW decay of >= 2-D weights (0.1)"},
-    {"clip", F_DBL, K_OPT, OFF(clip), NULL, "gradient clipping global norm, 0 = off (1.0)"},
-    {"seed", F_INT, K_OPT, OFF(seed), NULL, "seed of init, data order and dropout (1337)"},
+     "tokens per step, a multiple of B*T; more accumulates micro-batches (B*T)", I(1, MAX_TOKENS)},
+    {"steps", F_INT, K_OPT, OFF(steps), NULL, "optimizer steps (2000; task 3000)", I(1, MAX_STEPS)},
+    {"warmup", F_INT, K_OPT, OFF(warmup), NULL, "linear warmup steps, at most --steps (100)", I(0, MAX_STEPS)},
+    {"lr", F_DBL, K_OPT, OFF(lr), NULL, "peak learning rate (1e-3)", D(0, 10, OPEN_LO)},
+    {"min-lr", F_DBL, K_OPT, OFF(min_lr), NULL, "learning rate at the end of the cosine, at most --lr (lr/10)",
+     D(0, 10, 0)},
+    {"beta1", F_DBL, K_OPT, OFF(beta1), NULL, "AdamW beta1 (0.9)", D(0, 1, OPEN_HI)},
+    {"beta2", F_DBL, K_OPT, OFF(beta2), NULL, "AdamW beta2 (0.95)", D(0, 1, OPEN_HI)},
+    {"eps", F_DBL, K_OPT, OFF(eps), NULL, "AdamW epsilon (1e-8)", D(0, 1, OPEN_LO)},
+    {"weight-decay", F_DBL, K_OPT, OFF(weight_decay), NULL, "AdamW decay of >= 2-D weights (0.1)", D(0, 100, 0)},
+    {"clip", F_DBL, K_OPT, OFF(clip), NULL, "gradient clipping global norm, 0 = off (1.0)", D(0, 1e6, 0)},
+    {"seed", F_INT, K_OPT, OFF(seed), NULL, "seed of init, data order and dropout (1337)", I(0, INT64_MAX)},
     {"precision", F_ENUM, K_OPT, OFF(precision), precision_names,
-     "fp32|bf16|fp16: bf16/fp16 store matmul inputs in 16 bits, fp32 sums and optimizer (fp32)"},
+     "fp32|bf16|fp16: bf16/fp16 store matmul inputs in 16 bits, fp32 sums and optimizer (fp32)", NONE},
     {"master-weights", F_ENUM, K_OPT, OFF(master_weights), off_on_names,
-     "on|off: fp32 master weights, or 16-bit weights updated in place (on)"},
+     "on|off: fp32 master weights, or 16-bit weights updated in place (on)", NONE},
     {"rounding", F_ENUM, K_OPT, OFF(rounding), rounding_names,
-     "stochastic|nearest rounding of 16-bit weight updates (stochastic)"},
+     "stochastic|nearest rounding of 16-bit weight updates (stochastic)", NONE},
     {"matmul-precision", F_ENUM, K_OPT, OFF(matmul_precision), matmul_names,
-     "highest|high|medium: fp32 matmul operands as fp32, bf16 hi+lo, or bf16 (highest)"},
+     "highest|high|medium: fp32 matmul operands as fp32, bf16 hi+lo, or bf16 (highest)", NONE},
     {"loss-scale", F_DBL, K_OPT, OFF(loss_scale), NULL,
-     "static loss scale, 0 = dynamic for fp16 (start 65536) and none otherwise (0)"},
+     "static loss scale, 0 = dynamic for fp16 (start 65536) and none otherwise (0)", D(0, 0x1p100, 0),
+     .why = "0 is dynamic for fp16; a static scale is positive, at most 2^100"},
     {"qat", F_ENUM, K_OPT, OFF(qat), qat_names,
-     "off|int8|int4|int2|fp8: train the block matrices through fake quantization (off)"},
-    {"group", F_INT, K_OPT, OFF(group), NULL, "--qat weight group size, 0 = int8/fp8 per channel, int4 128, int2 64 (0)"},
+     "off|int8|int4|int2|fp8: train the block matrices through fake quantization (off)", NONE},
+    {"group", F_INT, K_OPT, OFF(group), NULL, "--qat weight group size, 0 = int8/fp8 per channel, int4 128, int2 64 (0)",
+     I(0, 1 << 20)},
     {"qat-acts", F_ENUM, K_OPT, OFF(qat_acts), qat_acts_names,
-     "off|token: fake-quantize matmul inputs per token, int8 (fp8 with --qat fp8) (token)"},
-    {"eval-every", F_INT, K_RUN, OFF(eval_every), NULL, "steps between validations, 0 = at the end (250)"},
-    {"eval-batches", F_INT, K_RUN, OFF(eval_batches), NULL, "validation batches (20)"},
-    {"log-every", F_INT, K_RUN, OFF(log_every), NULL, "steps between log lines (10)"},
-    {"ckpt-every", F_INT, K_RUN, OFF(ckpt_every), NULL, "steps between checkpoints, 0 = at the end (500)"},
-    {"sample-tokens", F_INT, K_RUN, OFF(sample_tokens), NULL, "tokens sampled at each eval, 0 = none (200)"},
-    {"threads", F_INT, K_RUN, OFF(threads), NULL, "threads, 0 = all cores (0; task 1)"},
-    {"stop-after", F_INT, K_RUN, OFF(stop_after), NULL, "stop with a checkpoint after this step (0 = never)"},
+     "off|token: fake-quantize matmul inputs per token, int8 (fp8 with --qat fp8) (token)", NONE},
+    {"eval-every", F_INT, K_RUN, OFF(eval_every), NULL, "steps between validations, 0 = at the end (250)", I(0, MAX_STEPS)},
+    {"eval-batches", F_INT, K_RUN, OFF(eval_batches), NULL, "validation batches (20)", I(1, 1000000)},
+    {"log-every", F_INT, K_RUN, OFF(log_every), NULL, "steps between log lines (10)", I(1, MAX_STEPS)},
+    {"ckpt-every", F_INT, K_RUN, OFF(ckpt_every), NULL, "steps between checkpoints, 0 = at the end (500)", I(0, MAX_STEPS)},
+    {"sample-tokens", F_INT, K_RUN, OFF(sample_tokens), NULL, "tokens sampled at each eval, 0 = none (200)", I(0, 1000000)},
+    {"threads", F_INT, K_RUN, OFF(threads), NULL, "threads, 0 = all cores (0; task 1)", I(0, 4096)},
+    {"stop-after", F_INT, K_RUN, OFF(stop_after), NULL, "stop with a checkpoint after this step (0 = never)", I(0, MAX_STEPS)},
     {"max-skips", F_INT, K_RUN, OFF(max_skips), NULL,
-     "end the run (with a checkpoint) after this many non-finite steps in a row (10)"},
-    {"quiet", F_BOOL, K_RUN, OFF(quiet), NULL, "no progress lines, 1|0 (0)"},
-    {"out", F_STR, K_RUN, OFF(out), NULL, "run directory (run; task: run-addition)"},
-    {"resume", F_STR, K_RUN, OFF(resume), NULL, "continue the run in this directory"},
+     "end the run (with a checkpoint) after this many non-finite steps in a row (10)", I(1, 1000000)},
+    {"quiet", F_BOOL, K_RUN, OFF(quiet), NULL, "no progress lines, 1|0 (0)", NONE},
+    {"out", F_STR, K_RUN, OFF(out), NULL, "run directory (run; task: run-addition)", NONE},
+    {"resume", F_STR, K_RUN, OFF(resume), NULL, "continue the run in this directory", NONE},
 };
 #undef OFF
+#undef I
+#undef D
+#undef NONE
+#undef OPEN_HI
+#undef OPEN_LO
 enum { NUM_FIELDS = (int)(sizeof fields / sizeof fields[0]) };
 
 static int64_t *int_at(trit_train_config *c, const field *f) { return (int64_t *)((char *)c + f->off); }
@@ -109,11 +131,13 @@ static double dbl_of(const trit_train_config *c, const field *f) {
 }
 static const char *str_of(const trit_train_config *c, const field *f) { return (const char *)c + f->off; }
 
+// Unset is a value no flag can be given: NaN (the parser takes only finite numbers), "", or
+// TRIT_TRAIN_UNSET (below every field's range), so `--seed -1` is an error, not a default.
 static bool is_set(const trit_train_config *c, const field *f) {
     switch (f->type) {
     case F_DBL: return !isnan(dbl_of(c, f));
     case F_STR: return str_of(c, f)[0] != 0;
-    default: return int_of(c, f) != -1;
+    default: return int_of(c, f) != TRIT_TRAIN_UNSET;
     }
 }
 
@@ -123,33 +147,28 @@ static const field *find_field(const char *name) {
     return NULL;
 }
 
-// ---- numbers from the command line -------------------------------------------------------
-
-trit_status trit_arg_int(const char *flag, const char *s, int64_t *out) {
-    if (!s || !*s) return trit_error(TRIT_ERR_INVALID, "%s expects an integer, got an empty value", flag);
-    char *end = NULL;
-    errno = 0;
-    long long v = strtoll(s, &end, 0);
-    if (end == s || *end != 0)
-        return trit_error(TRIT_ERR_INVALID, "%s expects an integer, got '%s'", flag, s);
-    if (errno == ERANGE)
-        return trit_error(TRIT_ERR_RANGE, "%s: '%s' is out of the 64-bit integer range", flag, s);
-    *out = (int64_t)v;
-    return TRIT_OK;
+static int64_t enum_count(const field *f) {
+    int64_t n = 0;
+    while (f->enums[n]) n++;
+    return n;
 }
 
-trit_status trit_arg_double(const char *flag, const char *s, double *out) {
-    if (!s || !*s) return trit_error(TRIT_ERR_INVALID, "%s expects a number, got an empty value", flag);
-    char *end = NULL;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (end == s || *end != 0)
-        return trit_error(TRIT_ERR_INVALID, "%s expects a number, got '%s'", flag, s);
-    if (errno == ERANGE || !isfinite(v))
-        return trit_error(TRIT_ERR_RANGE, "%s expects a finite number, got '%s'", flag, s);
-    *out = v;
-    return TRIT_OK;
+static const char *enum_name(const field *f, int64_t v) {
+    return v >= 0 && v < enum_count(f) ? f->enums[v] : "(invalid)";
 }
+
+// "char|bpe": the names a flag accepts ("none" is only the unset value of --tokenizer).
+static const char *enum_list(const field *f, char *buf, size_t n) {
+    buf[0] = 0;
+    for (int i = 0; f->enums[i]; i++) {
+        if (strcmp(f->enums[i], "none") == 0) continue;
+        size_t k = strlen(buf);
+        snprintf(buf + k, n - k, "%s%s", k ? "|" : "", f->enums[i]);
+    }
+    return buf;
+}
+
+// ---- flag values ---------------------------------------------------------------------------
 
 static trit_status parse_bool(const char *flag, const char *s, int64_t *out) {
     static const char *yes[] = {"1", "on", "yes", "true"}, *no[] = {"0", "off", "no", "false"};
@@ -161,14 +180,63 @@ static trit_status parse_bool(const char *flag, const char *s, int64_t *out) {
 }
 
 static trit_status parse_enum(const field *f, const char *flag, const char *s, int64_t *out) {
-    char names[128] = "";
-    for (int i = 0; f->enums[i]; i++) {
-        if (strcmp(f->enums[i], "none") == 0) continue;
-        if (strcmp(s, f->enums[i]) == 0) return *out = i, TRIT_OK;
-        size_t n = strlen(names);
-        snprintf(names + n, sizeof names - n, "%s%s", n ? "|" : "", f->enums[i]);
+    for (int i = 0; f->enums[i]; i++)
+        if (strcmp(f->enums[i], "none") != 0 && strcmp(s, f->enums[i]) == 0) return *out = i, TRIT_OK;
+    char names[128];
+    return trit_error(TRIT_ERR_INVALID, "%s expects %s, got '%s'", flag, enum_list(f, names, sizeof names), s);
+}
+
+// Whether value iv (integer types) or dv (F_DBL) is allowed for field f.
+static trit_status check_value(const field *f, int64_t iv, double dv) {
+    char flag[64], names[128];
+    snprintf(flag, sizeof flag, "--%s", f->name);
+    trit_status s = TRIT_OK;
+    switch (f->type) {
+    case F_INT: s = trit_check_int(flag, iv, f->ilo, f->ihi); break;
+    case F_DBL: s = trit_check_double(flag, dv, f->dlo, f->dhi, f->open); break;
+    case F_BOOL: s = trit_check_int(flag, iv, 0, 1); break;
+    case F_ENUM:
+        if (iv < 0 || iv >= enum_count(f) || strcmp(f->enums[iv], "none") == 0)
+            s = trit_error(TRIT_ERR_RANGE, "%s expects %s, got value %lld", flag, enum_list(f, names, sizeof names),
+                           (long long)iv);
+        break;
+    case F_STR: break;
     }
-    return trit_error(TRIT_ERR_INVALID, "%s expects %s, got '%s'", flag, names, s);
+    if (s != TRIT_OK && f->why) {
+        char msg[512];
+        snprintf(msg, sizeof msg, "%s", trit_last_error());
+        trit_error(s, "%s (%s)", msg, f->why);
+    }
+    return s;
+}
+
+static trit_status check_field(const trit_train_config *c, const field *f) {
+    if (f->type == F_STR) return TRIT_OK;
+    return check_value(f, f->type == F_DBL ? 0 : int_of(c, f), f->type == F_DBL ? dbl_of(c, f) : 0);
+}
+
+// Parse `value` for field f (flag is its name as the message shows it), check it and store it.
+static trit_status set_field(trit_train_config *c, const field *f, const char *flag, const char *value) {
+    int64_t iv = 0;
+    double dv = 0;
+    trit_status s = TRIT_OK;
+    switch (f->type) {
+    case F_INT: s = trit_arg_int(flag, value, &iv); break;
+    case F_DBL: s = trit_arg_double(flag, value, &dv); break;
+    case F_BOOL: s = parse_bool(flag, value, &iv); break;
+    case F_ENUM: s = parse_enum(f, flag, value, &iv); break;
+    case F_STR:
+        if (!*value) return trit_error(TRIT_ERR_INVALID, "%s needs a non-empty value", flag);
+        if (strlen(value) >= TRIT_PATH_MAX)
+            return trit_error(TRIT_ERR_RANGE, "%s: path longer than %d bytes", flag, TRIT_PATH_MAX - 1);
+        snprintf(str_at(c, f), TRIT_PATH_MAX, "%s", value);
+        return TRIT_OK;
+    }
+    if (s == TRIT_OK) s = check_value(f, iv, dv);
+    if (s != TRIT_OK) return s;
+    if (f->type == F_DBL) *dbl_at(c, f) = dv;
+    else *int_at(c, f) = iv;
+    return TRIT_OK;
 }
 
 trit_status trit_train_config_set(trit_train_config *c, const char *name, const char *value) {
@@ -177,19 +245,7 @@ trit_status trit_train_config_set(trit_train_config *c, const char *name, const 
     char flag[64];
     snprintf(flag, sizeof flag, "--%s", name);
     if (!value) return trit_error(TRIT_ERR_INVALID, "%s needs a value", flag);
-    switch (f->type) {
-    case F_INT: return trit_arg_int(flag, value, int_at(c, f));
-    case F_DBL: return trit_arg_double(flag, value, dbl_at(c, f));
-    case F_BOOL: return parse_bool(flag, value, int_at(c, f));
-    case F_ENUM: return parse_enum(f, flag, value, int_at(c, f));
-    case F_STR:
-        if (!*value) return trit_error(TRIT_ERR_INVALID, "%s needs a non-empty value", flag);
-        if (strlen(value) >= TRIT_PATH_MAX)
-            return trit_error(TRIT_ERR_RANGE, "%s: path longer than %d bytes", flag, TRIT_PATH_MAX - 1);
-        snprintf(str_at(c, f), TRIT_PATH_MAX, "%s", value);
-        return TRIT_OK;
-    }
-    return TRIT_ERR_INVALID;
+    return set_field(c, f, flag, value);
 }
 
 // ---- defaults and checks -------------------------------------------------------------------
@@ -199,7 +255,7 @@ void trit_train_config_init(trit_train_config *c) {
     for (int i = 0; i < NUM_FIELDS; i++) {
         const field *f = &fields[i];
         if (f->type == F_DBL) *dbl_at(c, f) = NAN;
-        else if (f->type != F_STR) *int_at(c, f) = -1;
+        else if (f->type != F_STR) *int_at(c, f) = TRIT_TRAIN_UNSET;
     }
 }
 
@@ -208,15 +264,17 @@ trit_train_task trit_train_config_task(const trit_train_config *c) {
 }
 
 int64_t trit_train_config_accum(const trit_train_config *c) {
-    int64_t micro = c->batch * c->seq;
-    return micro > 0 ? c->total_batch_tokens / micro : 1;
+    int64_t micro = 0;
+    if (!trit_mul_i64(c->batch, c->seq, &micro) || micro <= 0) return 1;
+    return c->total_batch_tokens / micro;
 }
 
 #define DEF_I(field, v) \
-    if (c->field == -1) c->field = (v)
+    if (c->field == TRIT_TRAIN_UNSET) c->field = (v)
 #define DEF_D(field, v) \
     if (isnan(c->field)) c->field = (v)
 
+// Runs after the set fields were checked, so the products below are in range.
 static void apply_defaults(trit_train_config *c) {
     bool task = trit_train_config_task(c) == TRIT_TASK_ADDITION;
     DEF_I(tokenizer, TRIT_TOKENIZER_CHAR);
@@ -268,63 +326,51 @@ static void apply_defaults(trit_train_config *c) {
 #undef DEF_I
 #undef DEF_D
 
+// Every field that is set against its own range.
+static trit_status check_fields(const trit_train_config *c) {
+    for (int i = 0; i < NUM_FIELDS; i++) {
+        if (!is_set(c, &fields[i])) continue;
+        trit_status s = check_field(c, &fields[i]);
+        if (s != TRIT_OK) return s;
+    }
+    return TRIT_OK;
+}
+
 #define NEED(cond, ...) \
     if (!(cond)) return trit_error(TRIT_ERR_INVALID, __VA_ARGS__)
 
-static trit_status check_ranges(const trit_train_config *c) {
+// Products of sizes that index memory: B*T tokens per micro-batch and B*T*4C activations of
+// the widest layer (the MLP hidden) must fit well inside int64_t byte counts.
+static trit_status check_sizes(const trit_train_config *c) {
+    int64_t micro = 0, act = 0;
+    if (!trit_mul_i64(c->batch, c->seq, &micro) || micro > MAX_TOKENS)
+        return trit_error(TRIT_ERR_RANGE, "--batch %lld x --seq %lld tokens per micro-batch exceed 2^40: lower --batch "
+                          "or --seq", (long long)c->batch, (long long)c->seq);
+    if (!trit_mul_i64(micro, 4 * c->dim, &act) || act > MAX_TOKENS)
+        return trit_error(TRIT_ERR_RANGE, "--batch %lld x --seq %lld x 4 --dim %lld = more than 2^40 activations in "
+                          "one layer (over 4 TiB in fp32): lower --batch, --seq or --dim",
+                          (long long)c->batch, (long long)c->seq, (long long)c->dim);
+    NEED(c->total_batch_tokens >= micro && c->total_batch_tokens % micro == 0,
+         "--total-batch-tokens %lld must be a multiple of batch * seq = %lld",
+         (long long)c->total_batch_tokens, (long long)micro);
+    return TRIT_OK;
+}
+
+// Rules between fields (each field's own range is checked by check_fields).
+static trit_status check_relations(const trit_train_config *c) {
     NEED(c->tokenizer == TRIT_TOKENIZER_CHAR || c->tokenizer == TRIT_TOKENIZER_BPE,
          "--tokenizer must be char or bpe");
-    if (c->vocab > TRIT_SHARD_MAX_VOCAB)
-        return trit_error(TRIT_ERR_RANGE,
-                          "--vocab %lld is larger than %d, the most a uint16 token shard can hold: "
-                          "pass --vocab %d or less", (long long)c->vocab, TRIT_SHARD_MAX_VOCAB,
-                          TRIT_SHARD_MAX_VOCAB);
-    NEED(c->tokenizer != TRIT_TOKENIZER_BPE || c->vocab > 256, "--vocab %lld: a byte-level BPE vocabulary needs more than 256 tokens",
-         (long long)c->vocab);
-    NEED(c->val_fraction > 0 && c->val_fraction < 1, "--val-fraction must be in (0, 1), got %g",
-         c->val_fraction);
-    NEED(c->digits >= 1 && c->digits <= TRIT_ADDITION_MAX_DIGITS, "--digits must be in 1..%d, got %lld",
-         TRIT_ADDITION_MAX_DIGITS, (long long)c->digits);
-    NEED(c->task_test >= 1, "--task-test must be >= 1");
-    NEED(c->layers >= 1 && c->layers <= 1024, "--layers must be in 1..1024, got %lld", (long long)c->layers);
-    NEED(c->heads >= 1, "--heads must be >= 1, got %lld", (long long)c->heads);
-    NEED(c->dim >= 1 && c->dim % c->heads == 0, "--dim %lld must be a positive multiple of --heads %lld",
+    NEED(c->dim % c->heads == 0, "--dim %lld must be a positive multiple of --heads %lld",
          (long long)c->dim, (long long)c->heads);
-    NEED(c->seq >= 1 && c->seq <= 1 << 20, "--seq must be in 1..%d, got %lld", 1 << 20, (long long)c->seq);
     if (trit_train_config_task(c) == TRIT_TASK_ADDITION)
         NEED(c->seq >= trit_addition_text_len(c->digits) - 1,
              "--seq %lld is too short for %lld-digit problems: pass --seq %lld or more",
              (long long)c->seq, (long long)c->digits, (long long)trit_addition_text_len(c->digits) - 1);
-    NEED(c->dropout >= 0 && c->dropout < 1, "--dropout must be in [0, 1), got %g", c->dropout);
-    NEED(c->batch >= 1, "--batch must be >= 1, got %lld", (long long)c->batch);
-    int64_t micro = c->batch * c->seq;
-    NEED(c->total_batch_tokens >= micro && c->total_batch_tokens % micro == 0,
-         "--total-batch-tokens %lld must be a multiple of batch * seq = %lld",
-         (long long)c->total_batch_tokens, (long long)micro);
-    NEED(c->steps >= 1, "--steps must be >= 1, got %lld", (long long)c->steps);
-    NEED(c->warmup >= 0 && c->warmup <= c->steps, "--warmup must be in 0..--steps (%lld), got %lld",
-         (long long)c->steps, (long long)c->warmup);
-    NEED(c->lr > 0, "--lr must be > 0, got %g", c->lr);
-    NEED(c->min_lr >= 0 && c->min_lr <= c->lr, "--min-lr must be in [0, --lr], got %g", c->min_lr);
-    NEED(c->beta1 >= 0 && c->beta1 < 1, "--beta1 must be in [0, 1), got %g", c->beta1);
-    NEED(c->beta2 >= 0 && c->beta2 < 1, "--beta2 must be in [0, 1), got %g", c->beta2);
-    NEED(c->eps > 0, "--eps must be > 0, got %g", c->eps);
-    NEED(c->weight_decay >= 0, "--weight-decay must be >= 0, got %g", c->weight_decay);
-    NEED(c->clip >= 0, "--clip must be >= 0 (0 = off), got %g", c->clip);
-    NEED(c->seed >= 0, "--seed must be >= 0");
-    NEED(c->eval_every >= 0, "--eval-every must be >= 0");
-    NEED(c->eval_batches >= 1, "--eval-batches must be >= 1");
-    NEED(c->log_every >= 1, "--log-every must be >= 1");
-    NEED(c->ckpt_every >= 0, "--ckpt-every must be >= 0");
-    NEED(c->sample_tokens >= 0, "--sample-tokens must be >= 0");
-    NEED(c->threads >= 0 && c->threads <= 4096, "--threads must be in 0..4096");
-    NEED(c->stop_after >= 0, "--stop-after must be >= 0");
-    NEED(c->max_skips >= 1 && c->max_skips <= 1000000, "--max-skips must be in 1..1000000, got %lld",
-         (long long)c->max_skips);
-    NEED(c->loss_scale >= 0 && c->loss_scale <= 0x1p100, "--loss-scale must be 0 (dynamic for fp16) or a "
-         "positive scale up to 2^100, got %g", c->loss_scale);
-    NEED(c->group >= 0 && c->group <= (1 << 20), "--group must be in 0..1048576 (0 = the format's default), got %lld",
-         (long long)c->group);
+    trit_status s = check_sizes(c);
+    if (s != TRIT_OK) return s;
+    NEED(c->warmup <= c->steps, "--warmup must be in [0, --steps %lld], got %lld", (long long)c->steps,
+         (long long)c->warmup);
+    NEED(c->min_lr <= c->lr, "--min-lr must be in [0, --lr %g], got %g", c->lr, c->min_lr);
     NEED(c->master_weights || c->precision != TRIT_PRECISION_FP32,
          "--master-weights off needs --precision bf16 or fp16 (fp32 weights are their own master copy)");
     return TRIT_OK;
@@ -332,8 +378,12 @@ static trit_status check_ranges(const trit_train_config *c) {
 #undef NEED
 
 trit_status trit_train_config_resolve(trit_train_config *c) {
+    // The set fields first: the defaults are computed from them (total-batch-tokens = B*T).
+    trit_status s = check_fields(c);
+    if (s != TRIT_OK) return s;
     apply_defaults(c);
-    return check_ranges(c);
+    s = check_fields(c);
+    return s == TRIT_OK ? check_relations(c) : s;
 }
 
 // ---- JSON -------------------------------------------------------------------------------------
@@ -355,7 +405,7 @@ char *trit_train_config_to_json(const trit_train_config *c) {
             break;
         }
         case F_STR: v = cJSON_CreateString(str_of(c, f)); break;
-        case F_ENUM: v = cJSON_CreateString(f->enums[int_of(c, f)]); break;
+        case F_ENUM: v = cJSON_CreateString(enum_name(f, int_of(c, f))); break;
         default: {
             // cJSON numbers are doubles: integers beyond 2^53 go as strings to stay exact.
             char buf[32];
@@ -374,6 +424,24 @@ char *trit_train_config_to_json(const trit_train_config *c) {
     return s;
 }
 
+// One field of a saved config, through the same parsing and range checks as its flag; the
+// message names the field and says the file is at fault.
+static trit_status json_field(trit_train_config *c, const field *f, const cJSON *it) {
+    trit_status s;
+    if (f->type == F_DBL && cJSON_IsNumber(it)) {
+        s = check_value(f, 0, it->valuedouble);
+        if (s == TRIT_OK) *dbl_at(c, f) = it->valuedouble;
+    } else if (!cJSON_IsString(it)) {
+        return trit_error(TRIT_ERR_FORMAT, "config field '%s' is not a string", f->name);
+    } else {
+        s = set_field(c, f, f->name, it->valuestring);
+    }
+    if (s == TRIT_OK) return s;
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s", trit_last_error());
+    return trit_error(TRIT_ERR_FORMAT, "saved training config: %s (the file was changed or is damaged)", msg);
+}
+
 trit_status trit_train_config_from_json(trit_train_config *c, const char *json) {
     trit_train_config_init(c);
     cJSON *o = cJSON_Parse(json);
@@ -384,20 +452,7 @@ trit_status trit_train_config_from_json(trit_train_config *c, const char *json) 
     trit_status s = TRIT_OK;
     for (cJSON *it = o->child; it && s == TRIT_OK; it = it->next) {
         const field *f = find_field(it->string);
-        if (!f) continue;  // written by a newer trit: ignore what this one does not know
-        if (f->type == F_DBL && cJSON_IsNumber(it)) {
-            *dbl_at(c, f) = it->valuedouble;
-        } else if (!cJSON_IsString(it)) {
-            s = trit_error(TRIT_ERR_FORMAT, "config field '%s' is not a string", f->name);
-        } else if (f->type == F_ENUM) {
-            s = parse_enum(f, f->name, it->valuestring, int_at(c, f));
-        } else if (f->type == F_STR) {
-            snprintf(str_at(c, f), TRIT_PATH_MAX, "%s", it->valuestring);
-        } else if (f->type == F_DBL) {
-            s = trit_arg_double(f->name, it->valuestring, dbl_at(c, f));
-        } else {
-            s = trit_arg_int(f->name, it->valuestring, int_at(c, f));
-        }
+        if (f) s = json_field(c, f, it);  // no field: written by a newer trit, ignore it
     }
     cJSON_Delete(o);
     return s;
@@ -409,7 +464,7 @@ static void value_str(const trit_train_config *c, const field *f, char *buf, siz
     switch (f->type) {
     case F_DBL: snprintf(buf, n, "%.9g", dbl_of(c, f)); break;
     case F_STR: snprintf(buf, n, "%s", str_of(c, f)); break;
-    case F_ENUM: snprintf(buf, n, "%s", f->enums[int_of(c, f)]); break;
+    case F_ENUM: snprintf(buf, n, "%s", enum_name(f, int_of(c, f))); break;
     default: snprintf(buf, n, "%lld", (long long)int_of(c, f)); break;
     }
 }
@@ -462,9 +517,21 @@ void trit_train_config_print(const trit_train_config *c, void *file) {
     }
 }
 
+// The help text of each flag with its allowed range: "transformer blocks L (4; task 2) [1, 1024]".
 const trit_train_flag *trit_train_flags(void) {
     static trit_train_flag flags[NUM_FIELDS + 1];
-    if (!flags[0].name)
-        for (int i = 0; i < NUM_FIELDS; i++) flags[i] = (trit_train_flag){fields[i].name, fields[i].help};
+    static char help[NUM_FIELDS][256];
+    if (flags[0].name) return flags;
+    for (int i = 0; i < NUM_FIELDS; i++) {
+        const field *f = &fields[i];
+        if (f->type == F_INT)
+            snprintf(help[i], sizeof help[i], "%s [%lld, %lld]", f->help, (long long)f->ilo, (long long)f->ihi);
+        else if (f->type == F_DBL)
+            snprintf(help[i], sizeof help[i], "%s %c%g, %g%c", f->help, (f->open & TRIT_OPEN_LO) ? '(' : '[', f->dlo,
+                     f->dhi, (f->open & TRIT_OPEN_HI) ? ')' : ']');
+        else
+            snprintf(help[i], sizeof help[i], "%s", f->help);
+        flags[i] = (trit_train_flag){f->name, help[i]};
+    }
     return flags;
 }

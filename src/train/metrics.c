@@ -59,7 +59,8 @@ void trit_metrics_write(FILE *fp, const trit_train_step_info *in, double tokens_
 static int64_t line_step(const char *line, size_t n) {
     cJSON *o = cJSON_ParseWithLength(line, n);
     const cJSON *s = cJSON_GetObjectItemCaseSensitive(o, "step");
-    int64_t step = cJSON_IsNumber(s) ? (int64_t)s->valuedouble : -1;
+    int64_t step = -1;
+    if (cJSON_IsNumber(s) && !trit_f64_to_i64_exact(s->valuedouble, 0, INT64_MAX, &step)) step = -1;
     cJSON_Delete(o);
     return step;
 }
@@ -131,14 +132,15 @@ trit_status trit_metrics_read(const char *path, trit_metric_row **rows, int64_t 
         if (strspn(line, " \t\r") == strlen(line)) continue;
         cJSON *o = cJSON_Parse(line);
         const cJSON *step = cJSON_GetObjectItemCaseSensitive(o, "step");
-        if (!cJSON_IsObject(o) || !cJSON_IsNumber(step)) {
+        int64_t at = 0;
+        if (!cJSON_IsObject(o) || !cJSON_IsNumber(step) || !trit_f64_to_i64_exact(step->valuedouble, 0, INT64_MAX, &at)) {
             cJSON_Delete(o);
             free(r);
             free(text);
-            return trit_error(TRIT_ERR_FORMAT, "'%s' line %lld is not a metrics object with a \"step\"",
+            return trit_error(TRIT_ERR_FORMAT, "'%s' line %lld is not a metrics object with a whole, non-negative \"step\"",
                               path, (long long)lineno);
         }
-        r[k++] = (trit_metric_row){(int64_t)step->valuedouble, num_or_nan(o, "loss"), num_or_nan(o, "val_loss")};
+        r[k++] = (trit_metric_row){at, num_or_nan(o, "loss"), num_or_nan(o, "val_loss")};
         cJSON_Delete(o);
     }
     free(text);

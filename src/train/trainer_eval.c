@@ -92,7 +92,7 @@ trit_status trit_trainer_checkpoint(trainer *t) {
                            .tokenizer_crc = t->tok_crc, .has_scaler = t->use_scaler, .scaler = t->scaler,
                            .skipped = t->skipped, .skip_streak = t->skip_streak};
     st.config.resume[0] = 0;
-    st.config.stop_after = -1;  // where this run stops is not where the resumed one should
+    st.config.stop_after = TRIT_TRAIN_UNSET;  // where this run stops is not where the resumed one should
     if (s == TRIT_OK) s = trit_state_save(state, &st, t->model, t->opt);
     return s;
 }

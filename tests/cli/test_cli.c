@@ -72,6 +72,41 @@ static void test_bad_flags(void **state) {
     assert_false(tfile_exists(out));
 }
 
+// -1 is a value like any other: refused with the flag's range, never taken as "use the default".
+// Every verb checks its numbers before it opens a file, so none of these touch the disk.
+static void test_flag_ranges(void **state) {
+    (void)state;
+    char out[700];
+    path(out, sizeof out, "never");
+    expect(RUN("train", "--layers", "-1", "--out", out), 2, NULL, "--layers must be in [1, 1024], got -1");
+    expect(RUN("train", "--seed", "-1", "--out", out), 2, NULL, "--seed must be in [0, 9223372036854775807], got -1");
+    expect(RUN("train", "--warmup", "-1", "--out", out), 2, NULL, "--warmup must be in [0, 1000000000], got -1");
+    expect(RUN("train", "--batch", "9223372036854775807", "--out", out), 2, NULL,
+           "--batch must be in [1, 1048576], got 9223372036854775807");
+    expect(RUN("train", "--lr", "nan", "--out", out), 2, NULL, "--lr expects a finite number, got 'nan'");
+    // Each within its range, but B x T x 4C is beyond any machine: a message, not a crash.
+    expect(RUN("train", "--batch", "1048576", "--seq", "1048576", "--out", out), 1, NULL,
+           "--batch 1048576 x --seq 1048576 x 4 --dim 128");
+    expect(RUN("sample", "--ckpt", out, "--seed", "-1"), 2, NULL, "--seed must be in [0, 9223372036854775807], got -1");
+    expect(RUN("sample", "--ckpt", out, "--max-tokens", "-1"), 2, NULL, "--max-tokens must be in [0, 100000000], got -1");
+    expect(RUN("sample", "--ckpt", out, "--threads", "5000"), 2, NULL, "--threads must be in [0, 4096], got 5000");
+    expect(RUN("sample", "--ckpt", out, "--temperature", "inf"), 2, NULL, "--temperature expects a finite number");
+    expect(RUN("eval", "--ckpt", out, "--batch", "-1"), 2, NULL, "--batch must be in [1, 1048576], got -1");
+    expect(RUN("eval", "--ckpt", out, "--batch", "99999999999"), 2, NULL, "--batch must be in [1, 1048576]");
+    expect(RUN("eval", "--ckpt", out, "--seq", "-1"), 2, NULL, "--seq must be in [0, 1048576], got -1");
+    expect(RUN("eval", "--ckpt", out, "--batches", "-1"), 2, NULL, "--batches must be in [0, 1000000], got -1");
+    expect(RUN("bench", "--steps", "-1"), 2, NULL, "--steps must be in [1, 1000000], got -1");
+    expect(RUN("bench", "--warmup", "-1"), 2, NULL, "--warmup must be in [0, 1000000], got -1");
+    expect(RUN("bench", "--threads", "-1"), 2, NULL, "--threads must be in [0, 4096], got -1");
+    expect(RUN("prepare", "--data", corpus, "--out", out, "--vocab", "-1"), 2, NULL,
+           "--vocab must be in [257, 65536], got -1");
+    expect(RUN("prepare", "--data", corpus, "--out", out, "--val-fraction", "1"), 2, NULL,
+           "--val-fraction must be in (0, 1), got 1");
+    expect(RUN("prepare", "--data", corpus, "--out", out, "--val-fraction", "nan"), 2, NULL,
+           "--val-fraction expects a finite number");
+    assert_false(tfile_exists(out));
+}
+
 static void test_bad_data(void **state) {
     (void)state;
     char out[700], empty[700], bin[700], missing[700];
@@ -86,10 +121,10 @@ static void test_bad_data(void **state) {
     expect(RUN("train", "--data", missing, "--out", out), 1, NULL, "cannot open");
     expect(RUN("train", "--data", empty, "--out", out), 1, NULL, "is empty");
     expect(RUN("train", "--data", bin, "--out", out), 1, NULL, "looks binary");
-    expect(RUN("train", "--data", corpus, "--tokenizer", "bpe", "--vocab", "70000", "--out", out), 1, NULL,
+    expect(RUN("train", "--data", corpus, "--tokenizer", "bpe", "--vocab", "70000", "--out", out), 2, NULL,
            "uint16");
     expect(RUN("prepare", "--data", corpus, "--tokenizer", "bpe", "--vocab", "70000", "--out", out), 2, NULL,
-           "uint16");
+           "--vocab must be in [257, 65536], got 70000");
     expect(RUN("prepare", "--data", bin, "--out", out), 1, NULL, "looks binary");
     // The corpus is shorter than one window of this context: the run fails and cleans up.
     expect(RUN("train", "--data", corpus, "--seq", "100000", "--out", out), 1, NULL, "fewer than one window");
@@ -169,9 +204,9 @@ static void test_prepare_then_train(void **state) {
     expect(RUN("eval", "--ckpt", out, "--batches", "2"), 0, "prepared/val.bin", NULL);
     expect(RUN("sample", "--ckpt", out, "--max-tokens", "5", "--temperature", "0"), 0, NULL, NULL);
     // Bad sampler settings are command-line mistakes: usage exit code, the value named.
-    expect(RUN("sample", "--ckpt", out, "--top-p", "0"), 2, NULL, "top-p in (0, 1] (got 0)");
-    expect(RUN("sample", "--ckpt", out, "--temperature", "-1"), 2, NULL, "(got -1)");
-    expect(RUN("sample", "--ckpt", out, "--top-k", "-3"), 2, NULL, "top-k >= 0 (got -3)");
+    expect(RUN("sample", "--ckpt", out, "--top-p", "0"), 2, NULL, "--top-p must be in (0, 1], got 0");
+    expect(RUN("sample", "--ckpt", out, "--temperature", "-1"), 2, NULL, "--temperature must be in [0, 100], got -1");
+    expect(RUN("sample", "--ckpt", out, "--top-k", "-3"), 2, NULL, "--top-k must be in [0, 65536], got -3");
 }
 
 static void test_corrupt_safetensors(void **state) {
@@ -183,6 +218,13 @@ static void test_corrupt_safetensors(void **state) {
     expect(RUN("info", f), 1, NULL, "safetensors");
     expect(RUN("sample", "--ckpt", f, "--tokenizer-file", corpus), 1, NULL, "safetensors");
     expect(RUN("eval", "--ckpt", f, "--data", corpus), 1, NULL, "safetensors");
+    // A header that is JSON in shape but not UTF-8 (a Latin-1 tensor name).
+    static const char hdr[] = "{\"caf\xE9\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}";
+    uint8_t file[8 + sizeof hdr + 4] = {(uint8_t)(sizeof hdr - 1)};
+    memcpy(file + 8, hdr, sizeof hdr - 1);
+    path(f, sizeof f, "latin1.safetensors");
+    tfile_write(f, file, 8 + sizeof hdr - 1 + 4);
+    expect(RUN("info", f), 1, NULL, "not valid UTF-8 (byte 0xe9 at offset 5");
     path(f, sizeof f, "nothing-here");
     expect(RUN("info", f), 1, NULL, "cannot open");
 }
@@ -239,7 +281,7 @@ static void test_addition_default(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_help),
-        cmocka_unit_test(test_bad_flags),
+        cmocka_unit_test(test_bad_flags), cmocka_unit_test(test_flag_ranges),
         cmocka_unit_test(test_bad_data),
         cmocka_unit_test(test_train_and_inspect),
         cmocka_unit_test(test_prepare_then_train),

@@ -159,6 +159,60 @@ static int exercise(void) {
     return 1;
 }
 
+// The strict validator: every kind of ill-formed sequence, and the edges of the valid ranges.
+static void test_utf8_validator(void **state) {
+    (void)state;
+    static const struct {
+        const char *s;
+        size_t bad_at;  // SIZE_MAX: valid
+    } cases[] = {
+        {"plain ascii", SIZE_MAX},
+        {"caf\xC3\xA9 \xE2\x82\xAC \xF0\x9D\x84\x9E", SIZE_MAX},  // 2-, 3- and 4-byte forms
+        {"\xED\x9F\xBF\xEE\x80\x80", SIZE_MAX},                    // U+D7FF and U+E000 around the surrogates
+        {"\xF4\x8F\xBF\xBF", SIZE_MAX},                            // U+10FFFF, the last code point
+        {"ab\x80", 2},                                             // lone continuation byte
+        {"a\xC0\xAF", 1},                                          // overlong '/'
+        {"a\xC1\xBF", 1},                                          // overlong U+007F
+        {"\xE0\x80\xAF", 0},                                       // overlong 3-byte '/'
+        {"\xE0\x9F\xBF", 0},                                       // overlong U+07FF
+        {"\xF0\x8F\xBF\xBF", 0},                                   // overlong U+FFFF
+        {"x\xED\xA0\x80", 1},                                      // U+D800, a surrogate
+        {"\xED\xBF\xBF", 0},                                       // U+DFFF
+        {"\xF4\x90\x80\x80", 0},                                   // U+110000
+        {"\xF5\x80\x80\x80", 0},                                   // past any code point
+        {"\xFF", 0},
+        {"ok\xE2\x82", 2},                                         // cut short at the end
+        {"\xE2\x82x", 0},                                          // cut short by an ASCII byte
+        {"\xF0\x9D\x84", 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        size_t at = 12345;
+        const bool ok = trit_utf8_valid((const uint8_t *)cases[i].s, strlen(cases[i].s), &at);
+        if (ok != (cases[i].bad_at == SIZE_MAX)) fail_msg("case %zu: valid = %d", i, (int)ok);
+        if (!ok && at != cases[i].bad_at) fail_msg("case %zu: bad at %zu, want %zu", i, at, cases[i].bad_at);
+    }
+}
+
+// A header that is not UTF-8 is refused, wherever the bad bytes are; UTF-8 names load.
+static void test_header_not_utf8(void **state) {
+    (void)state;
+    put_st("{\"a\xFF\":" T("F32", "[2]", "0", "8") "}", 8, 0);
+    expect_error("not valid UTF-8 (byte 0xff at offset 3 of the");
+    put_st("{\"a\":" T("F32", "[2]", "0", "8") ",\"__metadata__\":{\"k\":\"\xC0\xAF\"}}", 8, 0);
+    expect_error("requires UTF-8 JSON");
+    put_st("{\"\xED\xA0\x80\":" T("F32", "[2]", "0", "8") "}", 8, 0);
+    expect_error("byte 0xed at offset 2");
+    put_st("{\"\xF4\x90\x80\x80\":" T("F32", "[2]", "0", "8") "}", 8, 0);
+    expect_error("byte 0xf4 at offset 2");
+    put_st("{\"a\":" T("F32", "[2]", "0", "8") "}  \xE2\x82", 8, 0);  // in the padding, cut short
+    expect_error("not valid UTF-8");
+    put_st("{\"\xE2\x82\xAC\xF4\x8F\xBF\xBF\":" T("F32", "[2]", "0", "8") "}", 8, 0);
+    trit_safetensors *f = trit_safetensors_open(tfile_path("x.safetensors"));
+    if (!f) fail_msg("a UTF-8 name was refused: %s", trit_last_error());
+    assert_non_null(trit_safetensors_find(f, "\xE2\x82\xAC\xF4\x8F\xBF\xBF"));
+    trit_safetensors_close(f);
+}
+
 static void test_fuzz(void **state) {
     (void)state;
     int64_t s1[2] = {3, 5}, s2[1] = {7}, s3[3] = {2, 2, 2};
@@ -202,6 +256,8 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_corrupt_headers),
         cmocka_unit_test(test_unsupported_dtype),
+        cmocka_unit_test(test_utf8_validator),
+        cmocka_unit_test(test_header_not_utf8),
         cmocka_unit_test(test_fuzz),
     };
     return cmocka_run_group_tests(tests, tfile_group_setup, tfile_group_teardown);

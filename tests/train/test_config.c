@@ -15,7 +15,7 @@ static void test_defaults(void **state) {
     (void)state;
     trit_train_config c;
     trit_train_config_init(&c);
-    assert_int_equal(c.layers, -1);
+    assert_int_equal(c.layers, TRIT_TRAIN_UNSET);
     assert_true(isnan(c.lr));
     assert_int_equal(trit_train_config_resolve(&c), TRIT_OK);
     assert_int_equal(trit_train_config_task(&c), TRIT_TASK_ADDITION);
@@ -76,15 +76,20 @@ static void expect_resolve_error(const char *name, const char *value, const char
     if (!strstr(trit_last_error(), msg)) fail_msg("--%s %s: '%s' lacks '%s'", name, value, trit_last_error(), msg);
 }
 
+// A value outside a flag's own range is refused when it is given; rules between flags when
+// the config is resolved.
 static void test_ranges(void **state) {
     (void)state;
-    expect_resolve_error("vocab", "70000", "uint16");
+    expect_set_error("vocab", "70000", "--vocab must be in [257, 65536], got 70000 (");
+    expect_set_error("vocab", "70000", "uint16");
+    expect_set_error("beta2", "1", "--beta2 must be in [0, 1), got 1");
+    expect_set_error("steps", "0", "--steps must be in [1, 1000000000], got 0");
+    expect_set_error("dropout", "1", "--dropout must be in [0, 1), got 1");
+    expect_set_error("min-lr", "-0.5", "--min-lr must be in [0, 10], got -0.5");
     expect_resolve_error("dim", "130", "multiple of --heads");
     expect_resolve_error("total-batch-tokens", "1000", "multiple of batch * seq");
-    expect_resolve_error("min-lr", "1", "--min-lr");
-    expect_resolve_error("beta2", "1", "--beta2");
-    expect_resolve_error("steps", "0", "--steps");
-    expect_resolve_error("dropout", "1", "--dropout");
+    expect_resolve_error("min-lr", "1", "--min-lr must be in [0, --lr 0.001], got 1");
+    expect_resolve_error("warmup", "3000", "--warmup must be in [0, --steps 2000], got 3000");
 }
 
 static void test_json_round_trip(void **state) {

@@ -187,10 +187,12 @@ static void test_bad_precision_flags(void **state) {
     assert_non_null(strstr(trit_last_error(), "--master-weights off needs --precision bf16 or fp16"));
     trit_train_config_init(&c);
     c.max_skips = 0;
-    assert_int_equal(trit_train_config_resolve(&c), TRIT_ERR_INVALID);
+    assert_int_equal(trit_train_config_resolve(&c), TRIT_ERR_RANGE);
+    assert_non_null(strstr(trit_last_error(), "--max-skips must be in [1, 1000000], got 0"));
     trit_train_config_init(&c);
     c.loss_scale = -1;
-    assert_int_equal(trit_train_config_resolve(&c), TRIT_ERR_INVALID);
+    assert_int_equal(trit_train_config_resolve(&c), TRIT_ERR_RANGE);
+    assert_non_null(strstr(trit_last_error(), "--loss-scale must be in [0, "));
 }
 
 int main(void) {
