@@ -14,9 +14,11 @@ static void usage(FILE *fp) {
             "Quantizes the 2-D weights inside the blocks of RUN's model (attention and MLP matrices)\n"
             "and writes a run directory that `trit eval` and `trit sample` load. Prints the bytes,\n"
             "bits per parameter and the validation loss before and after, on the same windows.\n\n"
-            "  --format F         int8 | int4 | int2 | nf4 | fp8 (e4m3) | fp8-e5m2\n"
+            "  --format F         int8 | int4 | int2 | nf4 | fp8 (e4m3) | fp8-e5m2 | ternary (2-bit)\n"
+            "                     | ternary-b3 (1.625 bits; both BitNet b1.58 absmean, per tensor)\n"
             "  --group N          values per scale: N > 0 (dividing the rows), 0 = per tensor,\n"
-            "                     -1 = per output channel (default: int8/fp8 -1, int4 128, int2/nf4 64)\n"
+            "                     -1 = per output channel (default: int8/fp8 -1, int4 128, int2/nf4 64,\n"
+            "                     ternary 0)\n"
             "  --affine           integer codes with a zero point (default symmetric)\n"
             "  --double-quant     scales as int8 in blocks of 256 (bitsandbytes)\n"
             "  --stochastic       stochastic rounding of the codes (--seed N, default 1)\n"
@@ -145,7 +147,7 @@ int trit_cli_quantize(int argc, char **argv) {
     rc = CLI_OK;
     if (a.batches > 0 && val[0] && trit_eval_loss(m, val, a.batches, a.batch, T, &before, NULL) != TRIT_OK)
         rc = cli_fail("quantize", CLI_FAIL);
-    if (rc == CLI_OK && trit_gpt_quantize(m, &a.spec, a.embeddings, &r) != TRIT_OK) rc = cli_fail("quantize", CLI_FAIL);
+    if (rc == CLI_OK && trit_gpt_quantize(m, &a.spec, TRIT_QUANTIZE_BLOCKS | (a.embeddings ? TRIT_QUANTIZE_EMBEDDING : 0), &r) != TRIT_OK) rc = cli_fail("quantize", CLI_FAIL);
     if (rc == CLI_OK && a.batches > 0 && val[0] && trit_eval_loss(m, val, a.batches, a.batch, T, &after, NULL) != TRIT_OK)
         rc = cli_fail("quantize", CLI_FAIL);
     if (rc == CLI_OK && write_run(&a, out, m, val) != TRIT_OK) rc = cli_fail("quantize", CLI_FAIL);

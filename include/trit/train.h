@@ -322,11 +322,13 @@ typedef struct trit_quantize_report {
     size_t bytes_total;        // the whole model's tensor bytes after quantization
 } trit_quantize_report;
 
-// Quantizes m's 2-D block weights (and the token embedding, which is the tied head, when
-// `embeddings`) with spec, attaches each quantized copy to m (trit_gpt_attach_quantized: the
+// Which matrices trit_gpt_quantize takes: the 2-D weights inside the blocks, the token
+// embedding (which is also the tied output head), or both.
+enum { TRIT_QUANTIZE_BLOCKS = 1u, TRIT_QUANTIZE_EMBEDDING = 2u };
+// Quantizes the matrices of m that `which` names with spec, attaches each quantized copy to m (trit_gpt_attach_quantized: the
 // decoder multiplies with it, trit_checkpoint_save_model stores it) and writes its decoded
 // values into the f32 parameter, so graphs compute what the quantized model computes.
-trit_status trit_gpt_quantize(trit_gpt *m, const trit_quant_spec *spec, bool embeddings, trit_quantize_report *r);
+trit_status trit_gpt_quantize(trit_gpt *m, const trit_quant_spec *spec, unsigned which, trit_quantize_report *r);
 
 // ---- export ---------------------------------------------------------------------------------
 

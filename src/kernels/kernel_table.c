@@ -57,6 +57,9 @@ static const trit_kernel_entry table[] = {
     ROW(QGEMM, QINT4, F32, AVX512 | TRIT_FEAT_AVX512_VNNI, trit_kernel_qgemm_q4_avx512vnni),
     ROW(QGEMM, QINT4, F32, AVX2, trit_kernel_qgemm_q4_avx2),
     ROW(QGEMM, QINT4, F32, 0, trit_kernel_qgemm_q4_ref),
+    ROW(QGEMM, TERNARY, F32, AVX512 | TRIT_FEAT_AVX512_VNNI, trit_kernel_qgemm_t2_avx512vnni),
+    ROW(QGEMM, TERNARY, F32, AVX2, trit_kernel_qgemm_t2_avx2),
+    ROW(QGEMM, TERNARY, F32, 0, trit_kernel_qgemm_t2_ref),
 };
 
 const trit_kernel_entry *trit_kernel_table(int *n) {

@@ -1,5 +1,6 @@
 // Integer matmuls for quantized inference: y (M, N) = x (M, K) W^T with W (N, K) symmetric
-// integer codes (qint8 in [-127, 127], or qint4 in [-7, 7] stored biased by 8, two per byte) and
+// integer codes (qint8 in [-127, 127], qint4 in [-7, 7] stored biased by 8, two per byte, or
+// ternary {-1, 0, 1} stored biased by 1, four per byte) and
 // one f32 scale per group of G consecutive codes of a row (G = K: per output channel), and x
 // quantized per row (token) to int8 codes with one scale (absmax / 127):
 //   y[m, n] = xs[m] * sum_g ws[n, g] * sum_{k in g} c[n, k] * xq[m, k]
@@ -13,15 +14,17 @@
 
 // Activations quantized for a weight dtype. For qint4 weights each block of 64 codes is stored
 // de-interleaved (the 32 even elements, then the 32 odd ones), the order in which a 32-byte load
-// of nibbles unpacks (low nibbles = even elements); for qint8 the order is natural.
+// of nibbles unpacks (low nibbles = even elements); for ternary weights each block of 128 in
+// four runs of 32 (elements 4j, then 4j + 1, 4j + 2, 4j + 3), as a 32-byte load of 2-bit codes
+// unpacks; for qint8 the order is natural.
 typedef struct trit_qact {
     int8_t *q;      // (M, K)
     float *scale;   // (M)
     int32_t *gsum;  // (M, K / G): sum of the codes of each group (for kernels that bias weights)
 } trit_qact;
 
-// Whether the integer kernels take (dtype, K, G): qint8/qint4 with G a multiple of 64 dividing K,
-// and G <= 131072 so an int32 group sum cannot overflow.
+// Whether the integer kernels take (dtype, K, G): qint8/qint4 with G a multiple of 64 dividing K
+// (ternary: of 128), and G <= 131072 so an int32 group sum cannot overflow.
 bool trit_qgemm_supported(trit_dtype wdt, int64_t K, int64_t G);
 
 // Quantizes x (M, K) row by row into a (buffers sized by the caller), in wdt's order.
@@ -33,9 +36,9 @@ void trit_qact_quantize(const float *x /* (M, K) */, int64_t M, int64_t K, int64
 typedef void trit_kernel_qgemm_fn(int64_t M, int64_t n0, int64_t n1, int64_t K, int64_t G, const trit_qact *x,
                                   const uint8_t *w, const float *ws, float *y, int64_t ldy);
 
-trit_kernel_qgemm_fn trit_kernel_qgemm_q8_ref, trit_kernel_qgemm_q4_ref;
-trit_kernel_qgemm_fn trit_kernel_qgemm_q8_avx2, trit_kernel_qgemm_q4_avx2;
-trit_kernel_qgemm_fn trit_kernel_qgemm_q8_avx512vnni, trit_kernel_qgemm_q4_avx512vnni;
+trit_kernel_qgemm_fn trit_kernel_qgemm_q8_ref, trit_kernel_qgemm_q4_ref, trit_kernel_qgemm_t2_ref;
+trit_kernel_qgemm_fn trit_kernel_qgemm_q8_avx2, trit_kernel_qgemm_q4_avx2, trit_kernel_qgemm_t2_avx2;
+trit_kernel_qgemm_fn trit_kernel_qgemm_q8_avx512vnni, trit_kernel_qgemm_q4_avx512vnni, trit_kernel_qgemm_t2_avx512vnni;
 
 // The kernel table's choice for wdt, run over N split among threads.
 void trit_kernel_qgemm(trit_dtype wdt, int64_t M, int64_t N, int64_t K, int64_t G, const trit_qact *x,

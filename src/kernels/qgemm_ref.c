@@ -6,14 +6,22 @@
 #include <math.h>
 
 bool trit_qgemm_supported(trit_dtype wdt, int64_t K, int64_t G) {
-    return (wdt == TRIT_QINT8 || wdt == TRIT_QINT4) && G > 0 && G % 64 == 0 && K % G == 0 && G <= 131072;
+    const int64_t step = wdt == TRIT_TERNARY ? 128 : 64;
+    return (wdt == TRIT_QINT8 || wdt == TRIT_QINT4 || wdt == TRIT_TERNARY) && G > 0 && G % step == 0 && K % G == 0 &&
+           G <= 131072;
 }
 
 // Position of element k of a row in wdt's activation order.
 static inline int64_t act_pos(trit_dtype wdt, int64_t k) {
-    if (wdt != TRIT_QINT4) return k;
-    const int64_t j = k & 63;
-    return (k - j) + (j & 1 ? 32 + (j >> 1) : j >> 1);
+    if (wdt == TRIT_QINT4) {
+        const int64_t j = k & 63;
+        return (k - j) + (j & 1 ? 32 + (j >> 1) : j >> 1);
+    }
+    if (wdt == TRIT_TERNARY) {
+        const int64_t j = k & 127;
+        return (k - j) + (j & 3) * 32 + (j >> 2);
+    }
+    return k;
 }
 
 void trit_qact_quantize(const float *x, int64_t M, int64_t K, int64_t G, trit_dtype wdt, const trit_qact *a) {
@@ -37,6 +45,7 @@ void trit_qact_quantize(const float *x, int64_t M, int64_t K, int64_t G, trit_dt
 
 static inline int code_at(trit_dtype wdt, const uint8_t *row, int64_t k) {
     if (wdt == TRIT_QINT8) return (int8_t)row[k];
+    if (wdt == TRIT_TERNARY) return ((row[k >> 2] >> ((k & 3) * 2)) & 3) - 1;
     return ((row[k >> 1] >> ((k & 1) * 4)) & 15) - 8;
 }
 
@@ -68,15 +77,22 @@ void trit_kernel_qgemm_q4_ref(int64_t M, int64_t n0, int64_t n1, int64_t K, int6
     qgemm_ref(TRIT_QINT4, M, n0, n1, K, G, x, w, ws, y, ldy);
 }
 
+void trit_kernel_qgemm_t2_ref(int64_t M, int64_t n0, int64_t n1, int64_t K, int64_t G, const trit_qact *x,
+                              const uint8_t *w, const float *ws, float *y, int64_t ldy) {
+    qgemm_ref(TRIT_TERNARY, M, n0, n1, K, G, x, w, ws, y, ldy);
+}
+
 // Outputs are split in blocks of 16 rows of W, so a block's codes stay in L1 while every
 // activation row passes over them.
 enum { N_BLOCK = 16 };
 
 void trit_kernel_qgemm(trit_dtype wdt, int64_t M, int64_t N, int64_t K, int64_t G, const trit_qact *x,
                        const uint8_t *w, const float *ws, float *y, int64_t ldy) {
-    static trit_kernel_slot slot8, slot4;
-    trit_kernel_qgemm_fn *fn = wdt == TRIT_QINT8 ? TRIT_KERNEL_FN(trit_kernel_qgemm_fn, &slot8, TRIT_KERNEL_QGEMM, TRIT_QINT8, TRIT_F32)
-                                                 : TRIT_KERNEL_FN(trit_kernel_qgemm_fn, &slot4, TRIT_KERNEL_QGEMM, TRIT_QINT4, TRIT_F32);
+    static trit_kernel_slot slot8, slot4, slot2;
+    trit_kernel_qgemm_fn *fn =
+        wdt == TRIT_QINT8   ? TRIT_KERNEL_FN(trit_kernel_qgemm_fn, &slot8, TRIT_KERNEL_QGEMM, TRIT_QINT8, TRIT_F32)
+        : wdt == TRIT_QINT4 ? TRIT_KERNEL_FN(trit_kernel_qgemm_fn, &slot4, TRIT_KERNEL_QGEMM, TRIT_QINT4, TRIT_F32)
+                            : TRIT_KERNEL_FN(trit_kernel_qgemm_fn, &slot2, TRIT_KERNEL_QGEMM, TRIT_TERNARY, TRIT_F32);
     const int64_t blocks = (N + N_BLOCK - 1) / N_BLOCK;
 #pragma omp parallel for schedule(static) if (blocks > 1 && M * N * K > 32768)
     for (int64_t b = 0; b < blocks; b++) {

@@ -32,6 +32,8 @@ struct trit_gpt_cache {
     // decoded to f32 ((n_tensors) pointers, NULL elsewhere; the array NULL when there are none),
     // and the buffers of a quantized activation row.
     float **qscales;
+    int64_t *qgroup; // (n_tensors): the group size the kernels see (a group spanning whole rows
+                     // is given one scale per row)
     int8_t *xq;      // (max K)
     int32_t *xgsum;  // (max K / 64)
 };
@@ -58,16 +60,19 @@ static trit_status copy_params(trit_gpt_cache *k, const trit_gpt *m) {
 static trit_status setup_quantized(trit_gpt_cache *k, const trit_gpt *m) {
     if (!m->quantized) return TRIT_OK;
     int64_t maxk = 0;
-    if (!(k->qscales = calloc((size_t)m->n_tensors, sizeof *k->qscales))) goto oom;
+    k->qscales = calloc((size_t)m->n_tensors, sizeof *k->qscales);
+    k->qgroup = calloc((size_t)m->n_tensors, sizeof *k->qgroup);
+    if (!k->qscales || !k->qgroup) goto oom;
     for (int i = 0; i < m->n_tensors; i++) {
         const trit_tensor *q = m->quantized[i];
-        if (!q || q->ndim != 2 || q->quant->zero_points ||
-            !trit_qgemm_supported(q->dtype, q->shape[1], q->quant->group_size))
-            continue;
-        const int64_t G = q->quant->num_groups;
-        if (!(k->qscales[i] = malloc(sizeof(float) * (size_t)G))) goto oom;
-        for (int64_t g = 0; g < G; g++) k->qscales[i][g] = trit_quant_info_scale(q->quant, g);
-        if (q->shape[1] > maxk) maxk = q->shape[1];
+        if (!q || q->ndim != 2 || q->quant->zero_points) continue;
+        const int64_t N = q->shape[0], K = q->shape[1], gs = q->quant->group_size;
+        const int64_t G = gs > K && gs % K == 0 ? K : gs;
+        if (!trit_qgemm_supported(q->dtype, K, G)) continue;
+        if (!(k->qscales[i] = malloc(sizeof(float) * (size_t)(N * (K / G))))) goto oom;
+        for (int64_t j = 0; j < N * (K / G); j++) k->qscales[i][j] = trit_quant_info_scale(q->quant, j * G / gs);
+        k->qgroup[i] = G;
+        if (K > maxk) maxk = K;
     }
     if (maxk && (!(k->xq = trit_aligned_alloc((size_t)maxk)) ||
                  !(k->xgsum = malloc(sizeof(int32_t) * (size_t)(maxk / 64)))))
@@ -119,6 +124,7 @@ void trit_gpt_cache_free(trit_gpt_cache *c) {
     free(c->f32);
     for (int i = 0; c->qscales && i < c->m->n_tensors; i++) free(c->qscales[i]);
     free(c->qscales);
+    free(c->qgroup);
     trit_aligned_free(c->xq);
     free(c->xgsum);
     free(c);
@@ -153,7 +159,7 @@ static void product(const trit_gpt_cache *c, float *out, const float *x, const t
     const int i = c->qscales ? index_of(c->m, w) : -1;
     if (i >= 0 && c->qscales[i]) {
         const trit_tensor *q = c->m->quantized[i];
-        const int64_t G = q->quant->group_size;
+        const int64_t G = c->qgroup[i];
         float xs;
         const trit_qact a = {c->xq, &xs, c->xgsum};
         trit_qact_quantize(x, 1, K, G, q->dtype, &a);

@@ -13,8 +13,10 @@ enum { ENCODE_CHUNK = 16384 };
 
 static bool quant_dtype(trit_dtype dt) {
     return dt == TRIT_QINT8 || dt == TRIT_QINT4 || dt == TRIT_QINT2 || dt == TRIT_NF4 || dt == TRIT_F8_E4M3 ||
-           dt == TRIT_F8_E5M2;
+           dt == TRIT_F8_E5M2 || dt == TRIT_TERNARY || dt == TRIT_TERNARY_B3;
 }
+
+static bool ternary(trit_dtype dt) { return dt == TRIT_TERNARY || dt == TRIT_TERNARY_B3; }
 
 static int code_bits(trit_dtype dt) { return dt == TRIT_QINT4 || dt == TRIT_NF4 ? 4 : dt == TRIT_QINT2 ? 2 : 8; }
 
@@ -22,12 +24,14 @@ static const struct {
     const char *name;
     trit_dtype dt;
 } formats[] = {{"int8", TRIT_QINT8}, {"int4", TRIT_QINT4},   {"int2", TRIT_QINT2},
-               {"nf4", TRIT_NF4},    {"fp8", TRIT_F8_E4M3}, {"fp8-e5m2", TRIT_F8_E5M2}};
+               {"nf4", TRIT_NF4},    {"fp8", TRIT_F8_E4M3}, {"fp8-e5m2", TRIT_F8_E5M2},
+               {"ternary", TRIT_TERNARY}, {"ternary-b3", TRIT_TERNARY_B3}};
 
 trit_dtype trit_quant_format_dtype(const char *name) {
     for (size_t i = 0; name && i < sizeof formats / sizeof formats[0]; i++)
         if (strcmp(name, formats[i].name) == 0) return formats[i].dt;
-    trit_error(TRIT_ERR_INVALID, "unknown quantization format '%s' (int8, int4, int2, nf4, fp8 or fp8-e5m2)",
+    trit_error(TRIT_ERR_INVALID, "unknown quantization format '%s' (int8, int4, int2, nf4, fp8, fp8-e5m2, ternary "
+               "or ternary-b3)",
                name ? name : "");
     return TRIT_DTYPE_COUNT;
 }
@@ -42,6 +46,7 @@ trit_quant_spec trit_quant_spec_default(trit_dtype dt) {
     trit_quant_spec s = {.dtype = dt, .group_size = TRIT_QGROUP_CHANNEL, .scheme = TRIT_QSCHEME_SYMMETRIC};
     if (dt == TRIT_QINT4) s.group_size = 128;
     if (dt == TRIT_QINT2 || dt == TRIT_NF4) s.group_size = 64;
+    if (ternary(dt)) s.group_size = TRIT_QGROUP_TENSOR;  // BitNet b1.58: one absmean scale per matrix
     return s;
 }
 
@@ -62,11 +67,13 @@ trit_status trit_quant_spec_check(const trit_quant_spec *s, int64_t numel, int64
         return trit_error(TRIT_ERR_SHAPE, "quantize: %s packs %lld codes per byte, so rows of %lld cannot be stored "
                           "(the last dim must be a multiple of %lld)", trit_dtype_name(s->dtype), (long long)blk,
                           (long long)row_len, (long long)blk);
-    if (s->group_size < TRIT_QGROUP_CHANNEL || (s->group_size > 0 && (row_len % g != 0 || g % blk != 0)))
+    if (s->group_size < TRIT_QGROUP_CHANNEL || (s->group_size > 0 && (row_len % g != 0 || g % blk != 0)) ||
+        (s->group_size == TRIT_QGROUP_CHANNEL && row_len % blk != 0))
         return trit_error(TRIT_ERR_SHAPE, "quantize: group size %lld must divide the rows of %lld and be a multiple "
                           "of %lld (or be 0 for per tensor, -1 for per channel)", (long long)s->group_size,
                           (long long)row_len, (long long)blk);
-    if (s->scheme == TRIT_QSCHEME_AFFINE && (s->dtype == TRIT_NF4 || s->dtype == TRIT_F8_E4M3 || s->dtype == TRIT_F8_E5M2))
+    if (s->scheme == TRIT_QSCHEME_AFFINE && (s->dtype == TRIT_NF4 || s->dtype == TRIT_F8_E4M3 || s->dtype == TRIT_F8_E5M2 ||
+                                             ternary(s->dtype)))
         return trit_error(TRIT_ERR_INVALID, "quantize: affine applies to integer codes only, not %s",
                           trit_dtype_name(s->dtype));
     if (s->scheme != TRIT_QSCHEME_SYMMETRIC && s->scheme != TRIT_QSCHEME_AFFINE)
@@ -80,9 +87,16 @@ trit_status trit_quant_spec_check(const trit_quant_spec *s, int64_t numel, int64
 // Scale (and zero point) of one group; returns the index of its first non-finite value or -1.
 static int64_t group_scale(const trit_quant_spec *s, const float *x, int64_t n, float *scale, float *zp) {
     float lo = 0.0f, hi = 0.0f;
+    double abs_sum = 0;
     for (int64_t i = 0; i < n; i++) {
         if (!isfinite(x[i])) return i;
         lo = fminf(lo, x[i]), hi = fmaxf(hi, x[i]);
+        abs_sum += fabsf(x[i]);
+    }
+    if (ternary(s->dtype)) {  // BitNet b1.58: mean |x|, at least 1e-5 (as the fake_quant op)
+        const double m = abs_sum / (double)n;
+        *scale = (float)(m > 1e-5 ? m : 1e-5);
+        return -1;
     }
     const float amax = fmaxf(-lo, hi);
     const int bits = code_bits(s->dtype);

@@ -67,9 +67,12 @@ trit_status trit_bench_decode(const char *config, const char *format, int64_t to
     trit_gpt *m = trit_gpt_new(&c, 1);
     if (!m) return TRIT_ERR_NOMEM;
     if (dt != TRIT_F32) {
-        trit_quant_spec spec = trit_quant_spec_default(dt);
+        // Ternary models keep a higher-precision head, as BitNet's do: int8 per channel here.
+        const bool ternary = dt == TRIT_TERNARY || dt == TRIT_TERNARY_B3;
+        const trit_quant_spec spec = trit_quant_spec_default(dt), head = trit_quant_spec_default(TRIT_QINT8);
         trit_quantize_report rep;
-        s = trit_gpt_quantize(m, &spec, true, &rep);
+        s = trit_gpt_quantize(m, &spec, ternary ? TRIT_QUANTIZE_BLOCKS : TRIT_QUANTIZE_BLOCKS | TRIT_QUANTIZE_EMBEDDING, &rep);
+        if (s == TRIT_OK && ternary) s = trit_gpt_quantize(m, &head, TRIT_QUANTIZE_EMBEDDING, &rep);
     }
     float *logits = trit_aligned_alloc(sizeof(float) * (size_t)c.vocab_size);
     trit_gpt_cache *k = s == TRIT_OK && logits ? trit_gpt_cache_new(m) : NULL;

@@ -9,10 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-static bool wants(const trit_tensor *t, bool embeddings) {
+static bool wants(const trit_tensor *t, unsigned which) {
     if (t->ndim != 2) return false;
-    if (strncmp(t->name, "h.", 2) == 0) return true;
-    return embeddings && strcmp(t->name, "wte.weight") == 0;
+    if (strncmp(t->name, "h.", 2) == 0) return which & TRIT_QUANTIZE_BLOCKS;
+    return (which & TRIT_QUANTIZE_EMBEDDING) && strcmp(t->name, "wte.weight") == 0;
 }
 
 static size_t side_bytes(const trit_quant_info *q) {
@@ -21,7 +21,7 @@ static size_t side_bytes(const trit_quant_info *q) {
     return b + (q->zero_points ? 4 * G : 0);
 }
 
-trit_status trit_gpt_quantize(trit_gpt *m, const trit_quant_spec *spec, bool embeddings, trit_quantize_report *r) {
+trit_status trit_gpt_quantize(trit_gpt *m, const trit_quant_spec *spec, unsigned which, trit_quantize_report *r) {
     if (!m || !spec || !r) return trit_error(TRIT_ERR_INVALID, "trit_gpt_quantize: NULL argument");
     const int n = trit_gpt_num_tensors(m);
     memset(r, 0, sizeof *r);
@@ -29,8 +29,9 @@ trit_status trit_gpt_quantize(trit_gpt *m, const trit_quant_spec *spec, bool emb
         trit_tensor *t = trit_gpt_tensor(m, i);
         const int64_t numel = trit_tensor_numel(t);
         r->params_total += numel;
-        if (!wants(t, embeddings)) {
-            r->bytes_total += trit_tensor_nbytes(t);
+        if (!wants(t, which)) {
+            const trit_tensor *q = trit_gpt_quantized(m, i);  // quantized by an earlier call
+            r->bytes_total += q ? trit_tensor_nbytes(q) + side_bytes(q->quant) : trit_tensor_nbytes(t);
             continue;
         }
         trit_tensor *q = trit_quantize(t, spec);

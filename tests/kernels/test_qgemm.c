@@ -36,10 +36,12 @@ static void make(problem *p, trit_dtype wdt, int64_t M, int64_t N, int64_t K, in
     p->a.gsum = malloc(sizeof(int32_t) * (size_t)(M * (K / G)));
     trit_rng_fill_normal(p->x, M * K, seed, 1, 0, 0.0f, 1.0f);
     trit_rng_fill_uniform(p->ws, N * (K / G), seed, 2, 0, 0.001f, 0.01f);
-    const int qmax = wdt == TRIT_QINT8 ? 127 : 7;
+    const int qmax = wdt == TRIT_QINT8 ? 127 : wdt == TRIT_QINT4 ? 7 : 1;
     for (int64_t i = 0; i < N * K; i++) {
         const int c = (int)(trit_rng_u32(seed, 3, (uint64_t)i) % (uint32_t)(2 * qmax + 1)) - qmax;
         if (wdt == TRIT_QINT8) p->w[i] = (uint8_t)(int8_t)c;
+        else if (wdt == TRIT_TERNARY && i % 4 == 0) p->w[i / 4] = (uint8_t)(c + 1);
+        else if (wdt == TRIT_TERNARY) p->w[i / 4] |= (uint8_t)((c + 1) << (2 * (i % 4)));
         else if (i % 2 == 0) p->w[i / 2] = (uint8_t)(c + 8);
         else p->w[i / 2] |= (uint8_t)((c + 8) << 4);
     }
@@ -52,13 +54,22 @@ static void drop(problem *p) {
 
 static int code(const problem *p, int64_t n, int64_t k) {
     const int64_t i = n * p->K + k;
+    if (p->wdt == TRIT_TERNARY) return ((p->w[i / 4] >> (i % 4 * 2)) & 3) - 1;
     return p->wdt == TRIT_QINT8 ? (int8_t)p->w[i] : ((p->w[i / 2] >> (i % 2 * 4)) & 15) - 8;
 }
 
 static int64_t pos(const problem *p, int64_t k) {
+    if (p->wdt == TRIT_TERNARY) {
+        const int64_t j = k % 128;
+        return k - j + (j % 4) * 32 + j / 4;
+    }
     if (p->wdt != TRIT_QINT4) return k;
     const int64_t j = k % 64;
     return k - j + (j % 2 ? 32 + j / 2 : j / 2);
+}
+
+static trit_kernel_qgemm_fn *ref_of(trit_dtype dt) {
+    return dt == TRIT_QINT8 ? trit_kernel_qgemm_q8_ref : dt == TRIT_QINT4 ? trit_kernel_qgemm_q4_ref : trit_kernel_qgemm_t2_ref;
 }
 
 static void test_activation_quantizer(void **state) {
@@ -89,16 +100,18 @@ static void test_activation_quantizer(void **state) {
     assert_true(trit_qgemm_supported(TRIT_QINT4, 768, 128));
     assert_false(trit_qgemm_supported(TRIT_QINT4, 768, 32));
     assert_false(trit_qgemm_supported(TRIT_NF4, 768, 64));
+    assert_true(trit_qgemm_supported(TRIT_TERNARY, 768, 768));
+    assert_false(trit_qgemm_supported(TRIT_TERNARY, 768, 64));
 }
 
 // The reference against the formula in double.
 static void test_reference_matches_formula(void **state) {
     (void)state;
-    const trit_dtype dts[2] = {TRIT_QINT8, TRIT_QINT4};
-    for (int d = 0; d < 2; d++) {
+    const trit_dtype dts[3] = {TRIT_QINT8, TRIT_QINT4, TRIT_TERNARY};
+    for (int d = 0; d < 3; d++) {
         problem p;
-        make(&p, dts[d], 3, 7, 192, 64, 9);
-        trit_kernel_qgemm_fn *ref = dts[d] == TRIT_QINT8 ? trit_kernel_qgemm_q8_ref : trit_kernel_qgemm_q4_ref;
+        make(&p, dts[d], 3, 7, 384, 128, 9);
+        trit_kernel_qgemm_fn *ref = ref_of(dts[d]);
         ref(p.M, 0, p.N, p.K, p.G, &p.a, p.w, p.ws, p.want, p.N);
         for (int64_t m = 0; m < p.M; m++)
             for (int64_t n = 0; n < p.N; n++) {
@@ -127,12 +140,13 @@ static void test_every_kernel_matches_reference(void **state) {
             continue;
         }
         trit_kernel_qgemm_fn *fn = (trit_kernel_qgemm_fn *)t[i].fn;
-        trit_kernel_qgemm_fn *ref = t[i].in == TRIT_QINT8 ? trit_kernel_qgemm_q8_ref : trit_kernel_qgemm_q4_ref;
+        trit_kernel_qgemm_fn *ref = ref_of(t[i].in);
+        const int64_t step = t[i].in == TRIT_TERNARY ? 128 : 64;
         for (int a = 0; a < 3; a++)
             for (int b = 0; b < 4; b++)
                 for (int c = 0; c < 3; c++)
                     for (int gi = 0; gi < 2; gi++) {
-                        const int64_t K = Ks[c], G = gi ? K : 64;
+                        const int64_t K = Ks[c] * (step / 64), G = gi ? K : step;
                         problem p;
                         make(&p, t[i].in, Ms[a], Ns[b], K, G, (uint64_t)(a * 100 + b * 10 + c));
                         ref(p.M, 0, p.N, K, G, &p.a, p.w, p.ws, p.want, p.N);
@@ -158,16 +172,19 @@ static void test_every_kernel_matches_reference(void **state) {
 static void test_thread_count_independent(void **state) {
     (void)state;
     problem p;
-    make(&p, TRIT_QINT4, 5, 301, 768, 128, 77);
-    float *y1 = malloc(sizeof(float) * 5 * 301), *y2 = malloc(sizeof(float) * 5 * 301);
-    trit_threads_set(1);
-    trit_kernel_qgemm(TRIT_QINT4, 5, 301, 768, 128, &p.a, p.w, p.ws, y1, 301);
-    trit_threads_set(2);
-    trit_kernel_qgemm(TRIT_QINT4, 5, 301, 768, 128, &p.a, p.w, p.ws, y2, 301);
-    trit_threads_set(0);
-    assert_memory_equal(y1, y2, sizeof(float) * 5 * 301);
-    free(y1), free(y2);
-    drop(&p);
+    const trit_dtype dts[2] = {TRIT_QINT4, TRIT_TERNARY};
+    for (int d = 0; d < 2; d++) {
+        make(&p, dts[d], 5, 301, 768, 128, 77);
+        float *y1 = malloc(sizeof(float) * 5 * 301), *y2 = malloc(sizeof(float) * 5 * 301);
+        trit_threads_set(1);
+        trit_kernel_qgemm(dts[d], 5, 301, 768, 128, &p.a, p.w, p.ws, y1, 301);
+        trit_threads_set(2);
+        trit_kernel_qgemm(dts[d], 5, 301, 768, 128, &p.a, p.w, p.ws, y2, 301);
+        trit_threads_set(0);
+        assert_memory_equal(y1, y2, sizeof(float) * 5 * 301);
+        free(y1), free(y2);
+        drop(&p);
+    }
 }
 
 int main(void) {

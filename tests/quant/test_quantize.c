@@ -61,6 +61,46 @@ static void test_int_known_codes_and_packing(void **state) {
     assert_int_equal(trit_dtype_nbytes(TRIT_NF4, 64), 32);
 }
 
+// BitNet b1.58 ternary: scale = mean |x|, codes round(x / scale) clipped to [-1, 1]; 2-bit codes
+// c + 1 four per byte, base-3 blocks of 64 in 13 bytes (digit i of byte j is element 5j + i).
+static void test_ternary_codes_and_packing(void **state) {
+    (void)state;
+    float x[128], y[128];
+    uint8_t c[128];
+    for (int i = 0; i < 128; i++) x[i] = i % 3 == 0 ? 0.0f : i % 3 == 1 ? 0.3f : -0.3f;
+    x[7] = 2.0f;   // clipped to +scale
+    x[9] = -0.05f; // rounds to 0
+    double sum = 0;
+    for (int i = 0; i < 128; i++) sum += fabsf(x[i]);
+    const float scale = (float)(sum / 128);
+    trit_quant_spec s = trit_quant_spec_default(TRIT_TERNARY);
+    assert_int_equal(s.group_size, TRIT_QGROUP_TENSOR);
+    trit_quant_info *q = round_trip(&s, x, y, 128, 128, c);
+    assert_true(q->scales[0] == scale);
+    for (int i = 0; i < 128; i++) {
+        const int want = x[i] / scale > 0.5f ? 1 : x[i] / scale < -0.5f ? -1 : 0;
+        assert_true(y[i] == (float)want * scale);
+        assert_int_equal((c[i / 4] >> (2 * (i % 4))) & 3, want + 1);
+    }
+    trit_quant_info_free(q);
+    s.dtype = TRIT_TERNARY_B3;
+    q = round_trip(&s, x, y, 128, 128, c);
+    assert_int_equal(trit_dtype_nbytes(TRIT_TERNARY_B3, 128), 26);
+    for (int i = 0; i < 128; i++) {
+        const int want = x[i] / scale > 0.5f ? 1 : x[i] / scale < -0.5f ? -1 : 0;
+        assert_true(y[i] == (float)want * scale);
+        const int blk = i / 64, j = i % 64;
+        static const int p3[5] = {1, 3, 9, 27, 81};
+        assert_int_equal(c[blk * 13 + j / 5] / p3[j % 5] % 3, want + 1);
+    }
+    trit_quant_info_free(q);
+    memset(x, 0, sizeof x);  // all zero: the scale clamps at 1e-5, every code 0
+    q = round_trip(&s, x, y, 128, 128, c);
+    assert_true(q->scales[0] == 1e-5f);
+    for (int i = 0; i < 128; i++) assert_true(y[i] == 0.0f);
+    trit_quant_info_free(q);
+}
+
 static void test_affine_keeps_zero_exact(void **state) {
     (void)state;
     float x[16], y[16];
@@ -288,6 +328,7 @@ static void test_tensor_quantize_and_views(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_int_known_codes_and_packing),
+        cmocka_unit_test(test_ternary_codes_and_packing),
         cmocka_unit_test(test_affine_keeps_zero_exact),
         cmocka_unit_test(test_int_error_bounds),
         cmocka_unit_test(test_fp8_and_nf4_error_bounds),

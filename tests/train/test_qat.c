@@ -57,7 +57,7 @@ static void test_freeze_gives_the_qat_loss(void **state) {
         assert_true(qat != plain && both != qat);
         assert_int_equal(trit_gpt_set_qat(m, NULL, NULL), TRIT_OK);
         trit_quantize_report r;
-        assert_int_equal(trit_gpt_quantize(m, &q, false, &r), TRIT_OK);
+        assert_int_equal(trit_gpt_quantize(m, &q, TRIT_QUANTIZE_BLOCKS, &r), TRIT_OK);
         assert_true(loss_of(m, &nodes) == qat);  // frozen weights: the very values QAT trained through
         assert_int_equal(nodes, 0);
         trit_gpt_free(m);

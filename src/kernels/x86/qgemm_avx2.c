@@ -27,16 +27,34 @@ static inline __m256i dot_q4(const uint8_t *w, const int8_t *x) {
     return _mm256_madd_epi16(p, _mm256_set1_epi16(1));
 }
 
-// R rows n.. of W against activation row m. bias: 0 (qint8) or 8 (qint4).
-static inline void rows(int R, bool q4, int64_t K, int64_t G, const int8_t *q, const int32_t *gsum, float xs,
+// 128 ternary codes: 32 bytes of 2-bit codes (c + 1, 0..2) against the 128 activations at x in
+// four runs of 32 (elements 4j, 4j + 1, 4j + 2, 4j + 3).
+static inline __m256i dot_t2(const uint8_t *w, const int8_t *x) {
+    const __m256i b = _mm256_loadu_si256((const __m256i *)w), m = _mm256_set1_epi8(3);
+    __m256i p = _mm256_setzero_si256();
+    for (int j = 0; j < 4; j++) {
+        const __m256i u = _mm256_and_si256(_mm256_srli_epi16(b, 2 * j), m);
+        p = _mm256_add_epi16(p, _mm256_maddubs_epi16(u, _mm256_loadu_si256((const __m256i *)(x + 32 * j))));
+    }
+    return _mm256_madd_epi16(p, _mm256_set1_epi16(1));
+}
+
+// R rows n.. of W against activation row m; the biased kinds (qint4 + 8, ternary + 1) take
+// bias x group sum back out.
+typedef enum wkind { W_Q8, W_Q4, W_T2 } wkind;
+
+static inline void rows(int R, wkind kind, int64_t K, int64_t G, const int8_t *q, const int32_t *gsum, float xs,
                         const uint8_t *w, size_t row_bytes, const float *ws, float *y) {
     __m256 facc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
     float corr[4] = {0, 0, 0, 0};
     const int64_t NG = K / G;
     for (int64_t g = 0; g < NG; g++) {
         __m256i iacc[4] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256()};
-        for (int64_t k = g * G; k < (g + 1) * G; k += 64) {
-            if (q4) {
+        for (int64_t k = g * G; k < (g + 1) * G; k += kind == W_T2 ? 128 : 64) {
+            if (kind == W_T2) {
+                for (int r = 0; r < R; r++)
+                    iacc[r] = _mm256_add_epi32(iacc[r], dot_t2(w + r * row_bytes + k / 4, q + k));
+            } else if (kind == W_Q4) {
                 for (int r = 0; r < R; r++)
                     iacc[r] = _mm256_add_epi32(iacc[r], dot_q4(w + r * row_bytes + k / 2, q + k));
             } else {
@@ -52,33 +70,38 @@ static inline void rows(int R, bool q4, int64_t K, int64_t G, const int8_t *q, c
         for (int r = 0; r < R; r++) {
             const float s = ws[r * NG + g];
             facc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(iacc[r]), _mm256_set1_ps(s), facc[r]);
-            if (q4) corr[r] += s * (float)(8 * gsum[g]);
+            if (kind != W_Q8) corr[r] += s * (float)((kind == W_Q4 ? 8 : 1) * gsum[g]);
         }
     }
     for (int r = 0; r < R; r++) y[r] = xs * (hsum8(facc[r]) - corr[r]);
 }
 
-static void qgemm(bool q4, int64_t M, int64_t n0, int64_t n1, int64_t K, int64_t G, const trit_qact *x,
+static void qgemm(wkind kind, int64_t M, int64_t n0, int64_t n1, int64_t K, int64_t G, const trit_qact *x,
                   const uint8_t *w, const float *ws, float *y, int64_t ldy) {
-    const size_t row_bytes = q4 ? (size_t)K / 2 : (size_t)K;
+    const size_t row_bytes = kind == W_Q8 ? (size_t)K : kind == W_Q4 ? (size_t)K / 2 : (size_t)K / 4;
     const int64_t NG = K / G;
     for (int64_t m = 0; m < M; m++) {
         const int8_t *q = x->q + m * K;
         const int32_t *gs = x->gsum + m * NG;
         int64_t n = n0;
         for (; n + 4 <= n1; n += 4)
-            rows(4, q4, K, G, q, gs, x->scale[m], w + n * row_bytes, row_bytes, ws + n * NG, y + m * ldy + n);
+            rows(4, kind, K, G, q, gs, x->scale[m], w + n * row_bytes, row_bytes, ws + n * NG, y + m * ldy + n);
         for (; n < n1; n++)
-            rows(1, q4, K, G, q, gs, x->scale[m], w + n * row_bytes, row_bytes, ws + n * NG, y + m * ldy + n);
+            rows(1, kind, K, G, q, gs, x->scale[m], w + n * row_bytes, row_bytes, ws + n * NG, y + m * ldy + n);
     }
 }
 
 void trit_kernel_qgemm_q8_avx2(int64_t M, int64_t n0, int64_t n1, int64_t K, int64_t G, const trit_qact *x,
                                const uint8_t *w, const float *ws, float *y, int64_t ldy) {
-    qgemm(false, M, n0, n1, K, G, x, w, ws, y, ldy);
+    qgemm(W_Q8, M, n0, n1, K, G, x, w, ws, y, ldy);
 }
 
 void trit_kernel_qgemm_q4_avx2(int64_t M, int64_t n0, int64_t n1, int64_t K, int64_t G, const trit_qact *x,
                                const uint8_t *w, const float *ws, float *y, int64_t ldy) {
-    qgemm(true, M, n0, n1, K, G, x, w, ws, y, ldy);
+    qgemm(W_Q4, M, n0, n1, K, G, x, w, ws, y, ldy);
+}
+
+void trit_kernel_qgemm_t2_avx2(int64_t M, int64_t n0, int64_t n1, int64_t K, int64_t G, const trit_qact *x,
+                               const uint8_t *w, const float *ws, float *y, int64_t ldy) {
+    qgemm(W_T2, M, n0, n1, K, G, x, w, ws, y, ldy);
 }

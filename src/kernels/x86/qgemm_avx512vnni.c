@@ -17,19 +17,41 @@ static inline __m512i load_q4(const uint8_t *w) {
     return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
 }
 
-static inline void rows(int R, bool q4, int64_t K, int64_t G, const int8_t *q, const int32_t *gsum, float xs,
+typedef enum wkind { W_Q8, W_Q4, W_T2 } wkind;
+
+// 128 ternary codes from 32 bytes: two vectors of 64 (runs of codes 4j, 4j + 1 | 4j + 2, 4j + 3).
+static inline void load_t2(const uint8_t *w, __m512i *u01, __m512i *u23) {
+    const __m256i b = _mm256_loadu_si256((const __m256i *)w), m = _mm256_set1_epi8(3);
+    const __m256i u0 = _mm256_and_si256(b, m), u1 = _mm256_and_si256(_mm256_srli_epi16(b, 2), m);
+    const __m256i u2 = _mm256_and_si256(_mm256_srli_epi16(b, 4), m), u3 = _mm256_and_si256(_mm256_srli_epi16(b, 6), m);
+    *u01 = _mm512_inserti64x4(_mm512_castsi256_si512(u0), u1, 1);
+    *u23 = _mm512_inserti64x4(_mm512_castsi256_si512(u2), u3, 1);
+}
+
+static inline void rows(int R, wkind kind, int64_t K, int64_t G, const int8_t *q, const int32_t *gsum, float xs,
                         const uint8_t *w, size_t row_bytes, const float *ws, float *y) {
     __m512 facc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
     float corr[4] = {0, 0, 0, 0};
     const int64_t NG = K / G;
-    const float bias = q4 ? 8.0f : 128.0f;
+    const float bias = kind == W_Q4 ? 8.0f : kind == W_T2 ? 1.0f : 128.0f;
     for (int64_t g = 0; g < NG; g++) {
         __m512i iacc[4] = {_mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512()};
-        for (int64_t k = g * G; k < (g + 1) * G; k += 64) {
-            const __m512i xv = _mm512_loadu_si512(q + k);
-            for (int r = 0; r < R; r++) {
-                const __m512i u = q4 ? load_q4(w + r * row_bytes + k / 2) : load_q8(w + r * row_bytes + k);
-                iacc[r] = _mm512_dpbusd_epi32(iacc[r], u, xv);
+        if (kind == W_T2) {
+            for (int64_t k = g * G; k < (g + 1) * G; k += 128) {
+                const __m512i x0 = _mm512_loadu_si512(q + k), x1 = _mm512_loadu_si512(q + k + 64);
+                for (int r = 0; r < R; r++) {
+                    __m512i u01, u23;
+                    load_t2(w + r * row_bytes + k / 4, &u01, &u23);
+                    iacc[r] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(iacc[r], u01, x0), u23, x1);
+                }
+            }
+        } else {
+            for (int64_t k = g * G; k < (g + 1) * G; k += 64) {
+                const __m512i xv = _mm512_loadu_si512(q + k);
+                for (int r = 0; r < R; r++) {
+                    const __m512i u = kind == W_Q4 ? load_q4(w + r * row_bytes + k / 2) : load_q8(w + r * row_bytes + k);
+                    iacc[r] = _mm512_dpbusd_epi32(iacc[r], u, xv);
+                }
             }
         }
         for (int r = 0; r < R; r++) {
@@ -41,27 +63,32 @@ static inline void rows(int R, bool q4, int64_t K, int64_t G, const int8_t *q, c
     for (int r = 0; r < R; r++) y[r] = xs * (_mm512_reduce_add_ps(facc[r]) - corr[r]);
 }
 
-static void qgemm(bool q4, int64_t M, int64_t n0, int64_t n1, int64_t K, int64_t G, const trit_qact *x,
+static void qgemm(wkind kind, int64_t M, int64_t n0, int64_t n1, int64_t K, int64_t G, const trit_qact *x,
                   const uint8_t *w, const float *ws, float *y, int64_t ldy) {
-    const size_t row_bytes = q4 ? (size_t)K / 2 : (size_t)K;
+    const size_t row_bytes = kind == W_Q8 ? (size_t)K : kind == W_Q4 ? (size_t)K / 2 : (size_t)K / 4;
     const int64_t NG = K / G;
     for (int64_t m = 0; m < M; m++) {
         const int8_t *q = x->q + m * K;
         const int32_t *gs = x->gsum + m * NG;
         int64_t n = n0;
         for (; n + 4 <= n1; n += 4)
-            rows(4, q4, K, G, q, gs, x->scale[m], w + n * row_bytes, row_bytes, ws + n * NG, y + m * ldy + n);
+            rows(4, kind, K, G, q, gs, x->scale[m], w + n * row_bytes, row_bytes, ws + n * NG, y + m * ldy + n);
         for (; n < n1; n++)
-            rows(1, q4, K, G, q, gs, x->scale[m], w + n * row_bytes, row_bytes, ws + n * NG, y + m * ldy + n);
+            rows(1, kind, K, G, q, gs, x->scale[m], w + n * row_bytes, row_bytes, ws + n * NG, y + m * ldy + n);
     }
 }
 
 void trit_kernel_qgemm_q8_avx512vnni(int64_t M, int64_t n0, int64_t n1, int64_t K, int64_t G, const trit_qact *x,
                                      const uint8_t *w, const float *ws, float *y, int64_t ldy) {
-    qgemm(false, M, n0, n1, K, G, x, w, ws, y, ldy);
+    qgemm(W_Q8, M, n0, n1, K, G, x, w, ws, y, ldy);
 }
 
 void trit_kernel_qgemm_q4_avx512vnni(int64_t M, int64_t n0, int64_t n1, int64_t K, int64_t G, const trit_qact *x,
                                      const uint8_t *w, const float *ws, float *y, int64_t ldy) {
-    qgemm(true, M, n0, n1, K, G, x, w, ws, y, ldy);
+    qgemm(W_Q4, M, n0, n1, K, G, x, w, ws, y, ldy);
+}
+
+void trit_kernel_qgemm_t2_avx512vnni(int64_t M, int64_t n0, int64_t n1, int64_t K, int64_t G, const trit_qact *x,
+                                     const uint8_t *w, const float *ws, float *y, int64_t ldy) {
+    qgemm(W_T2, M, n0, n1, K, G, x, w, ws, y, ldy);
 }
