@@ -27,7 +27,8 @@ int trit_cli_train(int argc, char **argv) {
     while (flags[n].name) n++;
     struct option *opts = calloc((size_t)n + 2, sizeof *opts);
     if (!opts) return cli_error("train", CLI_FAIL, "out of memory");
-    for (int i = 0; i < n; i++) opts[i] = (struct option){flags[i].name, required_argument, NULL, 1000 + i};
+    for (int i = 0; i < n; i++)
+        opts[i] = (struct option){flags[i].name, flags[i].is_switch ? no_argument : required_argument, NULL, 1000 + i};
     opts[n] = (struct option){"help", no_argument, NULL, 'h'};
     trit_train_config cfg;
     trit_train_config_init(&cfg);
@@ -38,7 +39,8 @@ int trit_cli_train(int argc, char **argv) {
             usage(stdout);
             rc = CLI_OK;
         } else if (c >= 1000 && c < 1000 + n) {
-            if (trit_train_config_set(&cfg, flags[c - 1000].name, optarg) != TRIT_OK) rc = cli_fail("train", CLI_USAGE);
+            const trit_train_flag *f = &flags[c - 1000];
+            if (trit_train_config_set(&cfg, f->name, f->is_switch ? "1" : optarg) != TRIT_OK) rc = cli_fail("train", CLI_USAGE);
         } else {
             rc = cli_bad_option("train", c, argv);
         }

@@ -170,12 +170,15 @@ trit_status trit_optim_clip_grads(trit_optim *o, double max_norm, double *norm);
 // ---- learning-rate schedules -------------------------------------------------------------------
 // Steps count from 0. With warmup_steps = W > 0, steps s < W give peak * (s + 1) / W. After
 // warmup: CONSTANT stays at peak; WARMUP_COSINE follows a half cosine from peak at s = W to
-// floor at s = total_steps and stays at floor; STEP_DECAY gives peak * gamma^floor((s - W) / k).
+// floor at s = total_steps and stays at floor; STEP_DECAY gives peak * gamma^floor((s - W) / k);
+// TWO_STAGE is WARMUP_COSINE times stage2_scale from step stage2_at on (BitNet b1.58's recipe:
+// the learning rate drops at mid-training).
 
 typedef enum trit_lr_kind {
     TRIT_LR_CONSTANT = 0,
     TRIT_LR_WARMUP_COSINE,
     TRIT_LR_STEP_DECAY,
+    TRIT_LR_TWO_STAGE,
 } trit_lr_kind;
 
 typedef struct trit_lr_schedule {
@@ -186,12 +189,16 @@ typedef struct trit_lr_schedule {
     int64_t total_steps;   // WARMUP_COSINE: end of the decay, >= warmup_steps
     double gamma;          // STEP_DECAY: factor applied every step_size steps, in (0, 1]
     int64_t step_size;     // STEP_DECAY: k >= 1
+    int64_t stage2_at;     // TWO_STAGE: first step of the second stage
+    double stage2_scale;   // TWO_STAGE: factor of the second stage, in (0, 1]
 } trit_lr_schedule;
 
 trit_lr_schedule trit_lr_constant(double lr);
 trit_lr_schedule trit_lr_warmup_cosine(double peak, double floor, int64_t warmup_steps,
                                        int64_t total_steps);
 trit_lr_schedule trit_lr_step_decay(double lr, double gamma, int64_t step_size);
+trit_lr_schedule trit_lr_two_stage(double peak, double floor, int64_t warmup_steps, int64_t total_steps,
+                                   int64_t stage2_at, double stage2_scale);
 trit_status trit_lr_check(const trit_lr_schedule *s);
 // The lr at `step` (a pure function). NaN when the schedule fails trit_lr_check or step < 0,
 // which trit_optim_step then refuses.

@@ -137,6 +137,11 @@ typedef struct trit_train_config {
     int64_t qat;                 // trit_train_qat: off, or the codes block matrices train through
     int64_t group;               // QAT weight group size; 0 = the format's default
     int64_t qat_acts;            // 1 = fake-quantize the inputs of those matmuls per token
+    int64_t ternary;             // 1 = BitNet b1.58 recipe (qat ternary and its defaults)
+    int64_t schedule;            // trit_train_schedule
+    double stage2_at;            // two-stage: start of the second stage, fraction of steps
+    double stage2_lr;            // two-stage: lr factor of the second stage
+    double stage2_weight_decay;  // two-stage: weight decay of the second stage
     // running (may change on resume)
     int64_t eval_every, eval_batches, log_every, ckpt_every, sample_tokens;
     int64_t threads;             // 0 = all cores
@@ -148,7 +153,8 @@ typedef struct trit_train_config {
 } trit_train_config;
 
 // --qat: the codes of quantization-aware training.
-typedef enum { TRIT_QAT_OFF = 0, TRIT_QAT_INT8, TRIT_QAT_INT4, TRIT_QAT_INT2, TRIT_QAT_FP8 } trit_train_qat;
+typedef enum { TRIT_QAT_OFF = 0, TRIT_QAT_INT8, TRIT_QAT_INT4, TRIT_QAT_INT2, TRIT_QAT_FP8, TRIT_QAT_TERNARY } trit_train_qat;
+typedef enum { TRIT_SCHEDULE_COSINE = 0, TRIT_SCHEDULE_TWO_STAGE } trit_train_schedule;
 
 // How 16-bit weights (--master-weights off) round after an update.
 typedef enum { TRIT_ROUND_NEAREST = 0, TRIT_ROUND_STOCHASTIC = 1 } trit_train_rounding;
@@ -171,6 +177,7 @@ void trit_train_config_print(const trit_train_config *c, void *file /* FILE* */)
 typedef struct trit_train_flag {
     const char *name;
     const char *help;
+    bool is_switch;  // given without a value; set with "1"
 } trit_train_flag;
 const trit_train_flag *trit_train_flags(void);
 // Set the field of flag `name` from the text `value` (full-string numeric check, enum names

@@ -23,6 +23,15 @@ trit_lr_schedule trit_lr_step_decay(double lr, double gamma, int64_t step_size) 
                               .gamma = gamma, .step_size = step_size};
 }
 
+trit_lr_schedule trit_lr_two_stage(double peak, double floor, int64_t warmup_steps, int64_t total_steps,
+                                   int64_t stage2_at, double stage2_scale) {
+    trit_lr_schedule s = trit_lr_warmup_cosine(peak, floor, warmup_steps, total_steps);
+    s.kind = TRIT_LR_TWO_STAGE;
+    s.stage2_at = stage2_at;
+    s.stage2_scale = stage2_scale;
+    return s;
+}
+
 static bool finite_nonneg(double x) { return x >= 0.0 && isfinite(x); }
 
 trit_status trit_lr_check(const trit_lr_schedule *s) {
@@ -35,6 +44,11 @@ trit_status trit_lr_check(const trit_lr_schedule *s) {
                           (long long)s->warmup_steps);
     switch (s->kind) {
     case TRIT_LR_CONSTANT: return TRIT_OK;
+    case TRIT_LR_TWO_STAGE:
+        if (!(s->stage2_scale > 0 && s->stage2_scale <= 1) || s->stage2_at < 0)
+            return trit_error(TRIT_ERR_INVALID, "lr schedule: the second stage needs a step >= 0 and a scale in (0, 1], "
+                              "got step %lld, scale %g", (long long)s->stage2_at, s->stage2_scale);
+        __attribute__((fallthrough));  // the rest is a warmup + cosine schedule
     case TRIT_LR_WARMUP_COSINE:
         if (!finite_nonneg(s->floor))
             return trit_error(TRIT_ERR_INVALID, "lr schedule: floor lr must be finite and >= 0, "
@@ -62,11 +76,13 @@ double trit_lr_at(const trit_lr_schedule *s, int64_t step) {
     if (step < w) return s->peak * (double)(step + 1) / (double)w;
     switch (s->kind) {
     case TRIT_LR_CONSTANT: return s->peak;
-    case TRIT_LR_WARMUP_COSINE: {
-        if (step >= s->total_steps) return s->floor;
+    case TRIT_LR_WARMUP_COSINE:
+    case TRIT_LR_TWO_STAGE: {
+        const double stage = s->kind == TRIT_LR_TWO_STAGE && step >= s->stage2_at ? s->stage2_scale : 1.0;
+        if (step >= s->total_steps) return stage * s->floor;
         double ratio = (double)(step - w) / (double)(s->total_steps - w);
         double coeff = 0.5 * (1.0 + cos(LR_PI * ratio));
-        return s->floor + coeff * (s->peak - s->floor);
+        return stage * (s->floor + coeff * (s->peak - s->floor));
     }
     case TRIT_LR_STEP_DECAY:
         return s->peak * pow(s->gamma, (double)((step - w) / s->step_size));

@@ -25,6 +25,7 @@ typedef struct field {
     double dlo, dhi;           // F_DBL: allowed values (finite), ends exclusive as `open` says
     unsigned open;             // TRIT_OPEN_LO | TRIT_OPEN_HI
     const char *why;           // reason added to a range error, may be NULL
+    bool is_switch;            // F_BOOL given without a value on the command line (--ternary)
 } field;
 
 static const char *const tokenizer_names[] = {"none", "char", "bpe", NULL};
@@ -36,7 +37,8 @@ static const char *const precision_names[] = {"fp32", "bf16", "fp16", NULL};
 static const char *const off_on_names[] = {"off", "on", NULL};
 static const char *const rounding_names[] = {"nearest", "stochastic", NULL};
 static const char *const matmul_names[] = {"highest", "high", "medium", NULL};
-static const char *const qat_names[] = {"off", "int8", "int4", "int2", "fp8", NULL};
+static const char *const qat_names[] = {"off", "int8", "int4", "int2", "fp8", "ternary", NULL};
+static const char *const schedule_names[] = {"cosine", "two-stage", NULL};
 static const char *const qat_acts_names[] = {"off", "token", NULL};
 
 // Upper bounds are where a run stops being a training run on one machine and becomes an
@@ -94,7 +96,18 @@ static const field fields[] = {
      "static loss scale, 0 = dynamic for fp16 (start 65536) and none otherwise (0)", D(0, 0x1p100, 0),
      .why = "0 is dynamic for fp16; a static scale is positive, at most 2^100"},
     {"qat", F_ENUM, K_OPT, OFF(qat), qat_names,
-     "off|int8|int4|int2|fp8: train the block matrices through fake quantization (off)", NONE},
+     "off|int8|int4|int2|fp8|ternary: train the block matrices through fake quantization (off)", NONE},
+    {"ternary", F_BOOL, K_OPT, OFF(ternary), NULL,
+     "BitNet b1.58 training: --qat ternary with the recipe's defaults (--lr 2e-3 --schedule two-stage "
+     "--stage2-weight-decay 0); no value", NONE, .is_switch = true},
+    {"schedule", F_ENUM, K_OPT, OFF(schedule), schedule_names,
+     "cosine|two-stage: warmup + cosine, or that with the lr scaled at --stage2-at (cosine)", NONE},
+    {"stage2-at", F_DBL, K_OPT, OFF(stage2_at), NULL, "two-stage: where the second stage starts, a fraction of --steps (0.5)",
+     D(0, 1, OPEN_LO | OPEN_HI)},
+    {"stage2-lr", F_DBL, K_OPT, OFF(stage2_lr), NULL, "two-stage: lr factor of the second stage (0.5)",
+     D(0, 1, OPEN_LO)},
+    {"stage2-weight-decay", F_DBL, K_OPT, OFF(stage2_weight_decay), NULL,
+     "two-stage: weight decay of the second stage (--weight-decay; 0 with --ternary)", D(0, 100, 0)},
     {"group", F_INT, K_OPT, OFF(group), NULL, "--qat weight group size, 0 = int8/fp8 per channel, int4 128, int2 64 (0)",
      I(0, 1 << 20)},
     {"qat-acts", F_ENUM, K_OPT, OFF(qat_acts), qat_acts_names,
@@ -296,12 +309,19 @@ static void apply_defaults(trit_train_config *c) {
     DEF_I(total_batch_tokens, c->batch * c->seq);
     DEF_I(steps, task ? 3000 : 2000);
     DEF_I(warmup, c->steps < 100 ? c->steps : 100);
-    DEF_D(lr, task ? 3e-3 : 1e-3);
+    // --ternary is BitNet's recipe: ternary QAT, a higher lr, two stages, no decay in the second.
+    if (c->ternary == 1) DEF_I(qat, TRIT_QAT_TERNARY);
+    const bool bitnet = c->qat == TRIT_QAT_TERNARY;
+    DEF_D(lr, bitnet ? 2e-3 : task ? 3e-3 : 1e-3);
     DEF_D(min_lr, c->lr * 0.1);
     DEF_D(beta1, 0.9);
     DEF_D(beta2, task ? 0.99 : 0.95);
     DEF_D(eps, 1e-8);
     DEF_D(weight_decay, 0.1);
+    DEF_I(schedule, bitnet ? TRIT_SCHEDULE_TWO_STAGE : TRIT_SCHEDULE_COSINE);
+    DEF_D(stage2_at, 0.5);
+    DEF_D(stage2_lr, 0.5);
+    DEF_D(stage2_weight_decay, bitnet ? 0.0 : c->weight_decay);
     DEF_D(clip, 1.0);
     DEF_I(seed, 1337);
     DEF_I(precision, TRIT_PRECISION_FP32);
@@ -310,6 +330,7 @@ static void apply_defaults(trit_train_config *c) {
     DEF_I(matmul_precision, TRIT_MATMUL_HIGHEST);
     DEF_D(loss_scale, 0.0);
     DEF_I(qat, TRIT_QAT_OFF);
+    DEF_I(ternary, 0);
     DEF_I(group, 0);
     DEF_I(qat_acts, 1);
     DEF_I(eval_every, task ? 500 : 250);
@@ -531,7 +552,7 @@ const trit_train_flag *trit_train_flags(void) {
                      f->dhi, (f->open & TRIT_OPEN_HI) ? ')' : ']');
         else
             snprintf(help[i], sizeof help[i], "%s", f->help);
-        flags[i] = (trit_train_flag){f->name, help[i]};
+        flags[i] = (trit_train_flag){f->name, help[i], f->is_switch};
     }
     return flags;
 }

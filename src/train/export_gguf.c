@@ -3,7 +3,9 @@
 // merges as "left right"), and the tensors under llama.cpp's names with ggml's dims (an (out,
 // in) matrix is {in, out}). The head is tied in trit and written again as output.weight, which
 // the gpt2 loader requires. 2-D matrices take the asked type; norms, biases and the position
-// table stay f32.
+// table stay f32. llama.cpp needs an end-of-text token and bans it under --ignore-eos, so the
+// file gets one more token than the model, "<|endoftext|>" (id V, a control token) with zero
+// embedding and head rows: no token of the model is ever banned or mistaken for the end.
 #include "trit/io.h"
 #include "trit/train.h"
 
@@ -48,10 +50,12 @@ static void strs_free(export_buf *b) {
     free(b->strs), free(b->lens);
 }
 
-// Tokens (V) and merges of tok, spelled for GGUF.
+#define EOT_TOKEN "<|endoftext|>"
+
+// Tokens (V + 1: the model's, then the end-of-text token) and merges of tok, spelled for GGUF.
 static trit_status vocab(const trit_tokenizer *tok, export_buf *tokens, export_buf *merges) {
     const int32_t V = trit_tokenizer_vocab_size(tok), M = trit_tokenizer_num_merges(tok);
-    tokens->strs = calloc((size_t)V, sizeof(char *)), tokens->lens = calloc((size_t)V, sizeof(size_t));
+    tokens->strs = calloc((size_t)V + 1, sizeof(char *)), tokens->lens = calloc((size_t)V + 1, sizeof(size_t));
     merges->strs = calloc((size_t)M + 1, sizeof(char *)), merges->lens = calloc((size_t)M + 1, sizeof(size_t));
     if (!tokens->strs || !tokens->lens || !merges->strs || !merges->lens) return trit_error(TRIT_ERR_NOMEM, "gguf export: out of memory");
     for (int32_t i = 0; i < V; i++, tokens->n++) {
@@ -61,6 +65,10 @@ static trit_status vocab(const trit_tokenizer *tok, export_buf *tokens, export_b
         if (!(tokens->strs[i] = malloc(2 * n + 1))) return trit_error(TRIT_ERR_NOMEM, "gguf export: out of memory");
         tokens->lens[i] = spell(b, n, tokens->strs[i]);
     }
+    if (!(tokens->strs[V] = malloc(sizeof EOT_TOKEN))) return trit_error(TRIT_ERR_NOMEM, "gguf export: out of memory");
+    memcpy(tokens->strs[V], EOT_TOKEN, sizeof EOT_TOKEN);
+    tokens->lens[V] = sizeof EOT_TOKEN - 1;
+    tokens->n++;
     for (int32_t r = 0; r < M; r++, merges->n++) {
         int32_t l, rt;
         const uint8_t *lb, *rb;
@@ -86,28 +94,42 @@ static uint32_t ggml_type_of(trit_dtype dt) {
     return dt == TRIT_F16 ? TRIT_GGML_F16 : dt == TRIT_Q8_0 ? TRIT_GGML_Q8_0 : dt == TRIT_Q4_0 ? TRIT_GGML_Q4_0 : TRIT_GGML_F32;
 }
 
-// Adds parameter `from` of m under `name`, converted to dt (matrices) or f32 (the rest).
-static trit_status add(trit_gguf *g, tensor_list *l, const trit_gpt *m, const char *from, const char *name, trit_dtype dt) {
+// Adds parameter `from` of m under `name`, converted to dt (matrices) or f32 (the rest), with
+// `extra_rows` zero rows after its own (the end-of-text token's).
+static trit_status add_rows(trit_gguf *g, tensor_list *l, const trit_gpt *m, const char *from, const char *name,
+                            trit_dtype dt, int64_t extra_rows) {
     const trit_tensor *t = trit_gpt_find(m, from);
     if (!t) return TRIT_ERR_INVALID;
     if (t->ndim != 2) dt = TRIT_F32;
     if (l->n == l->cap) return trit_error(TRIT_ERR_RANGE, "gguf export: more tensors than the config gives");
-    trit_tensor *c = trit_tensor_new(dt, t->ndim, t->shape);
+    int64_t shape[2] = {t->shape[0] + extra_rows, t->ndim == 2 ? t->shape[1] : 1};
+    trit_tensor *c = trit_tensor_new(dt, t->ndim, shape);
     if (!c) return TRIT_ERR_NOMEM;
     l->owned[l->n++] = c;
-    trit_status s = trit_tensor_copy(c, t);
-    const uint64_t ne[2] = {(uint64_t)t->shape[t->ndim - 1], t->ndim == 2 ? (uint64_t)t->shape[0] : 1};
+    // The zero rows are encoded like any other (so q4_0 blocks of zeros hold code 8, scale 0).
+    trit_tensor *padded = extra_rows ? trit_tensor_new(TRIT_F32, t->ndim, shape) : NULL;
+    trit_tensor rows;  // padded's first rows, the parameter's shape
+    trit_status s = extra_rows && !padded ? TRIT_ERR_NOMEM : TRIT_OK;
+    if (s == TRIT_OK && padded) s = trit_tensor_view_slice(padded, 0, 0, t->shape[0], 1, &rows);
+    if (s == TRIT_OK && padded) s = trit_tensor_copy(&rows, t);
+    if (s == TRIT_OK) s = trit_tensor_copy(c, padded ? padded : t);
+    trit_tensor_free(padded);
+    const uint64_t ne[2] = {(uint64_t)shape[t->ndim - 1], t->ndim == 2 ? (uint64_t)shape[0] : 1};
     if (s == TRIT_OK) s = trit_gguf_add_tensor(g, name, ggml_type_of(dt), t->ndim, ne, trit_tensor_ptr(c), trit_tensor_nbytes(c));
     return s;
 }
 
+static trit_status add(trit_gguf *g, tensor_list *l, const trit_gpt *m, const char *from, const char *name, trit_dtype dt) {
+    return add_rows(g, l, m, from, name, dt, 0);
+}
+
 static trit_status add_tensors(trit_gguf *g, tensor_list *l, const trit_gpt *m, trit_dtype dt) {
     const trit_gpt_config *c = trit_gpt_get_config(m);
-    trit_status s = add(g, l, m, "wte.weight", "token_embd.weight", dt);
+    trit_status s = add_rows(g, l, m, "wte.weight", "token_embd.weight", dt, 1);
     if (s == TRIT_OK) s = add(g, l, m, "wpe.weight", "position_embd.weight", TRIT_F32);
     if (s == TRIT_OK) s = add(g, l, m, "ln_f.weight", "output_norm.weight", TRIT_F32);
     if (s == TRIT_OK) s = add(g, l, m, "ln_f.bias", "output_norm.bias", TRIT_F32);
-    if (s == TRIT_OK) s = add(g, l, m, "wte.weight", "output.weight", dt);
+    if (s == TRIT_OK) s = add_rows(g, l, m, "wte.weight", "output.weight", dt, 1);
     static const char *const pairs[][2] = {
         {"ln_1.weight", "attn_norm.weight"},  {"ln_1.bias", "attn_norm.bias"},
         {"attn.c_attn.weight", "attn_qkv.weight"}, {"attn.c_attn.bias", "attn_qkv.bias"},
@@ -153,7 +175,7 @@ trit_status trit_export_gguf(const trit_gpt *m, const trit_tokenizer *tok, trit_
     export_buf tokens = {0}, merges = {0};
     tensor_list l = {.cap = (int)(5 + 12 * c->n_layer)};
     l.owned = calloc((size_t)l.cap, sizeof *l.owned);
-    int32_t *types = calloc((size_t)c->vocab_size, sizeof *types);
+    int32_t *types = calloc((size_t)c->vocab_size + 1, sizeof *types);
     if (!g || !types || !l.owned) s = trit_error(TRIT_ERR_NOMEM, "gguf export: out of memory");
     if (s == TRIT_OK) s = vocab(tok, &tokens, &merges);
     if (s == TRIT_OK) {
@@ -171,11 +193,11 @@ trit_status trit_export_gguf(const trit_gpt *m, const trit_tokenizer *tok, trit_
         trit_gguf_kv_str(g, "tokenizer.ggml.pre", "gpt-2");
         trit_gguf_kv_strs(g, "tokenizer.ggml.tokens", (const char *const *)tokens.strs, tokens.lens, (uint64_t)tokens.n);
         for (int64_t i = 0; i < c->vocab_size; i++) types[i] = 1;  // normal tokens
-        trit_gguf_kv_i32s(g, "tokenizer.ggml.token_type", types, (uint64_t)c->vocab_size);
+        types[c->vocab_size] = 3;                                   // control
+        trit_gguf_kv_i32s(g, "tokenizer.ggml.token_type", types, (uint64_t)c->vocab_size + 1);
         trit_gguf_kv_strs(g, "tokenizer.ggml.merges", (const char *const *)merges.strs, merges.lens, (uint64_t)merges.n);
-        // trit's vocabularies have no special tokens; the gpt2 loader wants ids, so token 0 stands in.
-        trit_gguf_kv_u32(g, "tokenizer.ggml.bos_token_id", 0);
-        trit_gguf_kv_u32(g, "tokenizer.ggml.eos_token_id", 0);
+        trit_gguf_kv_u32(g, "tokenizer.ggml.bos_token_id", (uint32_t)c->vocab_size);
+        trit_gguf_kv_u32(g, "tokenizer.ggml.eos_token_id", (uint32_t)c->vocab_size);
         s = add_tensors(g, &l, m, dt);
     }
     if (s == TRIT_OK) s = trit_gguf_write(g, path);

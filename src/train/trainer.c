@@ -149,6 +149,11 @@ static trit_status run_loop(trainer *t, const trit_train_hooks *hooks, trit_trai
     trit_status s = TRIT_OK;
     while (s == TRIT_OK && t->step < end) {
         double lr = trit_lr_at(&t->sched, t->step);
+        // Two stages: group 0 (the >= 2-D weights) takes the second stage's weight decay.
+        if (t->sched.kind == TRIT_LR_TWO_STAGE)
+            s = trit_optim_set_group(t->opt, 0, 1.0,
+                                     t->step >= t->sched.stage2_at ? c->stage2_weight_decay : c->weight_decay);
+        if (s != TRIT_OK) break;
         double t0 = now_ms();
         trit_train_step_info info = {.steps = c->steps, .val_loss = NAN, .accuracy = NAN, .lr = lr};
         s = train_step(t, lr, hooks, &info);

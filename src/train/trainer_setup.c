@@ -194,10 +194,11 @@ static trit_status apply_precision(trainer *t) {
 static trit_status apply_qat(trainer *t) {
     const trit_train_config *c = &t->cfg;
     if (c->qat == TRIT_QAT_OFF) return TRIT_OK;
-    static const trit_dtype dts[] = {TRIT_F32, TRIT_QINT8, TRIT_QINT4, TRIT_QINT2, TRIT_F8_E4M3};
+    static const trit_dtype dts[] = {TRIT_F32, TRIT_QINT8, TRIT_QINT4, TRIT_QINT2, TRIT_F8_E4M3, TRIT_TERNARY};
     const trit_dtype dt = dts[c->qat];
     const trit_quant_spec def = trit_quant_spec_default(dt);
-    const trit_fake_quant_spec w = {.dtype = dt, .group_size = c->group ? c->group : def.group_size, .mode = TRIT_FQ_GROUPS};
+    trit_fake_quant_spec w = {.dtype = dt, .group_size = c->group ? c->group : def.group_size, .mode = TRIT_FQ_GROUPS};
+    if (dt == TRIT_TERNARY) w = (trit_fake_quant_spec){.dtype = TRIT_QINT2, .mode = TRIT_FQ_TERNARY};
     const trit_fake_quant_spec a = {.dtype = dt == TRIT_F8_E4M3 ? dt : TRIT_QINT8, .mode = TRIT_FQ_TOKEN};
     return trit_gpt_set_qat(t->model, &w, c->qat_acts ? &a : NULL);
 }
@@ -235,7 +236,10 @@ static trit_status setup_model(trainer *t) {
     if (!t->opt) return TRIT_ERR_INVALID;
     // 16-bit weights round after each update; the bits come from their own Philox stream of the seed.
     trit_optim_set_rounding(t->opt, c->rounding == TRIT_ROUND_STOCHASTIC, (uint64_t)c->seed ^ TRIT_STREAM_ROUNDING);
-    t->sched = trit_lr_warmup_cosine(c->lr, c->min_lr, c->warmup, c->steps);
+    t->sched = c->schedule == TRIT_SCHEDULE_TWO_STAGE
+                   ? trit_lr_two_stage(c->lr, c->min_lr, c->warmup, c->steps, (int64_t)(c->stage2_at * (double)c->steps),
+                                       c->stage2_lr)
+                   : trit_lr_warmup_cosine(c->lr, c->min_lr, c->warmup, c->steps);
     t->accum = trit_train_config_accum(c);
     return trit_lr_check(&t->sched);
 }

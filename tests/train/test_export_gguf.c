@@ -96,10 +96,11 @@ static void check_file(trit_dtype dt, uint32_t ggml_type) {
         if (strcmp(k, "gpt2.block_count") == 0) found++, assert_int_equal(v, 2);
         if (strcmp(k, "gpt2.embedding_length") == 0) found++, assert_int_equal(v, 64);
         if (strcmp(k, "gpt2.feed_forward_length") == 0) found++, assert_int_equal(v, 256);
-        if (strcmp(k, "tokenizer.ggml.tokens") == 0) found++, assert_int_equal(count, trit_tokenizer_vocab_size(tok));
+        if (strcmp(k, "tokenizer.ggml.tokens") == 0) found++, assert_int_equal(count, trit_tokenizer_vocab_size(tok) + 1);
+        if (strcmp(k, "tokenizer.ggml.eos_token_id") == 0) found++, assert_int_equal(v, trit_tokenizer_vocab_size(tok));
         if (strcmp(k, "tokenizer.ggml.merges") == 0) found++, assert_int_equal(count, 0);
     }
-    assert_int_equal(found, 5);
+    assert_int_equal(found, 6);
     const uint8_t *info_end = NULL;
     reader ri = r;
     for (uint64_t i = 0; i < n_tensors; i++) {  // first pass: where the data starts
@@ -121,12 +122,16 @@ static void check_file(trit_dtype dt, uint32_t ggml_type) {
         assert_int_equal(off % 32, 0);
         if (strcmp(name, "blk.1.attn_qkv.weight") == 0 || strcmp(name, "output.weight") == 0) {
             const trit_tensor *w = trit_gpt_find(m, name[0] == 'o' ? "wte.weight" : "h.1.attn.c_attn.weight");
+            const int64_t extra = name[0] == 'o';  // the end-of-text token's zero row
+            const int64_t shape[2] = {w->shape[0] + extra, w->shape[1]};
             assert_int_equal(nd, 2);
-            assert_int_equal(ne[0], w->shape[1]);
-            assert_int_equal(ne[1], w->shape[0]);
+            assert_int_equal(ne[0], shape[1]);
+            assert_int_equal(ne[1], shape[0]);
             assert_int_equal(type, ggml_type);
-            trit_tensor *want = trit_tensor_new(dt, 2, w->shape);
-            assert_int_equal(trit_tensor_copy(want, w), TRIT_OK);
+            trit_tensor *f = trit_tensor_new(TRIT_F32, 2, shape), *want = trit_tensor_new(dt, 2, shape);
+            memcpy(f->data, w->data, trit_tensor_nbytes(w));
+            assert_int_equal(trit_tensor_copy(want, f), TRIT_OK);
+            trit_tensor_free(f);
             assert_true(data_start + off + trit_tensor_nbytes(want) <= n);
             assert_memory_equal(data + data_start + off, trit_tensor_ptr(want), trit_tensor_nbytes(want));
             trit_tensor_free(want);
