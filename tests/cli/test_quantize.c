@@ -83,6 +83,26 @@ static void test_every_format(void **state) {
     cli_free(&r);
 }
 
+// `trit train --ternary` (a switch: no value) trains through BitNet's quantizers, and its weights
+// frozen to 2-bit ternary give the loss the ternary graph gave (weights only: --qat-acts off).
+static void test_ternary_train_and_freeze(void **state) {
+    (void)state;
+    char run2[700], dir[700];
+    snprintf(run2, sizeof run2, "%s/tern", root);
+    snprintf(dir, sizeof dir, "%s/tern-q", root);
+    cli_result r = expect(RUN("train", "--ternary", "--qat-acts", "off", "--data", corpus, "--out", run2, "--layers", "1",
+                              "--heads", "2", "--dim", "32", "--seq", "16", "--batch", "4", "--steps", "20",
+                              "--eval-every", "20", "--eval-batches", "2", "--sample-tokens", "0", "--threads", "1"),
+                          0, "val loss", NULL);
+    cli_free(&r);
+    r = expect(RUN("quantize", run2, "--format", "ternary", "--out", dir, "--batches", "4", "--batch", "2", "--threads",
+                   "1"),
+               0, "2.0", NULL);  // about 2 bits per parameter
+    cli_free(&r);
+    r = expect(RUN("train", "--ternary", "1", "--data", corpus), 2, NULL, "unexpected argument '1'");
+    cli_free(&r);
+}
+
 static void test_bad_input(void **state) {
     (void)state;
     char dir[700];
@@ -105,6 +125,7 @@ static void test_bad_input(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_every_format),
+        cmocka_unit_test(test_ternary_train_and_freeze),
         cmocka_unit_test(test_bad_input),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

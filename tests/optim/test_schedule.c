@@ -35,6 +35,23 @@ static void test_warmup_cosine(void **state) {
     CLOSE(trit_lr_at(&n, 4), 0.0);
 }
 
+// BitNet's two stages: the cosine, scaled by stage2_scale from stage2_at on (a drop at mid-run).
+static void test_two_stage(void **state) {
+    (void)state;
+    const double peak = 2e-3, floor = 2e-4;
+    trit_lr_schedule s = trit_lr_two_stage(peak, floor, 10, 110, 60, 0.5);
+    trit_lr_schedule c = trit_lr_warmup_cosine(peak, floor, 10, 110);
+    assert_int_equal(trit_lr_check(&s), TRIT_OK);
+    for (int64_t k = 0; k < 60; k++) CLOSE(trit_lr_at(&s, k), trit_lr_at(&c, k));
+    for (int64_t k = 60; k < 200; k++) CLOSE(trit_lr_at(&s, k), 0.5 * trit_lr_at(&c, k));
+    assert_true(trit_lr_at(&s, 60) < 0.6 * trit_lr_at(&s, 59));  // the drop
+    trit_lr_schedule bad = trit_lr_two_stage(peak, floor, 10, 110, 60, 0.0);
+    assert_int_equal(trit_lr_check(&bad), TRIT_ERR_INVALID);
+    assert_true(isnan(trit_lr_at(&bad, 5)));
+    bad = trit_lr_two_stage(peak, floor, 10, 110, -1, 0.5);
+    assert_int_equal(trit_lr_check(&bad), TRIT_ERR_INVALID);
+}
+
 static void test_constant_and_step_decay(void **state) {
     (void)state;
     trit_lr_schedule c = trit_lr_constant(3e-4);
@@ -86,6 +103,7 @@ static void test_bad_schedules(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_warmup_cosine),
+        cmocka_unit_test(test_two_stage),
         cmocka_unit_test(test_constant_and_step_decay),
         cmocka_unit_test(test_bad_schedules),
     };

@@ -76,10 +76,39 @@ static void test_train_flags(void **state) {
     assert_int_not_equal(trit_train_config_set(&c, "qat-acts", "channel"), TRIT_OK);
 }
 
+// --ternary is the BitNet recipe: ternary QAT, lr 2e-3, two stages, no decay in the second; each
+// part can still be set on its own.
+static void test_ternary_recipe(void **state) {
+    (void)state;
+    trit_train_config c;
+    trit_train_config_init(&c);
+    assert_int_equal(trit_train_config_set(&c, "data", "x.txt"), TRIT_OK);
+    assert_int_equal(trit_train_config_set(&c, "ternary", "1"), TRIT_OK);
+    assert_int_equal(trit_train_config_resolve(&c), TRIT_OK);
+    assert_int_equal(c.qat, TRIT_QAT_TERNARY);
+    assert_true(c.lr == 2e-3);
+    assert_int_equal(c.schedule, TRIT_SCHEDULE_TWO_STAGE);
+    assert_true(c.stage2_at == 0.5 && c.stage2_lr == 0.5 && c.stage2_weight_decay == 0.0 && c.weight_decay == 0.1);
+    trit_train_config_init(&c);
+    assert_int_equal(trit_train_config_set(&c, "data", "x.txt"), TRIT_OK);
+    assert_int_equal(trit_train_config_set(&c, "ternary", "1"), TRIT_OK);
+    assert_int_equal(trit_train_config_set(&c, "lr", "3e-3"), TRIT_OK);
+    assert_int_equal(trit_train_config_set(&c, "schedule", "cosine"), TRIT_OK);
+    assert_int_equal(trit_train_config_resolve(&c), TRIT_OK);
+    assert_true(c.lr == 3e-3);
+    assert_int_equal(c.schedule, TRIT_SCHEDULE_COSINE);
+    trit_train_config_init(&c);  // plain runs keep their defaults
+    assert_int_equal(trit_train_config_set(&c, "data", "x.txt"), TRIT_OK);
+    assert_int_equal(trit_train_config_resolve(&c), TRIT_OK);
+    assert_true(c.lr == 1e-3 && c.schedule == TRIT_SCHEDULE_COSINE && c.stage2_weight_decay == c.weight_decay);
+    assert_int_not_equal(trit_train_config_set(&c, "stage2-at", "1.5"), TRIT_OK);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_freeze_gives_the_qat_loss),
         cmocka_unit_test(test_train_flags),
+        cmocka_unit_test(test_ternary_recipe),
     };
     return cmocka_run_group_tests(tests, tfile_group_setup, tfile_group_teardown);
 }
