@@ -341,7 +341,8 @@ trit_status trit_gpt_quantize(trit_gpt *m, const trit_quant_spec *spec, unsigned
 
 // Writes m and its tokenizer as a GGUF v3 file of llama.cpp's gpt2 architecture, 2-D matrices
 // in dt (TRIT_F32, TRIT_F16, TRIT_Q8_0 or TRIT_Q4_0), the rest f32. The model must be GPT-2
-// shaped (LayerNorm, GELU, learned positions, biases).
+// shaped (LayerNorm, GELU, learned positions, biases). tok NULL (a random model for benchmarks)
+// writes the 256 byte tokens and numbered placeholders.
 trit_status trit_export_gguf(const trit_gpt *m, const trit_tokenizer *tok, trit_dtype dt, const char *path);
 
 #ifdef __cplusplus

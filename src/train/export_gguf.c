@@ -52,16 +52,38 @@ static void strs_free(export_buf *b) {
 
 #define EOT_TOKEN "<|endoftext|>"
 
+// Token i of a model without a tokenizer: byte i for i < 256, then numbered placeholders.
+static trit_status placeholder_token(int32_t i, const uint8_t **b, size_t *n, uint8_t *byte, char *name, size_t cap) {
+    if (i < 256) {
+        *byte = (uint8_t)i;
+        *b = byte, *n = 1;
+    } else {
+        *n = (size_t)snprintf(name, cap, "<|t%d|>", (int)i);
+        *b = (const uint8_t *)name;
+    }
+    return TRIT_OK;
+}
+
 // Tokens (V + 1: the model's, then the end-of-text token) and merges of tok, spelled for GGUF.
-static trit_status vocab(const trit_tokenizer *tok, export_buf *tokens, export_buf *merges) {
-    const int32_t V = trit_tokenizer_vocab_size(tok), M = trit_tokenizer_num_merges(tok);
+// tok NULL: V placeholder tokens and no merges.
+static trit_status vocab(const trit_tokenizer *tok, int32_t V, export_buf *tokens, export_buf *merges) {
+    const int32_t M = tok ? trit_tokenizer_num_merges(tok) : 0;
     tokens->strs = calloc((size_t)V + 1, sizeof(char *)), tokens->lens = calloc((size_t)V + 1, sizeof(size_t));
     merges->strs = calloc((size_t)M + 1, sizeof(char *)), merges->lens = calloc((size_t)M + 1, sizeof(size_t));
     if (!tokens->strs || !tokens->lens || !merges->strs || !merges->lens) return trit_error(TRIT_ERR_NOMEM, "gguf export: out of memory");
     for (int32_t i = 0; i < V; i++, tokens->n++) {
         const uint8_t *b;
         size_t n;
-        if (trit_tokenizer_token_bytes(tok, i, &b, &n) != TRIT_OK) return TRIT_ERR_FORMAT;
+        uint8_t byte;
+        char name[32];
+        if (tok ? trit_tokenizer_token_bytes(tok, i, &b, &n) : placeholder_token(i, &b, &n, &byte, name, sizeof name))
+            return TRIT_ERR_FORMAT;
+        if (!tok && i >= 256) {  // placeholders are spelled as they are
+            if (!(tokens->strs[i] = malloc(n + 1))) return trit_error(TRIT_ERR_NOMEM, "gguf export: out of memory");
+            memcpy(tokens->strs[i], b, n + 1);
+            tokens->lens[i] = n;
+            continue;
+        }
         if (!(tokens->strs[i] = malloc(2 * n + 1))) return trit_error(TRIT_ERR_NOMEM, "gguf export: out of memory");
         tokens->lens[i] = spell(b, n, tokens->strs[i]);
     }
@@ -160,14 +182,14 @@ static trit_status check(const trit_gpt *m, const trit_tokenizer *tok, trit_dtyp
     if ((dt == TRIT_Q8_0 || dt == TRIT_Q4_0) && (c->n_embd % 32 || trit_gpt_mlp_hidden(c) % 32))
         return trit_error(TRIT_ERR_SHAPE, "gguf export: %s needs rows that are multiples of 32 (width %lld, MLP %lld)",
                           trit_dtype_name(dt), (long long)c->n_embd, (long long)trit_gpt_mlp_hidden(c));
-    if (trit_tokenizer_vocab_size(tok) != c->vocab_size)
+    if (tok && trit_tokenizer_vocab_size(tok) != c->vocab_size)
         return trit_error(TRIT_ERR_FORMAT, "gguf export: the tokenizer has %d tokens, the model %lld",
                           (int)trit_tokenizer_vocab_size(tok), (long long)c->vocab_size);
     return TRIT_OK;
 }
 
 trit_status trit_export_gguf(const trit_gpt *m, const trit_tokenizer *tok, trit_dtype dt, const char *path) {
-    if (!m || !tok || !path) return trit_error(TRIT_ERR_INVALID, "gguf export: NULL argument");
+    if (!m || !path) return trit_error(TRIT_ERR_INVALID, "gguf export: NULL argument");
     trit_status s = check(m, tok, dt);
     if (s != TRIT_OK) return s;
     const trit_gpt_config *c = trit_gpt_get_config(m);
@@ -177,7 +199,7 @@ trit_status trit_export_gguf(const trit_gpt *m, const trit_tokenizer *tok, trit_
     l.owned = calloc((size_t)l.cap, sizeof *l.owned);
     int32_t *types = calloc((size_t)c->vocab_size + 1, sizeof *types);
     if (!g || !types || !l.owned) s = trit_error(TRIT_ERR_NOMEM, "gguf export: out of memory");
-    if (s == TRIT_OK) s = vocab(tok, &tokens, &merges);
+    if (s == TRIT_OK) s = vocab(tok, (int32_t)c->vocab_size, &tokens, &merges);
     if (s == TRIT_OK) {
         static const uint32_t file_type[] = {[TRIT_F32] = 0, [TRIT_F16] = 1, [TRIT_Q8_0] = 7, [TRIT_Q4_0] = 2};
         trit_gguf_kv_str(g, "general.architecture", "gpt2");
@@ -192,7 +214,7 @@ trit_status trit_export_gguf(const trit_gpt *m, const trit_tokenizer *tok, trit_
         trit_gguf_kv_str(g, "tokenizer.ggml.model", "gpt2");
         trit_gguf_kv_str(g, "tokenizer.ggml.pre", "gpt-2");
         trit_gguf_kv_strs(g, "tokenizer.ggml.tokens", (const char *const *)tokens.strs, tokens.lens, (uint64_t)tokens.n);
-        for (int64_t i = 0; i < c->vocab_size; i++) types[i] = 1;  // normal tokens
+        for (int64_t i = 0; i < c->vocab_size; i++) types[i] = !tok && i >= 256 ? 3 : 1;  // normal, or placeholders
         types[c->vocab_size] = 3;                                   // control
         trit_gguf_kv_i32s(g, "tokenizer.ggml.token_type", types, (uint64_t)c->vocab_size + 1);
         trit_gguf_kv_strs(g, "tokenizer.ggml.merges", (const char *const *)merges.strs, merges.lens, (uint64_t)merges.n);
