@@ -135,7 +135,7 @@ typedef struct trit_decode_result {
     char config[TRIT_BENCH_NAME_MAX];
     char format[16];
     double decode_tokens_per_s;   // batch 1 with the KV cache, greedy
-    double prefill_tokens_per_s;  // the prompt, fed through the same decoder
+    double prefill_tokens_per_s;  // the prompt, fed through trit_gpt_prefill
     int64_t prompt_tokens, decode_tokens, params;
     size_t weight_bytes;          // the model's tensors as decoded from (codes + scales when quantized)
     int threads;

@@ -134,6 +134,10 @@ void trit_gpt_cache_reset(trit_gpt_cache *c);
 int64_t trit_gpt_cache_len(const trit_gpt_cache *c);
 // Fails with TRIT_ERR_RANGE when the cache holds seq_len tokens already or token >= V.
 trit_status trit_gpt_decode(const trit_gpt *m, trit_gpt_cache *c, int32_t token, float *logits /* (V) */);
+// Feeds n tokens at once (a prompt): the same results as n decode calls, with the matrix
+// products of up to 64 positions done as one GEMM; logits (V) are those after the last token.
+trit_status trit_gpt_prefill(const trit_gpt *m, trit_gpt_cache *c, const int32_t *tokens /* (n) */, int64_t n,
+                             float *logits /* (V) */);
 
 #ifdef __cplusplus
 }

@@ -13,16 +13,20 @@
 #include <stdlib.h>
 #include <string.h>
 
+// Positions a forward handles at once: a prompt's matmuls run as (ROWS x K) GEMMs.
+enum { ROWS = 64 };
+
 struct trit_gpt_cache {
     const trit_gpt *m;
     int64_t len;           // tokens decoded so far
     float *k, *v;          // (L, T, C) each: keys (after RoPE) and values of every position
-    float *x;              // (C) residual stream
-    float *h;              // (C) normalised input of a sub-layer
-    float *qkv;            // (3C)
-    float *y;              // (C) attention output before c_proj, or a sub-layer's output
-    float *fc;             // (F) c_fc output, F = hidden or 2 hidden
-    float *act;            // (hidden) MLP activation
+    // Work buffers for up to ROWS positions fed at once (a prompt is fed in chunks of ROWS).
+    float *x;              // (ROWS, C) residual stream
+    float *h;              // (ROWS, C) normalised input of a sub-layer
+    float *qkv;            // (ROWS, 3C)
+    float *y;              // (ROWS, C) attention output before c_proj, or a sub-layer's output
+    float *fc;             // (ROWS, F) c_fc output, F = hidden or 2 hidden
+    float *act;            // (ROWS, hidden) MLP activation
     float *p;              // (T) attention probabilities of one head
     void *block;           // one allocation holding all of the above
     // f32 copies of the parameters, made when the cache is created, for a model that stores
@@ -34,8 +38,9 @@ struct trit_gpt_cache {
     float **qscales;
     int64_t *qgroup; // (n_tensors): the group size the kernels see (a group spanning whole rows
                      // is given one scale per row)
-    int8_t *xq;      // (max K)
-    int32_t *xgsum;  // (max K / 64)
+    int8_t *xq;      // (ROWS, max K)
+    float *xscale;   // (ROWS)
+    int32_t *xgsum;  // (ROWS, max K / 64)
 };
 
 // A model with 16-bit parameters is decoded from f32 copies taken now: a cache sees the
@@ -74,8 +79,8 @@ static trit_status setup_quantized(trit_gpt_cache *k, const trit_gpt *m) {
         k->qgroup[i] = G;
         if (K > maxk) maxk = K;
     }
-    if (maxk && (!(k->xq = trit_aligned_alloc((size_t)maxk)) ||
-                 !(k->xgsum = malloc(sizeof(int32_t) * (size_t)(maxk / 64)))))
+    if (maxk && (!(k->xq = trit_aligned_alloc((size_t)(ROWS * maxk))) || !(k->xscale = malloc(sizeof(float) * ROWS)) ||
+                 !(k->xgsum = malloc(sizeof(int32_t) * (size_t)(ROWS * maxk / 64)))))
         goto oom;
     return TRIT_OK;
 oom:
@@ -91,7 +96,7 @@ trit_gpt_cache *trit_gpt_cache_new(const trit_gpt *m) {
     const int64_t L = c->n_layer, T = c->seq_len, C = c->n_embd, hid = m->hidden;
     const int64_t F = c->mlp == TRIT_MLP_SWIGLU ? 2 * hid : hid;
     // Each buffer is rounded up to 16 floats so every one starts 64-byte aligned.
-    const int64_t sizes[9] = {L * T * C, L * T * C, C, C, 3 * C, C, F, hid, T};
+    const int64_t sizes[9] = {L * T * C, L * T * C, ROWS * C, ROWS * C, ROWS * 3 * C, ROWS * C, ROWS * F, ROWS * hid, T};
     int64_t total = 0;
     for (int i = 0; i < 9; i++) total += (sizes[i] + 15) / 16 * 16;
     trit_gpt_cache *k = calloc(1, sizeof *k);
@@ -126,6 +131,7 @@ void trit_gpt_cache_free(trit_gpt_cache *c) {
     free(c->qscales);
     free(c->qgroup);
     trit_aligned_free(c->xq);
+    free(c->xscale);
     free(c->xgsum);
     free(c);
 }
@@ -152,30 +158,30 @@ static int index_of(const trit_gpt *m, const trit_tensor *t) {
     return -1;
 }
 
-// out (N) = x (K) W^T, W: (N, K), with W's integer codes (x quantized per token) when it has a
-// quantized copy the kernels take, else in f32.
-static void product(const trit_gpt_cache *c, float *out, const float *x, const trit_tensor *w) {
+// out (R, N) = x (R, K) W^T, W: (N, K), with W's integer codes (x quantized per token) when it
+// has a quantized copy the kernels take, else in f32.
+static void product(const trit_gpt_cache *c, float *out, const float *x, const trit_tensor *w, int64_t R) {
     const int64_t N = w->shape[0], K = w->shape[1];
     const int i = c->qscales ? index_of(c->m, w) : -1;
     if (i >= 0 && c->qscales[i]) {
         const trit_tensor *q = c->m->quantized[i];
         const int64_t G = c->qgroup[i];
-        float xs;
-        const trit_qact a = {c->xq, &xs, c->xgsum};
-        trit_qact_quantize(x, 1, K, G, q->dtype, &a);
-        trit_kernel_qgemm(q->dtype, 1, N, K, G, &a, trit_tensor_ptr(q), c->qscales[i], out, N);
+        const trit_qact a = {c->xq, c->xscale, c->xgsum};
+        trit_qact_quantize(x, R, K, G, q->dtype, &a);
+        trit_kernel_qgemm(q->dtype, R, N, K, G, &a, trit_tensor_ptr(q), c->qscales[i], out, N);
         return;
     }
-    trit_kernel_gemm_f32(false, true, 1, N, K, x, K, data_of(c, w), K, out, N, false);
+    trit_kernel_gemm_f32(false, true, R, N, K, x, K, data_of(c, w), K, out, N, false);
 }
 
-// out (N) = x (K) W^T + b, W: (N, K), b: (N) or NULL.
-static void matvec(const trit_gpt_cache *c, float *out, const float *x, const trit_tensor *w, const trit_tensor *b) {
+// out (R, N) = x (R, K) W^T + b, W: (N, K), b: (N) or NULL.
+static void matmul(const trit_gpt_cache *c, float *out, const float *x, const trit_tensor *w, const trit_tensor *b,
+                   int64_t R) {
     const int64_t N = w->shape[0];
-    product(c, out, x, w);
+    product(c, out, x, w, R);
     const float *bd = data_of(c, b);
-    if (bd)
-        for (int64_t i = 0; i < N; i++) out[i] += bd[i];
+    for (int64_t r = 0; bd && r < R; r++)
+        for (int64_t i = 0; i < N; i++) out[r * N + i] += bd[i];
 }
 
 // LayerNorm or RMSNorm of x (C) into out, statistics in double as the graph's norm op does.
@@ -226,11 +232,11 @@ static float gelu(float x) {
     return x * ((u >= 0 ? 1 : e) / (1 + e));
 }
 
-// y (C) = causal attention of the new position's q against the cached keys and values of
-// positions 0..pos of layer l.
-static void attend(const trit_gpt *m, trit_gpt_cache *c, int64_t l, int64_t pos) {
+// y (C) = causal attention of q (C), the query at position pos, against the cached keys and
+// values of positions 0..pos of layer l.
+static void attend(const trit_gpt *m, trit_gpt_cache *c, int64_t l, int64_t pos, const float *q, float *y) {
     const int64_t C = m->cfg.n_embd, T = m->cfg.seq_len, H = m->cfg.n_head, hs = C / H, n = pos + 1;
-    const float *K = c->k + l * T * C, *V = c->v + l * T * C, *q = c->qkv;
+    const float *K = c->k + l * T * C, *V = c->v + l * T * C;
     const float scale = (float)(1.0 / sqrt((double)hs));
     for (int64_t h = 0; h < H; h++) {
         float *p = c->p;
@@ -247,57 +253,78 @@ static void attend(const trit_gpt *m, trit_gpt_cache *c, int64_t l, int64_t pos)
         }
         const float inv = (float)(1.0 / sum);
         for (int64_t j = 0; j < n; j++) p[j] *= inv;
-        trit_kernel_gemm_f32(false, false, 1, hs, n, p, n, V + h * hs, C, c->y + h * hs, hs, false);  // (1, hs)
+        trit_kernel_gemm_f32(false, false, 1, hs, n, p, n, V + h * hs, C, y + h * hs, hs, false);  // (1, hs)
     }
 }
 
-static void block_forward(const trit_gpt *m, trit_gpt_cache *c, int64_t l, int64_t pos) {
+// Layer l for the R positions pos0.. held in c->x.
+static void block_forward(const trit_gpt *m, trit_gpt_cache *c, int64_t l, int64_t pos0, int64_t R) {
     const trit_gpt_block *k = &m->blocks[l];
-    const int64_t C = m->cfg.n_embd, T = m->cfg.seq_len, hid = m->hidden;
-    norm(c, c->h, c->x, k->ln1_w, k->ln1_b);
-    matvec(c, c->qkv, c->h, k->attn_w, k->attn_b);
-    if (m->cfg.pos == TRIT_POS_ROPE) {
-        rope(m, c->qkv, pos);
-        rope(m, c->qkv + C, pos);
-    }
-    memcpy(c->k + (l * T + pos) * C, c->qkv + C, sizeof(float) * (size_t)C);
-    memcpy(c->v + (l * T + pos) * C, c->qkv + 2 * C, sizeof(float) * (size_t)C);
-    attend(m, c, l, pos);
-    matvec(c, c->h, c->y, k->proj_w, k->proj_b);
-    for (int64_t j = 0; j < C; j++) c->x[j] += c->h[j];
-
-    norm(c, c->h, c->x, k->ln2_w, k->ln2_b);
-    matvec(c, c->fc, c->h, k->fc_w, k->fc_b);
-    if (m->cfg.mlp == TRIT_MLP_SWIGLU) {
-        for (int64_t j = 0; j < hid; j++) {
-            const float g = c->fc[j];
-            c->act[j] = g * sigmoidf(g) * c->fc[hid + j];
+    const int64_t C = m->cfg.n_embd, T = m->cfg.seq_len, hid = m->hidden, F = m->cfg.mlp == TRIT_MLP_SWIGLU ? 2 * hid : hid;
+    for (int64_t r = 0; r < R; r++) norm(c, c->h + r * C, c->x + r * C, k->ln1_w, k->ln1_b);
+    matmul(c, c->qkv, c->h, k->attn_w, k->attn_b, R);
+    for (int64_t r = 0; r < R; r++) {
+        float *qkv = c->qkv + r * 3 * C;
+        if (m->cfg.pos == TRIT_POS_ROPE) {
+            rope(m, qkv, pos0 + r);
+            rope(m, qkv + C, pos0 + r);
         }
-    } else {
-        for (int64_t j = 0; j < hid; j++) c->act[j] = gelu(c->fc[j]);
+        memcpy(c->k + (l * T + pos0 + r) * C, qkv + C, sizeof(float) * (size_t)C);
+        memcpy(c->v + (l * T + pos0 + r) * C, qkv + 2 * C, sizeof(float) * (size_t)C);
     }
-    matvec(c, c->y, c->act, k->mlp_w, k->mlp_b);
-    for (int64_t j = 0; j < C; j++) c->x[j] += c->y[j];
+    for (int64_t r = 0; r < R; r++) attend(m, c, l, pos0 + r, c->qkv + r * 3 * C, c->y + r * C);
+    matmul(c, c->h, c->y, k->proj_w, k->proj_b, R);
+    for (int64_t j = 0; j < R * C; j++) c->x[j] += c->h[j];
+
+    for (int64_t r = 0; r < R; r++) norm(c, c->h + r * C, c->x + r * C, k->ln2_w, k->ln2_b);
+    matmul(c, c->fc, c->h, k->fc_w, k->fc_b, R);
+    for (int64_t r = 0; r < R; r++) {
+        const float *fc = c->fc + r * F;
+        float *act = c->act + r * hid;
+        if (m->cfg.mlp == TRIT_MLP_SWIGLU)
+            for (int64_t j = 0; j < hid; j++) act[j] = fc[j] * sigmoidf(fc[j]) * fc[hid + j];
+        else
+            for (int64_t j = 0; j < hid; j++) act[j] = gelu(fc[j]);
+    }
+    matmul(c, c->y, c->act, k->mlp_w, k->mlp_b, R);
+    for (int64_t j = 0; j < R * C; j++) c->x[j] += c->y[j];
 }
 
-trit_status trit_gpt_decode(const trit_gpt *m, trit_gpt_cache *c, int32_t token, float *logits /* (V) */) {
-    if (!m || !c || !logits) return trit_error(TRIT_ERR_INVALID, "gpt decode: NULL model, cache or logits");
+// Feeds R <= ROWS tokens at the next positions; logits (V) of the last one when asked.
+static void forward_rows(const trit_gpt *m, trit_gpt_cache *c, const int32_t *tokens, int64_t R, float *logits) {
+    const int64_t C = m->cfg.n_embd, pos0 = c->len;
+    const float *wte = data_of(c, m->wte), *wpe = m->wpe ? data_of(c, m->wpe) : NULL;
+    for (int64_t r = 0; r < R; r++)
+        for (int64_t j = 0; j < C; j++)
+            c->x[r * C + j] = wte[(int64_t)tokens[r] * C + j] + (wpe ? wpe[(pos0 + r) * C + j] : 0.0f);
+    for (int64_t l = 0; l < m->cfg.n_layer; l++) block_forward(m, c, l, pos0, R);
+    if (logits) {
+        norm(c, c->h, c->x + (R - 1) * C, m->lnf_w, m->lnf_b);
+        product(c, logits, c->h, m->wte, 1);
+    }
+    c->len += R;
+}
+
+trit_status trit_gpt_prefill(const trit_gpt *m, trit_gpt_cache *c, const int32_t *tokens, int64_t n, float *logits) {
+    if (!m || !c || !tokens || !logits) return trit_error(TRIT_ERR_INVALID, "gpt decode: NULL model, cache, tokens or logits");
     if (c->m != m)
         return trit_error(TRIT_ERR_INVALID, "gpt decode: the cache was made for another model; make one with trit_gpt_cache_new(model)");
     const trit_gpt_config *cfg = &m->cfg;
-    if (c->len >= cfg->seq_len)
-        return trit_error(TRIT_ERR_RANGE, "gpt decode: the cache holds %lld tokens, the model's context (seq_len); trit_gpt_cache_reset it or keep the last tokens and re-feed them",
-                          (long long)c->len);
-    if (token < 0 || token >= cfg->vocab_size)
-        return trit_error(TRIT_ERR_RANGE, "gpt decode: token %d outside the vocabulary [0, %lld)", (int)token,
-                          (long long)cfg->vocab_size);
-    const int64_t C = cfg->n_embd, pos = c->len;
-    const float *te = data_of(c, m->wte) + (int64_t)token * C;
-    const float *pe = m->wpe ? data_of(c, m->wpe) + pos * C : NULL;
-    for (int64_t j = 0; j < C; j++) c->x[j] = pe ? te[j] + pe[j] : te[j];
-    for (int64_t l = 0; l < cfg->n_layer; l++) block_forward(m, c, l, pos);
-    norm(c, c->h, c->x, m->lnf_w, m->lnf_b);
-    product(c, logits, c->h, m->wte);
-    c->len++;
+    if (n < 1 || n > cfg->seq_len - c->len)
+        return trit_error(TRIT_ERR_RANGE, "gpt decode: the cache holds %lld tokens and the model's context (seq_len) is "
+                          "%lld, so %lld more do not fit; trit_gpt_cache_reset it or keep the last tokens and re-feed them",
+                          (long long)c->len, (long long)cfg->seq_len, (long long)n);
+    for (int64_t i = 0; i < n; i++)
+        if (tokens[i] < 0 || tokens[i] >= cfg->vocab_size)
+            return trit_error(TRIT_ERR_RANGE, "gpt decode: token %d outside the vocabulary [0, %lld)", (int)tokens[i],
+                              (long long)cfg->vocab_size);
+    for (int64_t i = 0; i < n; i += ROWS) {
+        const int64_t R = n - i < ROWS ? n - i : ROWS;
+        forward_rows(m, c, tokens + i, R, i + R == n ? logits : NULL);
+    }
     return TRIT_OK;
+}
+
+trit_status trit_gpt_decode(const trit_gpt *m, trit_gpt_cache *c, int32_t token, float *logits /* (V) */) {
+    return trit_gpt_prefill(m, c, &token, 1, logits);
 }

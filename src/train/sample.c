@@ -116,10 +116,8 @@ static trit_status advance(const trit_gpt *m, trit_gpt_cache *cache, const int32
     if (trit_gpt_cache_len(cache) >= T) {
         trit_gpt_cache_reset(cache);
         int64_t keep = T / 2 > 0 ? T / 2 - 1 : 0;
-        for (int64_t j = n - 1 - keep; j < n - 1; j++) {
-            trit_status s = trit_gpt_decode(m, cache, hist[j], logits);
-            if (s != TRIT_OK) return s;
-        }
+        trit_status s = keep > 0 ? trit_gpt_prefill(m, cache, hist + n - 1 - keep, keep, logits) : TRIT_OK;
+        if (s != TRIT_OK) return s;
     }
     return trit_gpt_decode(m, cache, hist[n - 1], logits);
 }

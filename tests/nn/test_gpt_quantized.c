@@ -86,6 +86,33 @@ static void check(trit_dtype dt, int64_t group, float tol) {
     trit_gpt_free(m);
 }
 
+// A prompt fed at once gives the logits of feeding it token by token (to float rounding: the
+// matrix products run as GEMMs of several rows), f32 and quantized, across a chunk boundary.
+static void test_prefill_matches_decode(void **state) {
+    (void)state;
+    for (int q = 0; q < 2; q++) {
+        trit_gpt_config c = trit_gpt_config_default();
+        c.n_layer = 2, c.n_embd = 128, c.n_head = 4, c.seq_len = 160, c.vocab_size = V;
+        trit_gpt *m = trit_gpt_new(&c, 11);
+        trit_quantize_report r;
+        trit_quant_spec s = trit_quant_spec_default(TRIT_QINT8);
+        if (q) assert_int_equal(trit_gpt_quantize(m, &s, TRIT_QUANTIZE_BLOCKS, &r), TRIT_OK);
+        enum { N = 100 };
+        int32_t toks[N];
+        for (int i = 0; i < N; i++) toks[i] = (i * 17 + 5) % V;
+        float a[V], b[V];
+        trit_gpt_cache *k = trit_gpt_cache_new(m);
+        for (int i = 0; i < N; i++) assert_int_equal(trit_gpt_decode(m, k, toks[i], a), TRIT_OK);
+        trit_gpt_cache_reset(k);
+        assert_int_equal(trit_gpt_prefill(m, k, toks, N, b), TRIT_OK);
+        assert_int_equal(trit_gpt_cache_len(k), N);
+        for (int v = 0; v < V; v++) assert_true(fabsf(a[v] - b[v]) <= 1e-4f * max_abs(a, V));
+        assert_int_equal(trit_gpt_prefill(m, k, toks, 61, b), TRIT_ERR_RANGE);  // 100 + 61 > 160
+        trit_gpt_cache_free(k);
+        trit_gpt_free(m);
+    }
+}
+
 static void test_int8_per_channel(void **state) {
     (void)state;
     check(TRIT_QINT8, TRIT_QGROUP_CHANNEL, 0.03f);
@@ -98,6 +125,7 @@ static void test_int4_groups(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_prefill_matches_decode),
         cmocka_unit_test(test_int8_per_channel),
         cmocka_unit_test(test_int4_groups),
     };
