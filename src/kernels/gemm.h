@@ -22,6 +22,9 @@ typedef void trit_kernel_gemm_f32_fn(bool trans_a, bool trans_b, int64_t M, int6
 // found their features (x86/gemm_avx2.c, x86/gemm_avx512.c).
 trit_kernel_gemm_f32_fn trit_kernel_gemm_f32, trit_kernel_gemm_ref_f32, trit_kernel_gemm_avx2_f32,
     trit_kernel_gemm_avx512_f32;
+// The same product for a few rows of A (decoding): no packing, dot products or row axpys. Its
+// sums run in another order than the GEMM's, so results differ from it by rounding.
+trit_kernel_gemm_f32_fn trit_kernel_gemv_f32, trit_kernel_gemv_avx2_f32, trit_kernel_gemv_avx512_f32;
 void trit_kernel_gemm_ref_f64(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
                               const double *A, int64_t lda, const double *B, int64_t ldb,
                               double *C, int64_t ldc, bool accumulate);

@@ -23,6 +23,9 @@ static const trit_kernel_entry table[] = {
     ROW(GEMM, F32, F32, AVX512, trit_kernel_gemm_avx512_f32),
     ROW(GEMM, F32, F32, AVX2, trit_kernel_gemm_avx2_f32),
     ROW(GEMM, F32, F32, 0, trit_kernel_gemm_ref_f32),
+    ROW(GEMV, F32, F32, AVX512, trit_kernel_gemv_avx512_f32),
+    ROW(GEMV, F32, F32, AVX2, trit_kernel_gemv_avx2_f32),
+    ROW(GEMV, F32, F32, 0, trit_kernel_gemm_ref_f32),
     // Any mix of f32/bf16/f16 operands, keyed by bf16 -> f32: bf16 pairs on vdpbf16ps where the
     // CPU has it, else 16-bit operands widened while packing for the f32 micro-kernels.
     ROW(GEMM_MIXED, BF16, F32, AVX512 | TRIT_FEAT_AVX512_BF16, trit_kernel_gemm_mixed_avx512bf16),

@@ -14,6 +14,7 @@
 
 typedef enum trit_kernel_id {
     TRIT_KERNEL_GEMM,
+    TRIT_KERNEL_GEMV,
     TRIT_KERNEL_GEMM_MIXED,
     TRIT_KERNEL_NORM_FWD,
     TRIT_KERNEL_NORM_BWD_X,

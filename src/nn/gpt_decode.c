@@ -171,7 +171,8 @@ static void product(const trit_gpt_cache *c, float *out, const float *x, const t
         trit_kernel_qgemm(q->dtype, R, N, K, G, &a, trit_tensor_ptr(q), c->qscales[i], out, N);
         return;
     }
-    trit_kernel_gemm_f32(false, true, R, N, K, x, K, data_of(c, w), K, out, N, false);
+    if (R <= 4) trit_kernel_gemv_f32(false, true, R, N, K, x, K, data_of(c, w), K, out, N, false);
+    else trit_kernel_gemm_f32(false, true, R, N, K, x, K, data_of(c, w), K, out, N, false);
 }
 
 // out (R, N) = x (R, K) W^T + b, W: (N, K), b: (N) or NULL.
@@ -240,7 +241,7 @@ static void attend(const trit_gpt *m, trit_gpt_cache *c, int64_t l, int64_t pos,
     const float scale = (float)(1.0 / sqrt((double)hs));
     for (int64_t h = 0; h < H; h++) {
         float *p = c->p;
-        trit_kernel_gemm_f32(false, true, 1, n, hs, q + h * hs, hs, K + h * hs, C, p, n, false);  // (1, n)
+        trit_kernel_gemv_f32(false, true, 1, n, hs, q + h * hs, hs, K + h * hs, C, p, n, false);  // (1, n)
         float mx = -INFINITY;
         for (int64_t j = 0; j < n; j++) {
             p[j] *= scale;
@@ -253,7 +254,7 @@ static void attend(const trit_gpt *m, trit_gpt_cache *c, int64_t l, int64_t pos,
         }
         const float inv = (float)(1.0 / sum);
         for (int64_t j = 0; j < n; j++) p[j] *= inv;
-        trit_kernel_gemm_f32(false, false, 1, hs, n, p, n, V + h * hs, C, y + h * hs, hs, false);  // (1, hs)
+        trit_kernel_gemv_f32(false, false, 1, hs, n, p, n, V + h * hs, C, y + h * hs, hs, false);  // (1, hs)
     }
 }
 

@@ -238,6 +238,11 @@ static void gemm_macro(int64_t kc, int64_t mc, int64_t nc, const float *ap, cons
     }
 }
 
+void trit_kernel_gemv_avx2_f32(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const float *A,
+                               int64_t lda, const float *B, int64_t ldb, float *C, int64_t ldc, bool accumulate) {
+    gemv_run_f32(trans_a, trans_b, M, N, K, A, lda, B, ldb, C, ldc, accumulate);
+}
+
 void trit_kernel_gemm_avx2_f32(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
                                const float *A, int64_t lda, const float *B, int64_t ldb,
                                float *C, int64_t ldc, bool accumulate) {

@@ -162,6 +162,59 @@ static void gemm_small(const gemm_args *g, int64_t m0, int64_t m1, int64_t n0, i
 
 #endif
 
+// A few rows of A (decoding one token, say) against f32 B: packing B would cost more than the
+// product, so each output is a dot product (B stored (N, K)) or each row an axpy over B's rows
+// (B stored (K, N)), vectorised by the compiler for this file's ISA; outputs are split among
+// threads in fixed column blocks, each summed in one fixed order (not the GEMM's order, so
+// the two differ by rounding: training never calls this).
+enum { GEMV_COLS = 64 };
+
+static void gemv_cols(const gemm_args *g, int64_t n0, int64_t n1) {
+    const float *A = g->A.p, *B = g->B.p;
+    for (int64_t m = 0; m < g->M; m++) {
+        float *c = g->C + m * g->ldc;
+        if (g->trans_b) {
+            for (int64_t n = n0; n < n1; n++) {
+                const float *b = B + n * g->ldb;
+                float acc = 0.0f;
+                if (g->trans_a) {
+                    for (int64_t k = 0; k < g->K; k++) acc += A[k * g->lda + m] * b[k];
+                } else {
+                    const float *a = A + m * g->lda;
+#pragma omp simd reduction(+ : acc)
+                    for (int64_t k = 0; k < g->K; k++) acc += a[k] * b[k];
+                }
+                c[n] = g->accumulate ? c[n] + acc : acc;
+            }
+        } else {
+            float acc[GEMV_COLS];
+            for (int64_t n = n0; n < n1; n++) acc[n - n0] = 0.0f;
+            for (int64_t k = 0; k < g->K; k++) {
+                const float a = g->trans_a ? A[k * g->lda + m] : A[m * g->lda + k];
+                const float *b = B + k * g->ldb;
+#pragma omp simd
+                for (int64_t n = n0; n < n1; n++) acc[n - n0] += a * b[n];
+            }
+            for (int64_t n = n0; n < n1; n++) c[n] = g->accumulate ? c[n] + acc[n - n0] : acc[n - n0];
+        }
+    }
+}
+
+static void gemv(const gemm_args *g) {
+    const int64_t blocks = (g->N + GEMV_COLS - 1) / GEMV_COLS;
+    const bool par = g->M * g->N * g->K >= GEMM_PARALLEL && !omp_in_parallel();
+#pragma omp parallel for schedule(static) if (par)
+    for (int64_t b = 0; b < blocks; b++)
+        gemv_cols(g, b * GEMV_COLS, b * GEMV_COLS + GEMV_COLS < g->N ? b * GEMV_COLS + GEMV_COLS : g->N);
+}
+
+static inline void gemv_run_f32(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const float *A,
+                                int64_t lda, const float *B, int64_t ldb, float *C, int64_t ldc, bool accumulate) {
+    const gemm_args g = {trans_a, trans_b, accumulate, M, N, K, {A, TRIT_F32, TRIT_GEMM_VALUE}, lda,
+                         {B, TRIT_F32, TRIT_GEMM_VALUE}, ldb, C, ldc};
+    if (M > 0 && N > 0) gemv(&g);
+}
+
 // Which share of C thread t of nt owns: contiguous MR-row or NR-column units, along the
 // dimension that keeps both threads busy with the least duplicated packing.
 static void thread_share(const gemm_args *g, int t, int nt, int64_t r[4]) {
