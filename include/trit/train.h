@@ -142,6 +142,9 @@ typedef struct trit_train_config {
     double stage2_at;            // two-stage: start of the second stage, fraction of steps
     double stage2_lr;            // two-stage: lr factor of the second stage
     double stage2_weight_decay;  // two-stage: weight decay of the second stage
+    int64_t terngrad;            // 1 = gradients through TernGrad's ternary wire form
+    double terngrad_clip;        // clip at this many standard deviations first (0 = off)
+    int64_t terngrad_min_size;   // smaller gradients stay fp32
     // running (may change on resume)
     int64_t eval_every, eval_batches, log_every, ckpt_every, sample_tokens;
     int64_t threads;             // 0 = all cores

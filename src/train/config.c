@@ -100,6 +100,13 @@ static const field fields[] = {
     {"ternary", F_BOOL, K_OPT, OFF(ternary), NULL,
      "BitNet b1.58 training: --qat ternary with the recipe's defaults (--lr 2e-3 --schedule two-stage "
      "--stage2-weight-decay 0); no value", NONE, .is_switch = true},
+    {"terngrad", F_BOOL, K_OPT, OFF(terngrad), NULL,
+     "ternary gradients (TernGrad: scale * {-1, 0, 1}, unbiased stochastic rounding); no value", NONE,
+     .is_switch = true},
+    {"terngrad-clip", F_DBL, K_OPT, OFF(terngrad_clip), NULL, "TernGrad clip in standard deviations, 0 = off (2.5)",
+     D(0, 100, 0)},
+    {"terngrad-min-size", F_INT, K_OPT, OFF(terngrad_min_size), NULL,
+     "gradients with fewer values stay fp32 (1024)", I(1, INT64_MAX)},
     {"schedule", F_ENUM, K_OPT, OFF(schedule), schedule_names,
      "cosine|two-stage: warmup + cosine, or that with the lr scaled at --stage2-at (cosine)", NONE},
     {"stage2-at", F_DBL, K_OPT, OFF(stage2_at), NULL, "two-stage: where the second stage starts, a fraction of --steps (0.5)",
@@ -331,6 +338,9 @@ static void apply_defaults(trit_train_config *c) {
     DEF_D(loss_scale, 0.0);
     DEF_I(qat, TRIT_QAT_OFF);
     DEF_I(ternary, 0);
+    DEF_I(terngrad, 0);
+    DEF_D(terngrad_clip, 2.5);
+    DEF_I(terngrad_min_size, 1024);
     DEF_I(group, 0);
     DEF_I(qat_acts, 1);
     DEF_I(eval_every, task ? 500 : 250);

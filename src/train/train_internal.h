@@ -18,6 +18,8 @@ enum {
     TRIT_STREAM_HOLDOUT = 0x401d,     // which operand pairs are held out
     TRIT_STREAM_ROUNDING = 0x5272,    // stochastic rounding of 16-bit weights (mixed into the seed)
 };
+// TernGrad draws: this xor (step << 16 | parameter index).
+#define TRIT_STREAM_TERNGRAD (UINT64_C(0x7e4a) << 48)
 
 // ---- training-state file (checkpoint.c) ------------------------------------------------------
 

@@ -56,6 +56,27 @@ static trit_status accumulate(trainer *t, double scale, double *loss, bool *fini
     return TRIT_OK;
 }
 
+// --terngrad: each gradient of at least --terngrad-min-size values goes through its wire form
+// (TernGrad: 2-bit codes and a scale, as a data-parallel exchange would send it) and back, the
+// draws keyed by (seed, step, parameter). Returns false on a non-finite gradient.
+static bool ternarize_grads(trainer *t) {
+    const trit_train_config *c = &t->cfg;
+    for (int i = 0; i < t->n_params; i++) {
+        trit_tensor *g = t->params[i]->grad;
+        const int64_t n = g ? trit_tensor_numel(g) : 0;
+        if (n < c->terngrad_min_size || g->dtype != TRIT_F32) continue;
+        float scale;
+        const uint64_t stream = TRIT_STREAM_TERNGRAD ^ ((uint64_t)t->step << 16 | (uint64_t)i);
+        if (trit_terngrad_encode(g->data, n, c->terngrad_clip, (uint64_t)c->seed, stream, t->tern_codes, &scale) != TRIT_OK) {
+            trit_clear_error();
+            return false;
+        }
+        memset(g->data, 0, sizeof(float) * (size_t)n);
+        trit_terngrad_accumulate(t->tern_codes, scale, n, g->data);
+    }
+    return true;
+}
+
 // One step. A non-finite loss or gradient skips the update (weights and optimizer state stay
 // as they are, the optimizer's step count too) and backs the loss scale off; the step still
 // counts, so the data position stays a function of the step.
@@ -69,6 +90,7 @@ static trit_status train_step(trainer *t, double lr, const trit_train_hooks *hoo
     if (finite && hooks && hooks->on_grads) hooks->on_grads(hooks->ctx, t->step, t->params, t->n_params);
     // Without a scaler the norm below finds a non-finite gradient on its own.
     if (finite && t->use_scaler) finite = trit_grads_unscale(t->params, t->n_params, 1.0 / scale);
+    if (finite && t->cfg.terngrad) finite = ternarize_grads(t);
     info->grad_norm = NAN;
     if (finite) {
         s = t->cfg.clip > 0 ? trit_optim_clip_grads(t->opt, t->cfg.clip, &info->grad_norm)

@@ -231,6 +231,11 @@ static trit_status setup_model(trainer *t) {
     if (!t->params) return trit_error(TRIT_ERR_NOMEM, "cannot list %d parameters", n);
     t->n_params = n;
     for (int i = 0; i < n; i++) t->params[i] = trit_gpt_tensor(t->model, i);
+    if (c->terngrad) {
+        int64_t most = 1;
+        for (int i = 0; i < n; i++) most = trit_tensor_numel(t->params[i]) > most ? trit_tensor_numel(t->params[i]) : most;
+        if (!(t->tern_codes = malloc(trit_terngrad_bytes(most)))) return trit_error(TRIT_ERR_NOMEM, "terngrad: out of memory");
+    }
     trit_optim_config oc = trit_optim_adamw(c->beta1, c->beta2, c->eps);
     t->opt = trit_optim_new_gpt2(&oc, t->params, n, c->weight_decay);
     if (!t->opt) return TRIT_ERR_INVALID;
@@ -290,6 +295,7 @@ void trit_trainer_free(trainer *t, bool failed) {
     if (t->metrics) fclose(t->metrics);
     trit_optim_free(t->opt);
     free(t->params);
+    free(t->tern_codes);
     if (t->gg.graph) trit_gpt_graph_free(&t->gg);
     trit_gpt_free(t->model);
     trit_data_free(t->train);

@@ -1,0 +1,115 @@
+// TernGrad: ternarized gradients are unbiased (the mean of 1e5 draws within 3 sigma of g), the
+// scale is max |g| or the 2.5-sigma clip, the wire form decodes to scale * {-1, 0, 1}; an
+// all-zero gradient, NaN/Inf (reported by index), a huge dynamic range and tiny tensors (n not
+// a multiple of 4) are handled; codes do not depend on the thread count.
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "trit/quant.h"
+
+static void test_unbiased(void **state) {
+    (void)state;
+    enum { N = 8, DRAWS = 100000 };
+    const float g[N] = {0.5f, -0.25f, 0.01f, -1.0f, 0.0f, 0.9f, -0.003f, 0.125f};
+    double sum[N] = {0};
+    uint8_t codes[2];
+    for (int d = 0; d < DRAWS; d++) {
+        float s, out[N] = {0};
+        assert_int_equal(trit_terngrad_encode(g, N, 0.0, 7, (uint64_t)d, codes, &s), TRIT_OK);
+        assert_true(s == 1.0f);
+        assert_int_equal(trit_terngrad_accumulate(codes, s, N, out), TRIT_OK);
+        for (int i = 0; i < N; i++) {
+            assert_true(out[i] == 0.0f || fabsf(out[i]) == s);
+            assert_true(out[i] == 0.0f || (out[i] > 0) == (g[i] > 0));
+            sum[i] += out[i];
+        }
+    }
+    for (int i = 0; i < N; i++) {
+        const double p = fabs(g[i]), sigma = sqrt((p - p * p) / DRAWS);
+        assert_true(fabs(sum[i] / DRAWS - g[i]) <= 3 * sigma + 1e-12);
+    }
+}
+
+static void test_clip_and_edges(void **state) {
+    (void)state;
+    enum { N = 1001 };
+    float g[N], out[N];
+    uint8_t codes[N / 4 + 1];
+    float s;
+    for (int i = 0; i < N; i++) g[i] = (float)((i % 21) - 10) * 0.01f;
+    g[500] = 100.0f;  // an outlier: the clip at 2.5 sigma bounds the scale
+    double mean = 0, sq = 0;
+    for (int i = 0; i < N; i++) mean += g[i], sq += (double)g[i] * g[i];
+    mean /= N;
+    const double sigma = sqrt(sq / N - mean * mean);
+    assert_int_equal(trit_terngrad_encode(g, N, 2.5, 1, 1, codes, &s), TRIT_OK);
+    assert_true(fabsf(s - (float)(2.5 * sigma)) <= 1e-6f * s);
+    memset(out, 0, sizeof out);
+    trit_terngrad_accumulate(codes, s, N, out);
+    assert_true(out[500] == s);  // the outlier clipped to the bound, kept with probability 1
+    assert_int_equal(trit_terngrad_encode(g, N, 0.0, 1, 1, codes, &s), TRIT_OK);
+    assert_true(s == 100.0f);
+    // All zero: scale 0, every code 0.
+    memset(g, 0, sizeof g);
+    assert_int_equal(trit_terngrad_encode(g, N, 2.5, 1, 1, codes, &s), TRIT_OK);
+    assert_true(s == 0.0f);
+    memset(out, 0, sizeof out);
+    trit_terngrad_accumulate(codes, s, N, out);
+    for (int i = 0; i < N; i++) assert_true(out[i] == 0.0f);
+    // NaN and Inf are reported with their index, nothing is written to the scale.
+    g[77] = NAN;
+    s = -1;
+    assert_int_equal(trit_terngrad_encode(g, N, 0.0, 1, 1, codes, &s), TRIT_ERR_NUMERIC);
+    assert_non_null(strstr(trit_last_error(), "value 77"));
+    assert_true(s == -1);
+    g[77] = -INFINITY;
+    assert_int_equal(trit_terngrad_encode(g, N, 2.5, 1, 1, codes, &s), TRIT_ERR_NUMERIC);
+    // Huge dynamic range: no overflow in the statistics, codes stay ternary.
+    g[77] = 1e30f, g[78] = -1e-30f, g[79] = 3e38f;
+    assert_int_equal(trit_terngrad_encode(g, N, 2.5, 1, 1, codes, &s), TRIT_OK);
+    assert_true(isfinite(s) && s > 0);
+    assert_int_equal(trit_terngrad_encode(g, N, 0.0, 1, 1, codes, &s), TRIT_OK);
+    assert_true(s == 3e38f);
+    // Tiny tensors: n = 1 and 3 use one byte.
+    assert_int_equal(trit_terngrad_bytes(1), 1);
+    assert_int_equal(trit_terngrad_bytes(3), 1);
+    assert_int_equal(trit_terngrad_bytes(5), 2);
+    const float one[3] = {-2.0f, 0.0f, 2.0f};
+    assert_int_equal(trit_terngrad_encode(one, 3, 0.0, 1, 1, codes, &s), TRIT_OK);
+    memset(out, 0, sizeof out);
+    trit_terngrad_accumulate(codes, s, 3, out);
+    assert_true(out[0] == -2.0f && out[1] == 0.0f && out[2] == 2.0f);
+    assert_int_equal(trit_terngrad_encode(one, 0, 0.0, 1, 1, codes, &s), TRIT_ERR_INVALID);
+}
+
+static void test_thread_count_independent(void **state) {
+    (void)state;
+    enum { N = 3 * 16384 + 5 };
+    float *g = malloc(sizeof(float) * N), s1, s2;
+    uint8_t *c1 = malloc(N / 4 + 1), *c2 = malloc(N / 4 + 1);
+    trit_rng_fill_normal(g, N, 3, 3, 0, 0.0f, 1.0f);
+    trit_threads_set(1);
+    trit_terngrad_encode(g, N, 2.5, 9, 4, c1, &s1);
+    trit_threads_set(2);
+    trit_terngrad_encode(g, N, 2.5, 9, 4, c2, &s2);
+    trit_threads_set(0);
+    assert_true(s1 == s2);
+    assert_memory_equal(c1, c2, trit_terngrad_bytes(N));
+    free(g), free(c1), free(c2);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_unbiased),
+        cmocka_unit_test(test_clip_and_edges),
+        cmocka_unit_test(test_thread_count_independent),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
