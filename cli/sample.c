@@ -79,6 +79,13 @@ int trit_cli_sample(int argc, char **argv) {
     trit_threads_set((int)threads);
     trit_gpt *m = trit_checkpoint_load_model(ckpt, NULL);
     if (!m) return cli_fail("sample", CLI_FAIL);
+    // A run trained through fake quantization is used quantized, as it was trained.
+    trit_train_config qc;
+    if (cli_is_dir(ckpt) && trit_train_run_info(ckpt, &qc, NULL) == TRIT_OK && trit_train_freeze_qat(m, &qc) != TRIT_OK) {
+        trit_gpt_free(m);
+        return cli_fail("sample", CLI_FAIL);
+    }
+    trit_clear_error();
     trit_tokenizer *tok = load_tokenizer(ckpt, tok_file);
     int rc = CLI_OK;
     int32_t *ids = NULL, *out = NULL, start = 0;

@@ -340,6 +340,17 @@ enum { TRIT_QUANTIZE_BLOCKS = 1u, TRIT_QUANTIZE_EMBEDDING = 2u };
 // values into the f32 parameter, so graphs compute what the quantized model computes.
 trit_status trit_gpt_quantize(trit_gpt *m, const trit_quant_spec *spec, unsigned which, trit_quantize_report *r);
 
+// ---- quantization-aware training ----------------------------------------------------------
+
+// Puts the fake quantization of c's --qat / --group / --qat-acts on m's graphs (nothing when
+// --qat is off).
+trit_status trit_train_set_qat(trit_gpt *m, const trit_train_config *c);
+// A model trained under c's QAT, for inference: its block matrices quantized with the rule
+// training used (attached packed copies, decoded values in the parameters) and, with
+// --qat-acts token, its graphs' matmul inputs still fake-quantized per token. `trit eval` and
+// `trit sample` do this for a run directory trained with --qat or --ternary.
+trit_status trit_train_freeze_qat(trit_gpt *m, const trit_train_config *c);
+
 // ---- export ---------------------------------------------------------------------------------
 
 // Writes m and its tokenizer as a GGUF v3 file of llama.cpp's gpt2 architecture, 2-D matrices

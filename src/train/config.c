@@ -106,7 +106,7 @@ static const field fields[] = {
     {"terngrad-clip", F_DBL, K_OPT, OFF(terngrad_clip), NULL, "TernGrad clip in standard deviations, 0 = off (2.5)",
      D(0, 100, 0)},
     {"terngrad-min-size", F_INT, K_OPT, OFF(terngrad_min_size), NULL,
-     "gradients with fewer values stay fp32 (1024)", I(1, INT64_MAX)},
+     "gradients with fewer values stay fp32 (1024)", I(1, INT64_C(1) << 40)},
     {"schedule", F_ENUM, K_OPT, OFF(schedule), schedule_names,
      "cosine|two-stage: warmup + cosine, or that with the lr scaled at --stage2-at (cosine)", NONE},
     {"stage2-at", F_DBL, K_OPT, OFF(stage2_at), NULL, "two-stage: where the second stage starts, a fraction of --steps (0.5)",

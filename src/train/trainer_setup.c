@@ -188,21 +188,6 @@ static trit_status apply_precision(trainer *t) {
     return s;
 }
 
-// --qat, --group, --qat-acts: fake quantization of the block matrices (symmetric codes with the
-// group rule of trit_quantize, so `trit quantize` freezes exactly what training saw) and of
-// their inputs per token.
-static trit_status apply_qat(trainer *t) {
-    const trit_train_config *c = &t->cfg;
-    if (c->qat == TRIT_QAT_OFF) return TRIT_OK;
-    static const trit_dtype dts[] = {TRIT_F32, TRIT_QINT8, TRIT_QINT4, TRIT_QINT2, TRIT_F8_E4M3, TRIT_TERNARY};
-    const trit_dtype dt = dts[c->qat];
-    const trit_quant_spec def = trit_quant_spec_default(dt);
-    trit_fake_quant_spec w = {.dtype = dt, .group_size = c->group ? c->group : def.group_size, .mode = TRIT_FQ_GROUPS};
-    if (dt == TRIT_TERNARY) w = (trit_fake_quant_spec){.dtype = TRIT_QINT2, .mode = TRIT_FQ_TERNARY};
-    const trit_fake_quant_spec a = {.dtype = dt == TRIT_F8_E4M3 ? dt : TRIT_QINT8, .mode = TRIT_FQ_TOKEN};
-    return trit_gpt_set_qat(t->model, &w, c->qat_acts ? &a : NULL);
-}
-
 static trit_status setup_model(trainer *t) {
     const trit_train_config *c = &t->cfg;
     trit_gpt_config g = trit_gpt_config_default();
@@ -223,7 +208,7 @@ static trit_status setup_model(trainer *t) {
     t->model = trit_gpt_new(&g, (uint64_t)c->seed);
     if (!t->model) return TRIT_ERR_INVALID;
     trit_status s = apply_precision(t);
-    if (s == TRIT_OK) s = apply_qat(t);
+    if (s == TRIT_OK) s = trit_train_set_qat(t->model, c);
     if (s == TRIT_OK) s = trit_gpt_build_train(t->model, c->batch, t->T, &t->gg);
     if (s != TRIT_OK) return s;
     int n = trit_gpt_num_tensors(t->model);

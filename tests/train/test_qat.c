@@ -64,6 +64,54 @@ static void test_freeze_gives_the_qat_loss(void **state) {
     }
 }
 
+// A ternary (BitNet) model frozen for inference decodes the tokens the QAT graph's argmax
+// gives: the decoder's integer kernels see the weights and per-token int8 inputs the fake
+// quantization computed.
+static void test_frozen_ternary_decodes_like_the_graph(void **state) {
+    (void)state;
+    trit_gpt_config g = trit_gpt_config_default();
+    g.n_layer = 2, g.n_embd = 128, g.n_head = 4, g.seq_len = T, g.vocab_size = V;
+    trit_gpt *m = trit_gpt_new(&g, 21);
+    trit_train_config c;
+    trit_train_config_init(&c);
+    assert_int_equal(trit_train_config_set(&c, "data", "x.txt"), TRIT_OK);
+    assert_int_equal(trit_train_config_set(&c, "ternary", "1"), TRIT_OK);
+    assert_int_equal(trit_train_config_resolve(&c), TRIT_OK);
+    assert_int_equal(trit_train_set_qat(m, &c), TRIT_OK);
+    trit_gpt_graph gg;
+    assert_int_equal(trit_gpt_build(m, 1, T, &gg), TRIT_OK);
+    int32_t *idx = trit_tensor_ptr(gg.idx), *tg = trit_tensor_ptr(gg.targets), tokens[T];
+    for (int i = 0; i < T; i++) tokens[i] = idx[i] = (i * 13 + 1) % V, tg[i] = 0;
+    trit_graph_set_training(gg.graph, false);
+    assert_int_equal(trit_graph_forward(gg.graph), TRIT_OK);
+    int want[T];
+    const float *lg = trit_tensor_ptr(gg.logits);
+    for (int t = 0; t < T; t++) {
+        want[t] = 0;
+        for (int v = 1; v < V; v++)
+            if (lg[t * V + v] > lg[t * V + want[t]]) want[t] = v;
+    }
+    trit_gpt_graph_free(&gg);
+    assert_int_equal(trit_train_freeze_qat(m, &c), TRIT_OK);
+    int frozen = 0;
+    for (int i = 0; i < trit_gpt_num_tensors(m); i++) {
+        const trit_tensor *q = trit_gpt_quantized(m, i);
+        if (q) frozen++, assert_int_equal(q->dtype, TRIT_TERNARY);
+    }
+    assert_int_equal(frozen, 2 * 4);
+    trit_gpt_cache *k = trit_gpt_cache_new(m);
+    float out[V];
+    for (int t = 0; t < T; t++) {
+        assert_int_equal(trit_gpt_decode(m, k, tokens[t], out), TRIT_OK);
+        int best = 0;
+        for (int v = 1; v < V; v++)
+            if (out[v] > out[best]) best = v;
+        assert_int_equal(best, want[t]);
+    }
+    trit_gpt_cache_free(k);
+    trit_gpt_free(m);
+}
+
 static void test_train_flags(void **state) {
     (void)state;
     trit_train_config c;
@@ -107,6 +155,7 @@ static void test_ternary_recipe(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_freeze_gives_the_qat_loss),
+        cmocka_unit_test(test_frozen_ternary_decodes_like_the_graph),
         cmocka_unit_test(test_train_flags),
         cmocka_unit_test(test_ternary_recipe),
     };

@@ -1,0 +1,42 @@
+// Quantization-aware training as the trainer config gives it, and the trained model made ready
+// for inference: --qat, --group and --qat-acts become fake quantization of the block matrices
+// (symmetric codes with the group rule of trit_quantize, or BitNet's ternary absmean) and of
+// their inputs per token; freezing quantizes the matrices with the very same rule, so the
+// packed model computes what training's graph computed.
+#include "trit/train.h"
+
+static const trit_dtype qat_dtypes[] = {TRIT_F32, TRIT_QINT8, TRIT_QINT4, TRIT_QINT2, TRIT_F8_E4M3, TRIT_TERNARY};
+
+// The codes of --qat and their group size (0 for per tensor).
+static trit_quant_spec freeze_spec(const trit_train_config *c) {
+    const trit_dtype dt = qat_dtypes[c->qat];
+    trit_quant_spec s = trit_quant_spec_default(dt);
+    if (c->group && dt != TRIT_TERNARY) s.group_size = c->group;
+    return s;
+}
+
+static trit_fake_quant_spec act_spec(const trit_train_config *c) {
+    const trit_dtype dt = qat_dtypes[c->qat];
+    return (trit_fake_quant_spec){.dtype = dt == TRIT_F8_E4M3 ? dt : TRIT_QINT8, .mode = TRIT_FQ_TOKEN};
+}
+
+trit_status trit_train_set_qat(trit_gpt *m, const trit_train_config *c) {
+    if (!m || !c) return trit_error(TRIT_ERR_INVALID, "trit_train_set_qat: NULL argument");
+    if (c->qat == TRIT_QAT_OFF) return TRIT_OK;
+    const trit_quant_spec q = freeze_spec(c);
+    trit_fake_quant_spec w = {.dtype = q.dtype, .group_size = q.group_size, .mode = TRIT_FQ_GROUPS};
+    if (q.dtype == TRIT_TERNARY) w = (trit_fake_quant_spec){.dtype = TRIT_QINT2, .mode = TRIT_FQ_TERNARY};
+    const trit_fake_quant_spec a = act_spec(c);
+    return trit_gpt_set_qat(m, &w, c->qat_acts ? &a : NULL);
+}
+
+trit_status trit_train_freeze_qat(trit_gpt *m, const trit_train_config *c) {
+    if (!m || !c) return trit_error(TRIT_ERR_INVALID, "trit_train_freeze_qat: NULL argument");
+    if (c->qat == TRIT_QAT_OFF) return TRIT_OK;
+    const trit_quant_spec q = freeze_spec(c);
+    trit_quantize_report r;
+    trit_status s = trit_gpt_quantize(m, &q, TRIT_QUANTIZE_BLOCKS, &r);
+    const trit_fake_quant_spec a = act_spec(c);
+    if (s == TRIT_OK) s = trit_gpt_set_qat(m, NULL, c->qat_acts ? &a : NULL);
+    return s;
+}
