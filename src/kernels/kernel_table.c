@@ -63,6 +63,10 @@ static const trit_kernel_entry table[] = {
     ROW(QGEMM, TERNARY, F32, AVX512 | TRIT_FEAT_AVX512_VNNI, trit_kernel_qgemm_t2_avx512vnni),
     ROW(QGEMM, TERNARY, F32, AVX2, trit_kernel_qgemm_t2_avx2),
     ROW(QGEMM, TERNARY, F32, 0, trit_kernel_qgemm_t2_ref),
+    // Weight-only codes times f32 activations.
+    ROW(WGEMM, NF4, F32, AVX512, trit_kernel_nf4_avx512),
+    ROW(WGEMM, NF4, F32, AVX2, trit_kernel_nf4_avx2),
+    ROW(WGEMM, NF4, F32, 0, trit_kernel_nf4_ref),
 };
 
 const trit_kernel_entry *trit_kernel_table(int *n) {

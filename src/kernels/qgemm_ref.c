@@ -100,3 +100,37 @@ void trit_kernel_qgemm(trit_dtype wdt, int64_t M, int64_t N, int64_t K, int64_t 
         fn(M, n0, n1, K, G, x, w, ws, y, ldy);
     }
 }
+
+// ---- weight-only NF4 ------------------------------------------------------------------------
+
+void trit_nf4_act_order(const float *x, int64_t M, int64_t K, float *out) {
+    for (int64_t i = 0; i < M * K; i++) out[(i / K) * K + act_pos(TRIT_QINT4, i % K)] = x[i];
+}
+
+void trit_kernel_nf4_ref(int64_t M, int64_t n0, int64_t n1, int64_t K, int64_t G, const float *x, const uint8_t *w,
+                         const float *ws, float *y, int64_t ldy) {
+    for (int64_t m = 0; m < M; m++)
+        for (int64_t n = n0; n < n1; n++) {
+            const uint8_t *row = w + (size_t)n * (size_t)(K / 2);
+            float sum = 0;
+            for (int64_t g = 0; g < K / G; g++) {
+                float acc = 0;
+                for (int64_t k = g * G; k < (g + 1) * G; k++)
+                    acc += trit_nf4_values[(row[k >> 1] >> ((k & 1) * 4)) & 15] * x[m * K + act_pos(TRIT_QINT4, k)];
+                sum += ws[n * (K / G) + g] * acc;
+            }
+            y[m * ldy + n] = sum;
+        }
+}
+
+void trit_kernel_nf4_gemm(int64_t M, int64_t N, int64_t K, int64_t G, const float *x, const uint8_t *w, const float *ws,
+                          float *y, int64_t ldy) {
+    static trit_kernel_slot slot;
+    trit_kernel_nf4_fn *fn = TRIT_KERNEL_FN(trit_kernel_nf4_fn, &slot, TRIT_KERNEL_WGEMM, TRIT_NF4, TRIT_F32);
+    const int64_t blocks = (N + N_BLOCK - 1) / N_BLOCK;
+#pragma omp parallel for schedule(static) if (blocks > 1 && M * N * K > 32768)
+    for (int64_t b = 0; b < blocks; b++) {
+        const int64_t n0 = b * N_BLOCK, n1 = n0 + N_BLOCK < N ? n0 + N_BLOCK : N;
+        fn(M, n0, n1, K, G, x, w, ws, y, ldy);
+    }
+}

@@ -41,7 +41,15 @@ struct trit_gpt_cache {
     int8_t *xq;      // (ROWS, max K)
     float *xscale;   // (ROWS)
     int32_t *xgsum;  // (ROWS, max K / 64)
+    float *xf;       // (ROWS, max K): input rows reordered for the weight-only NF4 kernel
 };
+
+// Whether the decoder multiplies by q's codes: integer kernels (qint8/qint4/ternary, inputs
+// quantized per token) or the weight-only NF4 kernel (f32 inputs), each with its group rule.
+static bool kernel_takes(trit_dtype dt, int64_t K, int64_t G) {
+    if (dt == TRIT_NF4) return G % 64 == 0 && K % G == 0;
+    return trit_qgemm_supported(dt, K, G);
+}
 
 // A model with 16-bit parameters is decoded from f32 copies taken now: a cache sees the
 // parameters as they were when it was made (training code makes a new cache per evaluation).
@@ -73,14 +81,15 @@ static trit_status setup_quantized(trit_gpt_cache *k, const trit_gpt *m) {
         if (!q || q->ndim != 2 || q->quant->zero_points) continue;
         const int64_t N = q->shape[0], K = q->shape[1], gs = q->quant->group_size;
         const int64_t G = gs > K && gs % K == 0 ? K : gs;
-        if (!trit_qgemm_supported(q->dtype, K, G)) continue;
+        if (!kernel_takes(q->dtype, K, G)) continue;
         if (!(k->qscales[i] = malloc(sizeof(float) * (size_t)(N * (K / G))))) goto oom;
         for (int64_t j = 0; j < N * (K / G); j++) k->qscales[i][j] = trit_quant_info_scale(q->quant, j * G / gs);
         k->qgroup[i] = G;
         if (K > maxk) maxk = K;
     }
     if (maxk && (!(k->xq = trit_aligned_alloc((size_t)(ROWS * maxk))) || !(k->xscale = malloc(sizeof(float) * ROWS)) ||
-                 !(k->xgsum = malloc(sizeof(int32_t) * (size_t)(ROWS * maxk / 64)))))
+                 !(k->xgsum = malloc(sizeof(int32_t) * (size_t)(ROWS * maxk / 64))) ||
+                 !(k->xf = trit_aligned_alloc(sizeof(float) * (size_t)(ROWS * maxk)))))
         goto oom;
     return TRIT_OK;
 oom:
@@ -133,6 +142,7 @@ void trit_gpt_cache_free(trit_gpt_cache *c) {
     trit_aligned_free(c->xq);
     free(c->xscale);
     free(c->xgsum);
+    trit_aligned_free(c->xf);
     free(c);
 }
 
@@ -166,6 +176,11 @@ static void product(const trit_gpt_cache *c, float *out, const float *x, const t
     if (i >= 0 && c->qscales[i]) {
         const trit_tensor *q = c->m->quantized[i];
         const int64_t G = c->qgroup[i];
+        if (q->dtype == TRIT_NF4) {
+            trit_nf4_act_order(x, R, K, c->xf);
+            trit_kernel_nf4_gemm(R, N, K, G, c->xf, trit_tensor_ptr(q), c->qscales[i], out, N);
+            return;
+        }
         const trit_qact a = {c->xq, c->xscale, c->xgsum};
         trit_qact_quantize(x, R, K, G, q->dtype, &a);
         trit_kernel_qgemm(q->dtype, R, N, K, G, &a, trit_tensor_ptr(q), c->qscales[i], out, N);

@@ -169,6 +169,52 @@ static void test_every_kernel_matches_reference(void **state) {
     printf("  %d x86 integer matmul kernels checked\n", tested);
 }
 
+// Weight-only NF4: every usable row against the reference, and the reference against the
+// codebook formula in double.
+static void test_nf4_kernels(void **state) {
+    (void)state;
+    const int64_t Ms[2] = {1, 5}, Ns[3] = {1, 17, 40}, Ks[3] = {64, 192, 768};
+    int nt;
+    const trit_kernel_entry *t = trit_kernel_table(&nt);
+    for (int a = 0; a < 2; a++)
+        for (int b = 0; b < 3; b++)
+            for (int c = 0; c < 3; c++)
+                for (int gi = 0; gi < 2; gi++) {
+                    const int64_t M = Ms[a], N = Ns[b], K = Ks[c], G = gi ? K : 64;
+                    float *x = malloc(sizeof(float) * (size_t)(M * K)), *xo = malloc(sizeof(float) * (size_t)(M * K));
+                    float *ws = malloc(sizeof(float) * (size_t)(N * (K / G))), *want = malloc(sizeof(float) * (size_t)(M * N));
+                    float *got = malloc(sizeof(float) * (size_t)(M * N));
+                    uint8_t *w = malloc((size_t)(N * K / 2));
+                    trit_rng_fill_normal(x, M * K, 5, 1, 0, 0.0f, 1.0f);
+                    trit_rng_fill_uniform(ws, N * (K / G), 5, 2, 0, 0.01f, 0.1f);
+                    for (int64_t i = 0; i < N * K / 2; i++) w[i] = (uint8_t)trit_rng_u32(5, 3, (uint64_t)i);
+                    trit_nf4_act_order(x, M, K, xo);
+                    trit_kernel_nf4_ref(M, 0, N, K, G, xo, w, ws, want, N);
+                    for (int64_t m = 0; m < M; m++)
+                        for (int64_t n = 0; n < N; n++) {
+                            double y = 0, mag = 0;
+                            for (int64_t k = 0; k < K; k++) {
+                                const int code = (w[(n * K + k) / 2] >> ((k & 1) * 4)) & 15;
+                                const double v = (double)trit_nf4_values[code] * ws[n * (K / G) + k / G] * x[m * K + k];
+                                y += v, mag += fabs(v);
+                            }
+                            assert_true(fabs(y - want[m * N + n]) <= 1e-5 * mag + 1e-12);
+                        }
+                    for (int i = 0; i < nt; i++) {
+                        if (t[i].id != TRIT_KERNEL_WGEMM || t[i].needs == 0 || (t[i].needs & ~trit_cpu_usable_features()))
+                            continue;
+                        ((trit_kernel_nf4_fn *)t[i].fn)(M, 0, N, K, G, xo, w, ws, got, N);
+                        float big = 0;
+                        for (int64_t j = 0; j < M * N; j++) big = fmaxf(big, fabsf(want[j]));
+                        for (int64_t j = 0; j < M * N; j++)
+                            if (!(fabsf(got[j] - want[j]) <= 1e-5f * big))
+                                fail_msg("%s M=%lld N=%lld K=%lld G=%lld: %g vs %g", t[i].name, (long long)M, (long long)N,
+                                         (long long)K, (long long)G, got[j], want[j]);
+                    }
+                    free(x), free(xo), free(ws), free(want), free(got), free(w);
+                }
+}
+
 static void test_thread_count_independent(void **state) {
     (void)state;
     problem p;
@@ -192,6 +238,7 @@ int main(void) {
         cmocka_unit_test(test_activation_quantizer),
         cmocka_unit_test(test_reference_matches_formula),
         cmocka_unit_test(test_every_kernel_matches_reference),
+        cmocka_unit_test(test_nf4_kernels),
         cmocka_unit_test(test_thread_count_independent),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

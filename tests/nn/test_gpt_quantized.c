@@ -123,11 +123,17 @@ static void test_int4_groups(void **state) {
     check(TRIT_QINT4, 64, 0.05f);
 }
 
+static void test_nf4_weight_only(void **state) {
+    (void)state;
+    check(TRIT_NF4, 64, 1e-3f);  // f32 inputs: only the order of the sums differs from the graph
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_prefill_matches_decode),
         cmocka_unit_test(test_int8_per_channel),
         cmocka_unit_test(test_int4_groups),
+        cmocka_unit_test(test_nf4_weight_only),
     };
     return cmocka_run_group_tests(tests, tfile_group_setup, tfile_group_teardown);
 }
