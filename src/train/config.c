@@ -98,7 +98,7 @@ static const field fields[] = {
     {"qat", F_ENUM, K_OPT, OFF(qat), qat_names,
      "off|int8|int4|int2|fp8|ternary: train the block matrices through fake quantization (off)", NONE},
     {"ternary", F_BOOL, K_OPT, OFF(ternary), NULL,
-     "BitNet b1.58 training: --qat ternary with the recipe's defaults (--lr 2e-3 --schedule two-stage "
+     "BitNet b1.58 training: --qat ternary with the recipe's defaults (--lr 4e-3 --schedule two-stage "
      "--stage2-weight-decay 0); no value", NONE, .is_switch = true},
     {"terngrad", F_BOOL, K_OPT, OFF(terngrad), NULL,
      "ternary gradients (TernGrad: scale * {-1, 0, 1}, unbiased stochastic rounding); no value", NONE,
@@ -319,7 +319,7 @@ static void apply_defaults(trit_train_config *c) {
     // --ternary is BitNet's recipe: ternary QAT, a higher lr, two stages, no decay in the second.
     if (c->ternary == 1) DEF_I(qat, TRIT_QAT_TERNARY);
     const bool bitnet = c->qat == TRIT_QAT_TERNARY;
-    DEF_D(lr, bitnet ? 2e-3 : task ? 3e-3 : 1e-3);
+    DEF_D(lr, bitnet ? 4e-3 : task ? 3e-3 : 1e-3);
     DEF_D(min_lr, c->lr * 0.1);
     DEF_D(beta1, 0.9);
     DEF_D(beta2, task ? 0.99 : 0.95);

@@ -124,7 +124,7 @@ static void test_train_flags(void **state) {
     assert_int_not_equal(trit_train_config_set(&c, "qat-acts", "channel"), TRIT_OK);
 }
 
-// --ternary is the BitNet recipe: ternary QAT, lr 2e-3, two stages, no decay in the second; each
+// --ternary is the BitNet recipe: ternary QAT, lr 4e-3, two stages, no decay in the second; each
 // part can still be set on its own.
 static void test_ternary_recipe(void **state) {
     (void)state;
@@ -134,7 +134,7 @@ static void test_ternary_recipe(void **state) {
     assert_int_equal(trit_train_config_set(&c, "ternary", "1"), TRIT_OK);
     assert_int_equal(trit_train_config_resolve(&c), TRIT_OK);
     assert_int_equal(c.qat, TRIT_QAT_TERNARY);
-    assert_true(c.lr == 2e-3);
+    assert_true(c.lr == 4e-3);
     assert_int_equal(c.schedule, TRIT_SCHEDULE_TWO_STAGE);
     assert_true(c.stage2_at == 0.5 && c.stage2_lr == 0.5 && c.stage2_weight_decay == 0.0 && c.weight_decay == 0.1);
     trit_train_config_init(&c);
