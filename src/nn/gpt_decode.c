@@ -1,12 +1,13 @@
 // Incremental GPT decoding: the forward pass for one new token written directly in C over the
 // model's parameters, with each layer's keys and values of earlier positions kept in a cache,
 // so a token costs O(T) attention work instead of re-running the whole sequence. It computes
-// what the training graph computes (same norms, same GELU formula, same RoPE angles, the same
-// GEMM kernel for every f32 matrix product), so its logits match the graph's at each position.
+// what the training graph computes (the graph's norm and GELU kernels, the same RoPE angles and
+// attention formula), so its logits match the graph's at each position to rounding.
 // A weight with an attached quantized copy (trit_gpt_attach_quantized) that the integer kernels
 // take is multiplied by its codes, with the input row quantized per token to int8.
 #include "kernels/gemm.h"
 #include "kernels/qgemm.h"
+#include "kernels/rowops.h"
 #include "nn/gpt_internal.h"
 
 #include <math.h>
@@ -28,6 +29,7 @@ struct trit_gpt_cache {
     float *fc;             // (ROWS, F) c_fc output, F = hidden or 2 hidden
     float *act;            // (ROWS, hidden) MLP activation
     float *p;              // (T) attention probabilities of one head
+    double stats[2 * ROWS];  // (ROWS, 2) norm statistics
     void *block;           // one allocation holding all of the above
     // f32 copies of the parameters, made when the cache is created, for a model that stores
     // them in bf16/f16 (NULL when every parameter is f32): (n_tensors) pointers.
@@ -200,25 +202,11 @@ static void matmul(const trit_gpt_cache *c, float *out, const float *x, const tr
         for (int64_t i = 0; i < N; i++) out[r * N + i] += bd[i];
 }
 
-// LayerNorm or RMSNorm of x (C) into out, statistics in double as the graph's norm op does.
-static void norm(const trit_gpt_cache *c, float *out, const float *x, const trit_tensor *w, const trit_tensor *b) {
+// LayerNorm or RMSNorm of R rows of x (R, C) into out: the training graph's norm kernel.
+static void norm(trit_gpt_cache *c, float *out, const float *x, const trit_tensor *w, const trit_tensor *b, int64_t R) {
     const trit_gpt *m = c->m;
-    const int64_t C = m->cfg.n_embd;
-    const float *wd = data_of(c, w), *bd = data_of(c, b);
-    double mean = 0, var = 0;
-    if (m->cfg.norm == TRIT_NORM_LAYER) {
-        for (int64_t j = 0; j < C; j++) mean += (double)x[j];
-        mean /= (double)C;
-    }
-    for (int64_t j = 0; j < C; j++) {
-        const double d = (double)x[j] - mean;
-        var += d * d;
-    }
-    const double rstd = 1.0 / sqrt(var / (double)C + m->cfg.norm_eps);
-    for (int64_t j = 0; j < C; j++) {
-        const float xh = (float)(((double)x[j] - mean) * rstd);
-        out[j] = xh * wd[j] + (bd ? bd[j] : 0.0f);
-    }
+    trit_kernel_norm_fwd_f32(out, c->stats, NULL, x, NULL, data_of(c, w), data_of(c, b), R, m->cfg.n_embd,
+                             m->cfg.norm_eps, m->cfg.norm == TRIT_NORM_LAYER);
 }
 
 // Rotates the pairs (i, i + hs/2) of each head of x (C) by pos * theta^(-2i/hs), as trit_rope.
@@ -239,13 +227,6 @@ static float sigmoidf(float x) {
     if (x >= 0) return 1 / (1 + expf(-x));
     const float e = expf(x);
     return e / (1 + e);
-}
-
-// GELU, tanh form, written as the graph's op writes it (no cancellation near saturation).
-static float gelu(float x) {
-    const float c = 0.79788456080286535588f, a = 0.044715f;
-    const float u = c * (x + a * x * x * x), e = expf(-2 * fabsf(u));
-    return x * ((u >= 0 ? 1 : e) / (1 + e));
 }
 
 // y (C) = causal attention of q (C), the query at position pos, against the cached keys and
@@ -277,7 +258,7 @@ static void attend(const trit_gpt *m, trit_gpt_cache *c, int64_t l, int64_t pos,
 static void block_forward(const trit_gpt *m, trit_gpt_cache *c, int64_t l, int64_t pos0, int64_t R) {
     const trit_gpt_block *k = &m->blocks[l];
     const int64_t C = m->cfg.n_embd, T = m->cfg.seq_len, hid = m->hidden, F = m->cfg.mlp == TRIT_MLP_SWIGLU ? 2 * hid : hid;
-    for (int64_t r = 0; r < R; r++) norm(c, c->h + r * C, c->x + r * C, k->ln1_w, k->ln1_b);
+    norm(c, c->h, c->x, k->ln1_w, k->ln1_b, R);
     matmul(c, c->qkv, c->h, k->attn_w, k->attn_b, R);
     for (int64_t r = 0; r < R; r++) {
         float *qkv = c->qkv + r * 3 * C;
@@ -292,15 +273,15 @@ static void block_forward(const trit_gpt *m, trit_gpt_cache *c, int64_t l, int64
     matmul(c, c->h, c->y, k->proj_w, k->proj_b, R);
     for (int64_t j = 0; j < R * C; j++) c->x[j] += c->h[j];
 
-    for (int64_t r = 0; r < R; r++) norm(c, c->h + r * C, c->x + r * C, k->ln2_w, k->ln2_b);
+    norm(c, c->h, c->x, k->ln2_w, k->ln2_b, R);
     matmul(c, c->fc, c->h, k->fc_w, k->fc_b, R);
-    for (int64_t r = 0; r < R; r++) {
-        const float *fc = c->fc + r * F;
-        float *act = c->act + r * hid;
-        if (m->cfg.mlp == TRIT_MLP_SWIGLU)
-            for (int64_t j = 0; j < hid; j++) act[j] = fc[j] * sigmoidf(fc[j]) * fc[hid + j];
-        else
-            for (int64_t j = 0; j < hid; j++) act[j] = gelu(fc[j]);
+    if (m->cfg.mlp == TRIT_MLP_SWIGLU) {
+        for (int64_t r = 0; r < R; r++) {
+            const float *fc = c->fc + r * F;
+            for (int64_t j = 0; j < hid; j++) c->act[r * hid + j] = fc[j] * sigmoidf(fc[j]) * fc[hid + j];
+        }
+    } else {
+        trit_kernel_gelu_fwd_f32(c->act, c->fc, NULL, R, hid);  // the training graph's GELU kernel
     }
     matmul(c, c->y, c->act, k->mlp_w, k->mlp_b, R);
     for (int64_t j = 0; j < R * C; j++) c->x[j] += c->y[j];
@@ -315,7 +296,7 @@ static void forward_rows(const trit_gpt *m, trit_gpt_cache *c, const int32_t *to
             c->x[r * C + j] = wte[(int64_t)tokens[r] * C + j] + (wpe ? wpe[(pos0 + r) * C + j] : 0.0f);
     for (int64_t l = 0; l < m->cfg.n_layer; l++) block_forward(m, c, l, pos0, R);
     if (logits) {
-        norm(c, c->h, c->x + (R - 1) * C, m->lnf_w, m->lnf_b);
+        norm(c, c->h, c->x + (R - 1) * C, m->lnf_w, m->lnf_b, 1);
         product(c, logits, c->h, m->wte, 1);
     }
     c->len += R;
