@@ -4,6 +4,8 @@
 // take the bias back out: sum (c + b) x = sum c x + b sum x. Four rows of W at a time.
 #include "kernels/qgemm.h"
 
+#include "kernels/thread_buffer.h"
+
 #include <immintrin.h>
 
 static inline __m512i load_q8(const uint8_t *w) {
@@ -17,7 +19,9 @@ static inline __m512i load_q4(const uint8_t *w) {
     return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
 }
 
-typedef enum wkind { W_Q8, W_Q4, W_T2 } wkind;
+// W_U4 and W_U2: qint4 / ternary codes already unpacked to one biased byte each, in the
+// activations' order (see unpack), so several tokens do not unpack the same rows again.
+typedef enum wkind { W_Q8, W_Q4, W_T2, W_U4, W_U2 } wkind;
 
 // 128 ternary codes from 32 bytes: two vectors of 64 (runs of codes 4j, 4j + 1 | 4j + 2, 4j + 3).
 static inline void load_t2(const uint8_t *w, __m512i *u01, __m512i *u23) {
@@ -33,7 +37,7 @@ static inline void rows(int R, wkind kind, int64_t K, int64_t G, const int8_t *q
     __m512 facc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
     float corr[4] = {0, 0, 0, 0};
     const int64_t NG = K / G;
-    const float bias = kind == W_Q4 ? 8.0f : kind == W_T2 ? 1.0f : 128.0f;
+    const float bias = kind == W_Q4 || kind == W_U4 ? 8.0f : kind == W_T2 || kind == W_U2 ? 1.0f : 128.0f;
     for (int64_t g = 0; g < NG; g++) {
         __m512i iacc[4] = {_mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512()};
         if (kind == W_T2) {
@@ -49,7 +53,9 @@ static inline void rows(int R, wkind kind, int64_t K, int64_t G, const int8_t *q
             for (int64_t k = g * G; k < (g + 1) * G; k += 64) {
                 const __m512i xv = _mm512_loadu_si512(q + k);
                 for (int r = 0; r < R; r++) {
-                    const __m512i u = kind == W_Q4 ? load_q4(w + r * row_bytes + k / 2) : load_q8(w + r * row_bytes + k);
+                    const __m512i u = kind == W_Q4   ? load_q4(w + r * row_bytes + k / 2)
+                                      : kind == W_Q8 ? load_q8(w + r * row_bytes + k)
+                                                     : _mm512_loadu_si512(w + r * row_bytes + k);
                     iacc[r] = _mm512_dpbusd_epi32(iacc[r], u, xv);
                 }
             }
@@ -63,9 +69,38 @@ static inline void rows(int R, wkind kind, int64_t K, int64_t G, const int8_t *q
     for (int r = 0; r < R; r++) y[r] = xs * (_mm512_reduce_add_ps(facc[r]) - corr[r]);
 }
 
+static _Thread_local float *unpack_mem;
+static _Thread_local size_t unpack_floats;
+
+// Rows [0, rows) of packed qint4 or ternary codes as one biased byte per code (K bytes a row),
+// in the order the activations are stored; NULL when out of memory.
+static const uint8_t *unpack(wkind kind, const uint8_t *w, size_t row_bytes, int64_t rows, int64_t K) {
+    uint8_t *u = (uint8_t *)trit_thread_buffer(&unpack_mem, &unpack_floats, (size_t)((rows * K + 3) / 4));
+    for (int64_t r = 0; u && r < rows; r++)
+        for (int64_t k = 0; k < K; k += kind == W_T2 ? 128 : 64) {
+            uint8_t *dst = u + r * K + k;
+            if (kind == W_T2) {
+                __m512i u01, u23;
+                load_t2(w + r * row_bytes + k / 4, &u01, &u23);
+                _mm512_storeu_si512(dst, u01);
+                _mm512_storeu_si512(dst + 64, u23);
+            } else {
+                _mm512_storeu_si512(dst, load_q4(w + r * row_bytes + k / 2));
+            }
+        }
+    return u;
+}
+
 static void qgemm(wkind kind, int64_t M, int64_t n0, int64_t n1, int64_t K, int64_t G, const trit_qact *x,
                   const uint8_t *w, const float *ws, float *y, int64_t ldy) {
-    const size_t row_bytes = kind == W_Q8 ? (size_t)K : kind == W_Q4 ? (size_t)K / 2 : (size_t)K / 4;
+    size_t row_bytes = kind == W_Q8 ? (size_t)K : kind == W_Q4 ? (size_t)K / 2 : (size_t)K / 4;
+    const uint8_t *u = M > 1 && kind != W_Q8 ? unpack(kind, w + n0 * row_bytes, row_bytes, n1 - n0, K) : NULL;
+    const uint8_t *base = w + n0 * row_bytes;  // row n0
+    if (u) {  // from here on the rows are the unpacked ones
+        base = u;
+        row_bytes = (size_t)K;
+        kind = kind == W_Q4 ? W_U4 : W_U2;
+    }
     const int64_t NG = K / G;
     for (int64_t m = 0; m < M; m++) {
         const int8_t *q = x->q + m * K;
@@ -74,9 +109,9 @@ static void qgemm(wkind kind, int64_t M, int64_t n0, int64_t n1, int64_t K, int6
         // One token (decoding) reads each weight row once, from memory: one stream at a time
         // streams fastest. Several tokens share each load of a row among four rows' sums.
         for (; M > 1 && n + 4 <= n1; n += 4)
-            rows(4, kind, K, G, q, gs, x->scale[m], w + n * row_bytes, row_bytes, ws + n * NG, y + m * ldy + n);
+            rows(4, kind, K, G, q, gs, x->scale[m], base + (n - n0) * row_bytes, row_bytes, ws + n * NG, y + m * ldy + n);
         for (; n < n1; n++)
-            rows(1, kind, K, G, q, gs, x->scale[m], w + n * row_bytes, row_bytes, ws + n * NG, y + m * ldy + n);
+            rows(1, kind, K, G, q, gs, x->scale[m], base + (n - n0) * row_bytes, row_bytes, ws + n * NG, y + m * ldy + n);
     }
 }
 
