@@ -2,6 +2,7 @@
 // RSS is its own; the f32 GEMM peak is measured in the same run for the MFU. --scaling times one
 // config's model at growing T with the tokens per step held fixed, with flash and with the
 // straightforward attention. Steps and figures are described in include/trit/bench.h.
+#define _POSIX_C_SOURCE 200809L  // strtok_r
 #include "cli.h"
 #include "trit/bench.h"
 

@@ -2,6 +2,7 @@
 // (its block matrices and its token embedding, which is also the output head), fed a prompt
 // through the KV-cache decoder (trit_gpt_prefill: 64 positions per GEMM) and then extended
 // token by token at batch 1.
+#define _POSIX_C_SOURCE 200809L  // clock_gettime
 #include "trit/bench.h"
 #include "trit/quant.h"
 #include "trit/train.h"

@@ -69,7 +69,7 @@ static void test_fp8_matches_brute_force(void **state) {
     srand(5);
     for (int k = 0; k < 2; k++)
         for (int i = 0; i < 20000; i++) {
-            const float mag = ldexpf((float)rand() / RAND_MAX, rand() % 40 - 24);
+            const float mag = ldexpf((float)rand() / (float)RAND_MAX, rand() % 40 - 24);
             const float x = rand() & 1 ? -mag : mag;
             if (fabsf(x) > trit_fp8_max((trit_fp8_kind)k)) continue;
             const uint8_t got = trit_f32_to_fp8(x, (trit_fp8_kind)k), want = brute_nearest(x, (trit_fp8_kind)k);

@@ -114,7 +114,7 @@ static void test_affine_keeps_zero_exact(void **state) {
     // Random positive-skewed data: zero decodes to exactly zero, error within half a step.
     float a[256], b[256];
     uint8_t ca[256];
-    for (int i = 0; i < 256; i++) a[i] = i % 7 == 0 ? 0.0f : 0.3f + (float)rand() / RAND_MAX;
+    for (int i = 0; i < 256; i++) a[i] = i % 7 == 0 ? 0.0f : 0.3f + (float)rand() / (float)RAND_MAX;
     s.dtype = TRIT_QINT8;
     s.group_size = 64;
     q = round_trip(&s, a, b, 256, 256, ca);
