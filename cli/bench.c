@@ -33,9 +33,9 @@ static void usage(FILE *fp) {
             "  --decode        batch-1 decoding with the KV cache of a random model (default config gpt2:\n"
             "                  L=12 H=12 C=768 T=1024 V=50257): prefill and decode tokens/s and the\n"
             "                  weight bytes; --format fp32 (default), int8, int4, int2, nf4, fp8,\n"
-            "                  fp8-e5m2, ternary, ternary-b3 or a comma list (block matrices and the\n"
-            "                  embedding/head quantized with the default groups; ternary models keep\n"
-            "                  an int8 head); --tokens N prompt and generated\n"
+            "                  fp8-e5m2, ternary, ternary-b3, or BLOCKS/HEAD (ternary/int8 is the default\n"
+            "                  for ternary), or a comma list of those (default groups); --tokens N\n"
+            "                  prompt and generated\n"
             "                  tokens each (128); --json: config, format, decode_tokens_per_s,\n"
             "                  prefill_tokens_per_s, weight_bytes, threads\n");
 }

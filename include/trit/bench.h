@@ -133,7 +133,7 @@ int trit_bench_json(const trit_bench_result *r, char *buf, size_t n);
 
 typedef struct trit_decode_result {
     char config[TRIT_BENCH_NAME_MAX];
-    char format[16];
+    char format[40];
     double decode_tokens_per_s;   // batch 1 with the KV cache, greedy
     double prefill_tokens_per_s;  // the prompt, fed through trit_gpt_prefill
     int64_t prompt_tokens, decode_tokens, params;
@@ -143,8 +143,9 @@ typedef struct trit_decode_result {
 
 // "gpt2" (L=12 H=12 C=768 T=1024 V=50257, GPT-2 small's shape) or a training config's model.
 trit_status trit_bench_decode_config(const char *name, trit_gpt_config *out);
-// A random model of `config` in `format` (fp32, or a quantization format applied to the block
-// matrices and the token embedding / head with its default groups): a prompt of
+// A random model of `config` in `format`: "BLOCKS" or "BLOCKS/HEAD", each fp32 or a quantization
+// format with its default groups, for the block matrices and the token embedding / head (the
+// head follows the blocks, except ternary blocks get an int8 head): a prompt of
 // min(tokens, T/2) tokens, then min(tokens, T - prompt) generated greedily; the second of two
 // passes is timed.
 trit_status trit_bench_decode(const char *config, const char *format, int64_t tokens, int threads,

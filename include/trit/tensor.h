@@ -20,6 +20,7 @@ typedef enum trit_dtype {
     TRIT_U8,
     TRIT_Q8_0,  // blocks of 32: f16 scale d = absmax / 127, then 32 int8 q; x = d * q (ggml's q8_0)
     TRIT_Q4_0,  // blocks of 32: f16 scale d, 16 bytes of 4-bit q (element j low, j + 16 high); x = d (q - 8)
+    TRIT_TQ2_0,  // blocks of 256 ternary codes, 2 bits each (ggml's layout), then an f16 absmax d
     // Codes whose scales (and zero points) live in the tensor's trit_quant_info, one per group
     // (tensor, output channel, or 32..256 elements); x = (c - zero_point) * scale.
     TRIT_QINT8,    // int8 codes, two's complement: symmetric in [-127, 127], affine [-128, 127]

@@ -174,7 +174,7 @@ static trit_status parse_desc(const cJSON *e, const char *name, qdesc *d) {
     d->dt = dtype_by_name(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(e, "dtype")));
     d->ndim = cJSON_GetArraySize(shape);
     bool ok = cJSON_IsArray(shape) && d->ndim >= 1 && d->ndim <= TRIT_MAX_DIMS && d->dt != TRIT_DTYPE_COUNT &&
-              trit_dtype_is_quantized(d->dt) && d->dt != TRIT_Q8_0 && d->dt != TRIT_Q4_0 && cJSON_IsString(scheme) && cJSON_IsNumber(mean) &&
+              trit_dtype_is_quantized(d->dt) && d->dt != TRIT_Q8_0 && d->dt != TRIT_Q4_0 && d->dt != TRIT_TQ2_0 && cJSON_IsString(scheme) && cJSON_IsNumber(mean) &&
               isfinite(mean->valuedouble);
     d->numel = 1;
     for (int i = 0; ok && i < d->ndim; i++) {

@@ -202,6 +202,59 @@ static void q4_0_from_f32_sr(void *out, const float *in, int64_t n, trit_quant_i
     }
 }
 
+// ---- tq2_0: ggml's ternary blocks of 256 (2 bits a code, then an f16 scale) --------------------
+// Per 128 elements, byte m (of 32) holds elements m, m + 32, m + 64, m + 96 in bit pairs 0, 2, 4,
+// 6, each code c + 1 in {0, 1, 2}; x = (q - 1) d, d = the block's absmax (a ternary-trained
+// matrix's {-s, 0, s} are stored exactly).
+
+enum { TQ2_BLOCK = 256, TQ2_BYTES = TQ2_BLOCK / 4 + 2 };
+
+static void tq2_0_to_f32(float *out, const void *in, int64_t n, const trit_quant_info *q, int64_t first) {
+    (void)q, (void)first;
+    const uint8_t *b = in;
+    for (int64_t blk = 0; blk < n / TQ2_BLOCK; blk++, b += TQ2_BYTES, out += TQ2_BLOCK) {
+        uint16_t h;
+        memcpy(&h, b + TQ2_BLOCK / 4, 2);
+        const float d = trit_f16_to_f32(h);
+        for (int j = 0; j < TQ2_BLOCK; j++) {
+            const int chunk = j / 128, e = j % 128;
+            out[j] = d * (float)((int)((b[chunk * 32 + e % 32] >> (2 * (e / 32))) & 3) - 1);
+        }
+    }
+}
+
+static void tq2_0_block(uint8_t *b, const float *x, const float *u) {
+    float amax = 0;
+    for (int i = 0; i < TQ2_BLOCK; i++) amax = fmaxf(amax, fabsf(x[i]));
+    const uint16_t h = trit_f32_to_f16(amax);
+    memcpy(b + TQ2_BLOCK / 4, &h, 2);
+    const float d = trit_f16_to_f32(h);
+    memset(b, 0, TQ2_BLOCK / 4);
+    for (int j = 0; j < TQ2_BLOCK; j++) {
+        double v = d > 0 ? (double)x[j] / d : 0.0;
+        v = u ? floor(v + u[j]) : v;
+        const int c = (int)round_sat(v, -1.0, 1.0) + 1, chunk = j / 128, e = j % 128;
+        b[chunk * 32 + e % 32] |= (uint8_t)(c << (2 * (e / 32)));
+    }
+}
+
+static void tq2_0_from_f32(void *out, const float *in, int64_t n, trit_quant_info *q, int64_t first) {
+    (void)q, (void)first;
+    for (int64_t blk = 0; blk < n / TQ2_BLOCK; blk++)
+        tq2_0_block((uint8_t *)out + blk * TQ2_BYTES, in + blk * TQ2_BLOCK, NULL);
+}
+
+static void tq2_0_from_f32_sr(void *out, const float *in, int64_t n, trit_quant_info *q, int64_t first,
+                              uint64_t seed, uint64_t stream) {
+    (void)q;
+    float u[TQ2_BLOCK];
+    for (int64_t blk = 0; blk < n / TQ2_BLOCK; blk++) {
+        for (int i = 0; i < TQ2_BLOCK; i++)
+            u[i] = trit_rng_uniform(seed, stream, (uint64_t)(first + blk * TQ2_BLOCK + i));
+        tq2_0_block((uint8_t *)out + blk * TQ2_BYTES, in + blk * TQ2_BLOCK, u);
+    }
+}
+
 // ---- the table ---------------------------------------------------------------------------------
 
 static const trit_dtype_traits table[TRIT_DTYPE_COUNT] = {
@@ -215,6 +268,7 @@ static const trit_dtype_traits table[TRIT_DTYPE_COUNT] = {
     [TRIT_U8] = {"u8", 1, 1, false, false, u8_to_f32, u8_from_f32, NULL},
     [TRIT_Q8_0] = {"q8_0", Q8_0_BLOCK, Q8_0_BYTES, false, true, q8_0_to_f32, q8_0_from_f32, q8_0_from_f32_sr},
     [TRIT_Q4_0] = {"q4_0", Q4_0_BLOCK, Q4_0_BYTES, false, true, q4_0_to_f32, q4_0_from_f32, q4_0_from_f32_sr},
+    [TRIT_TQ2_0] = {"tq2_0", TQ2_BLOCK, TQ2_BYTES, false, true, tq2_0_to_f32, tq2_0_from_f32, tq2_0_from_f32_sr},
 #define SCALED(name, blk) #name, blk, 1, false, true, trit_row_##name##_to_f32, trit_row_##name##_from_f32, \
                           trit_row_##name##_from_f32_sr
     [TRIT_QINT8] = {SCALED(qint8, 1)},

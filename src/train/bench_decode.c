@@ -54,10 +54,20 @@ trit_status trit_bench_decode(const char *config, const char *format, int64_t to
     trit_gpt_config c;
     trit_status s = trit_bench_decode_config(config, &c);
     if (s != TRIT_OK) return s;
-    trit_dtype dt = TRIT_F32;
-    if (!format || (strcmp(format, "fp32") != 0 && (dt = trit_quant_format_dtype(format)) == TRIT_DTYPE_COUNT))
-        return trit_error(TRIT_ERR_INVALID, "--format expects fp32, int8, int4, int2, nf4, fp8 or fp8-e5m2, got '%s'",
-                          format ? format : "");
+    // "BLOCKS" or "BLOCKS/HEAD": the head (the token embedding) follows the blocks, except that
+    // ternary models keep an int8 head as BitNet's keep a higher-precision one.
+    char blocks[32] = "", head[32] = "";
+    const char *slash = format ? strchr(format, '/') : NULL;
+    if (format && strlen(format) < sizeof blocks) {
+        snprintf(blocks, sizeof blocks, "%.*s", slash ? (int)(slash - format) : (int)strlen(format), format);
+        snprintf(head, sizeof head, "%s", slash ? slash + 1 : "");
+    }
+    trit_dtype dt = TRIT_F32, ht = TRIT_F32;
+    const bool ok = blocks[0] && (strcmp(blocks, "fp32") == 0 || (dt = trit_quant_format_dtype(blocks)) != TRIT_DTYPE_COUNT);
+    if (ok && !head[0]) ht = dt == TRIT_TERNARY || dt == TRIT_TERNARY_B3 ? TRIT_QINT8 : dt;
+    if (!ok || (head[0] && strcmp(head, "fp32") != 0 && (ht = trit_quant_format_dtype(head)) == TRIT_DTYPE_COUNT))
+        return trit_error(TRIT_ERR_INVALID, "--format expects FORMAT or FORMAT/HEAD, each fp32, int8, int4, int2, nf4, "
+                          "fp8, fp8-e5m2, ternary or ternary-b3; got '%s'", format ? format : "");
     const int64_t prompt = tokens < c.seq_len / 2 ? tokens : c.seq_len / 2;
     const int64_t gen = tokens < c.seq_len - prompt ? tokens : c.seq_len - prompt;
     if (prompt < 1 || gen < 1) return trit_error(TRIT_ERR_INVALID, "decode bench: need at least 1 token, got %lld",
@@ -69,13 +79,14 @@ trit_status trit_bench_decode(const char *config, const char *format, int64_t to
     r->threads = trit_threads_get();
     trit_gpt *m = trit_gpt_new(&c, 1);
     if (!m) return TRIT_ERR_NOMEM;
+    trit_quantize_report rep;
     if (dt != TRIT_F32) {
-        // Ternary models keep a higher-precision head, as BitNet's do: int8 per channel here.
-        const bool ternary = dt == TRIT_TERNARY || dt == TRIT_TERNARY_B3;
-        const trit_quant_spec spec = trit_quant_spec_default(dt), head = trit_quant_spec_default(TRIT_QINT8);
-        trit_quantize_report rep;
-        s = trit_gpt_quantize(m, &spec, ternary ? TRIT_QUANTIZE_BLOCKS : TRIT_QUANTIZE_BLOCKS | TRIT_QUANTIZE_EMBEDDING, &rep);
-        if (s == TRIT_OK && ternary) s = trit_gpt_quantize(m, &head, TRIT_QUANTIZE_EMBEDDING, &rep);
+        const trit_quant_spec spec = trit_quant_spec_default(dt);
+        s = trit_gpt_quantize(m, &spec, TRIT_QUANTIZE_BLOCKS, &rep);
+    }
+    if (s == TRIT_OK && ht != TRIT_F32) {
+        const trit_quant_spec spec = trit_quant_spec_default(ht);
+        s = trit_gpt_quantize(m, &spec, TRIT_QUANTIZE_EMBEDDING, &rep);
     }
     float *logits = trit_aligned_alloc(sizeof(float) * (size_t)c.vocab_size);
     trit_gpt_cache *k = s == TRIT_OK && logits ? trit_gpt_cache_new(m) : NULL;

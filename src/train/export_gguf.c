@@ -113,7 +113,11 @@ typedef struct tensor_list {
 } tensor_list;
 
 static uint32_t ggml_type_of(trit_dtype dt) {
-    return dt == TRIT_F16 ? TRIT_GGML_F16 : dt == TRIT_Q8_0 ? TRIT_GGML_Q8_0 : dt == TRIT_Q4_0 ? TRIT_GGML_Q4_0 : TRIT_GGML_F32;
+    return dt == TRIT_F16    ? TRIT_GGML_F16
+           : dt == TRIT_Q8_0 ? TRIT_GGML_Q8_0
+           : dt == TRIT_Q4_0 ? TRIT_GGML_Q4_0
+           : dt == TRIT_TQ2_0 ? TRIT_GGML_TQ2_0
+                              : TRIT_GGML_F32;
 }
 
 // Adds parameter `from` of m under `name`, converted to dt (matrices) or f32 (the rest), with
@@ -172,16 +176,17 @@ static trit_status add_tensors(trit_gguf *g, tensor_list *l, const trit_gpt *m, 
 
 static trit_status check(const trit_gpt *m, const trit_tokenizer *tok, trit_dtype dt) {
     const trit_gpt_config *c = trit_gpt_get_config(m);
-    if (dt != TRIT_F32 && dt != TRIT_F16 && dt != TRIT_Q8_0 && dt != TRIT_Q4_0)
-        return trit_error(TRIT_ERR_INVALID, "gguf export: --type must be f32, f16, q8_0 or q4_0");
+    if (dt != TRIT_F32 && dt != TRIT_F16 && dt != TRIT_Q8_0 && dt != TRIT_Q4_0 && dt != TRIT_TQ2_0)
+        return trit_error(TRIT_ERR_INVALID, "gguf export: --type must be f32, f16, q8_0, q4_0 or tq2_0");
     if (c->norm != TRIT_NORM_LAYER || c->mlp != TRIT_MLP_GELU || c->pos != TRIT_POS_LEARNED || !c->bias)
         return trit_error(TRIT_ERR_UNSUPPORTED, "gguf export: llama.cpp's gpt2 architecture needs LayerNorm, GELU, "
                           "learned positions and biases (this model has --norm %s --mlp %s --pos %s --bias %d)",
                           c->norm == TRIT_NORM_LAYER ? "layer" : "rms", c->mlp == TRIT_MLP_GELU ? "gelu" : "swiglu",
                           c->pos == TRIT_POS_LEARNED ? "learned" : "rope", c->bias ? 1 : 0);
-    if ((dt == TRIT_Q8_0 || dt == TRIT_Q4_0) && (c->n_embd % 32 || trit_gpt_mlp_hidden(c) % 32))
-        return trit_error(TRIT_ERR_SHAPE, "gguf export: %s needs rows that are multiples of 32 (width %lld, MLP %lld)",
-                          trit_dtype_name(dt), (long long)c->n_embd, (long long)trit_gpt_mlp_hidden(c));
+    const int64_t blk = trit_dtype_block(dt);
+    if (blk > 1 && (c->n_embd % blk || trit_gpt_mlp_hidden(c) % blk))
+        return trit_error(TRIT_ERR_SHAPE, "gguf export: %s needs rows that are multiples of %lld (width %lld, MLP %lld)",
+                          trit_dtype_name(dt), (long long)blk, (long long)c->n_embd, (long long)trit_gpt_mlp_hidden(c));
     if (tok && trit_tokenizer_vocab_size(tok) != c->vocab_size)
         return trit_error(TRIT_ERR_FORMAT, "gguf export: the tokenizer has %d tokens, the model %lld",
                           (int)trit_tokenizer_vocab_size(tok), (long long)c->vocab_size);
@@ -201,7 +206,8 @@ trit_status trit_export_gguf(const trit_gpt *m, const trit_tokenizer *tok, trit_
     if (!g || !types || !l.owned) s = trit_error(TRIT_ERR_NOMEM, "gguf export: out of memory");
     if (s == TRIT_OK) s = vocab(tok, (int32_t)c->vocab_size, &tokens, &merges);
     if (s == TRIT_OK) {
-        static const uint32_t file_type[] = {[TRIT_F32] = 0, [TRIT_F16] = 1, [TRIT_Q8_0] = 7, [TRIT_Q4_0] = 2};
+        static const uint32_t file_type[] = {[TRIT_F32] = 0, [TRIT_F16] = 1, [TRIT_Q8_0] = 7, [TRIT_Q4_0] = 2,
+                                             [TRIT_TQ2_0] = 37};
         trit_gguf_kv_str(g, "general.architecture", "gpt2");
         trit_gguf_kv_str(g, "general.name", "trit");
         trit_gguf_kv_u32(g, "general.file_type", file_type[dt]);

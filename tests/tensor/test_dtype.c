@@ -118,6 +118,26 @@ static void test_q4_0_rows(void **state) {
     for (int i = 0; i < 32; i++) assert_true(y[i] == 0.0f);
 }
 
+// tq2_0 (ggml's ternary layout): byte m of each 32 holds elements m, m + 32, m + 64, m + 96 in
+// bit pairs 0..3 as c + 1; a ternary block {-s, 0, s} is stored exactly with d = s.
+static void test_tq2_0_rows(void **state) {
+    (void)state;
+    const trit_dtype_traits *tr = trit_dtype_traits_of(TRIT_TQ2_0);
+    assert_int_equal(trit_dtype_nbytes(TRIT_TQ2_0, 512), 2 * 66);
+    float x[256], y[256];
+    for (int i = 0; i < 256; i++) x[i] = (float)((i * 7) % 3 - 1) * 0.375f;
+    uint8_t q[66];
+    tr->from_f32(q, x, 256, NULL, 0);
+    tr->to_f32(y, q, 256, NULL, 0);
+    for (int i = 0; i < 256; i++) assert_true(y[i] == x[i]);
+    for (int n = 0; n < 4; n++) assert_int_equal((q[5] >> (2 * n)) & 3, (int)(x[5 + 32 * n] / 0.375f) + 1);
+    assert_int_equal((q[32 + 1] >> 2) & 3, (int)(x[128 + 1 + 32] / 0.375f) + 1);
+    memset(x, 0, sizeof x);
+    tr->from_f32(q, x, 256, NULL, 0);
+    tr->to_f32(y, q, 256, NULL, 0);
+    for (int i = 0; i < 256; i++) assert_true(y[i] == 0.0f);
+}
+
 static void test_blocked_tensor(void **state) {
     (void)state;
     int64_t s[2] = {3, 64};
@@ -179,6 +199,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_table_rows),   cmocka_unit_test(test_int_rows),   cmocka_unit_test(test_q8_0_rows),
         cmocka_unit_test(test_q4_0_rows),
+        cmocka_unit_test(test_tq2_0_rows),
         cmocka_unit_test(test_blocked_tensor), cmocka_unit_test(test_quant_info),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
