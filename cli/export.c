@@ -17,7 +17,8 @@ static void usage(FILE *fp) {
             "                     config (gpt2, baby, small, bpe50k) with placeholder tokens, to time\n"
             "                     llama.cpp on the same shape\n"
             "  --type T           f32, f16, q8_0, q4_0 or tq2_0 (ggml's block formats; tq2_0 stores a\n"
-            "                     --ternary run's matrices exactly, and needs widths in 256s)\n"
+            "                     --ternary run's matrices exactly, with a q8_0 embedding and head,\n"
+            "                     and needs widths in 256s)\n"
             "  --out FILE         the file to write\n"
             "  --help             this text\n");
 }
@@ -63,6 +64,13 @@ int trit_cli_export(int argc, char **argv) {
             return cli_fail("export", CLI_USAGE);
         m = trit_checkpoint_load_model(argv[optind], NULL);
         tok = m ? trit_tokenizer_load(tok_path) : NULL;
+        // A run trained through fake quantization is exported with the values it trained with.
+        trit_train_config qc;
+        if (tok && trit_train_run_info(argv[optind], &qc, NULL) == TRIT_OK && trit_train_freeze_qat(m, &qc) != TRIT_OK) {
+            trit_tokenizer_free(tok);
+            tok = NULL;
+        }
+        if (tok) trit_clear_error();
     }
     int rc = m && (random || tok) && trit_export_gguf(m, tok, dt, out) == TRIT_OK ? CLI_OK : cli_fail("export", CLI_FAIL);
     if (rc == CLI_OK) printf("wrote %s (gguf v3, gpt2, %s)\n", out, type);

@@ -151,11 +151,13 @@ static trit_status add(trit_gguf *g, tensor_list *l, const trit_gpt *m, const ch
 
 static trit_status add_tensors(trit_gguf *g, tensor_list *l, const trit_gpt *m, trit_dtype dt) {
     const trit_gpt_config *c = trit_gpt_get_config(m);
-    trit_status s = add_rows(g, l, m, "wte.weight", "token_embd.weight", dt, 1);
+    // Ternary models keep a higher-precision embedding and head (as BitNet's do): q8_0.
+    const trit_dtype et = dt == TRIT_TQ2_0 ? TRIT_Q8_0 : dt;
+    trit_status s = add_rows(g, l, m, "wte.weight", "token_embd.weight", et, 1);
     if (s == TRIT_OK) s = add(g, l, m, "wpe.weight", "position_embd.weight", TRIT_F32);
     if (s == TRIT_OK) s = add(g, l, m, "ln_f.weight", "output_norm.weight", TRIT_F32);
     if (s == TRIT_OK) s = add(g, l, m, "ln_f.bias", "output_norm.bias", TRIT_F32);
-    if (s == TRIT_OK) s = add_rows(g, l, m, "wte.weight", "output.weight", dt, 1);
+    if (s == TRIT_OK) s = add_rows(g, l, m, "wte.weight", "output.weight", et, 1);
     static const char *const pairs[][2] = {
         {"ln_1.weight", "attn_norm.weight"},  {"ln_1.bias", "attn_norm.bias"},
         {"attn.c_attn.weight", "attn_qkv.weight"}, {"attn.c_attn.bias", "attn_qkv.bias"},
