@@ -137,6 +137,10 @@ trit_status trit_cpu_amx_request(void);
 // Threads used by kernels (OpenMP). n <= 0 restores the default (TRIT_THREADS or all cores).
 void trit_threads_set(int n);
 int trit_threads_get(void);
+// How many threads per-thread scratch is planned for, fixed at first use (at least the cores
+// then usable and the thread count then set): ops size scratch by it and run at most that many
+// threads, whatever the affinity or thread count becomes later.
+int trit_thread_slots(void);
 
 // ---- number formats: bf16 and fp16 (round to nearest even; NaN stays NaN) ---------------
 

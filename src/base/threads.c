@@ -8,7 +8,7 @@
 #include <stdlib.h>
 
 static pthread_once_t threads_once = PTHREAD_ONCE_INIT;
-static int default_threads = 1;
+static int default_threads = 1, thread_slots = 1;
 
 static int threads_from_env(void) {
     const char *s = getenv("TRIT_THREADS");
@@ -28,6 +28,18 @@ static void init_threads(void) {
     if (omp_default < 1) omp_default = omp_get_num_procs();
     default_threads = env > 0 ? env : omp_default;
     if (env > 0) omp_set_num_threads(env);
+    // Fixed now for the life of the process: omp_get_num_procs() follows the calling thread's
+    // affinity, which may widen later (taskset, MPI binding), and per-thread scratch planned
+    // from one value must not be indexed by threads counted from another.
+    int procs = omp_get_num_procs();
+    thread_slots = procs > default_threads ? procs : default_threads;
+    if (omp_default > thread_slots) thread_slots = omp_default;
+    if (thread_slots > 4096) thread_slots = 4096;
+}
+
+int trit_thread_slots(void) {
+    pthread_once(&threads_once, init_threads);
+    return thread_slots;
 }
 
 // OpenMP keeps the thread count per calling thread: call this from the thread that runs kernels.

@@ -37,10 +37,10 @@ static const real *in_base(const trit_tensor *t, int64_t b) {
 }
 static int64_t in_ld(const trit_tensor *t) { return t->shape[1] > 1 ? t->strides[1] : t->shape[2]; }
 
-// Per-thread T x T buffers for dP in backward. The count depends only on the machine and the
-// shape, so compile time and run time agree on it.
+// Per-thread T x T buffers for dP in backward. The count depends only on the shape and the
+// process's fixed slot count (trit_thread_slots), so compile time and run time agree on it.
 static int64_t attn_slots(const attn_dims *d) {
-    int64_t procs = omp_get_num_procs();
+    int64_t procs = trit_thread_slots();
     int64_t bh = d->B * d->H;
     return bh < procs ? bh : procs;
 }

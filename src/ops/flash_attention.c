@@ -55,10 +55,11 @@ static int64_t in_ld(const trit_tensor *t) { return t->shape[1] > 1 ? t->strides
 
 // ---- memory -------------------------------------------------------------------------------
 
-// Per-thread scratch regions. The count depends only on the machine and the shape, so compile
-// time and run time agree on it; run time uses at most this many threads.
+// Per-thread scratch regions. The count depends only on the shape and the process's fixed slot
+// count (trit_thread_slots), so compile time and run time agree on it; run time uses at most
+// this many threads.
 static int64_t flash_slots(const flash_dims *d) {
-    int64_t procs = omp_get_num_procs();
+    int64_t procs = trit_thread_slots();
     int64_t items = d->B * d->H * ceil_div(d->T, BR);
     return items < procs ? (items > 0 ? items : 1) : procs;
 }
