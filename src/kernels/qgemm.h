@@ -27,7 +27,8 @@ typedef struct trit_qact {
 // (ternary: of 128), and G <= 131072 so an int32 group sum cannot overflow.
 bool trit_qgemm_supported(trit_dtype wdt, int64_t K, int64_t G);
 
-// Quantizes x (M, K) row by row into a (buffers sized by the caller), in wdt's order.
+// Quantizes x (M, K) row by row into a (buffers sized by the caller), in wdt's order; G as
+// trit_qgemm_supported allows (whole reordering blocks per group).
 void trit_qact_quantize(const float *x /* (M, K) */, int64_t M, int64_t K, int64_t G, trit_dtype wdt,
                         const trit_qact *a);
 

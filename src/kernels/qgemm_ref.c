@@ -24,21 +24,37 @@ static inline int64_t act_pos(trit_dtype wdt, int64_t k) {
     return k;
 }
 
+// The code of v = x / scale: nearest even integer in [-127, 127], 0 for NaN. Adding and removing
+// 1.5 * 2^23 rounds to nearest even exactly for |v| < 2^22 (here |v| <= 127.5) and, unlike
+// nearbyintf on a plain x86-64 build, vectorises.
+static inline int8_t act_code(float v) {
+    float t = (v + 12582912.0f) - 12582912.0f;
+    t = t > 127.0f ? 127.0f : t < -127.0f ? -127.0f : t;
+    return (int8_t)(int)(t == t ? t : 0.0f);
+}
+
 void trit_qact_quantize(const float *x, int64_t M, int64_t K, int64_t G, trit_dtype wdt, const trit_qact *a) {
     for (int64_t m = 0; m < M; m++) {
         const float *r = x + m * K;
         float amax = 0;
-        for (int64_t k = 0; k < K; k++) amax = fmaxf(amax, fabsf(r[k]));
+#pragma omp simd reduction(max : amax)
+        for (int64_t k = 0; k < K; k++) amax = fabsf(r[k]) > amax ? fabsf(r[k]) : amax;  // NaN ignored
         const float s = amax / 127.0f, inv = s > 0 ? 1.0f / s : 0.0f;
         a->scale[m] = s;
         int8_t *q = a->q + m * K;
+        if (wdt == TRIT_QINT8) {
+#pragma omp simd
+            for (int64_t k = 0; k < K; k++) q[k] = act_code(r[k] * inv);
+        } else {
+            for (int64_t k = 0; k < K; k++) q[act_pos(wdt, k)] = act_code(r[k] * inv);
+        }
+        // The reordering stays within 64- or 128-element blocks, so a group's codes are its own.
         int32_t *gs = a->gsum + m * (K / G);
-        for (int64_t g = 0; g < K / G; g++) gs[g] = 0;
-        for (int64_t k = 0; k < K; k++) {
-            const float v = nearbyintf(r[k] * inv);
-            const int c = isnan(v) ? 0 : v > 127 ? 127 : v < -127 ? -127 : (int)v;
-            q[act_pos(wdt, k)] = (int8_t)c;
-            gs[k / G] += c;
+        for (int64_t g = 0; g < K / G; g++) {
+            int32_t sum = 0;
+#pragma omp simd reduction(+ : sum)
+            for (int64_t k = g * G; k < (g + 1) * G; k++) sum += q[k];
+            gs[g] = sum;
         }
     }
 }
