@@ -11,6 +11,8 @@
 #include <math.h>
 #include <string.h>
 
+enum { FQ_CHUNK = 16384 };  // elements per parallel work item
+
 static int qmax_of(trit_dtype dt) { return dt == TRIT_QINT8 ? 127 : dt == TRIT_QINT4 ? 7 : 1; }
 
 static bool is_fp8(trit_dtype dt) { return dt == TRIT_F8_E4M3 || dt == TRIT_F8_E5M2; }
@@ -51,14 +53,19 @@ static trit_status fq_infer(const trit_tensor *const *in, int n_in, const void *
     return trit_tensor_init_layout(out, x->dtype, x->ndim, x->shape);
 }
 
+// Adding and removing 1.5 * 2^(mantissa bits) rounds to nearest even exactly for values this
+// small (|v| <= 127 after clamping), as nearbyint does, without a library call per element.
+#define RNE_MAGIC ((real)(sizeof(real) == sizeof(float) ? 12582912.0 : 6755399441055744.0))
+
 static inline real fq_value(real x, real s, trit_dtype dt, int qmax) {
     if (s == 0 || x != x) return x != x ? x : (real)0;
     if (is_fp8(dt)) {
         const trit_fp8_kind k = kind_of(dt);
         return (real)trit_fp8_to_f32(trit_f32_to_fp8((float)(x / s), k), k) * s;
     }
-    const double c = nearbyint((double)(x / s));
-    const int code = c > qmax ? qmax : c < -qmax ? -qmax : (int)c;  // an int: -0 becomes 0, as in the codec
+    real v = x / s;  // clamping before rounding gives the same code, and bounds v for the trick
+    v = v > (real)qmax ? (real)qmax : v < (real)-qmax ? (real)-qmax : v;
+    const int code = (int)((v + RNE_MAGIC) - RNE_MAGIC);  // an int: -0 becomes 0, as in the codec
     return (real)code * s;
 }
 
@@ -95,9 +102,17 @@ static trit_status fq_forward(const trit_op_call *c) {
     const trit_dtype dt = s->mode == TRIT_FQ_TERNARY ? TRIT_QINT2 : s->dtype;
     real *saved = c->saved;
     *saved = s->mode == TRIT_FQ_CALIBRATED ? calibrated_scale(c, x, n) : 0;
-#pragma omp parallel for schedule(static) if (G > 1 && n >= 16384)
+    if (G == 1) {  // one scale (a whole matrix, or calibrated): the elements split among threads
+        const real sc = s->mode == TRIT_FQ_CALIBRATED ? *saved : group_scale(s, x, n);
+        const int64_t chunks = (n + FQ_CHUNK - 1) / FQ_CHUNK;
+#pragma omp parallel for schedule(static) if (chunks > 1)
+        for (int64_t k = 0; k < chunks; k++)
+            for (int64_t i = k * FQ_CHUNK; i < n && i < (k + 1) * FQ_CHUNK; i++) y[i] = fq_value(x[i], sc, dt, qmax);
+        return TRIT_OK;
+    }
+#pragma omp parallel for schedule(static) if (n >= FQ_CHUNK)
     for (int64_t k = 0; k < G; k++) {
-        const real sc = s->mode == TRIT_FQ_CALIBRATED ? *saved : group_scale(s, x + k * g, g);
+        const real sc = group_scale(s, x + k * g, g);
         for (int64_t i = k * g; i < (k + 1) * g; i++) y[i] = fq_value(x[i], sc, dt, qmax);
     }
     return TRIT_OK;
@@ -111,6 +126,7 @@ static trit_status fq_backward(const trit_op_call *c) {
     const int64_t n = trit_tensor_numel(c->out);
     const bool clip = s->clip_ste && s->mode == TRIT_FQ_CALIBRATED;
     const real limit = (real)(*(const real *)c->saved * range_of(s->dtype));
+#pragma omp parallel for schedule(static) if (n >= FQ_CHUNK)
     for (int64_t i = 0; i < n; i++)
         if (!clip || RFABS(x[i]) <= limit) gx[i] += gy[i];
     return TRIT_OK;
