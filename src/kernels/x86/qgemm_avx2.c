@@ -2,9 +2,7 @@
 // within 127, so the pair sums cannot saturate), exact in int32. qint4: the biased nibbles
 // (c + 8, 0..15) are the unsigned operand, so sum (c + 8) x = sum c x + 8 sum x and the group
 // sums of x take the 8 back out. Four rows of W at a time share each activation load.
-#include "kernels/qgemm.h"
-
-#include "kernels/thread_buffer.h"
+#include "kernels/x86/qgemm_driver.h"
 
 #include <immintrin.h>
 
@@ -43,9 +41,6 @@ static inline __m256i dot_t2(const uint8_t *w, const int8_t *x) {
 
 // R rows n.. of W against activation row m; the biased kinds (qint4 + 8, ternary + 1) take
 // bias x group sum back out.
-// W_U4 and W_U2: qint4 / ternary codes already unpacked to one biased byte each, in the
-// activations' order (see unpack), so several tokens do not unpack the same rows again.
-typedef enum wkind { W_Q8, W_Q4, W_T2, W_U4, W_U2 } wkind;
 
 // 64 unpacked biased codes (0..15 or 0..2: no pair sum can saturate) against 64 activations.
 static inline __m256i dot_u8(const uint8_t *w, const int8_t *x) {
@@ -93,65 +88,21 @@ static inline void rows(int R, wkind kind, int64_t K, int64_t G, const int8_t *q
     for (int r = 0; r < R; r++) y[r] = xs * (hsum8(facc[r]) - corr[r]);
 }
 
-static _Thread_local float *unpack_mem;
-static _Thread_local size_t unpack_floats;
-
-// Rows [0, rows) of packed qint4 or ternary codes as one biased byte per code (K bytes a row),
-// in the order the activations are stored; NULL when out of memory.
-static const uint8_t *unpack(wkind kind, const uint8_t *w, size_t row_bytes, int64_t rows, int64_t K) {
-    uint8_t *u = (uint8_t *)trit_thread_buffer(&unpack_mem, &unpack_floats, (size_t)((rows * K + 3) / 4));
+// One packed row to K biased bytes in the activations' order (64-blocks: even codes, then odd;
+// ternary 128-blocks: four runs of 32).
+static void unpack_row(wkind kind, const uint8_t *w, int64_t K, uint8_t *dst) {
     const __m256i m4 = _mm256_set1_epi8(15), m2 = _mm256_set1_epi8(3);
-    for (int64_t r = 0; u && r < rows; r++)
-        for (int64_t k = 0; k < K; k += kind == W_T2 ? 128 : 64) {
-            uint8_t *dst = u + r * K + k;
-            if (kind == W_T2) {
-                const __m256i b = _mm256_loadu_si256((const __m256i *)(w + r * row_bytes + k / 4));
-                for (int j = 0; j < 4; j++)
-                    _mm256_storeu_si256((__m256i *)(dst + 32 * j), _mm256_and_si256(_mm256_srli_epi16(b, 2 * j), m2));
-            } else {
-                const __m256i b = _mm256_loadu_si256((const __m256i *)(w + r * row_bytes + k / 2));
-                _mm256_storeu_si256((__m256i *)dst, _mm256_and_si256(b, m4));
-                _mm256_storeu_si256((__m256i *)(dst + 32), _mm256_and_si256(_mm256_srli_epi16(b, 4), m4));
-            }
+    for (int64_t k = 0; k < K; k += kind == W_T2 ? 128 : 64) {
+        if (kind == W_T2) {
+            const __m256i b = _mm256_loadu_si256((const __m256i *)(w + k / 4));
+            for (int j = 0; j < 4; j++)
+                _mm256_storeu_si256((__m256i *)(dst + k + 32 * j), _mm256_and_si256(_mm256_srli_epi16(b, 2 * j), m2));
+        } else {
+            const __m256i b = _mm256_loadu_si256((const __m256i *)(w + k / 2));
+            _mm256_storeu_si256((__m256i *)(dst + k), _mm256_and_si256(b, m4));
+            _mm256_storeu_si256((__m256i *)(dst + k + 32), _mm256_and_si256(_mm256_srli_epi16(b, 4), m4));
         }
-    return u;
-}
-
-static void qgemm(wkind kind, int64_t M, int64_t n0, int64_t n1, int64_t K, int64_t G, const trit_qact *x,
-                  const uint8_t *w, const float *ws, float *y, int64_t ldy) {
-    size_t row_bytes = kind == W_Q8 ? (size_t)K : kind == W_Q4 ? (size_t)K / 2 : (size_t)K / 4;
-    const uint8_t *u = M > 1 && kind != W_Q8 ? unpack(kind, w + n0 * row_bytes, row_bytes, n1 - n0, K) : NULL;
-    const uint8_t *base = w + n0 * row_bytes;  // row n0
-    if (u) {  // from here on the rows are the unpacked ones
-        base = u;
-        row_bytes = (size_t)K;
-        kind = kind == W_Q4 ? W_U4 : W_U2;
-    }
-    const int64_t NG = K / G;
-    for (int64_t m = 0; m < M; m++) {
-        const int8_t *q = x->q + m * K;
-        const int32_t *gs = x->gsum + m * NG;
-        int64_t n = n0;
-        // One token (decoding) reads each weight row once, from memory: one stream at a time
-        // streams fastest. Several tokens share each load of a row among four rows' sums.
-        for (; M > 1 && n + 4 <= n1; n += 4)
-            rows(4, kind, K, G, q, gs, x->scale[m], base + (n - n0) * row_bytes, row_bytes, ws + n * NG, y + m * ldy + n);
-        for (; n < n1; n++)
-            rows(1, kind, K, G, q, gs, x->scale[m], base + (n - n0) * row_bytes, row_bytes, ws + n * NG, y + m * ldy + n);
     }
 }
 
-void trit_kernel_qgemm_q8_avx2(int64_t M, int64_t n0, int64_t n1, int64_t K, int64_t G, const trit_qact *x,
-                               const uint8_t *w, const float *ws, float *y, int64_t ldy) {
-    qgemm(W_Q8, M, n0, n1, K, G, x, w, ws, y, ldy);
-}
-
-void trit_kernel_qgemm_q4_avx2(int64_t M, int64_t n0, int64_t n1, int64_t K, int64_t G, const trit_qact *x,
-                               const uint8_t *w, const float *ws, float *y, int64_t ldy) {
-    qgemm(W_Q4, M, n0, n1, K, G, x, w, ws, y, ldy);
-}
-
-void trit_kernel_qgemm_t2_avx2(int64_t M, int64_t n0, int64_t n1, int64_t K, int64_t G, const trit_qact *x,
-                               const uint8_t *w, const float *ws, float *y, int64_t ldy) {
-    qgemm(W_T2, M, n0, n1, K, G, x, w, ws, y, ldy);
-}
+QGEMM_ENTRY_POINTS(avx2)

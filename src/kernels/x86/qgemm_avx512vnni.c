@@ -2,9 +2,7 @@
 // and adds groups of four into int32 lanes. The weights are made the unsigned operand by a bias
 // (qint8: w xor 0x80 = w + 128; qint4: the stored nibble c + 8), and the activation group sums
 // take the bias back out: sum (c + b) x = sum c x + b sum x. Four rows of W at a time.
-#include "kernels/qgemm.h"
-
-#include "kernels/thread_buffer.h"
+#include "kernels/x86/qgemm_driver.h"
 
 #include <immintrin.h>
 
@@ -19,9 +17,6 @@ static inline __m512i load_q4(const uint8_t *w) {
     return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
 }
 
-// W_U4 and W_U2: qint4 / ternary codes already unpacked to one biased byte each, in the
-// activations' order (see unpack), so several tokens do not unpack the same rows again.
-typedef enum wkind { W_Q8, W_Q4, W_T2, W_U4, W_U2 } wkind;
 
 // 128 ternary codes from 32 bytes: two vectors of 64 (runs of codes 4j, 4j + 1 | 4j + 2, 4j + 3).
 static inline void load_t2(const uint8_t *w, __m512i *u01, __m512i *u23) {
@@ -69,63 +64,18 @@ static inline void rows(int R, wkind kind, int64_t K, int64_t G, const int8_t *q
     for (int r = 0; r < R; r++) y[r] = xs * (_mm512_reduce_add_ps(facc[r]) - corr[r]);
 }
 
-static _Thread_local float *unpack_mem;
-static _Thread_local size_t unpack_floats;
-
-// Rows [0, rows) of packed qint4 or ternary codes as one biased byte per code (K bytes a row),
-// in the order the activations are stored; NULL when out of memory.
-static const uint8_t *unpack(wkind kind, const uint8_t *w, size_t row_bytes, int64_t rows, int64_t K) {
-    uint8_t *u = (uint8_t *)trit_thread_buffer(&unpack_mem, &unpack_floats, (size_t)((rows * K + 3) / 4));
-    for (int64_t r = 0; u && r < rows; r++)
-        for (int64_t k = 0; k < K; k += kind == W_T2 ? 128 : 64) {
-            uint8_t *dst = u + r * K + k;
-            if (kind == W_T2) {
-                __m512i u01, u23;
-                load_t2(w + r * row_bytes + k / 4, &u01, &u23);
-                _mm512_storeu_si512(dst, u01);
-                _mm512_storeu_si512(dst + 64, u23);
-            } else {
-                _mm512_storeu_si512(dst, load_q4(w + r * row_bytes + k / 2));
-            }
+// One packed row to K biased bytes in the activations' order.
+static void unpack_row(wkind kind, const uint8_t *w, int64_t K, uint8_t *dst) {
+    for (int64_t k = 0; k < K; k += kind == W_T2 ? 128 : 64) {
+        if (kind == W_T2) {
+            __m512i u01, u23;
+            load_t2(w + k / 4, &u01, &u23);
+            _mm512_storeu_si512(dst + k, u01);
+            _mm512_storeu_si512(dst + k + 64, u23);
+        } else {
+            _mm512_storeu_si512(dst + k, load_q4(w + k / 2));
         }
-    return u;
-}
-
-static void qgemm(wkind kind, int64_t M, int64_t n0, int64_t n1, int64_t K, int64_t G, const trit_qact *x,
-                  const uint8_t *w, const float *ws, float *y, int64_t ldy) {
-    size_t row_bytes = kind == W_Q8 ? (size_t)K : kind == W_Q4 ? (size_t)K / 2 : (size_t)K / 4;
-    const uint8_t *u = M > 1 && kind != W_Q8 ? unpack(kind, w + n0 * row_bytes, row_bytes, n1 - n0, K) : NULL;
-    const uint8_t *base = w + n0 * row_bytes;  // row n0
-    if (u) {  // from here on the rows are the unpacked ones
-        base = u;
-        row_bytes = (size_t)K;
-        kind = kind == W_Q4 ? W_U4 : W_U2;
-    }
-    const int64_t NG = K / G;
-    for (int64_t m = 0; m < M; m++) {
-        const int8_t *q = x->q + m * K;
-        const int32_t *gs = x->gsum + m * NG;
-        int64_t n = n0;
-        // One token (decoding) reads each weight row once, from memory: one stream at a time
-        // streams fastest. Several tokens share each load of a row among four rows' sums.
-        for (; M > 1 && n + 4 <= n1; n += 4)
-            rows(4, kind, K, G, q, gs, x->scale[m], base + (n - n0) * row_bytes, row_bytes, ws + n * NG, y + m * ldy + n);
-        for (; n < n1; n++)
-            rows(1, kind, K, G, q, gs, x->scale[m], base + (n - n0) * row_bytes, row_bytes, ws + n * NG, y + m * ldy + n);
     }
 }
 
-void trit_kernel_qgemm_q8_avx512vnni(int64_t M, int64_t n0, int64_t n1, int64_t K, int64_t G, const trit_qact *x,
-                                     const uint8_t *w, const float *ws, float *y, int64_t ldy) {
-    qgemm(W_Q8, M, n0, n1, K, G, x, w, ws, y, ldy);
-}
-
-void trit_kernel_qgemm_q4_avx512vnni(int64_t M, int64_t n0, int64_t n1, int64_t K, int64_t G, const trit_qact *x,
-                                     const uint8_t *w, const float *ws, float *y, int64_t ldy) {
-    qgemm(W_Q4, M, n0, n1, K, G, x, w, ws, y, ldy);
-}
-
-void trit_kernel_qgemm_t2_avx512vnni(int64_t M, int64_t n0, int64_t n1, int64_t K, int64_t G, const trit_qact *x,
-                                     const uint8_t *w, const float *ws, float *y, int64_t ldy) {
-    qgemm(W_T2, M, n0, n1, K, G, x, w, ws, y, ldy);
-}
+QGEMM_ENTRY_POINTS(avx512vnni)
