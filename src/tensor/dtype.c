@@ -99,6 +99,34 @@ INT_ROWS(i64, int64_t, -9223372036854775808.0, 9223372036854774784.0)
 INT_ROWS(i8, int8_t, -128.0, 127.0)
 INT_ROWS(u8, uint8_t, 0.0, 255.0)
 
+// ---- blocked formats with the scale inside each block ----------------------------------------
+
+typedef void block_encode_fn(uint8_t *b, const float *x /* (block) */, const float *u /* (block) or NULL */);
+
+// Encodes n values (whole blocks) block by block: to nearest when seed_stream is NULL, else
+// stochastically with the bits of element first + i of Philox (seed_stream[0], seed_stream[1]).
+static void encode_blocks(block_encode_fn *enc, int64_t blk, size_t bytes, void *out, const float *in, int64_t n,
+                          int64_t first, const uint64_t *seed_stream) {
+    float u[256];  // the largest block
+    for (int64_t b = 0; b < n / blk; b++) {
+        for (int64_t i = 0; seed_stream && i < blk; i++)
+            u[i] = trit_rng_uniform(seed_stream[0], seed_stream[1], (uint64_t)(first + b * blk + i));
+        enc((uint8_t *)out + b * (int64_t)bytes, in + b * blk, seed_stream ? u : NULL);
+    }
+}
+
+#define BLOCK_ROWS(name, BLK, BYTES)                                                                    \
+    static void name##_from_f32(void *out, const float *in, int64_t n, trit_quant_info *q, int64_t first) { \
+        (void)q;                                                                                        \
+        encode_blocks(name##_block, BLK, BYTES, out, in, n, first, NULL);                               \
+    }                                                                                                   \
+    static void name##_from_f32_sr(void *out, const float *in, int64_t n, trit_quant_info *q, int64_t first, \
+                                   uint64_t seed, uint64_t stream) {                                    \
+        (void)q;                                                                                        \
+        const uint64_t ss[2] = {seed, stream};                                                          \
+        encode_blocks(name##_block, BLK, BYTES, out, in, n, first, ss);                                 \
+    }
+
 // ---- q8_0: blocks of 32 int8 codes with one f16 scale ----------------------------------------
 
 enum { Q8_0_BLOCK = 32, Q8_0_BYTES = 2 + Q8_0_BLOCK };
@@ -131,22 +159,7 @@ static void q8_0_block(uint8_t *b, const float *x, const float *u) {
     }
 }
 
-static void q8_0_from_f32(void *out, const float *in, int64_t n, trit_quant_info *q, int64_t first) {
-    (void)q, (void)first;
-    for (int64_t blk = 0; blk < n / Q8_0_BLOCK; blk++)
-        q8_0_block((uint8_t *)out + blk * Q8_0_BYTES, in + blk * Q8_0_BLOCK, NULL);
-}
-
-static void q8_0_from_f32_sr(void *out, const float *in, int64_t n, trit_quant_info *q, int64_t first,
-                             uint64_t seed, uint64_t stream) {
-    (void)q;
-    float u[Q8_0_BLOCK];
-    for (int64_t blk = 0; blk < n / Q8_0_BLOCK; blk++) {
-        for (int i = 0; i < Q8_0_BLOCK; i++)
-            u[i] = trit_rng_uniform(seed, stream, (uint64_t)(first + blk * Q8_0_BLOCK + i));
-        q8_0_block((uint8_t *)out + blk * Q8_0_BYTES, in + blk * Q8_0_BLOCK, u);
-    }
-}
+BLOCK_ROWS(q8_0, Q8_0_BLOCK, Q8_0_BYTES)
 
 // ---- q4_0: blocks of 32 4-bit codes with one f16 scale (ggml's layout) ------------------------
 // Byte j holds element j in its low nibble and element j + 16 in its high one; x = (q - 8) d.
@@ -185,22 +198,7 @@ static void q4_0_block(uint8_t *b, const float *x, const float *u) {
     for (int j = 0; j < Q4_0_BLOCK / 2; j++) b[2 + j] = (uint8_t)(c[j] | c[j + 16] << 4);
 }
 
-static void q4_0_from_f32(void *out, const float *in, int64_t n, trit_quant_info *q, int64_t first) {
-    (void)q, (void)first;
-    for (int64_t blk = 0; blk < n / Q4_0_BLOCK; blk++)
-        q4_0_block((uint8_t *)out + blk * Q4_0_BYTES, in + blk * Q4_0_BLOCK, NULL);
-}
-
-static void q4_0_from_f32_sr(void *out, const float *in, int64_t n, trit_quant_info *q, int64_t first,
-                             uint64_t seed, uint64_t stream) {
-    (void)q;
-    float u[Q4_0_BLOCK];
-    for (int64_t blk = 0; blk < n / Q4_0_BLOCK; blk++) {
-        for (int i = 0; i < Q4_0_BLOCK; i++)
-            u[i] = trit_rng_uniform(seed, stream, (uint64_t)(first + blk * Q4_0_BLOCK + i));
-        q4_0_block((uint8_t *)out + blk * Q4_0_BYTES, in + blk * Q4_0_BLOCK, u);
-    }
-}
+BLOCK_ROWS(q4_0, Q4_0_BLOCK, Q4_0_BYTES)
 
 // ---- tq2_0: ggml's ternary blocks of 256 (2 bits a code, then an f16 scale) --------------------
 // Per 128 elements, byte m (of 32) holds elements m, m + 32, m + 64, m + 96 in bit pairs 0, 2, 4,
@@ -238,22 +236,7 @@ static void tq2_0_block(uint8_t *b, const float *x, const float *u) {
     }
 }
 
-static void tq2_0_from_f32(void *out, const float *in, int64_t n, trit_quant_info *q, int64_t first) {
-    (void)q, (void)first;
-    for (int64_t blk = 0; blk < n / TQ2_BLOCK; blk++)
-        tq2_0_block((uint8_t *)out + blk * TQ2_BYTES, in + blk * TQ2_BLOCK, NULL);
-}
-
-static void tq2_0_from_f32_sr(void *out, const float *in, int64_t n, trit_quant_info *q, int64_t first,
-                              uint64_t seed, uint64_t stream) {
-    (void)q;
-    float u[TQ2_BLOCK];
-    for (int64_t blk = 0; blk < n / TQ2_BLOCK; blk++) {
-        for (int i = 0; i < TQ2_BLOCK; i++)
-            u[i] = trit_rng_uniform(seed, stream, (uint64_t)(first + blk * TQ2_BLOCK + i));
-        tq2_0_block((uint8_t *)out + blk * TQ2_BYTES, in + blk * TQ2_BLOCK, u);
-    }
-}
+BLOCK_ROWS(tq2_0, TQ2_BLOCK, TQ2_BYTES)
 
 // ---- the table ---------------------------------------------------------------------------------
 
