@@ -60,6 +60,9 @@ trit_quant_info *trit_quant_info_new(int64_t numel, int64_t group_size, bool zer
 void trit_quant_info_free(trit_quant_info *q);
 // The scale of group g, decoding double quantization when present.
 float trit_quant_info_scale(const trit_quant_info *q, int64_t g);
+// Bytes its scales and zero points take as stored (int8 codes + block scales when
+// double-quantized); 0 for NULL.
+size_t trit_quant_info_bytes(const trit_quant_info *q);
 
 // Row converters of a dtype over n elements, n a whole number of blocks. `first` is the flat
 // (row-major) index of the first element in its tensor, so a converter with per-group scales in

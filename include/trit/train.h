@@ -339,6 +339,9 @@ enum { TRIT_QUANTIZE_BLOCKS = 1u, TRIT_QUANTIZE_EMBEDDING = 2u };
 // decoder multiplies with it, trit_checkpoint_save_model stores it) and writes its decoded
 // values into the f32 parameter, so graphs compute what the quantized model computes.
 trit_status trit_gpt_quantize(trit_gpt *m, const trit_quant_spec *spec, unsigned which, trit_quantize_report *r);
+// Bytes of m's tensors as a checkpoint stores them: attached quantized copies (codes, scales,
+// zero points) in place of their parameters.
+size_t trit_gpt_stored_bytes(const trit_gpt *m);
 
 // ---- quantization-aware training ----------------------------------------------------------
 

@@ -43,3 +43,10 @@ float trit_quant_info_scale(const trit_quant_info *q, int64_t g) {
     if (q->qscales) return (float)q->qscales[g] * q->scales2[g / q->dq_block] + q->scales_mean;
     return q->scales[g];
 }
+
+size_t trit_quant_info_bytes(const trit_quant_info *q) {
+    if (!q) return 0;
+    const size_t G = (size_t)q->num_groups;
+    const size_t scales = q->qscales ? G + 4 * (size_t)((q->num_groups + q->dq_block - 1) / q->dq_block) : 4 * G;
+    return scales + (q->zero_points ? 4 * G : 0);
+}

@@ -34,21 +34,6 @@ trit_status trit_bench_decode_config(const char *name, trit_gpt_config *out) {
                       "config: baby, small, bpe50k)", name ? name : "");
 }
 
-static size_t weight_bytes(const trit_gpt *m) {
-    size_t b = 0;
-    for (int i = 0; i < trit_gpt_num_tensors(m); i++) {
-        const trit_tensor *q = trit_gpt_quantized(m, i);
-        if (!q) {
-            b += trit_tensor_nbytes(trit_gpt_tensor(m, i));
-            continue;
-        }
-        const trit_quant_info *qi = q->quant;
-        b += trit_tensor_nbytes(q) + (qi->qscales ? (size_t)qi->num_groups : 4 * (size_t)qi->num_groups) +
-             (qi->zero_points ? 4 * (size_t)qi->num_groups : 0);
-    }
-    return b;
-}
-
 trit_status trit_bench_decode(const char *config, const char *format, int64_t tokens, int threads,
                               trit_decode_result *r) {
     trit_gpt_config c;
@@ -113,7 +98,7 @@ trit_status trit_bench_decode(const char *config, const char *format, int64_t to
     free(prompt_tokens);
     r->prompt_tokens = prompt, r->decode_tokens = gen;
     r->params = trit_gpt_num_params(m);
-    r->weight_bytes = weight_bytes(m);
+    r->weight_bytes = trit_gpt_stored_bytes(m);
     trit_gpt_cache_free(k);
     trit_aligned_free(logits);
     trit_gpt_free(m);

@@ -15,10 +15,13 @@ static bool wants(const trit_tensor *t, unsigned which) {
     return (which & TRIT_QUANTIZE_EMBEDDING) && strcmp(t->name, "wte.weight") == 0;
 }
 
-static size_t side_bytes(const trit_quant_info *q) {
-    const size_t G = (size_t)q->num_groups;
-    size_t b = q->qscales ? G + 4 * (size_t)((q->num_groups + q->dq_block - 1) / q->dq_block) : 4 * G;
-    return b + (q->zero_points ? 4 * G : 0);
+size_t trit_gpt_stored_bytes(const trit_gpt *m) {
+    size_t b = 0;
+    for (int i = 0; m && i < trit_gpt_num_tensors(m); i++) {
+        const trit_tensor *q = trit_gpt_quantized(m, i);
+        b += q ? trit_tensor_nbytes(q) + trit_quant_info_bytes(q->quant) : trit_tensor_nbytes(trit_gpt_tensor(m, i));
+    }
+    return b;
 }
 
 trit_status trit_gpt_quantize(trit_gpt *m, const trit_quant_spec *spec, unsigned which, trit_quantize_report *r) {
@@ -31,7 +34,7 @@ trit_status trit_gpt_quantize(trit_gpt *m, const trit_quant_spec *spec, unsigned
         r->params_total += numel;
         if (!wants(t, which)) {
             const trit_tensor *q = trit_gpt_quantized(m, i);  // quantized by an earlier call
-            r->bytes_total += q ? trit_tensor_nbytes(q) + side_bytes(q->quant) : trit_tensor_nbytes(t);
+            r->bytes_total += q ? trit_tensor_nbytes(q) + trit_quant_info_bytes(q->quant) : trit_tensor_nbytes(t);
             continue;
         }
         trit_tensor *q = trit_quantize(t, spec);
@@ -40,7 +43,7 @@ trit_status trit_gpt_quantize(trit_gpt *m, const trit_quant_spec *spec, unsigned
             snprintf(why, sizeof why, "%s", trit_last_error());
             return trit_error(TRIT_ERR_INVALID, "quantizing '%s': %s", t->name, why);
         }
-        const size_t bytes = trit_tensor_nbytes(q) + side_bytes(q->quant);
+        const size_t bytes = trit_tensor_nbytes(q) + trit_quant_info_bytes(q->quant);
         trit_status s = trit_tensor_copy(t, q);
         if (s != TRIT_OK) {
             trit_tensor_free(q);

@@ -254,8 +254,10 @@ static void test_double_quant_scales(void **state) {
     trit_quant_info *q = trit_quant_info_new(600 * 4, 4, false, 0);
     float orig[600];
     for (int g = 0; g < 600; g++) orig[g] = q->scales[g] = 0.01f + 0.001f * (float)(g % 37);
+    assert_int_equal(trit_quant_info_bytes(q), 600 * 4);
     assert_int_equal(trit_quant_double(q, 256), TRIT_OK);
     assert_int_equal(trit_quant_double(q, 256), TRIT_ERR_STATE);
+    assert_int_equal(trit_quant_info_bytes(q), 600 + 3 * 4);  // int8 codes + one f32 per block of 256
     for (int g = 0; g < 600; g++)
         assert_true(fabsf(trit_quant_info_scale(q, g) - orig[g]) <= 0.5f * q->scales2[g / 256] * 1.001f);
     trit_quant_info_free(q);
