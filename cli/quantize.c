@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 static void usage(FILE *fp) {
     fprintf(fp,
@@ -103,18 +104,24 @@ static void find_val(const quant_args *a, char *buf, size_t n) {
 }
 
 // Writes DIR/model.safetensors and copies RUN's tokenizer and the validation shard beside it.
+// On failure the files this call wrote (each written atomically) and a directory it made are
+// removed, so no half-made run directory is left.
 static trit_status write_run(const quant_args *a, const char *out, const trit_gpt *m, const char *val) {
-    char path[TRIT_PATH_MAX + 32], src[TRIT_PATH_MAX + 32];
-    trit_status s = trit_make_dir(out, NULL);
-    if (s == TRIT_OK) s = trit_path_join(path, sizeof path, out, TRIT_CKPT_MODEL);
-    if (s == TRIT_OK) s = trit_checkpoint_save_model(m, path, 0);
-    if (s == TRIT_OK && trit_path_join(src, sizeof src, a->run, TRIT_CKPT_TOKENIZER) == TRIT_OK) {
-        struct stat st;
-        if (stat(src, &st) == 0 && (s = trit_path_join(path, sizeof path, out, TRIT_CKPT_TOKENIZER)) == TRIT_OK)
-            s = trit_file_copy(src, path);
+    static const char *const names[3] = {TRIT_CKPT_MODEL, TRIT_CKPT_TOKENIZER, TRIT_DATA_VAL};
+    char path[3][TRIT_PATH_MAX + 32], src[TRIT_PATH_MAX + 32];
+    bool made_dir = false, wrote[3] = {false, false, false};
+    trit_status s = trit_make_dir(out, &made_dir);
+    for (int i = 0; i < 3 && s == TRIT_OK; i++) s = trit_path_join(path[i], sizeof path[i], out, names[i]);
+    if (s == TRIT_OK) wrote[0] = (s = trit_checkpoint_save_model(m, path[0], 0)) == TRIT_OK;
+    struct stat st;
+    if (s == TRIT_OK && trit_path_join(src, sizeof src, a->run, TRIT_CKPT_TOKENIZER) == TRIT_OK && stat(src, &st) == 0)
+        wrote[1] = (s = trit_file_copy(src, path[1])) == TRIT_OK;
+    if (s == TRIT_OK && val[0]) wrote[2] = (s = trit_file_copy(val, path[2])) == TRIT_OK;
+    if (s != TRIT_OK) {
+        for (int i = 0; i < 3; i++)
+            if (wrote[i]) unlink(path[i]);
+        if (made_dir) rmdir(out);
     }
-    if (s == TRIT_OK && val[0] && (s = trit_path_join(path, sizeof path, out, TRIT_DATA_VAL)) == TRIT_OK)
-        s = trit_file_copy(val, path);
     return s;
 }
 

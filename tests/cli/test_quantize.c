@@ -120,6 +120,29 @@ static void test_bad_input(void **state) {
     r = expect(RUN("quantize", dir, "--format", "int8"), 1, NULL, NULL);  // no such run
     cli_free(&r);
     assert_false(tfile_exists(dir));
+    // A run whose tokenizer cannot be copied: the model was already written, and is removed with
+    // the directory, so no half-made output is left.
+    char broken[700], f[800], g[800];
+    snprintf(broken, sizeof broken, "%s/broken", root);
+    mkdir(broken, 0755);
+    const char *files[2] = {TRIT_CKPT_MODEL, TRIT_DATA_VAL};
+    for (int i = 0; i < 2; i++) {
+        snprintf(f, sizeof f, "%s/%s", run, files[i]);
+        snprintf(g, sizeof g, "%s/%s", broken, files[i]);
+        FILE *in = fopen(f, "rb");
+        assert_non_null(in);
+        fseek(in, 0, SEEK_END);
+        const long n = ftell(in);
+        fclose(in);
+        char *data = cli_slurp(f);
+        tfile_write(g, data, (size_t)n);
+        free(data);
+    }
+    snprintf(g, sizeof g, "%s/%s", broken, TRIT_CKPT_TOKENIZER);
+    mkdir(g, 0755);  // a directory where the tokenizer file should be
+    r = expect(RUN("quantize", broken, "--format", "int8", "--out", dir, "--batches", "1", "--threads", "1"), 1, NULL, NULL);
+    cli_free(&r);
+    assert_false(tfile_exists(dir));
 }
 
 int main(void) {
