@@ -237,6 +237,7 @@ static void test_nf4_beats_int4_on_gaussian(void **state) {
     const double e_nf4 = rmse(x, y, N);
     trit_quant_info_free(round_trip(&i4, x, y, N, 1024, c));
     const double e_int4 = rmse(x, y, N);
+    print_message("N(0, 0.02), blocks of 64: RMSE nf4 %.3e, int4 absmax %.3e\n", e_nf4, e_int4);
     assert_true(e_nf4 < 0.9 * e_int4);
     // Double quantization: scales in 8 bits cost little accuracy.
     nf.double_quant_block = 256;
@@ -244,6 +245,7 @@ static void test_nf4_beats_int4_on_gaussian(void **state) {
     assert_null(q->scales);
     assert_non_null(q->qscales);
     assert_int_equal(q->dq_block, 256);
+    print_message("nf4 with double quantization: RMSE %.3e\n", rmse(x, y, N));
     assert_true(rmse(x, y, N) < 1.02 * e_nf4);
     trit_quant_info_free(q);
     free(x), free(y), free(c);
