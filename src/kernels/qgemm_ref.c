@@ -37,8 +37,7 @@ void trit_qact_quantize(const float *x, int64_t M, int64_t K, int64_t G, trit_dt
     for (int64_t m = 0; m < M; m++) {
         const float *r = x + m * K;
         float amax = 0;
-#pragma omp simd reduction(max : amax)
-        for (int64_t k = 0; k < K; k++) amax = fabsf(r[k]) > amax ? fabsf(r[k]) : amax;  // NaN ignored
+        for (int64_t k = 0; k < K; k++) amax = fmaxf(amax, fabsf(r[k]));  // NaN ignored
         const float s = amax / 127.0f, inv = s > 0 ? 1.0f / s : 0.0f;
         a->scale[m] = s;
         int8_t *q = a->q + m * K;
