@@ -30,6 +30,10 @@ typedef struct trit_gpt_config {
     double norm_eps;       // 1e-5
     bool naive_attention;  // false: flash attention (memory linear in T); true: the straightforward
                            // op, which keeps the (B, H, T, T) probabilities (same results to rounding)
+    bool subln;            // SubLN (BitNet b1.58's later models): one more norm of the config's kind
+                           // on the input of each output projection (attn.c_proj and mlp.c_proj), so
+                           // every block matrix, not only the first of each sub-layer, sees a
+                           // normalised input (what BitLinear's own RMSNorm stands for)
 } trit_gpt_config;
 
 // GPT-2 defaults for a small model: L=4, H=4, C=128, T=64, V=65, bias, LayerNorm, GELU, learned positions.
@@ -53,10 +57,12 @@ typedef struct trit_gpt trit_gpt;
 //   wpe.weight (T, C)                       learned positions only (absent with RoPE)
 //   per block i: h.<i>.ln_1.weight (C), h.<i>.ln_1.bias (C),
 //     h.<i>.attn.c_attn.weight (3C, C), .bias (3C)   rows: q, then k, then v
+//     h.<i>.attn.sub_norm.weight (C), .bias (C)      SubLN only
 //     h.<i>.attn.c_proj.weight (C, C), .bias (C)
 //     h.<i>.ln_2.weight (C), h.<i>.ln_2.bias (C),
 //     h.<i>.mlp.c_fc.weight (F, C), .bias (F)        F = hidden for GELU; for SwiGLU F = 2 hidden,
 //                                                    rows [0, hidden) the gate, [hidden, 2 hidden) up
+//     h.<i>.mlp.sub_norm.weight (hidden), .bias (hidden)   SubLN only
 //     h.<i>.mlp.c_proj.weight (C, hidden), .bias (C)
 //   ln_f.weight (C), ln_f.bias (C)
 // bias = false drops every .bias tensor (linear and norm); RMSNorm has no bias in any case.

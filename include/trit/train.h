@@ -119,6 +119,7 @@ typedef struct trit_train_config {
     int64_t norm;                // trit_norm_kind
     int64_t mlp;                 // trit_mlp_kind
     int64_t pos;                 // trit_pos_kind
+    int64_t subln;               // 1 = SubLN: a norm on the input of each block's output projections
     // optimisation
     int64_t batch;               // B: sequences per micro-batch
     int64_t total_batch_tokens;  // tokens per optimizer step, a multiple of B*T (accumulation)

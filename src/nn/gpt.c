@@ -136,12 +136,16 @@ static void add_block(builder *b, int64_t i) {
     if (ln_bias) P(ln1_b, "ln_1.bias", 1, C, 0, INIT_ZERO);
     P(attn_w, "attn.c_attn.weight", 2, 3 * C, C, INIT_NORMAL);
     if (c->bias) P(attn_b, "attn.c_attn.bias", 1, 3 * C, 0, INIT_ZERO);
+    if (c->subln) P(sub1_w, "attn.sub_norm.weight", 1, C, 0, INIT_ONE);
+    if (c->subln && ln_bias) P(sub1_b, "attn.sub_norm.bias", 1, C, 0, INIT_ZERO);
     P(proj_w, "attn.c_proj.weight", 2, C, C, INIT_RESIDUAL);
     if (c->bias) P(proj_b, "attn.c_proj.bias", 1, C, 0, INIT_ZERO);
     P(ln2_w, "ln_2.weight", 1, C, 0, INIT_ONE);
     if (ln_bias) P(ln2_b, "ln_2.bias", 1, C, 0, INIT_ZERO);
     P(fc_w, "mlp.c_fc.weight", 2, F, C, INIT_NORMAL);
     if (c->bias) P(fc_b, "mlp.c_fc.bias", 1, F, 0, INIT_ZERO);
+    if (c->subln) P(sub2_w, "mlp.sub_norm.weight", 1, b->m->hidden, 0, INIT_ONE);
+    if (c->subln && ln_bias) P(sub2_b, "mlp.sub_norm.bias", 1, b->m->hidden, 0, INIT_ZERO);
     P(mlp_w, "mlp.c_proj.weight", 2, C, b->m->hidden, INIT_RESIDUAL);
     if (c->bias) P(mlp_b, "mlp.c_proj.bias", 1, C, 0, INIT_ZERO);
 #undef P
@@ -159,7 +163,7 @@ trit_gpt *trit_gpt_new(const trit_gpt_config *c, uint64_t seed) {
     m->hidden = trit_gpt_mlp_hidden(c);
     const int64_t L = c->n_layer, C = c->n_embd;
     m->blocks = calloc((size_t)L, sizeof *m->blocks);
-    m->tensors = calloc((size_t)(12 * L + 4), sizeof *m->tensors);
+    m->tensors = calloc((size_t)(16 * L + 4), sizeof *m->tensors);
     if (!m->blocks || !m->tensors) {
         trit_gpt_free(m);
         trit_error(TRIT_ERR_NOMEM, "gpt: out of memory for %lld layers", (long long)L);

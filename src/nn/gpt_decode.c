@@ -202,10 +202,10 @@ static void matmul(const trit_gpt_cache *c, float *out, const float *x, const tr
         for (int64_t i = 0; i < N; i++) out[r * N + i] += bd[i];
 }
 
-// LayerNorm or RMSNorm of R rows of x (R, C) into out: the training graph's norm kernel.
+// LayerNorm or RMSNorm of R rows of x (R, w's length) into out: the training graph's norm kernel.
 static void norm(trit_gpt_cache *c, float *out, const float *x, const trit_tensor *w, const trit_tensor *b, int64_t R) {
     const trit_gpt *m = c->m;
-    trit_kernel_norm_fwd_f32(out, c->stats, NULL, x, NULL, data_of(c, w), data_of(c, b), R, m->cfg.n_embd,
+    trit_kernel_norm_fwd_f32(out, c->stats, NULL, x, NULL, data_of(c, w), data_of(c, b), R, w->shape[0],
                              m->cfg.norm_eps, m->cfg.norm == TRIT_NORM_LAYER);
 }
 
@@ -270,7 +270,12 @@ static void block_forward(const trit_gpt *m, trit_gpt_cache *c, int64_t l, int64
         memcpy(c->v + (l * T + pos0 + r) * C, qkv + 2 * C, sizeof(float) * (size_t)C);
     }
     for (int64_t r = 0; r < R; r++) attend(m, c, l, pos0 + r, c->qkv + r * 3 * C, c->y + r * C);
-    matmul(c, c->h, c->y, k->proj_w, k->proj_b, R);
+    const float *in = c->y;
+    if (k->sub1_w) {
+        norm(c, c->qkv, c->y, k->sub1_w, k->sub1_b, R);  // the queries are spent: qkv is scratch now
+        in = c->qkv;
+    }
+    matmul(c, c->h, in, k->proj_w, k->proj_b, R);
     for (int64_t j = 0; j < R * C; j++) c->x[j] += c->h[j];
 
     norm(c, c->h, c->x, k->ln2_w, k->ln2_b, R);
@@ -283,7 +288,12 @@ static void block_forward(const trit_gpt *m, trit_gpt_cache *c, int64_t l, int64
     } else {
         trit_kernel_gelu_fwd_f32(c->act, c->fc, NULL, R, hid);  // the training graph's GELU kernel
     }
-    matmul(c, c->y, c->act, k->mlp_w, k->mlp_b, R);
+    in = c->act;
+    if (k->sub2_w) {
+        norm(c, c->fc, c->act, k->sub2_w, k->sub2_b, R);  // (R, hidden) fits in fc's (R, F)
+        in = c->fc;
+    }
+    matmul(c, c->y, in, k->mlp_w, k->mlp_b, R);
     for (int64_t j = 0; j < R * C; j++) c->x[j] += c->y[j];
 }
 

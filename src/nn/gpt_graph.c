@@ -2,6 +2,7 @@
 //   x = wte[idx] (+ wpe[0:T] with learned positions), dropout
 //   per block: x = x + dropout(c_proj(attention(norm_1(x))))
 //              x = x + dropout(mlp(norm_2(x)))
+//   (with SubLN, c_proj's input is normalised first in both sub-layers)
 //   logits = norm_f(x) wte^T (the head is tied to the token embedding), loss = mean cross-entropy
 //   over targets != -1.
 // Attention: c_attn gives (B, T, 3C), split into q, k, v on the last axis (views, no copy),
@@ -40,6 +41,7 @@ static trit_tensor *attention(trit_graph *g, const trit_gpt *m, const trit_gpt_b
     }
     trit_tensor *y = m->cfg.naive_attention ? trit_attention(g, part[0], part[1], part[2], H)
                                             : trit_flash_attention(g, part[0], part[1], part[2], H);  // (B, T, C)
+    if (k->sub1_w) y = norm(g, m, y, k->sub1_w, k->sub1_b);
     return linear(g, m, y, k->proj_w, k->proj_b);
 }
 
@@ -53,6 +55,7 @@ static trit_tensor *mlp(trit_graph *g, const trit_gpt *m, const trit_gpt_block *
     } else {
         h = trit_gelu(g, h);
     }
+    if (k->sub2_w) h = norm(g, m, h, k->sub2_w, k->sub2_b);  // (B, T, hidden)
     return linear(g, m, h, k->mlp_w, k->mlp_b);
 }
 

@@ -13,9 +13,11 @@
 typedef struct trit_gpt_block {
     trit_tensor *ln1_w, *ln1_b;    // (C), (C)
     trit_tensor *attn_w, *attn_b;  // c_attn: (3C, C), (3C); rows q, then k, then v
+    trit_tensor *sub1_w, *sub1_b;  // attn.sub_norm: (C), (C); NULL without SubLN
     trit_tensor *proj_w, *proj_b;  // attn.c_proj: (C, C), (C)
     trit_tensor *ln2_w, *ln2_b;    // (C), (C)
     trit_tensor *fc_w, *fc_b;      // mlp.c_fc: (F, C), (F); F = hidden (GELU) or 2 hidden (SwiGLU)
+    trit_tensor *sub2_w, *sub2_b;  // mlp.sub_norm: (hidden), (hidden); NULL without SubLN
     trit_tensor *mlp_w, *mlp_b;    // mlp.c_proj: (C, hidden), (C)
 } trit_gpt_block;
 

@@ -37,7 +37,8 @@ char *trit_checkpoint_config_to_json(const trit_gpt_config *c) {
               cJSON_AddStringToObject(o, "mlp", mlp_names[c->mlp == TRIT_MLP_SWIGLU]) &&
               cJSON_AddStringToObject(o, "pos", pos_names[c->pos == TRIT_POS_ROPE]) &&
               cJSON_AddNumberToObject(o, "rope_theta", c->rope_theta) &&
-              cJSON_AddNumberToObject(o, "norm_eps", c->norm_eps);
+              cJSON_AddNumberToObject(o, "norm_eps", c->norm_eps) &&
+              (!c->subln || cJSON_AddTrueToObject(o, "subln"));
     char *s = ok ? cJSON_PrintUnformatted(o) : NULL;
     cJSON_Delete(o);
     return s;
@@ -79,6 +80,9 @@ trit_status trit_checkpoint_config_from_json(trit_gpt_config *c, const char *jso
     const cJSON *drop = cJSON_GetObjectItemCaseSensitive(o, "dropout");
     const cJSON *theta = cJSON_GetObjectItemCaseSensitive(o, "rope_theta");
     const cJSON *eps = cJSON_GetObjectItemCaseSensitive(o, "norm_eps");
+    const cJSON *subln = cJSON_GetObjectItemCaseSensitive(o, "subln");  // absent in models without it
+    if (s == TRIT_OK && subln && !cJSON_IsBool(subln))
+        s = trit_error(TRIT_ERR_FORMAT, "model config: 'subln' must be true or false");
     if (s == TRIT_OK && (!cJSON_IsBool(bias) || !cJSON_IsNumber(drop) || !cJSON_IsNumber(theta) ||
                          !cJSON_IsNumber(eps)))
         s = trit_error(TRIT_ERR_FORMAT, "model config: bias, dropout, rope_theta or norm_eps missing");
@@ -87,6 +91,7 @@ trit_status trit_checkpoint_config_from_json(trit_gpt_config *c, const char *jso
         g.dropout = drop->valuedouble;
         g.rope_theta = theta->valuedouble;
         g.norm_eps = eps->valuedouble;
+        g.subln = cJSON_IsTrue(subln);
         g.norm = norm ? TRIT_NORM_RMS : TRIT_NORM_LAYER;
         g.mlp = mlp ? TRIT_MLP_SWIGLU : TRIT_MLP_GELU;
         g.pos = pos ? TRIT_POS_ROPE : TRIT_POS_LEARNED;

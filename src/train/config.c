@@ -70,6 +70,9 @@ static const field fields[] = {
     {"norm", F_ENUM, K_MODEL, OFF(norm), norm_names, "layer|rms (layer)", NONE},
     {"mlp", F_ENUM, K_MODEL, OFF(mlp), mlp_names, "gelu|swiglu (gelu)", NONE},
     {"pos", F_ENUM, K_MODEL, OFF(pos), pos_names, "learned|rope position encoding (learned)", NONE},
+    {"subln", F_BOOL, K_MODEL, OFF(subln), NULL,
+     "SubLN: normalise the input of each block's output projections (BitNet b1.58's later models); no value",
+     NONE, .is_switch = true},
     {"batch", F_INT, K_OPT, OFF(batch), NULL, "sequences per micro-batch B (12; task 64)", I(1, 1 << 20)},
     {"total-batch-tokens", F_INT, K_OPT, OFF(total_batch_tokens), NULL,
      "tokens per step, a multiple of B*T; more accumulates micro-batches (B*T)", I(1, MAX_TOKENS)},
@@ -312,6 +315,7 @@ static void apply_defaults(trit_train_config *c) {
     DEF_I(norm, TRIT_NORM_LAYER);
     DEF_I(mlp, TRIT_MLP_GELU);
     DEF_I(pos, TRIT_POS_LEARNED);
+    DEF_I(subln, 0);
     DEF_I(batch, task ? 64 : 12);
     DEF_I(total_batch_tokens, c->batch * c->seq);
     DEF_I(steps, task ? 3000 : 2000);

@@ -185,6 +185,9 @@ static trit_status check(const trit_gpt *m, const trit_tokenizer *tok, trit_dtyp
                           "learned positions and biases (this model has --norm %s --mlp %s --pos %s --bias %d)",
                           c->norm == TRIT_NORM_LAYER ? "layer" : "rms", c->mlp == TRIT_MLP_GELU ? "gelu" : "swiglu",
                           c->pos == TRIT_POS_LEARNED ? "learned" : "rope", c->bias ? 1 : 0);
+    if (c->subln)
+        return trit_error(TRIT_ERR_UNSUPPORTED, "gguf export: llama.cpp's gpt2 architecture has no SubLN norms "
+                          "(this model was trained with --subln)");
     const int64_t blk = trit_dtype_block(dt);
     if (blk > 1 && (c->n_embd % blk || trit_gpt_mlp_hidden(c) % blk))
         return trit_error(TRIT_ERR_SHAPE, "gguf export: %s needs rows that are multiples of %lld (width %lld, MLP %lld)",

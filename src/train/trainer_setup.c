@@ -201,6 +201,7 @@ static trit_status setup_model(trainer *t) {
     g.norm = (trit_norm_kind)c->norm;
     g.mlp = (trit_mlp_kind)c->mlp;
     g.pos = (trit_pos_kind)c->pos;
+    g.subln = c->subln != 0;
     if (t->train && trit_data_max_token(t->train) > g.vocab_size)
         return trit_error(TRIT_ERR_FORMAT, "the training shard holds token ids up to %d but the tokenizer "
                           "has %lld tokens: shards and tokenizer.bin come from different runs of `trit "

@@ -13,8 +13,9 @@
 
 #include "train_fixture.h"
 
-static trit_gpt *small_model(uint64_t seed, bool rope) {
+static trit_gpt *small_model(uint64_t seed, bool rope, bool subln) {
     trit_gpt_config g = trit_gpt_config_default();
+    g.subln = subln;
     g.vocab_size = 13;
     g.seq_len = 8;
     g.n_layer = 2;
@@ -45,9 +46,10 @@ static void test_model_round_trip(void **state) {
     (void)state;
     char root[512], path[600];
     tfile_mkdtemp(root, sizeof root, "ckpt");
-    for (int rope = 0; rope < 2; rope++) {
-        snprintf(path, sizeof path, "%s/m%d.safetensors", root, rope);
-        trit_gpt *a = small_model(5, rope);
+    for (int v = 0; v < 4; v++) {
+        const bool rope = v & 1, subln = v & 2;
+        snprintf(path, sizeof path, "%s/m%d.safetensors", root, v);
+        trit_gpt *a = small_model(5, rope, subln);
         assert_int_equal(trit_checkpoint_save_model(a, path, 77), TRIT_OK);
         int64_t step = 0;
         trit_gpt *b = trit_checkpoint_load_model(path, &step);
@@ -58,6 +60,7 @@ static void test_model_round_trip(void **state) {
         assert_int_equal(cb->pos, ca->pos);
         assert_int_equal(cb->mlp, ca->mlp);
         assert_int_equal(cb->bias, ca->bias);
+        assert_int_equal(cb->subln, subln);
         expect_same_weights(a, b);
         trit_gpt_free(a);
         trit_gpt_free(b);
@@ -94,7 +97,7 @@ static void test_bad_model_files(void **state) {
     trit_tensor_free(t);
     // A trit model whose config promises a tensor the file lacks (a layer count edited).
     snprintf(path, sizeof path, "%s/edited.safetensors", root);
-    trit_gpt *m = small_model(1, false);
+    trit_gpt *m = small_model(1, false, false);
     int n = trit_gpt_num_tensors(m);
     trit_safetensors_entry *es = calloc((size_t)n, sizeof *es);
     for (int i = 0; i < n; i++) es[i] = (trit_safetensors_entry){trit_gpt_tensor(m, i)->name, trit_gpt_tensor(m, i)};
