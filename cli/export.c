@@ -7,7 +7,7 @@
 
 static void usage(FILE *fp) {
     fprintf(fp,
-            "usage: trit export RUN --format gguf [--type f32|f16|q8_0|q4_0|tq2_0] --out FILE\n"
+            "usage: trit export RUN --format gguf [--type f32|f16|q8_0|q4_0|tq2_0|tq1_0] --out FILE\n"
             "       trit export --random CONFIG --format gguf [--type T] --out FILE\n\n"
             "Writes RUN's model and tokenizer as a GGUF v3 file of llama.cpp's gpt2 architecture\n"
             "(GPT-2 shaped models: LayerNorm, GELU, learned positions, biases). Matrices take --type\n"
@@ -16,9 +16,9 @@ static void usage(FILE *fp) {
             "  --random CONFIG    instead of RUN: a randomly initialised model of a `trit bench --decode`\n"
             "                     config (gpt2, baby, small, bpe50k) with placeholder tokens, to time\n"
             "                     llama.cpp on the same shape\n"
-            "  --type T           f32, f16, q8_0, q4_0 or tq2_0 (ggml's block formats; tq2_0 stores a\n"
-            "                     --ternary run's matrices exactly, with a q8_0 embedding and head,\n"
-            "                     and needs widths in 256s)\n"
+            "  --type T           f32, f16, q8_0, q4_0, tq2_0 or tq1_0 (ggml's block formats; tq2_0\n"
+            "                     (2.06 bits) and tq1_0 (1.69 bits) store a --ternary run's matrices\n"
+            "                     exactly, with a q8_0 embedding and head, and need widths in 256s)\n"
             "  --out FILE         the file to write\n"
             "  --help             this text\n");
 }
@@ -45,12 +45,13 @@ int trit_cli_export(int argc, char **argv) {
     if (!format || strcmp(format, "gguf") != 0)
         return cli_error("export", CLI_USAGE, "--format must be gguf (got %s)", format ? format : "nothing");
     static const struct { const char *name; trit_dtype dt; } types[] = {
-        {"f32", TRIT_F32}, {"f16", TRIT_F16}, {"q8_0", TRIT_Q8_0}, {"q4_0", TRIT_Q4_0}, {"tq2_0", TRIT_TQ2_0}};
+        {"f32", TRIT_F32}, {"f16", TRIT_F16}, {"q8_0", TRIT_Q8_0}, {"q4_0", TRIT_Q4_0}, {"tq2_0", TRIT_TQ2_0},
+        {"tq1_0", TRIT_TQ1_0}};
     trit_dtype dt = TRIT_DTYPE_COUNT;
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
         if (strcmp(type, types[i].name) == 0) dt = types[i].dt;
     if (dt == TRIT_DTYPE_COUNT)
-        return cli_error("export", CLI_USAGE, "--type must be f32, f16, q8_0, q4_0 or tq2_0 (got %s)", type);
+        return cli_error("export", CLI_USAGE, "--type must be f32, f16, q8_0, q4_0, tq2_0 or tq1_0 (got %s)", type);
     if (!out) return cli_error("export", CLI_USAGE, "--out FILE is required");
     trit_gpt *m = NULL;
     trit_tokenizer *tok = NULL;

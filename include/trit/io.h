@@ -127,7 +127,7 @@ trit_tensor *trit_safetensors_read_tensor(const trit_safetensors *f, const char 
 // Key-values and tensors are added in file order; tensor data is referenced, not copied, and
 // must stay valid until trit_gguf_write, which writes the whole file atomically (alignment 32).
 typedef struct trit_gguf trit_gguf;
-enum { TRIT_GGML_F32 = 0, TRIT_GGML_F16 = 1, TRIT_GGML_Q4_0 = 2, TRIT_GGML_Q8_0 = 8, TRIT_GGML_TQ2_0 = 35 };
+enum { TRIT_GGML_F32 = 0, TRIT_GGML_F16 = 1, TRIT_GGML_Q4_0 = 2, TRIT_GGML_Q8_0 = 8, TRIT_GGML_TQ1_0 = 34, TRIT_GGML_TQ2_0 = 35 };
 trit_gguf *trit_gguf_new(void);
 void trit_gguf_free(trit_gguf *g);
 void trit_gguf_kv_u32(trit_gguf *g, const char *key, uint32_t v);

@@ -32,6 +32,7 @@ typedef enum trit_dtype {
     TRIT_TERNARY,     // ternary codes {-1, 0, 1} stored c + 1 in 2 bits, four per byte (low bits first)
     TRIT_TERNARY_B3,  // ternary codes base 3, 1.625 bits each: blocks of 64 in 13 bytes, bytes
                       // 0-11 hold 5 codes (sum of (c + 1) 3^i), byte 12 the last 4
+    TRIT_TQ1_0,  // blocks of 256 ternary codes base 3 in 52 bytes (ggml's layout), then an f16 absmax d
     TRIT_DTYPE_COUNT
 } trit_dtype;
 

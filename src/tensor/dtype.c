@@ -238,6 +238,63 @@ static void tq2_0_block(uint8_t *b, const float *x, const float *u) {
 
 BLOCK_ROWS(tq2_0, TQ2_BLOCK, TQ2_BYTES)
 
+// ---- tq1_0: ggml's base-3 ternary blocks of 256 (1.6875 bits a code) ------------------------------
+// 48 bytes of five codes, 4 bytes of four, then the f16 absmax d; x = (c - 1) d, c in {0, 1, 2}.
+// Byte m of the first 32 holds elements m + 32 n (n = 0..4), of the next 16 elements 160 + m + 16 n,
+// and byte j of the last 4 elements 240 + j + 4 n (n = 0..3). A byte's codes form the base-3
+// number c_0 c_1 c_2 c_3 c_4 (c_0 most significant; the fifth is 0 in the last 4 bytes), stored as
+// ceil(number * 256 / 243), so code n is the top two bits' worth of (byte * 3^n mod 256) * 3 / 256:
+// a multiply and a shift per code, no division, which is why the byte is scaled.
+
+enum { TQ1_BLOCK = 256, TQ1_BYTES = 48 + 4 + 2 };
+
+// Element of block position (byte index i, code n) in the layout above.
+static int tq1_elem(int i, int n) {
+    if (i < 32) return i + 32 * n;
+    if (i < 48) return 160 + (i - 32) + 16 * n;
+    return 240 + (i - 48) + 4 * n;
+}
+
+static void tq1_0_to_f32(float *out, const void *in, int64_t n, const trit_quant_info *q, int64_t first) {
+    (void)q, (void)first;
+    static const uint8_t pow3[5] = {1, 3, 9, 27, 81};
+    const uint8_t *b = in;
+    for (int64_t blk = 0; blk < n / TQ1_BLOCK; blk++, b += TQ1_BYTES, out += TQ1_BLOCK) {
+        uint16_t h;
+        memcpy(&h, b + 52, 2);
+        const float d = trit_f16_to_f32(h);
+        for (int i = 0; i < 52; i++)
+            for (int k = 0; k < (i < 48 ? 5 : 4); k++) {
+                const uint8_t v = (uint8_t)(b[i] * pow3[k]);
+                out[tq1_elem(i, k)] = d * (float)(((v * 3) >> 8) - 1);
+            }
+    }
+}
+
+static void tq1_0_block(uint8_t *b, const float *x, const float *u) {
+    float amax = 0;
+    for (int i = 0; i < TQ1_BLOCK; i++) amax = fmaxf(amax, fabsf(x[i]));
+    const uint16_t h = trit_f32_to_f16(amax);
+    memcpy(b + 52, &h, 2);
+    const float d = trit_f16_to_f32(h);
+    for (int i = 0; i < 52; i++) {
+        int num = 0;
+        for (int k = 0; k < 5; k++) {
+            int c = 0;  // the last 4 bytes hold four codes: their fifth digit is 0
+            if (i < 48 || k < 4) {
+                const int e = tq1_elem(i, k);
+                double v = d > 0 ? (double)x[e] / d : 0.0;
+                v = u ? floor(v + u[e]) : v;
+                c = (int)round_sat(v, -1.0, 1.0) + 1;
+            }
+            num = 3 * num + c;
+        }
+        b[i] = (uint8_t)((num * 256 + 242) / 243);
+    }
+}
+
+BLOCK_ROWS(tq1_0, TQ1_BLOCK, TQ1_BYTES)
+
 // ---- the table ---------------------------------------------------------------------------------
 
 static const trit_dtype_traits table[TRIT_DTYPE_COUNT] = {
@@ -252,6 +309,7 @@ static const trit_dtype_traits table[TRIT_DTYPE_COUNT] = {
     [TRIT_Q8_0] = {"q8_0", Q8_0_BLOCK, Q8_0_BYTES, false, true, q8_0_to_f32, q8_0_from_f32, q8_0_from_f32_sr},
     [TRIT_Q4_0] = {"q4_0", Q4_0_BLOCK, Q4_0_BYTES, false, true, q4_0_to_f32, q4_0_from_f32, q4_0_from_f32_sr},
     [TRIT_TQ2_0] = {"tq2_0", TQ2_BLOCK, TQ2_BYTES, false, true, tq2_0_to_f32, tq2_0_from_f32, tq2_0_from_f32_sr},
+    [TRIT_TQ1_0] = {"tq1_0", TQ1_BLOCK, TQ1_BYTES, false, true, tq1_0_to_f32, tq1_0_from_f32, tq1_0_from_f32_sr},
 #define SCALED(name, blk) #name, blk, 1, false, true, trit_row_##name##_to_f32, trit_row_##name##_from_f32, \
                           trit_row_##name##_from_f32_sr
     [TRIT_QINT8] = {SCALED(qint8, 1)},

@@ -117,6 +117,7 @@ static uint32_t ggml_type_of(trit_dtype dt) {
            : dt == TRIT_Q8_0 ? TRIT_GGML_Q8_0
            : dt == TRIT_Q4_0 ? TRIT_GGML_Q4_0
            : dt == TRIT_TQ2_0 ? TRIT_GGML_TQ2_0
+           : dt == TRIT_TQ1_0 ? TRIT_GGML_TQ1_0
                               : TRIT_GGML_F32;
 }
 
@@ -152,7 +153,7 @@ static trit_status add(trit_gguf *g, tensor_list *l, const trit_gpt *m, const ch
 static trit_status add_tensors(trit_gguf *g, tensor_list *l, const trit_gpt *m, trit_dtype dt) {
     const trit_gpt_config *c = trit_gpt_get_config(m);
     // Ternary models keep a higher-precision embedding and head (as BitNet's do): q8_0.
-    const trit_dtype et = dt == TRIT_TQ2_0 ? TRIT_Q8_0 : dt;
+    const trit_dtype et = dt == TRIT_TQ2_0 || dt == TRIT_TQ1_0 ? TRIT_Q8_0 : dt;
     trit_status s = add_rows(g, l, m, "wte.weight", "token_embd.weight", et, 1);
     if (s == TRIT_OK) s = add(g, l, m, "wpe.weight", "position_embd.weight", TRIT_F32);
     if (s == TRIT_OK) s = add(g, l, m, "ln_f.weight", "output_norm.weight", TRIT_F32);
@@ -178,8 +179,8 @@ static trit_status add_tensors(trit_gguf *g, tensor_list *l, const trit_gpt *m, 
 
 static trit_status check(const trit_gpt *m, const trit_tokenizer *tok, trit_dtype dt) {
     const trit_gpt_config *c = trit_gpt_get_config(m);
-    if (dt != TRIT_F32 && dt != TRIT_F16 && dt != TRIT_Q8_0 && dt != TRIT_Q4_0 && dt != TRIT_TQ2_0)
-        return trit_error(TRIT_ERR_INVALID, "gguf export: --type must be f32, f16, q8_0, q4_0 or tq2_0");
+    if (dt != TRIT_F32 && dt != TRIT_F16 && dt != TRIT_Q8_0 && dt != TRIT_Q4_0 && dt != TRIT_TQ2_0 && dt != TRIT_TQ1_0)
+        return trit_error(TRIT_ERR_INVALID, "gguf export: --type must be f32, f16, q8_0, q4_0, tq2_0 or tq1_0");
     if (c->norm != TRIT_NORM_LAYER || c->mlp != TRIT_MLP_GELU || c->pos != TRIT_POS_LEARNED || !c->bias)
         return trit_error(TRIT_ERR_UNSUPPORTED, "gguf export: llama.cpp's gpt2 architecture needs LayerNorm, GELU, "
                           "learned positions and biases (this model has --norm %s --mlp %s --pos %s --bias %d)",
@@ -212,7 +213,7 @@ trit_status trit_export_gguf(const trit_gpt *m, const trit_tokenizer *tok, trit_
     if (s == TRIT_OK) s = vocab(tok, (int32_t)c->vocab_size, &tokens, &merges);
     if (s == TRIT_OK) {
         static const uint32_t file_type[] = {[TRIT_F32] = 0, [TRIT_F16] = 1, [TRIT_Q8_0] = 7, [TRIT_Q4_0] = 2,
-                                             [TRIT_TQ2_0] = 37};
+                                             [TRIT_TQ2_0] = 37, [TRIT_TQ1_0] = 36};
         trit_gguf_kv_str(g, "general.architecture", "gpt2");
         trit_gguf_kv_str(g, "general.name", "trit");
         trit_gguf_kv_u32(g, "general.file_type", file_type[dt]);

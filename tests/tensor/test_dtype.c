@@ -138,6 +138,49 @@ static void test_tq2_0_rows(void **state) {
     for (int i = 0; i < 256; i++) assert_true(y[i] == 0.0f);
 }
 
+// tq1_0 (ggml's base-3 layout): the byte of codes c_0..c_4 (c_0 most significant) is
+// ceil((sum c_k 3^(4-k)) * 256 / 243); byte m < 32 holds elements m + 32 k, bytes 32..47 elements
+// 160 + (m - 32) + 16 k, bytes 48..51 elements 240 + (m - 48) + 4 k with a fifth digit 0.
+static int tq1_byte(const float *x, float s, int e0, int step, int codes) {
+    int num = 0;
+    for (int k = 0; k < 5; k++) num = 3 * num + (k < codes ? (int)(x[e0 + step * k] / s) + 1 : 0);
+    return (num * 256 + 242) / 243;
+}
+
+static void test_tq1_0_rows(void **state) {
+    (void)state;
+    const trit_dtype_traits *tr = trit_dtype_traits_of(TRIT_TQ1_0);
+    assert_int_equal(trit_dtype_nbytes(TRIT_TQ1_0, 512), 2 * 54);  // 1.6875 bits per code
+    float x[256], y[256];
+    uint8_t q[54];
+    // Every one of the 243 five-code digits appears (element i's code follows i's base-3 digits).
+    for (int i = 0; i < 256; i++) x[i] = (float)((i / 3 + i * 5 / 7) % 3 - 1) * 0.625f;
+    tr->from_f32(q, x, 256, NULL, 0);
+    tr->to_f32(y, q, 256, NULL, 0);
+    for (int i = 0; i < 256; i++) assert_true(y[i] == x[i]);
+    assert_int_equal(q[5], tq1_byte(x, 0.625f, 5, 32, 5));
+    assert_int_equal(q[32 + 3], tq1_byte(x, 0.625f, 163, 16, 5));
+    assert_int_equal(q[48 + 2], tq1_byte(x, 0.625f, 242, 4, 4));
+    uint16_t d;
+    memcpy(&d, q + 52, 2);
+    assert_true(trit_f16_to_f32(d) == 0.625f);
+    // Known value: codes (2, 0, 1, 1, 0) are 174 in base 3, stored as ceil(174 * 256 / 243) = 184.
+    for (int k = 0; k < 5; k++) x[7 + 32 * k] = (float)((int[]){1, -1, 0, 0, -1}[k]) * 0.625f;
+    tr->from_f32(q, x, 256, NULL, 0);
+    assert_int_equal(q[7], 184);
+    // All 243 digits decode back, whatever the rest of the block holds.
+    for (int v = 0; v < 243; v++) {
+        for (int k = 0, r = v; k < 5; k++, r /= 3) x[9 + 32 * (4 - k)] = (float)(r % 3 - 1) * 0.625f;
+        tr->from_f32(q, x, 256, NULL, 0);
+        tr->to_f32(y, q, 256, NULL, 0);
+        for (int k = 0; k < 5; k++) assert_true(y[9 + 32 * k] == x[9 + 32 * k]);
+    }
+    memset(x, 0, sizeof x);
+    tr->from_f32(q, x, 256, NULL, 0);
+    tr->to_f32(y, q, 256, NULL, 0);
+    for (int i = 0; i < 256; i++) assert_true(y[i] == 0.0f);
+}
+
 static void test_blocked_tensor(void **state) {
     (void)state;
     int64_t s[2] = {3, 64};
@@ -200,6 +243,7 @@ int main(void) {
         cmocka_unit_test(test_table_rows),   cmocka_unit_test(test_int_rows),   cmocka_unit_test(test_q8_0_rows),
         cmocka_unit_test(test_q4_0_rows),
         cmocka_unit_test(test_tq2_0_rows),
+        cmocka_unit_test(test_tq1_0_rows),
         cmocka_unit_test(test_blocked_tensor), cmocka_unit_test(test_quant_info),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

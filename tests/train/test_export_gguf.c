@@ -63,18 +63,21 @@ static uint64_t value(reader *r, uint32_t t, int64_t *count) {
     return 0;
 }
 
-static trit_gpt *model(int64_t V) {
+static trit_gpt *model(int64_t V, int64_t C) {
     trit_gpt_config c = trit_gpt_config_default();
-    c.n_layer = 2, c.n_embd = 64, c.n_head = 2, c.seq_len = 32, c.vocab_size = V;
+    c.n_layer = 2, c.n_embd = C, c.n_head = 2, c.seq_len = 32, c.vocab_size = V;
     trit_gpt *m = trit_gpt_new(&c, 3);
     assert_non_null(m);
     return m;
 }
 
-static void check_file(trit_dtype dt, uint32_t ggml_type) {
+// The file of a model of width C exported as dt (ggml type ggml_type): header, keys, and the
+// bytes of one block matrix and of the head, which ternary types keep in q8_0.
+static void check_file(trit_dtype dt, uint32_t ggml_type, int64_t C) {
     static const char text[] = "the king and the queen\nrode to sea.";
     trit_tokenizer *tok = trit_tokenizer_train_char(text, sizeof text - 1);
-    trit_gpt *m = model(trit_tokenizer_vocab_size(tok));
+    trit_gpt *m = model(trit_tokenizer_vocab_size(tok), C);
+    const bool ternary = dt == TRIT_TQ2_0 || dt == TRIT_TQ1_0;
     const char *path = tfile_path("m.gguf");
     assert_int_equal(trit_export_gguf(m, tok, dt, path), TRIT_OK);
     uint8_t *data;
@@ -94,8 +97,8 @@ static void check_file(trit_dtype dt, uint32_t ggml_type) {
         int64_t count = -1;
         const uint64_t v = value(&r, t, &count);
         if (strcmp(k, "gpt2.block_count") == 0) found++, assert_int_equal(v, 2);
-        if (strcmp(k, "gpt2.embedding_length") == 0) found++, assert_int_equal(v, 64);
-        if (strcmp(k, "gpt2.feed_forward_length") == 0) found++, assert_int_equal(v, 256);
+        if (strcmp(k, "gpt2.embedding_length") == 0) found++, assert_int_equal(v, C);
+        if (strcmp(k, "gpt2.feed_forward_length") == 0) found++, assert_int_equal(v, 4 * C);
         if (strcmp(k, "tokenizer.ggml.tokens") == 0) found++, assert_int_equal(count, trit_tokenizer_vocab_size(tok) + 1);
         if (strcmp(k, "tokenizer.ggml.eos_token_id") == 0) found++, assert_int_equal(v, trit_tokenizer_vocab_size(tok));
         if (strcmp(k, "tokenizer.ggml.merges") == 0) found++, assert_int_equal(count, 0);
@@ -124,11 +127,12 @@ static void check_file(trit_dtype dt, uint32_t ggml_type) {
             const trit_tensor *w = trit_gpt_find(m, name[0] == 'o' ? "wte.weight" : "h.1.attn.c_attn.weight");
             const int64_t extra = name[0] == 'o';  // the end-of-text token's zero row
             const int64_t shape[2] = {w->shape[0] + extra, w->shape[1]};
+            const bool head_q8 = ternary && extra;
             assert_int_equal(nd, 2);
             assert_int_equal(ne[0], shape[1]);
             assert_int_equal(ne[1], shape[0]);
-            assert_int_equal(type, ggml_type);
-            trit_tensor *f = trit_tensor_new(TRIT_F32, 2, shape), *want = trit_tensor_new(dt, 2, shape);
+            assert_int_equal(type, head_q8 ? 8 : ggml_type);
+            trit_tensor *f = trit_tensor_new(TRIT_F32, 2, shape), *want = trit_tensor_new(head_q8 ? TRIT_Q8_0 : dt, 2, shape);
             memcpy(f->data, w->data, trit_tensor_nbytes(w));
             assert_int_equal(trit_tensor_copy(want, f), TRIT_OK);
             trit_tensor_free(f);
@@ -136,7 +140,7 @@ static void check_file(trit_dtype dt, uint32_t ggml_type) {
             assert_memory_equal(data + data_start + off, trit_tensor_ptr(want), trit_tensor_nbytes(want));
             trit_tensor_free(want);
         }
-        if (strcmp(name, "blk.0.attn_norm.bias") == 0) assert_true(nd == 1 && ne[0] == 64 && type == 0);
+        if (strcmp(name, "blk.0.attn_norm.bias") == 0) assert_true(nd == 1 && (int64_t)ne[0] == C && type == 0);
     }
     free(data);
     trit_gpt_free(m);
@@ -145,10 +149,12 @@ static void check_file(trit_dtype dt, uint32_t ggml_type) {
 
 static void test_types(void **state) {
     (void)state;
-    check_file(TRIT_F32, 0);
-    check_file(TRIT_F16, 1);
-    check_file(TRIT_Q8_0, 8);
-    check_file(TRIT_Q4_0, 2);
+    check_file(TRIT_F32, 0, 64);
+    check_file(TRIT_F16, 1, 64);
+    check_file(TRIT_Q8_0, 8, 64);
+    check_file(TRIT_Q4_0, 2, 64);
+    check_file(TRIT_TQ2_0, 35, 256);
+    check_file(TRIT_TQ1_0, 34, 256);
 }
 
 static void test_refused(void **state) {
@@ -165,6 +171,13 @@ static void test_refused(void **state) {
     m = trit_gpt_new(&c, 1);
     assert_int_equal(trit_export_gguf(m, tok, TRIT_Q4_0, tfile_path("x.gguf")), TRIT_ERR_SHAPE);
     assert_int_equal(trit_export_gguf(m, tok, TRIT_QINT4, tfile_path("x.gguf")), TRIT_ERR_INVALID);
+    assert_int_equal(trit_export_gguf(m, tok, TRIT_TQ1_0, tfile_path("x.gguf")), TRIT_ERR_SHAPE);
+    trit_gpt_free(m);
+    c.n_embd = 64, c.subln = true;  // llama.cpp's gpt2 has no sub-norms
+    m = trit_gpt_new(&c, 1);
+    assert_int_equal(trit_export_gguf(m, tok, TRIT_F32, tfile_path("x.gguf")), TRIT_ERR_UNSUPPORTED);
+    assert_non_null(strstr(trit_last_error(), "SubLN"));
+    assert_false(tfile_exists(tfile_path("x.gguf")));
     trit_gpt_free(m);
     trit_tokenizer_free(tok);
 }
