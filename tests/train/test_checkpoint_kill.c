@@ -129,8 +129,13 @@ static void test_kill_during_checkpoint(void **state) {
     snprintf(ckpt, sizeof ckpt, "%s/%s", out, TRIT_CKPT_STATE);
     tf_write_corpus(text);
 
+    // TRIT_KILL_ROUNDS=N runs exactly N rounds (the long campaign); by default the test stops once
+    // three kills have landed mid-write.
+    const char *env = getenv("TRIT_KILL_ROUNDS");
+    const int want = env ? atoi(env) : 0;
     int mid_write = 0, rounds = 0;
-    for (; rounds < 30 && (rounds < 5 || mid_write < 3); rounds++) {
+    int64_t last_step = 0;
+    for (; want > 0 ? rounds < want : rounds < 30 && (rounds < 5 || mid_write < 3); rounds++) {
         pid_t pid = spawn_trainer(text, out, rounds > 0);
         // Two commits give the period of a step plus its checkpoint; the kill lands at a random
         // point of the next period.
@@ -147,6 +152,13 @@ static void test_kill_during_checkpoint(void **state) {
         assert_true(WIFSIGNALED(status));
         mid_write += count_temps(out) > 0;
 
+        // What loads is a whole checkpoint, the last committed one or an older one, never a step
+        // backwards from what an earlier round saw.
+        trit_train_config seen;
+        int64_t step = -1;
+        assert_int_equal(trit_train_run_info(out, &seen, &step), TRIT_OK);
+        if (step < last_step) fail_msg("round %d: the run went back from step %lld to %lld", rounds, (long long)last_step, (long long)step);
+        last_step = step + 1;  // verify's resume commits one more step
         int code = verify(out);
         if (code != 0) fail_msg("round %d: the checkpoint does not load after SIGKILL (verifier exit %d)", rounds, code);
     }
