@@ -22,6 +22,12 @@ int trit_cli_bench(int argc, char **argv);
 int trit_cli_quantize(int argc, char **argv);
 int trit_cli_export(int argc, char **argv);
 
+// Gives OpenMP a bounded spin before its threads sleep, unless the user chose a wait policy:
+// re-executes the program once with the limit in its environment (cli/wait_policy.c).
+void trit_cli_default_wait_policy(char **argv);
+// One line on how this process's OpenMP threads wait, for logs and benchmarks.
+void trit_cli_describe_wait_policy(char *buf, size_t n);
+
 // "trit <verb>: <message>" on stderr; returns `code`.
 int cli_error(const char *verb, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 // The same with trit_last_error() as the message.

@@ -31,6 +31,7 @@ static void usage(FILE *fp) {
 }
 
 int main(int argc, char **argv) {
+    trit_cli_default_wait_policy(argv);
     if (argc < 2) {
         usage(stderr);
         return CLI_USAGE;
@@ -39,6 +40,9 @@ int main(int argc, char **argv) {
         usage(stdout);
         return CLI_OK;
     }
+    char wait[160];
+    trit_cli_describe_wait_policy(wait, sizeof wait);
+    trit_log(TRIT_LOG_DEBUG, "OpenMP waiting: %s", wait);
     for (int i = 0; i < NUM_VERBS; i++)
         if (strcmp(argv[1], verbs[i].name) == 0) return verbs[i].run(argc - 1, argv + 1);
     fprintf(stderr, "trit: unknown command '%s'\n", argv[1]);

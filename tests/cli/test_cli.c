@@ -56,6 +56,27 @@ static void test_help(void **state) {
     expect(RUN("train", "--help"), 0, "--total-batch-tokens", NULL);
 }
 
+// Without a wait policy of the user's, trit bounds OpenMP's spinning (it re-executes itself
+// once with GOMP_SPINCOUNT set); a user's own setting is kept.
+static void test_wait_policy(void **state) {
+    (void)state;
+    char *saved = getenv("OMP_WAIT_POLICY") ? strdup(getenv("OMP_WAIT_POLICY")) : NULL;
+    unsetenv("OMP_WAIT_POLICY");
+    unsetenv("GOMP_SPINCOUNT");
+    unsetenv("KMP_BLOCKTIME");
+    setenv("TRIT_LOG", "debug", 1);
+    expect(RUN("info", "--help"), 0, NULL, "GOMP_SPINCOUNT=20000 (trit's default");
+    setenv("GOMP_SPINCOUNT", "77", 1);
+    expect(RUN("info", "--help"), 0, NULL, "OMP_WAIT_POLICY=unset GOMP_SPINCOUNT=77 (from the environment)");
+    unsetenv("GOMP_SPINCOUNT");
+    setenv("OMP_WAIT_POLICY", "passive", 1);
+    expect(RUN("info", "--help"), 0, NULL, "OMP_WAIT_POLICY=passive GOMP_SPINCOUNT=unset");
+    unsetenv("TRIT_LOG");
+    if (saved) setenv("OMP_WAIT_POLICY", saved, 1);
+    else unsetenv("OMP_WAIT_POLICY");
+    free(saved);
+}
+
 static void test_bad_flags(void **state) {
     (void)state;
     char out[700];
@@ -281,6 +302,7 @@ static void test_addition_default(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_help),
+        cmocka_unit_test(test_wait_policy),
         cmocka_unit_test(test_bad_flags), cmocka_unit_test(test_flag_ranges),
         cmocka_unit_test(test_bad_data),
         cmocka_unit_test(test_train_and_inspect),
