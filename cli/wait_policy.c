@@ -11,12 +11,15 @@
 // libgomp reads its environment once, in its own constructor, before main runs and before
 // anything of ours could set it (the C library resets the environment after the executable's
 // pre-initialisers), so the limit is put in the environment and the program re-executes itself
-// once. A user's own OMP_WAIT_POLICY, GOMP_SPINCOUNT or (LLVM's runtime) KMP_BLOCKTIME is kept.
+// once. A user's own OMP_WAIT_POLICY, GOMP_SPINCOUNT or (LLVM's runtime) KMP_BLOCKTIME is kept,
+// and a process under valgrind is not re-executed (valgrind does not follow an exec by default,
+// so the tool would lose the program).
 #define _POSIX_C_SOURCE 200809L  // setenv
 #include "cli.h"
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 // Iterations of libgomp's wait loop, and LLVM libomp's block time; chosen by measurement
@@ -29,6 +32,8 @@
 void trit_cli_default_wait_policy(char **argv) {
     if (getenv("OMP_WAIT_POLICY") || getenv("GOMP_SPINCOUNT") || getenv("KMP_BLOCKTIME") || getenv(TRIT_WAIT_MARK))
         return;
+    const char *preload = getenv("LD_PRELOAD");
+    if (preload && strstr(preload, "vgpreload")) return;
     if (setenv("GOMP_SPINCOUNT", TRIT_GOMP_SPINCOUNT, 1) || setenv("KMP_BLOCKTIME", TRIT_KMP_BLOCKTIME, 1) ||
         setenv(TRIT_WAIT_MARK, "1", 1))
         return;
