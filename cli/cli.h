@@ -13,6 +13,9 @@
 enum { CLI_OK = 0, CLI_FAIL = 1, CLI_USAGE = 2 };
 
 int trit_cli_train(int argc, char **argv);
+// The flags of `trit train` into *cfg (not resolved): -1 when training should go ahead, else
+// the exit code (--help printed, or a usage error reported). Split out so it can be fuzzed.
+int trit_cli_train_parse(int argc, char **argv, trit_train_config *cfg);
 int trit_cli_sample(int argc, char **argv);
 int trit_cli_eval(int argc, char **argv);
 int trit_cli_info(int argc, char **argv);

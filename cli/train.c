@@ -21,7 +21,7 @@ static void usage(FILE *fp) {
                 "metrics.jsonl; `trit train --resume DIR` continues a run exactly.\n");
 }
 
-int trit_cli_train(int argc, char **argv) {
+int trit_cli_train_parse(int argc, char **argv, trit_train_config *cfg) {
     const trit_train_flag *flags = trit_train_flags();
     int n = 0;
     while (flags[n].name) n++;
@@ -30,8 +30,7 @@ int trit_cli_train(int argc, char **argv) {
     for (int i = 0; i < n; i++)
         opts[i] = (struct option){flags[i].name, flags[i].is_switch ? no_argument : required_argument, NULL, 1000 + i};
     opts[n] = (struct option){"help", no_argument, NULL, 'h'};
-    trit_train_config cfg;
-    trit_train_config_init(&cfg);
+    trit_train_config_init(cfg);
     cli_getopt_reset();
     int c, rc = -1;
     while (rc < 0 && (c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
@@ -40,7 +39,7 @@ int trit_cli_train(int argc, char **argv) {
             rc = CLI_OK;
         } else if (c >= 1000 && c < 1000 + n) {
             const trit_train_flag *f = &flags[c - 1000];
-            if (trit_train_config_set(&cfg, f->name, f->is_switch ? "1" : optarg) != TRIT_OK) rc = cli_fail("train", CLI_USAGE);
+            if (trit_train_config_set(cfg, f->name, f->is_switch ? "1" : optarg) != TRIT_OK) rc = cli_fail("train", CLI_USAGE);
         } else {
             rc = cli_bad_option("train", c, argv);
         }
@@ -50,6 +49,13 @@ int trit_cli_train(int argc, char **argv) {
     if (optind < argc)
         return cli_error("train", CLI_USAGE, "unexpected argument '%s' (did you mean --data %s?)", argv[optind],
                          argv[optind]);
+    return -1;
+}
+
+int trit_cli_train(int argc, char **argv) {
+    trit_train_config cfg;
+    const int rc = trit_cli_train_parse(argc, argv, &cfg);
+    if (rc >= 0) return rc;
     trit_train_result r;
     if (trit_train_run(&cfg, NULL, &r) != TRIT_OK) return cli_fail("train", CLI_FAIL);
     char took[32];
