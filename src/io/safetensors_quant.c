@@ -217,9 +217,35 @@ static trit_status read_codes(const trit_safetensors *f, const char *name, trit_
     return trit_safetensors_load(f, name, &v);  // checks dtype and shape, so the byte count too
 }
 
+static void shape_str(int ndim, const int64_t *shape, char *buf, size_t n) {
+    size_t k = (size_t)snprintf(buf, n, "[");
+    for (int i = 0; i < ndim && k < n; i++) k += (size_t)snprintf(buf + k, n - k, i ? ", %lld" : "%lld", (long long)shape[i]);
+    if (k < n) snprintf(buf + k, n - k, "]");
+}
+
+// The file's codes tensor must have the dtype and shape the map entry implies before anything
+// is allocated: the entry alone may claim 2^40 elements in a file of a few hundred bytes.
+static trit_status check_codes(const trit_safetensors *f, const char *name, const qdesc *d) {
+    trit_tensor layout = side(d->dt, d->ndim, d->shape, NULL);
+    int nd;
+    int64_t shape[TRIT_MAX_DIMS];
+    const trit_dtype cdt = codes_layout(&layout, &nd, shape);
+    const trit_safetensors_info *i = trit_safetensors_find(f, name);
+    if (!i) return trit_error(TRIT_ERR_FORMAT, "safetensors: the quantization map lists '%s' but the file lacks it", name);
+    bool same = i->dtype == cdt && i->ndim == nd;
+    for (int k = 0; same && k < nd; k++) same = i->shape[k] == shape[k];
+    if (same) return TRIT_OK;
+    char want[160], got[160];
+    shape_str(nd, shape, want, sizeof want);
+    shape_str(i->ndim, i->shape, got, sizeof got);
+    return trit_error(TRIT_ERR_FORMAT, "safetensors: the quantization map describes '%s' as %s, whose codes are %s %s, "
+                      "but the file's tensor is %s %s: the map and the tensors disagree (damaged or hand-edited file)",
+                      name, trit_dtype_name(d->dt), trit_safetensors_dtype_name(cdt), want, i->dtype_name, got);
+}
+
 static trit_tensor *read_quantized(const trit_safetensors *f, const char *name, const cJSON *e) {
     qdesc d;
-    if (parse_desc(e, name, &d) != TRIT_OK) return NULL;
+    if (parse_desc(e, name, &d) != TRIT_OK || check_codes(f, name, &d) != TRIT_OK) return NULL;
     trit_tensor *t = trit_tensor_new(d.dt, d.ndim, d.shape);
     trit_quant_info *q = t ? trit_quant_info_new(d.numel, d.group, d.affine, d.dq_block) : NULL;
     trit_status s = q ? read_codes(f, name, t) : TRIT_ERR_NOMEM;

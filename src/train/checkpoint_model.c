@@ -173,6 +173,22 @@ static trit_status load_tensors(const trit_safetensors *f, trit_gpt *m, const ch
     return TRIT_OK;
 }
 
+// No storage trit writes takes under 1 bit an element, so a file whose tensors hold fewer bytes
+// than an eighth of the config's matrix elements cannot be that model: refused before the
+// model is allocated (a config in a few hundred header bytes may describe terabytes).
+static trit_status check_file_fits(const trit_safetensors *f, const trit_gpt_config *c, const char *file) {
+    const double C = (double)c->n_embd, hidden = (double)trit_gpt_mlp_hidden(c);
+    double elems = (double)c->vocab_size * C + (c->pos == TRIT_POS_LEARNED ? (double)c->seq_len * C : 0.0);
+    elems += (double)c->n_layer * (4.0 * C * C + (c->mlp == TRIT_MLP_SWIGLU ? 3.0 : 2.0) * C * hidden);
+    double bytes = 0;
+    for (int64_t i = 0; i < trit_safetensors_count(f); i++)
+        bytes += (double)(trit_safetensors_at(f, i)->end - trit_safetensors_at(f, i)->begin);
+    if (bytes >= elems / 8) return TRIT_OK;
+    return trit_error(TRIT_ERR_FORMAT, "'%s': its config describes a model of at least %.0f weight elements, but the "
+                      "file holds only %.0f bytes of tensors: the file is truncated or its config is damaged",
+                      file, elems, bytes);
+}
+
 trit_gpt *trit_checkpoint_load_model(const char *path, int64_t *step) {
     char file[TRIT_PATH_MAX + 32];
     if (!path || model_path(path, file, sizeof file) != TRIT_OK) {
@@ -193,7 +209,8 @@ trit_gpt *trit_checkpoint_load_model(const char *path, int64_t *step) {
         char why[512];
         snprintf(why, sizeof why, "%s", trit_last_error());
         trit_error(TRIT_ERR_FORMAT, "'%s': %s", file, why);
-    } else if ((m = trit_gpt_new(&cfg, 0)) != NULL && load_tensors(f, m, file) != TRIT_OK) {
+    } else if (check_file_fits(f, &cfg, file) == TRIT_OK && (m = trit_gpt_new(&cfg, 0)) != NULL &&
+               load_tensors(f, m, file) != TRIT_OK) {
         trit_gpt_free(m);
         m = NULL;
     }

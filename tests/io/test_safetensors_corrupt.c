@@ -252,6 +252,23 @@ static void test_fuzz(void **state) {
     trit_tensor_free(c);
 }
 
+// Found by fuzz/fuzz_safetensors: a quantization map entry claiming a 3 GiB tensor made the
+// reader allocate it before looking at the file's 4-byte codes tensor.
+static void test_quant_map_claims_huge_tensor(void **state) {
+    (void)state;
+    put_st("{\"__metadata__\":{\"quantization\":\"{\\\"w\\\":{\\\"shape\\\":[49152,65536],"
+           "\\\"dtype\\\":\\\"qint8\\\",\\\"group_size\\\":3221225472,\\\"scheme\\\":\\\"symmetric\\\","
+           "\\\"double_quant_block\\\":0,\\\"scales_mean\\\":0}}\"},"
+           "\"w\":" T("I8", "[4]", "0", "4") "}", 4, 0);
+    trit_safetensors *f = trit_safetensors_open(tfile_path("x.safetensors"));
+    assert_non_null(f);
+    assert_true(trit_safetensors_is_quantized(f, "w"));
+    assert_null(trit_safetensors_read_tensor(f, "w"));
+    if (!strstr(trit_last_error(), "map and the tensors disagree"))
+        fail_msg("unexpected error: %s", trit_last_error());
+    trit_safetensors_close(f);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_corrupt_headers),
@@ -259,6 +276,7 @@ int main(void) {
         cmocka_unit_test(test_utf8_validator),
         cmocka_unit_test(test_header_not_utf8),
         cmocka_unit_test(test_fuzz),
+        cmocka_unit_test(test_quant_map_claims_huge_tensor),
     };
     return cmocka_run_group_tests(tests, tfile_group_setup, tfile_group_teardown);
 }

@@ -108,6 +108,16 @@ static void test_bad_model_files(void **state) {
     trit_safetensors_kv meta[] = {{"format", "trit-gpt"}, {"config", cfg}};
     assert_int_equal(trit_safetensors_write(path, es, n, meta, 2), TRIT_OK);
     expect_load_error(path, "h.2.");
+    // Found by fuzz/fuzz_safetensors: a config edited to a 2 GiB embedding in a file of a few KB
+    // made the loader allocate the whole model before looking at the tensors.
+    trit_gpt_config big = *trit_gpt_get_config(m);
+    big.vocab_size = 65536;
+    big.n_embd = 8192;
+    char *big_cfg = trit_checkpoint_config_to_json(&big);
+    trit_safetensors_kv big_meta[] = {{"format", "trit-gpt"}, {"config", big_cfg}};
+    assert_int_equal(trit_safetensors_write(path, es, n, big_meta, 2), TRIT_OK);
+    expect_load_error(path, "describes a model of at least");
+    free(big_cfg);
     free(cfg);
     free(es);
     trit_gpt_free(m);
