@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds trit twice (release, then AddressSanitizer + UndefinedBehaviorSanitizer) and runs the
-# whole CTest suite in each. Exits non-zero if either build or any test fails.
+# whole CTest suite in each, then runs every libFuzzer harness for 60 s (tools/fuzz.sh, clang,
+# ASan + UBSan). Exits non-zero if a build or a test fails or a fuzzer finds anything.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc)
@@ -12,3 +13,5 @@ cmake --build build-asan -j"$jobs"
 # OpenMP's runtime keeps thread pools alive at exit; those are not leaks of ours.
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 (cd build-asan && ctest --output-on-failure -j"$jobs")
+# The readers of untrusted files and flags, fuzzed (about 1 minute each).
+bash tools/fuzz.sh 60
