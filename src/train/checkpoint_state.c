@@ -205,6 +205,17 @@ static trit_status json_i64(const cJSON *o, const char *key, int64_t *out, const
     return TRIT_OK;
 }
 
+// The same within [lo, hi]: the counters feed products and comparisons in the trainer (a step of
+// -2 or 2^62 must stop here, with a message, not overflow later).
+static trit_status json_i64_in(const cJSON *o, const char *key, int64_t lo, int64_t hi, int64_t *out,
+                               const char *path) {
+    trit_status s = json_i64(o, key, out, path);
+    if (s == TRIT_OK && (*out < lo || *out > hi))
+        s = trit_error(TRIT_ERR_FORMAT, "'%s': training state field '%s' is %lld, outside [%lld, %lld]: the file "
+                       "is damaged", path, key, (long long)*out, (long long)lo, (long long)hi);
+    return s;
+}
+
 static trit_status state_open(const char *path, state_file *sf) {
     memset(sf, 0, sizeof *sf);
     trit_status s = trit_file_read_all(path, &sf->bytes, &sf->len);
@@ -242,8 +253,8 @@ static trit_status state_open(const char *path, state_file *sf) {
 }
 
 static trit_status parse_scaling(const cJSON *h, trit_train_state *st, const char *path) {
-    trit_status s = json_i64(h, "skipped", &st->skipped, path);
-    if (s == TRIT_OK) s = json_i64(h, "skip_streak", &st->skip_streak, path);
+    trit_status s = json_i64_in(h, "skipped", 0, st->step, &st->skipped, path);
+    if (s == TRIT_OK) s = json_i64_in(h, "skip_streak", 0, st->skipped, &st->skip_streak, path);
     const cJSON *ls = cJSON_GetObjectItemCaseSensitive(h, "loss_scaler");
     if (s != TRIT_OK || !ls) return s;
     const cJSON *scale = cJSON_GetObjectItemCaseSensitive(ls, "scale");
@@ -253,7 +264,7 @@ static trit_status parse_scaling(const cJSON *h, trit_train_state *st, const cha
     if (!(v >= 1.0 && isfinite(v)) || !cJSON_IsBool(dyn))
         return trit_error(TRIT_ERR_FORMAT, "'%s': the loss scaler's state is malformed", path);
     s = trit_loss_scaler_init(&st->scaler, v, cJSON_IsTrue(dyn));
-    if (s == TRIT_OK) s = json_i64(ls, "clean", &st->scaler.clean, path);
+    if (s == TRIT_OK) s = json_i64_in(ls, "clean", 0, INT64_MAX, &st->scaler.clean, path);
     st->has_scaler = s == TRIT_OK;
     return s;
 }
@@ -266,10 +277,11 @@ static trit_status parse_header(const state_file *sf, trit_train_state *st, cons
                           : trit_error(TRIT_ERR_FORMAT, "'%s' has no training config", path);
     free(cfg_s);
     int64_t crc = 0;
-    if (s == TRIT_OK) s = json_i64(sf->header, "step", &st->step, path);
-    if (s == TRIT_OK) s = json_i64(sf->header, "data_batches", &st->data_batches, path);
+    // A run never goes past its --steps (a saved config is resolved, so that is set).
+    if (s == TRIT_OK) s = json_i64_in(sf->header, "step", 0, st->config.steps > 0 ? st->config.steps : 0, &st->step, path);
+    if (s == TRIT_OK) s = json_i64_in(sf->header, "data_batches", 0, INT64_MAX, &st->data_batches, path);
     const cJSON *tok = cJSON_GetObjectItemCaseSensitive(sf->header, "tokenizer");
-    if (s == TRIT_OK) s = json_i64(tok, "crc32", &crc, path);
+    if (s == TRIT_OK) s = json_i64_in(tok, "crc32", 0, UINT32_MAX, &crc, path);
     st->tokenizer_crc = (uint32_t)crc;
     if (s == TRIT_OK && sf->version >= 2) s = parse_scaling(sf->header, st, path);
     return s;

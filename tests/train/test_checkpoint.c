@@ -12,6 +12,7 @@
 #include <dirent.h>
 
 #include "train_fixture.h"
+#include "io/io_internal.h"
 
 static trit_gpt *small_model(uint64_t seed, bool rope, bool subln) {
     trit_gpt_config g = trit_gpt_config_default();
@@ -160,6 +161,28 @@ static void test_state_file_integrity(void **state) {
     assert_int_not_equal(trit_train_run_info(out, &saved, &step), TRIT_OK);
     tfile_write(st, "TRITSTAT", 8);
     assert_int_not_equal(trit_train_run_info(out, &saved, &step), TRIT_OK);
+    // Counters out of range with a valid CRC: refused by the reader, not left to overflow in
+    // the trainer (found reviewing the reader for fuzz/fuzz_train_state.c).
+    const char *edits[][2] = {{"\"step\":\"2\"", "\"step\":\"-2\""},
+                              {"\"step\":\"2\"", "\"step\":\"4611686018427387904\""},
+                              {"\"skipped\":\"0\"", "\"skipped\":\"3\""},
+                              {"\"crc32\":\"", "\"crc32\":\"-"}};
+    for (int i = 0; i < 4; i++) {
+        const char *at = memmem(b, n, edits[i][0], strlen(edits[i][0]));
+        assert_non_null(at);
+        const size_t pre = (size_t)((const uint8_t *)at - b), old = strlen(edits[i][0]), neu = strlen(edits[i][1]);
+        const size_t m = n - old + neu;
+        uint8_t *e = malloc(m);
+        memcpy(e, b, pre);
+        memcpy(e + pre, edits[i][1], neu);
+        memcpy(e + pre + neu, b + pre + old, n - pre - old);
+        trit_le64_store(e + 16, trit_le64_load(b + 16) + neu - old);
+        trit_le32_store(e + m - 4, trit_crc32(0, e, m - 4));
+        tfile_write(st, e, m);
+        free(e);
+        assert_int_not_equal(trit_train_run_info(out, &saved, &step), TRIT_OK);
+        if (!strstr(trit_last_error(), "outside [")) fail_msg("edit %d: %s", i, trit_last_error());
+    }
     free(b);
     // A fresh run may not overwrite another run's directory.
     tf_tiny_config(&c, text, out);
