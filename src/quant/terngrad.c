@@ -10,6 +10,7 @@
 #include <string.h>
 
 enum { CHUNK = 16384 };  // elements per parallel chunk: a multiple of 4 (whole bytes)
+enum { SUB = 1024 };     // elements whose uniforms are drawn at once (one Philox block per 4)
 
 size_t trit_terngrad_bytes(int64_t n) { return n > 0 ? (size_t)((n + 3) / 4) : 0; }
 
@@ -34,6 +35,24 @@ static trit_status scale_of(const float *g, int64_t n, double clip_sigma, float 
     return TRIT_OK;
 }
 
+// Codes of m <= SUB gradient values starting at element `first` (a multiple of 4) into
+// (m + 3) / 4 bytes. The uniforms come four to a Philox block, and the per-element work is
+// branch-free so it vectorises; a partial last byte is padded with code 0 (stored 1).
+static void encode_span(const float *g, int64_t m, float s, float bound, uint64_t seed, uint64_t stream,
+                        int64_t first, uint8_t *out) {
+    float u[SUB];
+    uint8_t c[SUB + 3];
+    trit_rng_fill_uniform(u, m, seed, stream, (uint64_t)first, 0.0f, 1.0f);
+    for (int64_t j = 0; j < m; j++) {
+        const float v = fminf(fmaxf(g[j], -bound), bound);
+        const int keep = u[j] * s < fabsf(v);  // b = 1 with probability |v| / s
+        c[j] = (uint8_t)(1 + keep * (v > 0 ? 1 : -1));
+    }
+    for (int64_t j = m; j < (m + 3) / 4 * 4; j++) c[j] = 1;
+    for (int64_t k = 0; k < (m + 3) / 4; k++)
+        out[k] = (uint8_t)(c[4 * k] | c[4 * k + 1] << 2 | c[4 * k + 2] << 4 | c[4 * k + 3] << 6);
+}
+
 trit_status trit_terngrad_encode(const float *g, int64_t n, double clip_sigma, uint64_t seed, uint64_t stream,
                                  uint8_t *codes, float *scale) {
     if (!g || !codes || !scale || n <= 0 || !(clip_sigma >= 0))
@@ -46,15 +65,8 @@ trit_status trit_terngrad_encode(const float *g, int64_t n, double clip_sigma, u
 #pragma omp parallel for schedule(static) if (chunks > 1)
     for (int64_t c = 0; c < chunks; c++) {
         const int64_t i0 = c * CHUNK, i1 = i0 + CHUNK < n ? i0 + CHUNK : n;
-        memset(codes + i0 / 4, 0x55, (size_t)((i1 - i0 + 3) / 4));  // every code 0 (stored 1)
-        for (int64_t i = i0; i < i1 && s > 0; i++) {
-            const float v = fminf(fmaxf(g[i], -bound), bound);
-            const float u = trit_rng_uniform(seed, stream, (uint64_t)i);
-            if (u * s < fabsf(v)) {  // b = 1 with probability |v| / s
-                const unsigned stored = v > 0 ? 2u : 0u, sh = (unsigned)(i % 4) * 2;
-                codes[i / 4] = (uint8_t)((codes[i / 4] & ~(3u << sh)) | stored << sh);
-            }
-        }
+        for (int64_t b = i0; b < i1; b += SUB) encode_span(g + b, b + SUB < i1 ? SUB : i1 - b, s, bound, seed, stream, b,
+                                                            codes + b / 4);
     }
     return TRIT_OK;
 }
@@ -62,7 +74,13 @@ trit_status trit_terngrad_encode(const float *g, int64_t n, double clip_sigma, u
 trit_status trit_terngrad_accumulate(const uint8_t *codes, float scale, int64_t n, float *out) {
     if (!codes || !out || n < 0 || !isfinite(scale))
         return trit_error(TRIT_ERR_INVALID, "terngrad: need codes, an output, n >= 0 and a finite scale");
+    // A table of the four values a byte decodes to keeps the loop free of shifts and divisions.
+    float lut[256][4];
+    for (int b = 0; b < 256; b++)
+        for (int k = 0; k < 4; k++) lut[b][k] = scale * (float)((int)((b >> (2 * k)) & 3) - 1);
 #pragma omp parallel for schedule(static) if (n >= 4 * CHUNK)
-    for (int64_t i = 0; i < n; i++) out[i] += scale * (float)((int)((codes[i / 4] >> ((i % 4) * 2)) & 3u) - 1);
+    for (int64_t k = 0; k < n / 4; k++)
+        for (int j = 0; j < 4; j++) out[4 * k + j] += lut[codes[k]][j];
+    for (int64_t i = n / 4 * 4; i < n; i++) out[i] += lut[codes[i / 4]][i % 4];
     return TRIT_OK;
 }
