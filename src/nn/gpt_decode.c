@@ -44,6 +44,8 @@ struct trit_gpt_cache {
     float *xscale;   // (ROWS)
     int32_t *xgsum;  // (ROWS, max K / 64)
     float *xf;       // (ROWS, max K): input rows reordered for the weight-only NF4 kernel
+    // (n_tensors) or NULL: 2-bit copies of base-3 ternary weights, which the 2-bit kernels take.
+    trit_tensor **repacked;
 };
 
 // Whether the decoder multiplies by q's codes: integer kernels (qint8/qint4/ternary, inputs
@@ -71,15 +73,49 @@ static trit_status copy_params(trit_gpt_cache *k, const trit_gpt *m) {
     return TRIT_OK;
 }
 
+// Base-3 ternary codes (1.6 bits, as stored) repacked losslessly into the 2-bit layout the
+// ternary kernels read, with the same scales; NULL when out of memory.
+static trit_tensor *repack_base3(const trit_tensor *q) {
+    const int64_t n = trit_tensor_numel(q), gs = q->quant->group_size;
+    trit_tensor *t = trit_tensor_new(TRIT_TERNARY, q->ndim, q->shape);
+    trit_quant_info *qi = t ? trit_quant_info_new(n, gs, false, 0) : NULL;
+    float *v = qi ? malloc(sizeof(float) * (size_t)n) : NULL;
+    if (!t || !qi || !v) {
+        trit_quant_info_free(qi);
+        trit_tensor_free(t);
+        free(v);
+        return NULL;
+    }
+    if (trit_tensor_set_quant(t, qi) != TRIT_OK) {  // frees qi
+        trit_tensor_free(t);
+        free(v);
+        return NULL;
+    }
+    for (int64_t g = 0; g < qi->num_groups; g++) qi->scales[g] = trit_quant_info_scale(q->quant, g);
+    trit_dtype_traits_of(TRIT_TERNARY_B3)->to_f32(v, trit_tensor_ptr(q), n, q->quant, 0);
+    trit_dtype_traits_of(TRIT_TERNARY)->from_f32(trit_tensor_ptr(t), v, n, qi, 0);  // codes {-1, 0, 1} exactly
+    free(v);
+    return t;
+}
+
+// The quantized copy of parameter i the kernels multiply with: the attached one, or its repack.
+static const trit_tensor *quantized_of(const trit_gpt_cache *k, int i) {
+    return k->repacked && k->repacked[i] ? k->repacked[i] : k->m->quantized[i];
+}
+
 // Which attached quantized copies the integer kernels multiply with; their scales as f32.
 static trit_status setup_quantized(trit_gpt_cache *k, const trit_gpt *m) {
     if (!m->quantized) return TRIT_OK;
     int64_t maxk = 0;
     k->qscales = calloc((size_t)m->n_tensors, sizeof *k->qscales);
     k->qgroup = calloc((size_t)m->n_tensors, sizeof *k->qgroup);
-    if (!k->qscales || !k->qgroup) goto oom;
+    k->repacked = calloc((size_t)m->n_tensors, sizeof *k->repacked);
+    if (!k->qscales || !k->qgroup || !k->repacked) goto oom;
     for (int i = 0; i < m->n_tensors; i++) {
-        const trit_tensor *q = m->quantized[i];
+        if (m->quantized[i] && m->quantized[i]->dtype == TRIT_TERNARY_B3 && m->quantized[i]->ndim == 2 &&
+            !(k->repacked[i] = repack_base3(m->quantized[i])))
+            goto oom;
+        const trit_tensor *q = quantized_of(k, i);
         if (!q || q->ndim != 2 || q->quant->zero_points) continue;
         const int64_t N = q->shape[0], K = q->shape[1], gs = q->quant->group_size;
         const int64_t G = gs > K && gs % K == 0 ? K : gs;
@@ -141,6 +177,8 @@ void trit_gpt_cache_free(trit_gpt_cache *c) {
     for (int i = 0; c->qscales && i < c->m->n_tensors; i++) free(c->qscales[i]);
     free(c->qscales);
     free(c->qgroup);
+    for (int i = 0; c->repacked && i < c->m->n_tensors; i++) trit_tensor_free(c->repacked[i]);
+    free(c->repacked);
     trit_aligned_free(c->xq);
     free(c->xscale);
     free(c->xgsum);
@@ -176,7 +214,7 @@ static void product(const trit_gpt_cache *c, float *out, const float *x, const t
     const int64_t N = w->shape[0], K = w->shape[1];
     const int i = c->qscales ? index_of(c->m, w) : -1;
     if (i >= 0 && c->qscales[i]) {
-        const trit_tensor *q = c->m->quantized[i];
+        const trit_tensor *q = quantized_of(c, i);
         const int64_t G = c->qgroup[i];
         if (q->dtype == TRIT_NF4) {
             trit_nf4_act_order(x, R, K, c->xf);

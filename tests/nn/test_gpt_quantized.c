@@ -128,9 +128,34 @@ static void test_nf4_weight_only(void **state) {
     check(TRIT_NF4, 64, 1e-3f);  // f32 inputs: only the order of the sums differs from the graph
 }
 
+// Base-3 ternary weights (1.6 bits as stored) decode through the 2-bit ternary kernels after a
+// lossless repack: the same logits, bit for bit, as the 2-bit model; and not the f32 path's
+// (which would match the graph to rounding: the integer path quantizes activations).
+static void test_base3_decodes_as_2bit(void **state) {
+    (void)state;
+    trit_gpt *two = model(), *three = model();
+    trit_quantize_report r;
+    trit_quant_spec s2 = trit_quant_spec_default(TRIT_TERNARY), s3 = trit_quant_spec_default(TRIT_TERNARY_B3);
+    assert_int_equal(trit_gpt_quantize(two, &s2, TRIT_QUANTIZE_BLOCKS, &r), TRIT_OK);
+    assert_int_equal(trit_gpt_quantize(three, &s3, TRIT_QUANTIZE_BLOCKS, &r), TRIT_OK);
+    float *a = malloc(sizeof(float) * T * V), *b = malloc(sizeof(float) * T * V), *g = malloc(sizeof(float) * T * V);
+    decode(two, a);
+    decode(three, b);
+    assert_memory_equal(a, b, sizeof(float) * T * V);
+    graph(three, g);
+    float diff = 0;
+    for (int i = 0; i < T * V; i++) diff = fmaxf(diff, fabsf(b[i] - g[i]));
+    assert_true(diff > 1e-5f * max_abs(g, T * V));
+    assert_true(diff <= 0.05f * max_abs(g, T * V));
+    free(a), free(b), free(g);
+    trit_gpt_free(two);
+    trit_gpt_free(three);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_prefill_matches_decode),
+        cmocka_unit_test(test_base3_decodes_as_2bit),
         cmocka_unit_test(test_int8_per_channel),
         cmocka_unit_test(test_int4_groups),
         cmocka_unit_test(test_nf4_weight_only),
