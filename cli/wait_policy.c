@@ -1,19 +1,19 @@
 // How the OpenMP threads of a `trit` process wait between parallel regions.
 //
-// libgomp's default lets a thread that finished its share spin for 300000 iterations (a large
-// fraction of a millisecond) before it sleeps. On an idle machine that keeps short parallel
-// regions cheap; on a shared one, a spinning thread burns the time slice that the thread it
-// waits for needs, and a training step slows several-fold. OMP_WAIT_POLICY=passive (sleep at
-// once) fixes that at a cost on idle machines. trit's default is a spin limit in between: long
-// enough to cover the gap between two of its parallel regions, short enough to give the core
-// up soon when it is contended.
+// libgomp's default lets a thread that finished its share spin 300000 times before it sleeps.
+// On an idle machine that keeps short parallel regions cheap; on a shared one, a spinning thread
+// burns the time slice that the thread it waits for needs. Measured on a 2-core AMD EPYC (Zen 5)
+// with one core held by another process, a baby training step took about 1000 ms instead of 40
+// (README, "Threads and waiting"). OMP_WAIT_POLICY=passive (sleep at once) fixes that but costs
+// 10-30% on an idle machine. trit's default is a short spin, 1000 iterations: idle steps as fast
+// as the default, contended ones near passive.
 //
 // libgomp reads its environment once, in its own constructor, before main runs and before
 // anything of ours could set it (the C library resets the environment after the executable's
 // pre-initialisers), so the limit is put in the environment and the program re-executes itself
-// once. A user's own OMP_WAIT_POLICY, GOMP_SPINCOUNT or (LLVM's runtime) KMP_BLOCKTIME is kept,
-// and a process under valgrind is not re-executed (valgrind does not follow an exec by default,
-// so the tool would lose the program).
+// once. A user's own OMP_WAIT_POLICY or GOMP_SPINCOUNT is kept, and a process under valgrind is
+// not re-executed (valgrind does not follow an exec by default, so the tool would lose the
+// program). LLVM's libomp (a clang build) is left at its own default.
 #define _POSIX_C_SOURCE 200809L  // setenv
 #include "cli.h"
 
@@ -22,25 +22,19 @@
 #include <string.h>
 #include <unistd.h>
 
-// Iterations of libgomp's wait loop, and LLVM libomp's block time; chosen by measurement
-// (README, "Threads and waiting").
-#define TRIT_GOMP_SPINCOUNT "20000"
-#define TRIT_KMP_BLOCKTIME "20us"
+// Iterations of libgomp's wait loop; chosen by measurement (README, "Threads and waiting").
+#define TRIT_GOMP_SPINCOUNT "1000"
 // Marks a process that trit re-executed, so it is done once.
 #define TRIT_WAIT_MARK "TRIT_WAIT_DEFAULT"
 
 void trit_cli_default_wait_policy(char **argv) {
-    if (getenv("OMP_WAIT_POLICY") || getenv("GOMP_SPINCOUNT") || getenv("KMP_BLOCKTIME") || getenv(TRIT_WAIT_MARK))
-        return;
+    if (getenv("OMP_WAIT_POLICY") || getenv("GOMP_SPINCOUNT") || getenv(TRIT_WAIT_MARK)) return;
     const char *preload = getenv("LD_PRELOAD");
     if (preload && strstr(preload, "vgpreload")) return;
-    if (setenv("GOMP_SPINCOUNT", TRIT_GOMP_SPINCOUNT, 1) || setenv("KMP_BLOCKTIME", TRIT_KMP_BLOCKTIME, 1) ||
-        setenv(TRIT_WAIT_MARK, "1", 1))
-        return;
+    if (setenv("GOMP_SPINCOUNT", TRIT_GOMP_SPINCOUNT, 1) || setenv(TRIT_WAIT_MARK, "1", 1)) return;
     execv("/proc/self/exe", argv);
     // No /proc, or no exec: go on with the runtime's own default (already initialised).
     unsetenv("GOMP_SPINCOUNT");
-    unsetenv("KMP_BLOCKTIME");
     unsetenv(TRIT_WAIT_MARK);
 }
 
