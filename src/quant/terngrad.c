@@ -19,12 +19,14 @@ static trit_status scale_of(const float *g, int64_t n, double clip_sigma, float 
     double sum = 0, sq = 0;
     float amax = 0;
     for (int64_t i = 0; i < n; i++) {
-        if (!isfinite(g[i]))
-            return trit_error(TRIT_ERR_NUMERIC, "terngrad: gradient value %lld is %g; the step should be skipped",
-                              (long long)i, (double)g[i]);
         sum += g[i], sq += (double)g[i] * g[i];
-        amax = fmaxf(amax, fabsf(g[i]));
+        amax = fabsf(g[i]) > amax ? fabsf(g[i]) : amax;
     }
+    if (!isfinite(sum) || !isfinite(sq) || !isfinite(amax))  // a NaN or Inf anywhere reaches the sums
+        for (int64_t i = 0; i < n; i++)
+            if (!isfinite(g[i]))
+                return trit_error(TRIT_ERR_NUMERIC, "terngrad: gradient value %lld is %g; the step should be skipped",
+                                  (long long)i, (double)g[i]);
     *bound = amax;
     if (clip_sigma > 0) {
         const double mean = sum / (double)n, var = sq / (double)n - mean * mean;
@@ -44,7 +46,8 @@ static void encode_span(const float *g, int64_t m, float s, float bound, uint64_
     uint8_t c[SUB + 3];
     trit_rng_fill_uniform(u, m, seed, stream, (uint64_t)first, 0.0f, 1.0f);
     for (int64_t j = 0; j < m; j++) {
-        const float v = fminf(fmaxf(g[j], -bound), bound);
+        float v = g[j] > bound ? bound : g[j];  // no NaN here: scale_of refused them
+        v = v < -bound ? -bound : v;
         const int keep = u[j] * s < fabsf(v);  // b = 1 with probability |v| / s
         c[j] = (uint8_t)(1 + keep * (v > 0 ? 1 : -1));
     }
