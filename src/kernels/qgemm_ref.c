@@ -33,11 +33,22 @@ static inline int8_t act_code(float v) {
     return (int8_t)(int)(t == t ? t : 0.0f);
 }
 
+// max |r| over n values, NaN ignored: eight running maxima (max is exact, so the order does not
+// matter) instead of fmaxf, which a plain x86-64 build calls out of line.
+static float row_absmax(const float *r, int64_t n) {
+    float m[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    int64_t k = 0;
+    for (; k + 8 <= n; k += 8)
+        for (int j = 0; j < 8; j++) m[j] = fabsf(r[k + j]) > m[j] ? fabsf(r[k + j]) : m[j];
+    for (; k < n; k++) m[0] = fabsf(r[k]) > m[0] ? fabsf(r[k]) : m[0];
+    for (int j = 1; j < 8; j++) m[0] = m[j] > m[0] ? m[j] : m[0];
+    return m[0];
+}
+
 void trit_qact_quantize(const float *x, int64_t M, int64_t K, int64_t G, trit_dtype wdt, const trit_qact *a) {
     for (int64_t m = 0; m < M; m++) {
         const float *r = x + m * K;
-        float amax = 0;
-        for (int64_t k = 0; k < K; k++) amax = fmaxf(amax, fabsf(r[k]));  // NaN ignored
+        const float amax = row_absmax(r, K);
         const float s = amax / 127.0f, inv = s > 0 ? 1.0f / s : 0.0f;
         a->scale[m] = s;
         int8_t *q = a->q + m * K;
@@ -45,7 +56,12 @@ void trit_qact_quantize(const float *x, int64_t M, int64_t K, int64_t G, trit_dt
 #pragma omp simd
             for (int64_t k = 0; k < K; k++) q[k] = act_code(r[k] * inv);
         } else {
-            for (int64_t k = 0; k < K; k++) q[act_pos(wdt, k)] = act_code(r[k] * inv);
+            // Written in act_pos order, one run of the block at a time, so the stores are
+            // sequential and the strided reads vectorise.
+            const int64_t B = wdt == TRIT_QINT4 ? 64 : 128, S = wdt == TRIT_QINT4 ? 2 : 4;
+            for (int64_t b = 0; b < K; b += B)
+                for (int64_t j = 0; j < S; j++)
+                    for (int64_t i = 0; i < B / S; i++) q[b + j * (B / S) + i] = act_code(r[b + i * S + j] * inv);
         }
         // The reordering stays within 64- or 128-element blocks, so a group's codes are its own.
         int32_t *gs = a->gsum + m * (K / G);
