@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds trit twice (release, then AddressSanitizer + UndefinedBehaviorSanitizer) and runs the
-# whole CTest suite in each (the release build also at TRIT_CPU=avx2 and ref), then runs every libFuzzer harness for 60 s (tools/fuzz.sh, clang,
-# ASan + UBSan). Exits non-zero if a build or a test fails or a fuzzer finds anything.
+# whole CTest suite in each (the release build also at TRIT_CPU=avx2 and ref), then runs every
+# libFuzzer harness for 60 s (tools/fuzz.sh, clang, ASan + UBSan). Exits non-zero if a build or a test fails or a fuzzer finds anything.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc)
