@@ -10,9 +10,10 @@
 #define ROW(id, in, out, needs, fn) {TRIT_KERNEL_##id, TRIT_##in, TRIT_##out, needs, #fn, (trit_kernel_fn)fn}
 #define AVX2 TRIT_FEAT_AVX2
 #define AVX512 (TRIT_FEAT_AVX2 | TRIT_FEAT_AVX512)
-// A row kernel with an AVX-512 version and the portable reference.
+// A row kernel: AVX-512 and AVX2 versions (one body) and the portable reference.
 #define ROWOP(ID, name)                                                    \
     ROW(ID, F32, F32, AVX512, trit_kernel_##name##_avx512),               \
+    ROW(ID, F32, F32, AVX2, trit_kernel_##name##_avx2),                   \
     ROW(ID, F32, F32, 0, trit_kernel_##name##_ref_f32)
 #define FLASH(ID, name)                                                    \
     ROW(ID, F32, F32, AVX512, trit_kernel_flash_##name##_avx512_f32),     \

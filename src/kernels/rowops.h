@@ -2,9 +2,10 @@
 // cross-entropy, embedding (forward and backward of each) and the Adam(W) update.
 //
 // Each kernel has a portable reference, written against `real` in kernels/ref/rowops.c and
-// compiled for float and double (name_ref_f32, name_ref_f64), and for f32 a dispatching entry
-// point (name_f32) that picks the AVX-512 version on CPUs that have it (trit_cpu_level()). The
-// f64 entry points are the references, so `real` code calls R(trit_kernel_<name>).
+// compiled for float and double (name_ref_f32, name_ref_f64), AVX-512 and AVX2 versions
+// (name_avx512, name_avx2: one body, x86/rowops_simd.h), and for f32 a dispatching entry point
+// (name_f32) that takes the kernel table's choice for the usable CPU features. The f64 entry
+// points are the references, so `real` code calls R(trit_kernel_<name>).
 //
 // Threads: every kernel splits its work with a static OpenMP schedule over independent rows,
 // columns or fixed element chunks, and every sum is taken in an order fixed by the data alone,
@@ -12,10 +13,10 @@
 //
 // Numerics (both versions): statistics and sums (norm mean/variance, softmax and cross-entropy
 // sums of exponentials, dot products, column sums for weight and bias gradients) are accumulated
-// in double; element values are computed in `real`. The AVX-512 versions use a vectorized exp
-// with relative error below 2e-7 over the normal float range (see x86/exp_avx512.h) and sum in
-// a different (still fixed) order, so they agree with the reference to about 1e-6 relative; the
-// column sums, embedding and Adam kernels are bit-identical to the reference.
+// in double; element values are computed in `real`. The x86 versions use a vectorized exp with
+// relative error below 2e-7 over the normal float range (x86/exp_avx512.h, x86/exp_avx2.h) and
+// sum in a different (still fixed, per vector width) order, so they agree with the reference to
+// about 1e-6 relative; the column sums, embedding and Adam kernels are bit-identical to it.
 #ifndef TRIT_KERNELS_ROWOPS_H
 #define TRIT_KERNELS_ROWOPS_H
 
@@ -25,7 +26,7 @@
 // Below this many elements a kernel runs on the calling thread (thread start-up costs more).
 #define TRIT_ROWOPS_PAR_MIN ((int64_t)1 << 14)
 // Columns per work item of the reference column sums (norm weight/bias, GELU bias, embedding
-// scatter); the AVX-512 versions give each thread one wider block. Each column is summed over
+// scatter); the x86 versions give each thread one wider block. Each column is summed over
 // rows in order either way, so the split never changes a result.
 #define TRIT_ROWOPS_COL_BLOCK 64
 // Elements per work item of purely element-wise kernels (GELU without bias, Adam).
@@ -51,7 +52,8 @@ typedef struct trit_adam_scalars {
 typedef void trit_kernel_norm_fwd_fn(float *y, double *stats, float *s, const float *x, const float *r,
                                   const float *w, const float *b, int64_t rows, int64_t C, double eps,
                                   bool center);
-trit_kernel_norm_fwd_fn trit_kernel_norm_fwd_f32, trit_kernel_norm_fwd_ref_f32, trit_kernel_norm_fwd_avx512;
+trit_kernel_norm_fwd_fn trit_kernel_norm_fwd_f32, trit_kernel_norm_fwd_ref_f32,
+    trit_kernel_norm_fwd_avx512, trit_kernel_norm_fwd_avx2;
 void trit_kernel_norm_fwd_ref_f64(double *y, double *stats, double *s, const double *x, const double *r,
                                   const double *w, const double *b, int64_t rows, int64_t C, double eps,
                                   bool center);
@@ -63,7 +65,8 @@ void trit_kernel_norm_fwd_ref_f64(double *y, double *stats, double *s, const dou
 // then dx += d and dx2 += d, each skipped when NULL.
 typedef void trit_kernel_norm_bwd_x_fn(float *dx, float *dx2, const float *x, const float *dy, const float *gres,
                                     const float *w, const double *stats, int64_t rows, int64_t C, bool center);
-trit_kernel_norm_bwd_x_fn trit_kernel_norm_bwd_x_f32, trit_kernel_norm_bwd_x_ref_f32, trit_kernel_norm_bwd_x_avx512;
+trit_kernel_norm_bwd_x_fn trit_kernel_norm_bwd_x_f32, trit_kernel_norm_bwd_x_ref_f32,
+    trit_kernel_norm_bwd_x_avx512, trit_kernel_norm_bwd_x_avx2;
 void trit_kernel_norm_bwd_x_ref_f64(double *dx, double *dx2, const double *x, const double *dy,
                                     const double *gres, const double *w, const double *stats, int64_t rows,
                                     int64_t C, bool center);
@@ -72,39 +75,46 @@ void trit_kernel_norm_bwd_x_ref_f64(double *dx, double *dx2, const double *x, co
 // skipped when NULL). x, dy: (rows, C); dw, db: (C). Sums in double, rows in order.
 typedef void trit_kernel_norm_bwd_params_fn(float *dw, float *db, const float *x, const float *dy,
                                          const double *stats, int64_t rows, int64_t C);
-trit_kernel_norm_bwd_params_fn trit_kernel_norm_bwd_params_f32, trit_kernel_norm_bwd_params_ref_f32, trit_kernel_norm_bwd_params_avx512;
+trit_kernel_norm_bwd_params_fn trit_kernel_norm_bwd_params_f32, trit_kernel_norm_bwd_params_ref_f32,
+    trit_kernel_norm_bwd_params_avx512, trit_kernel_norm_bwd_params_avx2;
 void trit_kernel_norm_bwd_params_ref_f64(double *dw, double *db, const double *x, const double *dy,
                                          const double *stats, int64_t rows, int64_t C);
 
 // ---- GELU, tanh form: gelu(v) = 0.5 v (1 + tanh(sqrt(2/pi) (v + 0.044715 v^3))) ------------
 // y = gelu(x + b). x, y: (rows, N); b: (N) or NULL.
 typedef void trit_kernel_gelu_fwd_fn(float *y, const float *x, const float *b, int64_t rows, int64_t N);
-trit_kernel_gelu_fwd_fn trit_kernel_gelu_fwd_f32, trit_kernel_gelu_fwd_ref_f32, trit_kernel_gelu_fwd_avx512;
+trit_kernel_gelu_fwd_fn trit_kernel_gelu_fwd_f32, trit_kernel_gelu_fwd_ref_f32,
+    trit_kernel_gelu_fwd_avx512, trit_kernel_gelu_fwd_avx2;
 void trit_kernel_gelu_fwd_ref_f64(double *y, const double *x, const double *b, int64_t rows, int64_t N);
 // With d = g * gelu'(x + b) (the exact slope): dx += d (dx may be NULL) and db += the column sums
 // of d (db may be NULL; summed in double, rows in order). x, g, dx: (rows, N); b, db: (N) or NULL.
 typedef void trit_kernel_gelu_bwd_fn(float *dx, float *db, const float *x, const float *b, const float *g,
                                   int64_t rows, int64_t N);
-trit_kernel_gelu_bwd_fn trit_kernel_gelu_bwd_f32, trit_kernel_gelu_bwd_ref_f32, trit_kernel_gelu_bwd_avx512;
+trit_kernel_gelu_bwd_fn trit_kernel_gelu_bwd_f32, trit_kernel_gelu_bwd_ref_f32,
+    trit_kernel_gelu_bwd_avx512, trit_kernel_gelu_bwd_avx2;
 void trit_kernel_gelu_bwd_ref_f64(double *dx, double *db, const double *x, const double *b, const double *g,
                                   int64_t rows, int64_t N);
 
 // ---- softmax and log-softmax over rows of C -------------------------------------------------
 // y = exp(x - max) / sum(exp(x - max)). x, y: (rows, C).
 typedef void trit_kernel_softmax_fwd_fn(float *y, const float *x, int64_t rows, int64_t C);
-trit_kernel_softmax_fwd_fn trit_kernel_softmax_fwd_f32, trit_kernel_softmax_fwd_ref_f32, trit_kernel_softmax_fwd_avx512;
+trit_kernel_softmax_fwd_fn trit_kernel_softmax_fwd_f32, trit_kernel_softmax_fwd_ref_f32,
+    trit_kernel_softmax_fwd_avx512, trit_kernel_softmax_fwd_avx2;
 void trit_kernel_softmax_fwd_ref_f64(double *y, const double *x, int64_t rows, int64_t C);
 // dx += y * (dy - sum(dy * y)), y the forward output. All (rows, C).
 typedef void trit_kernel_softmax_bwd_fn(float *dx, const float *y, const float *dy, int64_t rows, int64_t C);
-trit_kernel_softmax_bwd_fn trit_kernel_softmax_bwd_f32, trit_kernel_softmax_bwd_ref_f32, trit_kernel_softmax_bwd_avx512;
+trit_kernel_softmax_bwd_fn trit_kernel_softmax_bwd_f32, trit_kernel_softmax_bwd_ref_f32,
+    trit_kernel_softmax_bwd_avx512, trit_kernel_softmax_bwd_avx2;
 void trit_kernel_softmax_bwd_ref_f64(double *dx, const double *y, const double *dy, int64_t rows, int64_t C);
 // y = (x - max) - log(sum(exp(x - max))). x, y: (rows, C).
 typedef void trit_kernel_log_softmax_fwd_fn(float *y, const float *x, int64_t rows, int64_t C);
-trit_kernel_log_softmax_fwd_fn trit_kernel_log_softmax_fwd_f32, trit_kernel_log_softmax_fwd_ref_f32, trit_kernel_log_softmax_fwd_avx512;
+trit_kernel_log_softmax_fwd_fn trit_kernel_log_softmax_fwd_f32, trit_kernel_log_softmax_fwd_ref_f32,
+    trit_kernel_log_softmax_fwd_avx512, trit_kernel_log_softmax_fwd_avx2;
 void trit_kernel_log_softmax_fwd_ref_f64(double *y, const double *x, int64_t rows, int64_t C);
 // dx += dy - exp(y) * sum(dy), y the forward output. All (rows, C).
 typedef void trit_kernel_log_softmax_bwd_fn(float *dx, const float *y, const float *dy, int64_t rows, int64_t C);
-trit_kernel_log_softmax_bwd_fn trit_kernel_log_softmax_bwd_f32, trit_kernel_log_softmax_bwd_ref_f32, trit_kernel_log_softmax_bwd_avx512;
+trit_kernel_log_softmax_bwd_fn trit_kernel_log_softmax_bwd_f32, trit_kernel_log_softmax_bwd_ref_f32,
+    trit_kernel_log_softmax_bwd_avx512, trit_kernel_log_softmax_bwd_avx2;
 void trit_kernel_log_softmax_bwd_ref_f64(double *dx, const double *y, const double *dy, int64_t rows,
                                          int64_t C);
 
@@ -114,13 +124,15 @@ void trit_kernel_log_softmax_bwd_ref_f64(double *dx, const double *y, const doub
 // loss (rows) = -log_softmax(x)[t] = (max - x[t]) + lse, 0 on ignored rows. x: (rows, V).
 typedef void trit_kernel_ce_fwd_fn(double *stats, double *loss, const float *x, const void *targets, bool t64,
                                 int64_t ignore_index, int64_t rows, int64_t V);
-trit_kernel_ce_fwd_fn trit_kernel_ce_fwd_f32, trit_kernel_ce_fwd_ref_f32, trit_kernel_ce_fwd_avx512;
+trit_kernel_ce_fwd_fn trit_kernel_ce_fwd_f32, trit_kernel_ce_fwd_ref_f32,
+    trit_kernel_ce_fwd_avx512, trit_kernel_ce_fwd_avx2;
 void trit_kernel_ce_fwd_ref_f64(double *stats, double *loss, const double *x, const void *targets, bool t64,
                                 int64_t ignore_index, int64_t rows, int64_t V);
 // Backward: on rows not ignored, dx += scale * (softmax(x) - onehot(t)). dx, x: (rows, V).
 typedef void trit_kernel_ce_bwd_fn(float *dx, const float *x, const double *stats, const void *targets, bool t64,
                                 int64_t ignore_index, float scale, int64_t rows, int64_t V);
-trit_kernel_ce_bwd_fn trit_kernel_ce_bwd_f32, trit_kernel_ce_bwd_ref_f32, trit_kernel_ce_bwd_avx512;
+trit_kernel_ce_bwd_fn trit_kernel_ce_bwd_f32, trit_kernel_ce_bwd_ref_f32,
+    trit_kernel_ce_bwd_avx512, trit_kernel_ce_bwd_avx2;
 void trit_kernel_ce_bwd_ref_f64(double *dx, const double *x, const double *stats, const void *targets,
                                 bool t64, int64_t ignore_index, double scale, int64_t rows, int64_t V);
 
@@ -128,7 +140,8 @@ void trit_kernel_ce_bwd_ref_f64(double *dx, const double *x, const double *stats
 // on rows not ignored and 0 on ignored rows, with stats from the forward. L: (rows, V).
 typedef void trit_kernel_ce_dlogits_fn(float *L, const double *stats, const void *targets, bool t64,
                                     int64_t ignore_index, float scale, int64_t rows, int64_t V);
-trit_kernel_ce_dlogits_fn trit_kernel_ce_dlogits_f32, trit_kernel_ce_dlogits_ref_f32, trit_kernel_ce_dlogits_avx512;
+trit_kernel_ce_dlogits_fn trit_kernel_ce_dlogits_f32, trit_kernel_ce_dlogits_ref_f32,
+    trit_kernel_ce_dlogits_avx512, trit_kernel_ce_dlogits_avx2;
 void trit_kernel_ce_dlogits_ref_f64(double *L, const double *stats, const void *targets, bool t64,
                                     int64_t ignore_index, double scale, int64_t rows, int64_t V);
 
@@ -144,7 +157,8 @@ void trit_kernel_embedding_fwd_ref_f64(double *out, const double *w, const void 
 // gw: (V, C), go: (n, C).
 typedef void trit_kernel_embedding_bwd_fn(float *gw, const float *go, const void *idx, bool i64, int64_t n,
                                        int64_t C);
-trit_kernel_embedding_bwd_fn trit_kernel_embedding_bwd_f32, trit_kernel_embedding_bwd_ref_f32, trit_kernel_embedding_bwd_avx512;
+trit_kernel_embedding_bwd_fn trit_kernel_embedding_bwd_f32, trit_kernel_embedding_bwd_ref_f32,
+    trit_kernel_embedding_bwd_avx512, trit_kernel_embedding_bwd_avx2;
 void trit_kernel_embedding_bwd_ref_f64(double *gw, const double *go, const void *idx, bool i64, int64_t n,
                                        int64_t C);
 
@@ -152,10 +166,11 @@ void trit_kernel_embedding_bwd_ref_f64(double *gw, const double *go, const void 
 // p, g, m, v: (n), not aliased. Operation order of torch.optim (fp32):
 //   AdamW (decoupled): x = p * decay_mul, d = g;   Adam: x = p, d = g + weight_decay * p
 //   m = m * b1 + omb1 * d,  v = v * b2 + omb2 * d * d,  p = x + step * m / (sqrt(v) / bc2_sqrt + eps)
-// The AVX-512 version does the same operations (no fused multiply-add), so it is bit-identical.
+// The x86 versions do the same operations (no fused multiply-add), so they are bit-identical.
 typedef void trit_kernel_adam_fn(float *p, const float *g, float *m, float *v, int64_t n,
                               const trit_adam_scalars *s, bool decoupled);
-trit_kernel_adam_fn trit_kernel_adam_f32, trit_kernel_adam_ref_f32, trit_kernel_adam_avx512;
+trit_kernel_adam_fn trit_kernel_adam_f32, trit_kernel_adam_ref_f32,
+    trit_kernel_adam_avx512, trit_kernel_adam_avx2;
 void trit_kernel_adam_ref_f64(double *p, const double *g, double *m, double *v, int64_t n,
                               const trit_adam_scalars *s, bool decoupled);
 

@@ -1,6 +1,6 @@
-// Row kernels (kernels/rowops.h): every AVX-512 kernel against its portable reference on odd
-// sizes (C = 1, 7, 17, 129, 385; rows = 1, 3, 50) and several argument combinations, and every
-// kernel (reference and AVX-512) bit-identical with 1 and 2 threads. Skipped without AVX-512.
+// Row kernels (kernels/rowops.h): every AVX2 and AVX-512 kernel against its portable reference
+// on odd sizes (C = 1, 7, 17, 129, 385; rows = 1, 3, 50) and several argument combinations, and
+// every kernel bit-identical with 1 and 2 threads. A width the CPU lacks is skipped with a message.
 //
 // Tolerance: |avx - ref| <= 1e-6 * (|ref| + floor), floor = 1 for results built from O(1)
 // terms (so cancellation cannot fail it spuriously) and 0 for softmax probabilities, which must
@@ -20,11 +20,22 @@
 #include <string.h>
 
 #include "kernels/rowops.h"
-#include "kernels/rowops.h"
 #include "trit/base.h"
 
 #define TOL 1e-6
 #define IGNORE (-100)
+
+// The implementations under test; IMPL_REF is the oracle.
+enum { IMPL_REF, IMPL_AVX2, IMPL_AVX512, IMPL_N };
+static const char *const IMPL_NAME[IMPL_N] = {"reference", "avx2", "avx512"};
+#define PICK(name, impl)                                                                     \
+    ((impl) == IMPL_AVX512 ? trit_kernel_##name##_avx512                                     \
+     : (impl) == IMPL_AVX2 ? trit_kernel_##name##_avx2 : trit_kernel_##name##_ref_f32)
+
+static bool have_impl(int impl) {
+    const trit_cpu_isa l = trit_cpu_detected_level();
+    return impl == IMPL_REF || (impl == IMPL_AVX2 ? l >= TRIT_CPU_AVX2 : l >= TRIT_CPU_AVX512);
+}
 
 // Inputs shared by all kernels for one (rows, C): four (rows, C) arrays, two (C) vectors,
 // targets/indices, and valid statistics for the backward kernels.
@@ -99,7 +110,7 @@ static void fixture_free(fixture *f) {
 }
 
 // A kernel call: writes (or adds into) of[0 .. nf) and od[0 .. nd), laid out as it likes.
-typedef void (*call_fn)(const fixture *f, float *of, double *od, bool avx);
+typedef void (*call_fn)(const fixture *f, float *of, double *od, int impl);
 
 typedef struct kernel_case {
     const char *name;
@@ -111,44 +122,46 @@ typedef struct kernel_case {
 
 static bool same_bits(const void *x, const void *y, size_t n) { return n == 0 || memcmp(x, y, n) == 0; }
 
-// Runs `call` at (avx, threads) on outputs preset to the same random values.
-static void run(const kernel_case *k, const fixture *f, bool avx, int threads, float *of, int64_t nf, double *od,
+// Runs `call` at (impl, threads) on outputs preset to the same random values.
+static void run(const kernel_case *k, const fixture *f, int impl, int threads, float *of, int64_t nf, double *od,
                 int64_t nd) {
     trit_rng_fill_uniform(of, nf, 7, 9, 0, -1.0f, 1.0f);
     for (int64_t i = 0; i < nd; i++) od[i] = 0.25 * (double)i;
     omp_set_num_threads(threads);
-    k->call(f, of, od, avx);
+    k->call(f, of, od, impl);
 }
 
-static void check_close(const kernel_case *k, const fixture *f, const char *what, int64_t i, double got, double want) {
+static void check_close(const kernel_case *k, const fixture *f, int impl, const char *what, int64_t i, double got,
+                        double want) {
     if (k->floor < 0 ? memcmp(&got, &want, sizeof got) == 0 : fabs(got - want) <= TOL * (fabs(want) + k->floor))
         return;
     if (isnan(got) && isnan(want)) return;
-    fail_msg("%s (variant %d, rows %lld, C %lld): %s[%lld] avx512 %.9g vs reference %.9g", k->name, f->variant,
-             (long long)f->rows, (long long)f->C, what, (long long)i, got, want);
+    fail_msg("%s (variant %d, rows %lld, C %lld): %s[%lld] %s %.9g vs reference %.9g", k->name, f->variant,
+             (long long)f->rows, (long long)f->C, what, (long long)i, IMPL_NAME[impl], got, want);
 }
 
 static void check_case(const kernel_case *k, int64_t rows, int64_t C, int variant) {
     fixture f = fixture_make(rows, C, variant, variant == 1 && strncmp(k->name, "gelu", 4) == 0);
     const int64_t nf = k->nf_per_elem * rows * C + k->nf_per_col * C, nd = k->nd_per_row * rows;
-    float *of[2][2];
-    double *od[2][2];
-    for (int v = 0; v < 2; v++)
+    float *of[IMPL_N][2] = {{0}};
+    double *od[IMPL_N][2] = {{0}};
+    for (int v = 0; v < IMPL_N; v++) {
+        if (!have_impl(v)) continue;
         for (int t = 0; t < 2; t++) {
             of[v][t] = malloc(sizeof(float) * (size_t)(nf + 1));
             od[v][t] = malloc(sizeof(double) * (size_t)(nd + 1));
             assert_true(of[v][t] && od[v][t]);
-            run(k, &f, v == 1, t + 1, of[v][t], nf, od[v][t], nd);
+            run(k, &f, v, t + 1, of[v][t], nf, od[v][t], nd);
         }
-    for (int v = 0; v < 2; v++) {
         if (!same_bits(of[v][0], of[v][1], sizeof(float) * (size_t)nf) ||
             !same_bits(od[v][0], od[v][1], sizeof(double) * (size_t)nd))
-            fail_msg("%s (%s, variant %d, rows %lld, C %lld): 1 and 2 threads differ", k->name,
-                     v ? "avx512" : "reference", variant, (long long)rows, (long long)C);
+            fail_msg("%s (%s, variant %d, rows %lld, C %lld): 1 and 2 threads differ", k->name, IMPL_NAME[v],
+                     variant, (long long)rows, (long long)C);
+        if (v == IMPL_REF) continue;
+        for (int64_t i = 0; i < nf; i++) check_close(k, &f, v, "float out", i, of[v][0][i], of[IMPL_REF][0][i]);
+        for (int64_t i = 0; i < nd; i++) check_close(k, &f, v, "double out", i, od[v][0][i], od[IMPL_REF][0][i]);
     }
-    for (int64_t i = 0; i < nf; i++) check_close(k, &f, "float out", i, of[1][0][i], of[0][0][i]);
-    for (int64_t i = 0; i < nd; i++) check_close(k, &f, "double out", i, od[1][0][i], od[0][0][i]);
-    for (int v = 0; v < 2; v++)
+    for (int v = 0; v < IMPL_N; v++)
         for (int t = 0; t < 2; t++) {
             free(of[v][t]);
             free(od[v][t]);
@@ -158,17 +171,17 @@ static void check_case(const kernel_case *k, int64_t rows, int64_t C, int varian
 
 // ---- the calls -----------------------------------------------------------------------------------
 
-static void call_norm_fwd(const fixture *f, float *of, double *od, bool avx) {
+static void call_norm_fwd(const fixture *f, float *of, double *od, int impl) {
     const int64_t n = f->rows * f->C;
     const int v = f->variant;
     const float *r = v == 1 || v == 3 ? f->b : NULL, *w = v != 2 ? f->w : NULL, *b = v == 0 || v == 1 ? f->bias : NULL;
     const bool center = v != 3;
     float *s = r ? of + n : NULL;
-    (avx ? trit_kernel_norm_fwd_avx512 : trit_kernel_norm_fwd_ref_f32)(of, od, s, f->a, r, w, b, f->rows, f->C, 1e-5,
+    PICK(norm_fwd, impl)(of, od, s, f->a, r, w, b, f->rows, f->C, 1e-5,
                                                                         center);
 }
 
-static void call_norm_bwd_x(const fixture *f, float *of, double *od, bool avx) {
+static void call_norm_bwd_x(const fixture *f, float *of, double *od, int impl) {
     (void)od;
     const int64_t n = f->rows * f->C;
     const int v = f->variant;
@@ -176,88 +189,88 @@ static void call_norm_bwd_x(const fixture *f, float *of, double *od, bool avx) {
     const double *st = center ? f->nstats : f->rstats;
     float *dx2 = v == 1 ? of + n : NULL;
     const float *gres = v == 1 ? f->c : NULL, *w = v != 2 ? f->w : NULL;
-    (avx ? trit_kernel_norm_bwd_x_avx512 : trit_kernel_norm_bwd_x_ref_f32)(of, dx2, f->a, f->b, gres, w, st, f->rows,
+    PICK(norm_bwd_x, impl)(of, dx2, f->a, f->b, gres, w, st, f->rows,
                                                                             f->C, center);
 }
 
-static void call_norm_bwd_params(const fixture *f, float *of, double *od, bool avx) {
+static void call_norm_bwd_params(const fixture *f, float *of, double *od, int impl) {
     (void)od;
     float *db = f->variant == 1 ? NULL : of + f->C;
-    (avx ? trit_kernel_norm_bwd_params_avx512 : trit_kernel_norm_bwd_params_ref_f32)(of, db, f->a, f->b, f->nstats,
+    PICK(norm_bwd_params, impl)(of, db, f->a, f->b, f->nstats,
                                                                                       f->rows, f->C);
 }
 
-static void call_gelu_fwd(const fixture *f, float *of, double *od, bool avx) {
+static void call_gelu_fwd(const fixture *f, float *of, double *od, int impl) {
     (void)od;
     const float *b = f->variant == 0 ? f->bias : NULL;
-    (avx ? trit_kernel_gelu_fwd_avx512 : trit_kernel_gelu_fwd_ref_f32)(of, f->a, b, f->rows, f->C);
+    PICK(gelu_fwd, impl)(of, f->a, b, f->rows, f->C);
 }
 
 // Variants: 0 dx + db with bias; 1 dx only, no bias (saturated inputs); 2 db only; 3 dx with bias.
-static void call_gelu_bwd(const fixture *f, float *of, double *od, bool avx) {
+static void call_gelu_bwd(const fixture *f, float *of, double *od, int impl) {
     (void)od;
     const int v = f->variant;
     float *dx = v == 2 ? NULL : of, *db = v == 0 || v == 2 ? of + f->rows * f->C : NULL;
     const float *b = v == 1 ? NULL : f->bias;
-    (avx ? trit_kernel_gelu_bwd_avx512 : trit_kernel_gelu_bwd_ref_f32)(dx, db, f->a, b, f->b, f->rows, f->C);
+    PICK(gelu_bwd, impl)(dx, db, f->a, b, f->b, f->rows, f->C);
 }
 
-static void call_softmax_fwd(const fixture *f, float *of, double *od, bool avx) {
+static void call_softmax_fwd(const fixture *f, float *of, double *od, int impl) {
     (void)od;
-    (avx ? trit_kernel_softmax_fwd_avx512 : trit_kernel_softmax_fwd_ref_f32)(of, f->a, f->rows, f->C);
+    PICK(softmax_fwd, impl)(of, f->a, f->rows, f->C);
 }
 
-static void call_softmax_bwd(const fixture *f, float *of, double *od, bool avx) {
+static void call_softmax_bwd(const fixture *f, float *of, double *od, int impl) {
     (void)od;
-    (avx ? trit_kernel_softmax_bwd_avx512 : trit_kernel_softmax_bwd_ref_f32)(of, f->soft, f->b, f->rows, f->C);
+    PICK(softmax_bwd, impl)(of, f->soft, f->b, f->rows, f->C);
 }
 
-static void call_log_softmax_fwd(const fixture *f, float *of, double *od, bool avx) {
+static void call_log_softmax_fwd(const fixture *f, float *of, double *od, int impl) {
     (void)od;
-    (avx ? trit_kernel_log_softmax_fwd_avx512 : trit_kernel_log_softmax_fwd_ref_f32)(of, f->a, f->rows, f->C);
+    PICK(log_softmax_fwd, impl)(of, f->a, f->rows, f->C);
 }
 
-static void call_log_softmax_bwd(const fixture *f, float *of, double *od, bool avx) {
+static void call_log_softmax_bwd(const fixture *f, float *of, double *od, int impl) {
     (void)od;
-    (avx ? trit_kernel_log_softmax_bwd_avx512 : trit_kernel_log_softmax_bwd_ref_f32)(of, f->logsoft, f->b, f->rows,
+    PICK(log_softmax_bwd, impl)(of, f->logsoft, f->b, f->rows,
                                                                                       f->C);
 }
 
-static void call_ce_fwd(const fixture *f, float *of, double *od, bool avx) {
+static void call_ce_fwd(const fixture *f, float *of, double *od, int impl) {
     (void)of;
     const bool t64 = f->variant == 1;
     const void *t = t64 ? (const void *)f->t64 : (const void *)f->t32;
-    (avx ? trit_kernel_ce_fwd_avx512 : trit_kernel_ce_fwd_ref_f32)(od, od + 2 * f->rows, f->a, t, t64, IGNORE,
+    PICK(ce_fwd, impl)(od, od + 2 * f->rows, f->a, t, t64, IGNORE,
                                                                     f->rows, f->C);
 }
 
-static void call_ce_bwd(const fixture *f, float *of, double *od, bool avx) {
+static void call_ce_bwd(const fixture *f, float *of, double *od, int impl) {
     (void)od;
     const bool t64 = f->variant == 1;
     const void *t = t64 ? (const void *)f->t64 : (const void *)f->t32;
-    (avx ? trit_kernel_ce_bwd_avx512 : trit_kernel_ce_bwd_ref_f32)(of, f->a, f->cstats, t, t64, IGNORE, 0.37f,
+    PICK(ce_bwd, impl)(of, f->a, f->cstats, t, t64, IGNORE, 0.37f,
                                                                     f->rows, f->C);
 }
 
 // In place on a copy of the logits (the float outputs).
-static void call_ce_dlogits(const fixture *f, float *of, double *od, bool avx) {
+static void call_ce_dlogits(const fixture *f, float *of, double *od, int impl) {
     (void)od;
     const bool t64 = f->variant == 1;
     const void *t = t64 ? (const void *)f->t64 : (const void *)f->t32;
     memcpy(of, f->a, sizeof(float) * (size_t)(f->rows * f->C));
-    (avx ? trit_kernel_ce_dlogits_avx512 : trit_kernel_ce_dlogits_ref_f32)(of, f->cstats, t, t64, IGNORE, 0.37f,
+    PICK(ce_dlogits, impl)(of, f->cstats, t, t64, IGNORE, 0.37f,
                                                                             f->rows, f->C);
 }
 
 // The table is (5, C) at the front of the float outputs.
-static void call_embedding_bwd(const fixture *f, float *of, double *od, bool avx) {
+static void call_embedding_bwd(const fixture *f, float *of, double *od, int impl) {
     (void)od;
-    (avx ? trit_kernel_embedding_bwd_avx512 : trit_kernel_embedding_bwd_ref_f32)(of, f->b, f->idx, false, f->rows,
+    PICK(embedding_bwd, impl)(of, f->b, f->idx, false, f->rows,
                                                                                   f->C);
 }
 
 // p, m, v are the float outputs (3 * rows * C), g is fixture b; v must be >= 0.
-static void call_adam(const fixture *f, float *of, double *od, bool avx) {
+static void call_adam(const fixture *f, float *of, double *od, int impl) {
     (void)od;
     const int64_t n = f->rows * f->C;
     float *p = of, *m = of + n, *v = of + 2 * n;
@@ -265,7 +278,7 @@ static void call_adam(const fixture *f, float *of, double *od, bool avx) {
     const trit_adam_scalars s = {.step = -1e-3f / 0.1f, .weight_decay = 0.01f, .decay_mul = 1.0f - 1e-3f * 0.1f,
                                  .b1 = 0.9f, .omb1 = 0.1f, .b2 = 0.95f, .omb2 = 0.05f, .bc2_sqrt = 0.2236068f,
                                  .eps = 1e-8f};
-    (avx ? trit_kernel_adam_avx512 : trit_kernel_adam_ref_f32)(p, f->b, m, v, n, &s, f->variant == 0);
+    PICK(adam, impl)(p, f->b, m, v, n, &s, f->variant == 0);
 }
 
 static const kernel_case CASES[] = {
@@ -285,16 +298,14 @@ static const kernel_case CASES[] = {
     {"ce_dlogits", call_ce_dlogits, 1, 0, 0, 1.0, 2},
 };
 
-static void require_avx512(void) {
-    const trit_cpu_isa l = trit_cpu_detected_level();
-    if (l != TRIT_CPU_AVX512 && l != TRIT_CPU_AMX) {
-        printf("  AVX-512 not available on this CPU: skipped\n");
-        skip();
-    }
+// Names the widths this CPU cannot run (their checks are left out, not passed).
+static void say_skipped(void) {
+    for (int v = IMPL_AVX2; v < IMPL_N; v++)
+        if (!have_impl(v)) printf("  %s not available on this CPU: its kernels were not checked\n", IMPL_NAME[v]);
 }
 
 static void check_kernel(const kernel_case *k) {
-    require_avx512();
+    say_skipped();
     static const int64_t Cs[] = {1, 7, 17, 129, 385}, Rs[] = {1, 3, 50};
     const int saved = omp_get_max_threads();
     for (int v = 0; v < k->variants; v++)
@@ -323,7 +334,6 @@ KERNEL_TEST(13, ce_dlogits)
 // Adam over more than four chunks, so the chunk loop really runs on two threads.
 static void test_adam_large(void **state) {
     (void)state;
-    require_avx512();
     check_case(&CASES[12], 1, 100003, 0);
     check_case(&CASES[12], 1, 100003, 1);
 }
@@ -334,13 +344,14 @@ static void test_gelu_known_values(void **state) {
     (void)state;
     const float x[] = {0.0f, 1.0f, -1.0f, 0.5f, -3.0f, 5.0f, 12.0f, -12.0f, 1e20f, -1e20f, 40.0f, -40.0f};
     enum { N = sizeof x / sizeof x[0] };
-    float y[2][N], d[2][N], one[N];
+    float y[IMPL_N][N], d[IMPL_N][N], one[N];
     for (int i = 0; i < N; i++) one[i] = 1.0f;
-    const bool have = trit_cpu_detected_level() >= TRIT_CPU_AVX512;
-    for (int v = 0; v < 1 + have; v++) {
+    say_skipped();
+    for (int v = 0; v < IMPL_N; v++) {
+        if (!have_impl(v)) continue;
         memset(d[v], 0, sizeof d[v]);
-        (v ? trit_kernel_gelu_fwd_avx512 : trit_kernel_gelu_fwd_ref_f32)(y[v], x, NULL, 1, N);
-        (v ? trit_kernel_gelu_bwd_avx512 : trit_kernel_gelu_bwd_ref_f32)(d[v], NULL, x, NULL, one, 1, N);
+        PICK(gelu_fwd, v)(y[v], x, NULL, 1, N);
+        PICK(gelu_bwd, v)(d[v], NULL, x, NULL, one, 1, N);
         for (int i = 0; i < N; i++) {
             const double xd = x[i], k = 0.79788456080286535588, u = k * (xd + 0.044715 * xd * xd * xd);
             const double th = fabs(xd) < 1e10 ? tanh(u) : (xd > 0 ? 1.0 : -1.0);
@@ -348,7 +359,7 @@ static void test_gelu_known_values(void **state) {
             const double want_d = fabs(xd) < 1e10 ? 0.5 * (1 + th) + 0.5 * xd * (1 - th * th) * k * (1 + 3 * 0.044715 * xd * xd)
                                                   : (xd > 0 ? 1.0 : 0.0);
             if (fabs(y[v][i] - want_y) > 3e-7 * (fabs(want_y) + 1e-30) + 1e-30 || fabs(d[v][i] - want_d) > 1e-6)
-                fail_msg("gelu %s at %g: value %.9g (want %.9g), slope %.9g (want %.9g)", v ? "avx512" : "reference",
+                fail_msg("gelu %s at %g: value %.9g (want %.9g), slope %.9g (want %.9g)", IMPL_NAME[v],
                          (double)x[i], (double)y[v][i], want_y, (double)d[v][i], want_d);
         }
     }
@@ -357,9 +368,7 @@ static void test_gelu_known_values(void **state) {
 // The vectorized exp, seen through the cross-entropy backward with stats (max 0, lse 0) and
 // scale 1, so dx[j] = exp(x[j]): relative error < 2e-7 against double exp on 2^20 points
 // spread over [-87.3, 88.7] (normal float results), and the special values.
-static void test_exp_accuracy(void **state) {
-    (void)state;
-    require_avx512();
+static void check_exp_accuracy(int impl) {
     enum { N = 1 << 20, NS = 6 };
     const float specials[NS] = {-INFINITY, INFINITY, NAN, -200.0f, 200.0f, 0.0f};
     const float want_s[NS] = {0.0f, INFINITY, NAN, 0.0f, INFINITY, 1.0f};
@@ -371,40 +380,61 @@ static void test_exp_accuracy(void **state) {
     x[V - 1] = 0.0f;
     const int64_t target = V - 1;
     const double stats[2] = {0.0, 0.0};
-    trit_kernel_ce_bwd_avx512(dx, x, stats, &target, true, IGNORE, 1.0f, 1, V);
+    PICK(ce_bwd, impl)(dx, x, stats, &target, true, IGNORE, 1.0f, 1, V);
     double worst = 0;
     for (int64_t j = 0; j < N; j++) {
         const double e = exp((double)x[j]), rel = fabs((double)dx[j] - e) / e;
         if (rel > worst) worst = rel;
     }
-    printf("  exp: max relative error %.3g over [-87.3, 88.7]\n", worst);
+    printf("  exp (%s): max relative error %.3g over [-87.3, 88.7]\n", IMPL_NAME[impl], worst);
     assert_true(worst < 2e-7);
     for (int j = 0; j < NS; j++) {
         const float got = dx[N + j];
         if (!(isnan(want_s[j]) ? isnan(got) : got == want_s[j]))
-            fail_msg("exp(%g) = %g, want %g", (double)specials[j], (double)got, (double)want_s[j]);
+            fail_msg("exp %s(%g) = %g, want %g", IMPL_NAME[impl], (double)specials[j], (double)got, (double)want_s[j]);
     }
     assert_true(dx[V - 1] == 0.0f);  // exp(0) - 1 at the target
     free(x);
     free(dx);
 }
 
-// The f32 entry points follow trit_cpu_set_level: the reference's bits at TRIT_CPU_REF, the
-// AVX-512 kernel's bits at TRIT_CPU_AVX512.
+// The x86 exps agree with each other bit for bit (same polynomial; 2^n applied with one
+// rounding either way), subnormal results included.
+static void test_exp_accuracy(void **state) {
+    (void)state;
+    say_skipped();
+    for (int v = IMPL_AVX2; v < IMPL_N; v++)
+        if (have_impl(v)) check_exp_accuracy(v);
+    if (!have_impl(IMPL_AVX512)) return;
+    enum { N = 4096 };
+    float x[N], e[2][N];
+    for (int j = 0; j < N; j++) x[j] = -104.0f + 193.0f * (float)j / (N - 1);
+    for (int v = 0; v < 2; v++) {  // dx = exp(x) - onehot(0)
+        const int64_t target = 0;
+        memset(e[v], 0, sizeof e[v]);
+        PICK(ce_bwd, v ? IMPL_AVX512 : IMPL_AVX2)(e[v], x, (const double[2]){0.0, 0.0}, &target, true, IGNORE, 1.0f,
+                                                    1, N);
+    }
+    assert_memory_equal(e[0], e[1], sizeof e[0]);
+}
+
+// The f32 entry points follow trit_cpu_set_level: the reference's bits at TRIT_CPU_REF, the AVX2
+// kernel's at TRIT_CPU_AVX2, the AVX-512 kernel's at TRIT_CPU_AVX512.
 static void test_dispatch(void **state) {
     (void)state;
-    require_avx512();
+    say_skipped();
     fixture f = fixture_make(3, 129, 0, false);
     const int64_t n = 3 * 129;
     float *want = malloc(sizeof(float) * (size_t)n), *got = malloc(sizeof(float) * (size_t)n);
     assert_true(want && got);
-    const trit_cpu_isa levels[] = {TRIT_CPU_REF, TRIT_CPU_AVX512};
-    for (int l = 0; l < 2; l++) {
+    const trit_cpu_isa levels[IMPL_N] = {TRIT_CPU_REF, TRIT_CPU_AVX2, TRIT_CPU_AVX512};
+    for (int l = 0; l < IMPL_N; l++) {
+        if (!have_impl(l)) continue;
         assert_int_equal(trit_cpu_set_level(levels[l]), TRIT_OK);
-        (l ? trit_kernel_softmax_fwd_avx512 : trit_kernel_softmax_fwd_ref_f32)(want, f.a, 3, 129);
+        PICK(softmax_fwd, l)(want, f.a, 3, 129);
         trit_kernel_softmax_fwd_f32(got, f.a, 3, 129);
         assert_memory_equal(want, got, sizeof(float) * (size_t)n);
-        (l ? trit_kernel_gelu_fwd_avx512 : trit_kernel_gelu_fwd_ref_f32)(want, f.a, f.bias, 3, 129);
+        PICK(gelu_fwd, l)(want, f.a, f.bias, 3, 129);
         trit_kernel_gelu_fwd_f32(got, f.a, f.bias, 3, 129);
         assert_memory_equal(want, got, sizeof(float) * (size_t)n);
     }
