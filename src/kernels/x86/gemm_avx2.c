@@ -52,10 +52,11 @@ static inline __m256i lanes(int64_t n) {
 
 // c (mr <= 6 rows, 16 columns under masks m0|m1) (+)= a_panel (kc, 6) @ b (kc, 16).
 // b rows are b_ks floats apart: a zero-padded packed panel, or the caller's (K, N) matrix read
-// in place, then with masked loads when the tile is at the right edge (`masked`).
+// in place, then with masked loads when the tile is at the right edge (`masked`). A tile of 16
+// columns (`full`) reads and writes C with plain moves: vmaskmovps stores are slow on AMD cores.
 static inline __attribute__((always_inline)) void
 tile_6x16(int64_t kc, const float *restrict a, const float *restrict b, int64_t b_ks, bool masked,
-          __m256i m0, __m256i m1, float *c, int64_t ldc, int64_t mr, bool add_c) {
+          __m256i m0, __m256i m1, bool full, float *c, int64_t ldc, int64_t mr, bool add_c) {
 #define DECL(i) __m256 c##i##_0 = _mm256_setzero_ps(), c##i##_1 = _mm256_setzero_ps();
     ROWS(DECL)
 #undef DECL
@@ -90,20 +91,28 @@ tile_6x16(int64_t kc, const float *restrict a, const float *restrict b, int64_t 
         float *ci = c + (i) * ldc;                                                                \
         __m256 x0 = c##i##_0, x1 = c##i##_1;                                                      \
         if (add_c) {                                                                              \
-            x0 = _mm256_add_ps(_mm256_maskload_ps(ci, m0), x0);                                   \
-            x1 = _mm256_add_ps(_mm256_maskload_ps(ci + 8, m1), x1);                               \
+            x0 = _mm256_add_ps(full ? _mm256_loadu_ps(ci) : _mm256_maskload_ps(ci, m0), x0);      \
+            x1 = _mm256_add_ps(full ? _mm256_loadu_ps(ci + 8) : _mm256_maskload_ps(ci + 8, m1), x1); \
         }                                                                                         \
-        _mm256_maskstore_ps(ci, m0, x0);                                                          \
-        _mm256_maskstore_ps(ci + 8, m1, x1);                                                      \
+        if (full) {                                                                               \
+            _mm256_storeu_ps(ci, x0);                                                             \
+            _mm256_storeu_ps(ci + 8, x1);                                                         \
+        } else {                                                                                  \
+            _mm256_maskstore_ps(ci, m0, x0);                                                      \
+            _mm256_maskstore_ps(ci + 8, m1, x1);                                                  \
+        }                                                                                         \
     }
     ROWS(STORE)
 #undef STORE
 }
 
-static __attribute__((noinline)) void tile_packed(int64_t kc, const float *a, const float *b,
-                                                  __m256i m0, __m256i m1, float *c, int64_t ldc,
-                                                  int64_t mr, bool add_c) {
-    tile_6x16(kc, a, b, NR, false, m0, m1, c, ldc, mr, add_c);
+// nr: the columns of C the tile covers (at most NR).
+static __attribute__((noinline)) void tile_packed(int64_t kc, const float *a, const float *b, int64_t nr,
+                                                  float *c, int64_t ldc, int64_t mr, bool add_c) {
+    if (nr >= NR)
+        tile_6x16(kc, a, b, NR, false, lanes(8), lanes(8), true, c, ldc, mr, add_c);
+    else
+        tile_6x16(kc, a, b, NR, false, lanes(nr), lanes(nr - 8), false, c, ldc, mr, add_c);
 }
 
 // b: the caller's (K, N) matrix at the tile's first column, nr columns left in the row.
@@ -111,9 +120,9 @@ static __attribute__((noinline)) void tile_direct(int64_t kc, const float *a, co
                                                   int64_t ldb, int64_t nr, float *c, int64_t ldc,
                                                   int64_t mr, bool add_c) {
     if (nr >= NR)
-        tile_6x16(kc, a, b, ldb, false, lanes(8), lanes(8), c, ldc, mr, add_c);
+        tile_6x16(kc, a, b, ldb, false, lanes(8), lanes(8), true, c, ldc, mr, add_c);
     else
-        tile_6x16(kc, a, b, ldb, true, lanes(nr), lanes(nr - 8), c, ldc, mr, add_c);
+        tile_6x16(kc, a, b, ldb, true, lanes(nr), lanes(nr - 8), false, c, ldc, mr, add_c);
 }
 
 // ---- packing -------------------------------------------------------------------------------
@@ -166,10 +175,24 @@ static inline __m256 load_src(gemm_src s, int64_t i, int64_t n) {
         return _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
     }
     if (s.dt == TRIT_F16) return _mm256_cvtph_ps(load_u16((const uint16_t *)s.p + i, n));
-    const __m256 x = _mm256_maskload_ps((const float *)s.p + i, lanes(n));
+    const float *f = (const float *)s.p + i;
+    const __m256 x = n == 8 ? _mm256_loadu_ps(f) : _mm256_maskload_ps(f, lanes(n));
     if (s.piece == TRIT_GEMM_VALUE) return x;
     const __m256 hi = round_bf16(x);
     return s.piece == TRIT_GEMM_BF16_HI ? hi : round_bf16(_mm256_sub_ps(x, hi));
+}
+
+// The first `width` lanes of v to dst; 8 and MR (6) take plain stores (vmaskmovps stores are slow
+// on AMD cores).
+static inline void store_lanes(float *dst, __m256 v, int width) {
+    if (width == 8) {
+        _mm256_storeu_ps(dst, v);
+    } else if (width == 6) {
+        _mm_storeu_ps(dst, _mm256_castps256_ps128(v));
+        _mm_storel_pi((__m64 *)(dst + 4), _mm256_extractf128_ps(v, 1));
+    } else {
+        _mm256_maskstore_ps(dst, lanes(width), v);
+    }
 }
 
 // Reads `rows` (<= 8) rows of `kk` (<= 8) values of s from element i0, rows ld apart, and
@@ -180,20 +203,17 @@ static inline void transpose_block(gemm_src s, int64_t i0, int64_t ld, int64_t r
     __m256 r[8];
     for (int i = 0; i < 8; i++) r[i] = i < rows ? load_src(s, i0 + i * ld, kk) : _mm256_setzero_ps();
     transpose8(r);
-    __m256i wm = lanes(width);
-    for (int q = 0; q < kk; q++) _mm256_maskstore_ps(dst + q * dst_ld, wm, r[q]);
+    for (int q = 0; q < kk; q++) store_lanes(dst + q * dst_ld, r[q], width);
 }
 
 // A block rows [i0, i0+mc), k [p0, p0+kc) -> MR-row panels, each kc x MR, zero-padded rows.
 static void pack_a(const gemm_args *g, int64_t i0, int64_t mc, int64_t p0, int64_t kc,
                    float *dst) {
-    __m256i full = lanes(MR);
     for (int64_t ir = 0; ir < mc; ir += MR, dst += kc * MR) {
         int64_t mr = min64(MR, mc - ir);
         if (g->trans_a) {  // stored (K, M): each k gives MR contiguous values
             const int64_t src = p0 * g->lda + i0 + ir;
-            for (int64_t k = 0; k < kc; k++)
-                _mm256_maskstore_ps(dst + k * MR, full, load_src(g->A, src + k * g->lda, mr));
+            for (int64_t k = 0; k < kc; k++) store_lanes(dst + k * MR, load_src(g->A, src + k * g->lda, mr), MR);
         } else {  // stored (M, K): transpose 8-k blocks of the MR rows
             const int64_t src = (i0 + ir) * g->lda + p0;
             for (int64_t k = 0; k < kc; k += 8)
@@ -230,12 +250,9 @@ static void pack_b(const gemm_args *g, int64_t p0, int64_t kc, int64_t j0, int64
 // Each B panel stays in L1 while the A block streams past it from L2.
 static void gemm_macro(int64_t kc, int64_t mc, int64_t nc, const float *ap, const float *bp,
                        float *c, int64_t ldc, bool add_c) {
-    for (int64_t jr = 0; jr < nc; jr += NR) {
-        __m256i mk0 = lanes(nc - jr), mk1 = lanes(nc - jr - 8);
+    for (int64_t jr = 0; jr < nc; jr += NR)
         for (int64_t ir = 0; ir < mc; ir += MR)
-            tile_packed(kc, ap + ir * kc, bp + jr * kc, mk0, mk1, c + ir * ldc + jr, ldc,
-                        min64(MR, mc - ir), add_c);
-    }
+            tile_packed(kc, ap + ir * kc, bp + jr * kc, nc - jr, c + ir * ldc + jr, ldc, min64(MR, mc - ir), add_c);
 }
 
 void trit_kernel_gemv_avx2_f32(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const float *A,
