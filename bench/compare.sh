@@ -7,6 +7,9 @@
 #
 # usage: bench/compare.sh [--config baby|small|bpe50k|all] [--steps N] [--warmup N] [--threads N]
 #                         [--precision fp32|bf16]   (PyTorch: torch.autocast to bf16)
+#                         [--level avx2]  both sides held to AVX2 on an AVX-512 machine, as a
+#                           stand-in for AVX2-only CPUs: trit with TRIT_CPU=avx2, PyTorch with
+#                           OpenBLAS's Haswell kernels, ATen's AVX2 kernels and oneDNN at AVX2
 #   TRIT=path/to/trit (default: build/trit under the repository root)
 #   PEER_CORETYPE=name  the OpenBLAS core named when detection fails (default SkylakeX)
 set -eu
@@ -18,6 +21,7 @@ steps=20
 warmup=3
 threads=2
 precision=fp32
+level=
 while [ $# -gt 0 ]; do
     case $1 in
     --config) config=$2; shift 2 ;;
@@ -25,7 +29,8 @@ while [ $# -gt 0 ]; do
     --warmup) warmup=$2; shift 2 ;;
     --threads) threads=$2; shift 2 ;;
     --precision) precision=$2; shift 2 ;;
-    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+    --level) level=$2; shift 2 ;;
+    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
     *) echo "compare.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -34,18 +39,28 @@ if [ ! -x "$trit" ]; then
     exit 2
 fi
 
+case $level in
+'') trit_env= ;;
+avx2) trit_env=TRIT_CPU=avx2 ;;
+*) echo "compare.sh: --level takes avx2, not '$level'" >&2; exit 2 ;;
+esac
+bash "$root/bench/check_blas.sh"
+
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 echo "load before: $(cat /proc/loadavg)" >&2
-echo "== trit ==" >&2
-"$trit" bench --json --config "$config" --steps "$steps" --warmup "$warmup" --threads "$threads" \
+echo "== trit ${trit_env} ==" >&2
+env $trit_env "$trit" bench --json --config "$config" --steps "$steps" --warmup "$warmup" --threads "$threads" \
     --precision "$precision" >"$out/trit.jsonl"
 # OpenBLAS 0.3.21 does not know every CPU model: on some AVX-512 machines its detection falls
 # back to Prescott (SSE3) kernels, a third of its AVX-512 speed. Then name its AVX-512 core.
 peer_env=
 core=$(env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE OPENBLAS_VERBOSE=2 /usr/bin/python3 -c 'import torch' 2>&1 |
     sed -n 's/^Core: //p' | head -n 1)
-if grep -qw avx512f /proc/cpuinfo; then
+if [ "$level" = avx2 ]; then
+    peer_env="OPENBLAS_CORETYPE=Haswell ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2"
+    echo "the PyTorch side runs with $peer_env" >&2
+elif grep -qw avx512f /proc/cpuinfo; then
     case $core in
     SkylakeX|Cooperlake|SapphireRapids) ;;
     *) peer_env=OPENBLAS_CORETYPE=${PEER_CORETYPE:-SkylakeX}
