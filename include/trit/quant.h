@@ -55,17 +55,23 @@ trit_status trit_quant_decode(trit_dtype dt, const void *codes, int64_t numel, c
 trit_status trit_quant_double(trit_quant_info *q, int64_t block);
 
 // ---- ternary gradients (TernGrad) -------------------------------------------------------
-// g (n) becomes scale * c with codes c in {-1, 0, 1}: scale = max |g| (with clip_sigma > 0, g is
-// first clipped to +-clip_sigma * stddev(g), 2.5 in the paper, and scale is that bound when
-// smaller), P(c = sign g) = |g| / scale, so the expected result is (clipped) g. codes take
-// trit_terngrad_bytes(n) bytes (the ternary dtype's layout: c + 1 in 2 bits, four per byte).
-// An all-zero g gets scale 0; a NaN or Inf is an error naming its index (TRIT_ERR_NUMERIC).
-// Draws are Philox (seed, stream, element): thread-count independent and reproducible.
+// g (n) becomes scales[q] * c with codes c in {-1, 0, 1}. With clip_sigma > 0, g is first
+// clipped to +-clip_sigma * stddev(g) (2.5 in the paper); bound = that or max |g|, whichever is
+// smaller. bucket = 0 gives one scale, the bound (the paper's per-layer scale); bucket > 0 (a
+// multiple of 4) gives one scale per run of `bucket` values, the bound or the run's max |g|
+// when smaller, which lowers the variance of small values next to large ones at 32 / bucket
+// extra bits a value. P(c = sign g) = |g| / scale, so the expected result is (clipped) g.
+// codes take trit_terngrad_bytes(n) bytes (the ternary dtype's layout: c + 1 in 2 bits, four
+// per byte), scales trit_terngrad_nscales(n, bucket) floats. An all-zero run gets scale 0; a
+// NaN or Inf is an error naming its index (TRIT_ERR_NUMERIC). Draws are Philox (seed, stream,
+// element): thread-count independent and reproducible.
 size_t trit_terngrad_bytes(int64_t n);
-trit_status trit_terngrad_encode(const float *g /* (n) */, int64_t n, double clip_sigma, uint64_t seed, uint64_t stream,
-                                 uint8_t *codes, float *scale);
-// out (n) += scale * codes.
-trit_status trit_terngrad_accumulate(const uint8_t *codes, float scale, int64_t n, float *out /* (n) */);
+int64_t trit_terngrad_nscales(int64_t n, int64_t bucket);
+trit_status trit_terngrad_encode(const float *g /* (n) */, int64_t n, int64_t bucket, double clip_sigma, uint64_t seed,
+                                 uint64_t stream, uint8_t *codes, float *scales);
+// out (n) += scales[i / bucket] * codes (one scale when bucket is 0).
+trit_status trit_terngrad_accumulate(const uint8_t *codes, const float *scales, int64_t n, int64_t bucket,
+                                     float *out /* (n) */);
 
 // A new tensor of s->dtype holding x (f32, any layout) quantized along its last dim, owning its
 // quant info; NULL with trit_last_error set on failure.

@@ -146,6 +146,7 @@ typedef struct trit_train_config {
     int64_t terngrad;            // 1 = gradients through TernGrad's ternary wire form
     double terngrad_clip;        // clip at this many standard deviations first (0 = off)
     int64_t terngrad_min_size;   // smaller gradients stay fp32
+    int64_t terngrad_bucket;     // values per scale, a multiple of 4; 0 = one scale per tensor
     // running (may change on resume)
     int64_t eval_every, eval_batches, log_every, ckpt_every, sample_tokens;
     int64_t threads;             // 0 = all cores

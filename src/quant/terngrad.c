@@ -14,26 +14,45 @@ enum { SUB = 1024 };     // elements whose uniforms are drawn at once (one Philo
 
 size_t trit_terngrad_bytes(int64_t n) { return n > 0 ? (size_t)((n + 3) / 4) : 0; }
 
-// The scale and (when clipping) the clip bound; a NaN or Inf is reported by its index.
-static trit_status scale_of(const float *g, int64_t n, double clip_sigma, float *scale, float *bound) {
+int64_t trit_terngrad_nscales(int64_t n, int64_t bucket) {
+    return n <= 0 ? 0 : bucket > 0 ? (n + bucket - 1) / bucket : 1;
+}
+
+// The first non-finite value's index, reported (the sums below only say that there is one).
+static trit_status report_nonfinite(const float *g, int64_t n) {
+    for (int64_t i = 0; i < n; i++)
+        if (!isfinite(g[i]))
+            return trit_error(TRIT_ERR_NUMERIC, "terngrad: gradient value %lld is %g; the step should be skipped",
+                              (long long)i, (double)g[i]);
+    return trit_error(TRIT_ERR_NUMERIC, "terngrad: the gradient's sum of squares overflows");
+}
+
+// The clip bound (max |g|, or c * sigma when smaller) and each bucket's scale, the bound or its
+// bucket's max |g| when smaller; a NaN or Inf is reported by its index and nothing is written.
+static trit_status scales_of(const float *g, int64_t n, int64_t bucket, double clip_sigma, float *scales,
+                             float *bound) {
     double sum = 0, sq = 0;
     float amax = 0;
     for (int64_t i = 0; i < n; i++) {
         sum += g[i], sq += (double)g[i] * g[i];
         amax = fabsf(g[i]) > amax ? fabsf(g[i]) : amax;
     }
-    if (!isfinite(sum) || !isfinite(sq) || !isfinite(amax))  // a NaN or Inf anywhere reaches the sums
-        for (int64_t i = 0; i < n; i++)
-            if (!isfinite(g[i]))
-                return trit_error(TRIT_ERR_NUMERIC, "terngrad: gradient value %lld is %g; the step should be skipped",
-                                  (long long)i, (double)g[i]);
+    if (!isfinite(sum) || !isfinite(sq) || !isfinite(amax)) return report_nonfinite(g, n);
     *bound = amax;
     if (clip_sigma > 0) {
         const double mean = sum / (double)n, var = sq / (double)n - mean * mean;
-        const double b = clip_sigma * sqrt(var > 0 ? var : 0);
-        if (b < amax) *bound = (float)b;
+        const double c = clip_sigma * sqrt(var > 0 ? var : 0);
+        if (c < amax) *bound = (float)c;
     }
-    *scale = *bound;
+    if (bucket == 0) {
+        scales[0] = *bound;
+        return TRIT_OK;
+    }
+    for (int64_t b = 0; b < trit_terngrad_nscales(n, bucket); b++) {
+        float m = 0;
+        for (int64_t i = b * bucket; i < n && i < (b + 1) * bucket; i++) m = fabsf(g[i]) > m ? fabsf(g[i]) : m;
+        scales[b] = m < *bound ? m : *bound;
+    }
     return TRIT_OK;
 }
 
@@ -46,7 +65,7 @@ static void encode_span(const float *g, int64_t m, float s, float bound, uint64_
     uint8_t c[SUB + 3];
     trit_rng_fill_uniform(u, m, seed, stream, (uint64_t)first, 0.0f, 1.0f);
     for (int64_t j = 0; j < m; j++) {
-        float v = g[j] > bound ? bound : g[j];  // no NaN here: scale_of refused them
+        float v = g[j] > bound ? bound : g[j];  // no NaN here: scales_of refused them
         v = v < -bound ? -bound : v;
         const int keep = u[j] * s < fabsf(v);  // b = 1 with probability |v| / s
         c[j] = (uint8_t)(1 + keep * (v > 0 ? 1 : -1));
@@ -56,34 +75,62 @@ static void encode_span(const float *g, int64_t m, float s, float bound, uint64_
         out[k] = (uint8_t)(c[4 * k] | c[4 * k + 1] << 2 | c[4 * k + 2] << 4 | c[4 * k + 3] << 6);
 }
 
-trit_status trit_terngrad_encode(const float *g, int64_t n, double clip_sigma, uint64_t seed, uint64_t stream,
-                                 uint8_t *codes, float *scale) {
-    if (!g || !codes || !scale || n <= 0 || !(clip_sigma >= 0))
-        return trit_error(TRIT_ERR_INVALID, "terngrad: need a gradient, n > 0, a code buffer and clip_sigma >= 0");
-    float s, bound;
-    trit_status st = scale_of(g, n, clip_sigma, &s, &bound);
+static trit_status check_bucket(int64_t n, int64_t bucket) {
+    if (n <= 0 || bucket < 0 || bucket % 4 != 0)
+        return trit_error(TRIT_ERR_INVALID, "terngrad: need n > 0 and a bucket of 0 (one scale) or a positive "
+                          "multiple of 4, got n %lld, bucket %lld", (long long)n, (long long)bucket);
+    return TRIT_OK;
+}
+
+// Element pieces of at most SUB that never cross a bucket boundary, so each has one scale; the
+// draws are keyed by element index, so the pieces do not change the codes.
+trit_status trit_terngrad_encode(const float *g, int64_t n, int64_t bucket, double clip_sigma, uint64_t seed,
+                                 uint64_t stream, uint8_t *codes, float *scales) {
+    if (!g || !codes || !scales || !(clip_sigma >= 0))
+        return trit_error(TRIT_ERR_INVALID, "terngrad: need a gradient, a code buffer, scales and clip_sigma >= 0");
+    trit_status st = check_bucket(n, bucket);
+    float bound;
+    if (st == TRIT_OK) st = scales_of(g, n, bucket, clip_sigma, scales, &bound);
     if (st != TRIT_OK) return st;
-    *scale = s;
     const int64_t chunks = (n + CHUNK - 1) / CHUNK;
 #pragma omp parallel for schedule(static) if (chunks > 1)
     for (int64_t c = 0; c < chunks; c++) {
-        const int64_t i0 = c * CHUNK, i1 = i0 + CHUNK < n ? i0 + CHUNK : n;
-        for (int64_t b = i0; b < i1; b += SUB) encode_span(g + b, b + SUB < i1 ? SUB : i1 - b, s, bound, seed, stream, b,
-                                                            codes + b / 4);
+        const int64_t i1 = (c + 1) * CHUNK < n ? (c + 1) * CHUNK : n;
+        for (int64_t b = c * CHUNK, e; b < i1; b = e) {
+            const int64_t q = bucket > 0 ? b / bucket : 0;
+            e = b + SUB < i1 ? b + SUB : i1;
+            if (bucket > 0 && e > (q + 1) * bucket) e = (q + 1) * bucket;
+            encode_span(g + b, e - b, scales[q], bound, seed, stream, b, codes + b / 4);
+        }
     }
     return TRIT_OK;
 }
 
-trit_status trit_terngrad_accumulate(const uint8_t *codes, float scale, int64_t n, float *out) {
-    if (!codes || !out || n < 0 || !isfinite(scale))
-        return trit_error(TRIT_ERR_INVALID, "terngrad: need codes, an output, n >= 0 and a finite scale");
-    // A table of the four values a byte decodes to keeps the loop free of shifts and divisions.
-    float lut[256][4];
+// out[i0, i1) += s * codes, i0 a multiple of 4 (a whole byte); unit[b] holds the four codes of
+// byte b as floats, which keeps the loop free of shifts.
+static void accumulate_span(const uint8_t *codes, const float (*unit)[4], float s, int64_t i0, int64_t i1,
+                            float *out) {
+    const int64_t whole = i0 + (i1 - i0) / 4 * 4;
+    for (int64_t k = i0 / 4; k < whole / 4; k++)
+        for (int j = 0; j < 4; j++) out[4 * k + j] += s * unit[codes[k]][j];
+    for (int64_t i = whole; i < i1; i++) out[i] += s * unit[codes[i / 4]][i % 4];
+}
+
+trit_status trit_terngrad_accumulate(const uint8_t *codes, const float *scales, int64_t n, int64_t bucket,
+                                     float *out) {
+    if (!codes || !scales || !out) return trit_error(TRIT_ERR_INVALID, "terngrad: need codes, scales and an output");
+    trit_status st = check_bucket(n, bucket);
+    if (st != TRIT_OK) return st;
+    const int64_t nb = trit_terngrad_nscales(n, bucket);
+    for (int64_t b = 0; b < nb; b++)
+        if (!isfinite(scales[b])) return trit_error(TRIT_ERR_INVALID, "terngrad: scale %lld is not finite", (long long)b);
+    float unit[256][4];
     for (int b = 0; b < 256; b++)
-        for (int k = 0; k < 4; k++) lut[b][k] = scale * (float)((int)((b >> (2 * k)) & 3) - 1);
+        for (int k = 0; k < 4; k++) unit[b][k] = (float)((int)((b >> (2 * k)) & 3) - 1);
+    const int64_t piece = bucket > 0 ? bucket : CHUNK, pieces = (n + piece - 1) / piece;
 #pragma omp parallel for schedule(static) if (n >= 4 * CHUNK)
-    for (int64_t k = 0; k < n / 4; k++)
-        for (int j = 0; j < 4; j++) out[4 * k + j] += lut[codes[k]][j];
-    for (int64_t i = n / 4 * 4; i < n; i++) out[i] += lut[codes[i / 4]][i % 4];
+    for (int64_t p = 0; p < pieces; p++)
+        accumulate_span(codes, (const float(*)[4])unit, scales[bucket > 0 ? p : 0], p * piece,
+                        (p + 1) * piece < n ? (p + 1) * piece : n, out);
     return TRIT_OK;
 }

@@ -110,6 +110,9 @@ static const field fields[] = {
      D(0, 100, 0)},
     {"terngrad-min-size", F_INT, K_OPT, OFF(terngrad_min_size), NULL,
      "gradients with fewer values stay fp32 (1024)", I(1, INT64_C(1) << 40)},
+    {"terngrad-bucket", F_INT, K_OPT, OFF(terngrad_bucket), NULL,
+     "TernGrad values per scale, a multiple of 4; 0 = one scale per tensor, as in the paper (0)",
+     I(0, INT64_C(1) << 30)},
     {"schedule", F_ENUM, K_OPT, OFF(schedule), schedule_names,
      "cosine|two-stage: warmup + cosine, or that with the lr scaled at --stage2-at (cosine)", NONE},
     {"stage2-at", F_DBL, K_OPT, OFF(stage2_at), NULL, "two-stage: where the second stage starts, a fraction of --steps (0.5)",
@@ -345,6 +348,7 @@ static void apply_defaults(trit_train_config *c) {
     DEF_I(terngrad, 0);
     DEF_D(terngrad_clip, 2.5);
     DEF_I(terngrad_min_size, 1024);
+    DEF_I(terngrad_bucket, 0);
     DEF_I(group, 0);
     DEF_I(qat_acts, 1);
     DEF_I(eval_every, task ? 500 : 250);
@@ -408,6 +412,8 @@ static trit_status check_relations(const trit_train_config *c) {
     NEED(c->min_lr <= c->lr, "--min-lr must be in [0, --lr %g], got %g", c->lr, c->min_lr);
     NEED(c->master_weights || c->precision != TRIT_PRECISION_FP32,
          "--master-weights off needs --precision bf16 or fp16 (fp32 weights are their own master copy)");
+    NEED(c->terngrad_bucket % 4 == 0, "--terngrad-bucket must be 0 or a multiple of 4 (whole bytes of codes), got %lld",
+         (long long)c->terngrad_bucket);
     return TRIT_OK;
 }
 #undef NEED

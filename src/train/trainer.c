@@ -65,14 +65,14 @@ static bool ternarize_grads(trainer *t) {
         trit_tensor *g = t->params[i]->grad;
         const int64_t n = g ? trit_tensor_numel(g) : 0;
         if (n < c->terngrad_min_size || g->dtype != TRIT_F32) continue;
-        float scale;
         const uint64_t stream = TRIT_STREAM_TERNGRAD ^ ((uint64_t)t->step << 16 | (uint64_t)i);
-        if (trit_terngrad_encode(g->data, n, c->terngrad_clip, (uint64_t)c->seed, stream, t->tern_codes, &scale) != TRIT_OK) {
+        if (trit_terngrad_encode(g->data, n, c->terngrad_bucket, c->terngrad_clip, (uint64_t)c->seed, stream,
+                                 t->tern_codes, t->tern_scales) != TRIT_OK) {
             trit_clear_error();
             return false;
         }
         memset(g->data, 0, sizeof(float) * (size_t)n);
-        trit_terngrad_accumulate(t->tern_codes, scale, n, g->data);
+        trit_terngrad_accumulate(t->tern_codes, t->tern_scales, n, c->terngrad_bucket, g->data);
     }
     return true;
 }

@@ -28,6 +28,7 @@ typedef struct trainer {
     int64_t skipped;         // skipped steps in the whole run
     int64_t skip_streak;     // skipped steps in a row, ending the run at --max-skips
     uint8_t *tern_codes;     // --terngrad: the wire form of the largest gradient
+    float *tern_scales;      // and its scales
     FILE *metrics;
     // Files and directory a fresh run made before it failed in setup, removed on failure.
     bool made_dir;

@@ -220,7 +220,9 @@ static trit_status setup_model(trainer *t) {
     if (c->terngrad) {
         int64_t most = 1;
         for (int i = 0; i < n; i++) most = trit_tensor_numel(t->params[i]) > most ? trit_tensor_numel(t->params[i]) : most;
-        if (!(t->tern_codes = malloc(trit_terngrad_bytes(most)))) return trit_error(TRIT_ERR_NOMEM, "terngrad: out of memory");
+        t->tern_codes = malloc(trit_terngrad_bytes(most));
+        t->tern_scales = malloc(sizeof(float) * (size_t)trit_terngrad_nscales(most, c->terngrad_bucket));
+        if (!t->tern_codes || !t->tern_scales) return trit_error(TRIT_ERR_NOMEM, "terngrad: out of memory");
     }
     trit_optim_config oc = trit_optim_adamw(c->beta1, c->beta2, c->eps);
     t->opt = trit_optim_new_gpt2(&oc, t->params, n, c->weight_decay);
@@ -282,6 +284,7 @@ void trit_trainer_free(trainer *t, bool failed) {
     trit_optim_free(t->opt);
     free(t->params);
     free(t->tern_codes);
+    free(t->tern_scales);
     if (t->gg.graph) trit_gpt_graph_free(&t->gg);
     trit_gpt_free(t->model);
     trit_data_free(t->train);
