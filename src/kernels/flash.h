@@ -7,7 +7,8 @@
 // i0 + i) when r + kofs <= i with kofs = j0 - i0, and lanes i >= nq are padding.
 //
 // Each kernel has a portable version (kernels/ref/flash.c, compiled for float and double; the
-// oracle) and for f32 an AVX-512 one; the unsuffixed f32 names take the kernel table's choice.
+// oracle) and for f32 AVX-512 and AVX2 (+FMA) ones; the unsuffixed f32 names take the kernel
+// table's choice.
 // Results do not depend on the thread count (kernels are single-threaded; callers split work).
 #ifndef TRIT_KERNELS_FLASH_H
 #define TRIT_KERNELS_FLASH_H
@@ -36,11 +37,11 @@
 #define TRIT_FLASH_DSCORES_ARGS(T) T *dp, const T *p, int64_t nr, const T *d, T scale
 
 // One signature per tile kernel: the table's entry point (_f32), the portable oracle (_ref_f32,
-// _ref_f64) and the AVX-512 version.
+// _ref_f64) and the AVX-512 and AVX2 versions.
 #define TRIT_FLASH_DECLARE(name, ARGS)                                                          \
     typedef void trit_kernel_flash_##name##_fn(ARGS(float));                                    \
     trit_kernel_flash_##name##_fn trit_kernel_flash_##name##_f32, trit_kernel_flash_##name##_ref_f32, \
-        trit_kernel_flash_##name##_avx512_f32;                                                  \
+        trit_kernel_flash_##name##_avx512_f32, trit_kernel_flash_##name##_avx2_f32;             \
     void trit_kernel_flash_##name##_ref_f64(ARGS(double));
 
 TRIT_FLASH_DECLARE(scores, TRIT_FLASH_SCORES_ARGS)

@@ -1,6 +1,7 @@
 // The f32 flash-attention tile kernels' entry points: each takes the kernel table's choice for
 // the features usable now and remembers it in its own slot (they are called once per tile).
-// Machines without AVX-512 run the portable kernels, which the compiler vectorizes for the base ISA.
+// AVX2-only machines run the AVX2 (+FMA) kernels; machines without AVX2 the portable ones, which
+// the compiler vectorizes for the base ISA.
 #include "kernels/flash.h"
 #include "kernels/kernel_table.h"
 

@@ -17,6 +17,7 @@
     ROW(ID, F32, F32, 0, trit_kernel_##name##_ref_f32)
 #define FLASH(ID, name)                                                    \
     ROW(ID, F32, F32, AVX512, trit_kernel_flash_##name##_avx512_f32),     \
+    ROW(ID, F32, F32, AVX2, trit_kernel_flash_##name##_avx2_f32),         \
     ROW(ID, F32, F32, 0, trit_kernel_flash_##name##_ref_f32)
 
 static const trit_kernel_entry table[] = {

@@ -40,9 +40,11 @@ static void test_usable_features_follow_the_level(void **state) {
         assert_int_equal(trit_cpu_set_level(TRIT_CPU_AVX2), TRIT_OK);
         assert_int_equal(trit_cpu_usable_features(), TRIT_FEAT_AVX2);
         assert_string_equal(trit_kernel_find(TRIT_KERNEL_GEMM, TRIT_F32, TRIT_F32)->name, "trit_kernel_gemm_avx2_f32");
-        // AVX2 machines have no AVX-512 row kernel: the portable one is chosen.
+        // Row kernels and flash tiles have AVX2 rows of their own.
         assert_string_equal(trit_kernel_find(TRIT_KERNEL_NORM_FWD, TRIT_F32, TRIT_F32)->name,
-                            "trit_kernel_norm_fwd_ref_f32");
+                            "trit_kernel_norm_fwd_avx2");
+        assert_string_equal(trit_kernel_find(TRIT_KERNEL_FLASH_ACCUM, TRIT_F32, TRIT_F32)->name,
+                            "trit_kernel_flash_accum_avx2_f32");
     } else {
         printf("  no AVX2 on this CPU: avx2 rows skipped\n");
     }
