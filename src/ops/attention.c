@@ -15,7 +15,9 @@
 // thread of their pair (one thread team per call, however small the shapes).
 #include "ops/attention.h"
 
+#include "graph/graph_internal.h"
 #include "kernels/gemm.h"
+#include "trit/ops.h"
 
 #include <omp.h>
 
@@ -169,3 +171,28 @@ const trit_op_def R(trit_op_attention) = {
     .scratch_bytes = attention_scratch_bytes,
     .attr_size = sizeof(trit_attention_attr),
 };
+
+// ---- graph constructor ------------------------------------------------------------------
+// Float build only: this file is compiled twice (base/real.h), the public API must exist once.
+#ifndef TRIT_REAL_F64
+
+bool trit_attention_inputs(trit_graph *g, const char *op, int n_head, trit_tensor **in) {
+    if (n_head < 1) {
+        trit_error(TRIT_ERR_INVALID, "%s: n_head must be >= 1, got %d", op, n_head);
+        trit_graph_fail(g, TRIT_ERR_INVALID);
+        return false;
+    }
+    // Views with unit-stride rows (e.g. slices of a fused qkv) are read in place; others are copied.
+    for (int i = 0; i < 3; i++)
+        if (in[i] && !trit_attention_layout_ok(in[i]) && !(in[i] = trit_contiguous(g, in[i]))) return false;
+    return true;
+}
+
+trit_tensor *trit_attention(trit_graph *g, trit_tensor *q, trit_tensor *k, trit_tensor *v, int n_head) {
+    trit_tensor *in[3] = {q, k, v};
+    if (!trit_attention_inputs(g, "attention", n_head, in)) return NULL;
+    trit_attention_attr a = {.n_head = n_head};
+    return TRIT_APPLY(g, trit_op_attention, 3, in, &a);
+}
+
+#endif

@@ -5,9 +5,22 @@
 // Eval mode normalises with the running statistics. Forward saves per channel (mean, rstd) and
 // whether batch statistics were used, so backward matches the forward that ran. Every loop is
 // over channels, each reduced in a fixed order, so results do not depend on the thread count.
-#include "ops/batchnorm.h"
+#include "ops/op_def.h"
+
+#include "graph/graph_internal.h"
+#include "trit/ops.h"
 
 #include <math.h>
+
+// Inputs of trit_op_batchnorm_tracked: x, running_mean, running_var, [weight], [bias];
+// of trit_op_batchnorm (no running statistics): x, [weight], [bias].
+typedef struct trit_batchnorm_attr {
+    double momentum, eps;
+    int has_weight, has_bias, has_running;
+} trit_batchnorm_attr;
+
+TRIT_DECLARE_REAL(const trit_op_def, trit_op_batchnorm);
+TRIT_DECLARE_REAL(const trit_op_def, trit_op_batchnorm_tracked);
 
 typedef struct bn_dims {
     int64_t N, C, S;
@@ -187,3 +200,51 @@ const trit_op_def R(trit_op_batchnorm_tracked) = {
     .no_grad_inputs = TRIT_IN(1) | TRIT_IN(2),
     .attr_size = sizeof(trit_batchnorm_attr),
 };
+
+// ---- graph constructor ------------------------------------------------------------------
+// Float build only: this file is compiled twice (base/real.h), the public API must exist once.
+#ifndef TRIT_REAL_F64
+
+// Running statistics are written by forward, so they must be the caller's own contiguous
+// state tensors, not graph values or trainable parameters.
+static bool running_stat_ok(trit_graph *g, const char *what, const trit_tensor *t) {
+    const char *why = NULL;
+    if (t->graph != NULL) why = "is a value of a graph; pass a tensor made with trit_tensor_new";
+    else if (!(t->flags & TRIT_FLAG_STATE)) why = "lacks TRIT_FLAG_STATE; set t->flags |= TRIT_FLAG_STATE";
+    else if (t->flags & TRIT_FLAG_PARAM) why = "is a trainable parameter; running statistics are state";
+    else if (!t->data) why = "has no data";
+    else if (!trit_tensor_is_contiguous(t)) why = "is not contiguous";
+    if (!why) return true;
+    trit_error(TRIT_ERR_INVALID, "batchnorm: %s '%s' %s", what, t->name, why);
+    trit_graph_fail(g, TRIT_ERR_INVALID);
+    return false;
+}
+
+trit_tensor *trit_batchnorm(trit_graph *g, trit_tensor *x, trit_tensor *w, trit_tensor *b,
+                            trit_tensor *running_mean, trit_tensor *running_var, double momentum, double eps) {
+    if (!trit_graph_eps_ok(g, "batchnorm", eps)) return NULL;
+    if (!(momentum >= 0 && momentum <= 1)) {
+        trit_error(TRIT_ERR_INVALID, "batchnorm: momentum must be in [0, 1], got %g (PyTorch's default is 0.1)", momentum);
+        return trit_graph_fail(g, TRIT_ERR_INVALID);
+    }
+    if ((running_mean == NULL) != (running_var == NULL)) {
+        trit_error(TRIT_ERR_INVALID, "batchnorm: give both running_mean and running_var, or neither (NULL for both)");
+        return trit_graph_fail(g, TRIT_ERR_INVALID);
+    }
+    const bool tracked = running_mean != NULL;
+    if (tracked && (!running_stat_ok(g, "running_mean", running_mean) || !running_stat_ok(g, "running_var", running_var)))
+        return NULL;
+    trit_batchnorm_attr a = {
+        .momentum = momentum, .eps = eps, .has_weight = w != NULL, .has_bias = b != NULL, .has_running = tracked};
+    trit_tensor *in[5] = {x};
+    int n = 1;
+    if (tracked) {
+        in[n++] = running_mean;
+        in[n++] = running_var;
+    }
+    if (w) in[n++] = w;
+    if (b) in[n++] = b;
+    return tracked ? TRIT_APPLY(g, trit_op_batchnorm_tracked, n, in, &a) : TRIT_APPLY(g, trit_op_batchnorm, n, in, &a);
+}
+
+#endif

@@ -3,7 +3,9 @@
 // gradient back onto each input's shape by summing over the dims that input was broadcast along.
 #include "ops/binary.h"
 
+#include "graph/graph_internal.h"
 #include "ops/reduce.h"
+#include "trit/ops.h"
 
 #include <string.h>
 
@@ -248,3 +250,21 @@ const trit_op_def R(trit_op_div) = {
     .name = "div", .infer = div_infer, .forward = div_forward, .backward = div_backward,
     .scratch_bytes = binary_scratch,
 };
+
+// ---- graph constructors -----------------------------------------------------------------
+// Float build only: this file is compiled twice (base/real.h), the public API must exist once.
+#ifndef TRIT_REAL_F64
+
+// The four constructors differ only in their op.
+#define BINARY_CONSTRUCTOR(NAME)                                              \
+    trit_tensor *trit_##NAME(trit_graph *g, trit_tensor *a, trit_tensor *b) { \
+        trit_tensor *in[2] = {a, b};                                          \
+        return TRIT_APPLY(g, trit_op_##NAME, 2, in, NULL);                    \
+    }
+
+BINARY_CONSTRUCTOR(add)
+BINARY_CONSTRUCTOR(sub)
+BINARY_CONSTRUCTOR(mul)
+BINARY_CONSTRUCTOR(div)
+
+#endif

@@ -5,6 +5,9 @@
 // since copies of 16-bit values are what this op is for.
 #include "ops/cast.h"
 
+#include "graph/graph_internal.h"
+#include "trit/ops.h"
+
 #include <string.h>
 
 enum { CHUNK = 2048 };
@@ -79,3 +82,15 @@ const trit_op_def R(trit_op_cast) = {
     .name = "cast", .infer = cast_infer, .forward = cast_forward, .backward = cast_backward,
     .lowp_inputs = TRIT_IN(0), .attr_size = sizeof(trit_cast_attr),
 };
+
+// ---- graph constructor ------------------------------------------------------------------
+// Float build only: this file is compiled twice (base/real.h), the public API must exist once.
+#ifndef TRIT_REAL_F64
+
+trit_tensor *trit_cast(trit_graph *g, trit_tensor *x, trit_dtype dt) {
+    if (x && x->dtype == dt) return x;
+    const trit_cast_attr a = {.dtype = dt};
+    return TRIT_APPLY(g, trit_op_cast, 1, &x, &a);
+}
+
+#endif

@@ -1,9 +1,19 @@
 // Concat copies each input into its slab of the output; backward adds each slab of the output
 // gradient back into its input's gradient. Both go through the strided kernels, so inputs may be
 // any view.
-#include "ops/concat.h"
+#include "ops/op_def.h"
 
+#include "graph/graph_internal.h"
 #include "kernels/strided.h"
+#include "trit/ops.h"
+
+typedef struct trit_concat_attr {
+    int axis;  // 0 <= axis < ndim (the constructor resolves negative axes)
+} trit_concat_attr;
+
+// Inputs: n tensors of equal shape except along axis (any strides); out: contiguous, the sum
+// of their sizes along axis.
+TRIT_DECLARE_REAL(const trit_op_def, trit_op_concat);
 
 static trit_status concat_infer(const trit_tensor *const *in, int n_in, const void *attr, trit_tensor *out) {
     const trit_concat_attr *a = attr;
@@ -62,3 +72,24 @@ const trit_op_def R(trit_op_concat) = {
     .backward = concat_backward,
     .attr_size = sizeof(trit_concat_attr),
 };
+
+// ---- graph constructor ------------------------------------------------------------------
+// Float build only: this file is compiled twice (base/real.h), the public API must exist once.
+#ifndef TRIT_REAL_F64
+
+trit_tensor *trit_concat(trit_graph *g, int n, trit_tensor *const *xs, int axis) {
+    if (n < 1 || n > TRIT_OP_MAX_IN || !xs || !xs[0]) {
+        trit_error(TRIT_ERR_INVALID, "concat: expected 1 to %d non-NULL tensors, got n = %d%s", TRIT_OP_MAX_IN, n,
+                   xs && n >= 1 && !xs[0] ? " with a NULL first tensor" : "");
+        return trit_graph_fail(g, TRIT_ERR_INVALID);
+    }
+    const int nd = xs[0]->ndim;
+    trit_concat_attr a = {.axis = axis < 0 ? axis + nd : axis};
+    if (a.axis < 0 || a.axis >= nd) {
+        trit_error(TRIT_ERR_INVALID, "concat: axis %d out of range for %d-d tensors", axis, nd);
+        return trit_graph_fail(g, TRIT_ERR_INVALID);
+    }
+    return TRIT_APPLY(g, trit_op_concat, n, xs, &a);
+}
+
+#endif

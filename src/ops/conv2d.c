@@ -5,9 +5,20 @@
 // each column entry back onto the pixel it came from; db sums dout over samples and pixels.
 // Samples run one after another so the columns buffer is one sample's worth; the GEMMs and
 // the (im2col, col2im, bias) loops are threaded over independent rows or channels.
-#include "ops/conv2d.h"
+#include "ops/op_def.h"
 
+#include "graph/graph_internal.h"
 #include "kernels/gemm.h"
+#include "trit/ops.h"
+
+typedef struct trit_conv2d_attr {
+    int64_t stride;   // >= 1, both spatial dims
+    int64_t padding;  // >= 0 zeros on every side
+} trit_conv2d_attr;
+
+// Inputs: x (N, Cin, H, W), w (Cout, Cin, KH, KW), optionally b (Cout);
+// out: (N, Cout, OH, OW) with OH = (H + 2 padding - KH) / stride + 1, likewise OW.
+TRIT_DECLARE_REAL(const trit_op_def, trit_op_conv2d);
 
 // Below this many elements touched, a loop stays on one thread (a team costs more than it saves).
 #define CONV_PARALLEL_MIN ((int64_t)1 << 15)
@@ -169,3 +180,15 @@ const trit_op_def R(trit_op_conv2d) = {
     .contiguous_inputs = TRIT_IN(0) | TRIT_IN(1) | TRIT_IN(2),
     .attr_size = sizeof(trit_conv2d_attr),
 };
+
+// ---- graph constructor ------------------------------------------------------------------
+// Float build only: this file is compiled twice (base/real.h), the public API must exist once.
+#ifndef TRIT_REAL_F64
+
+trit_tensor *trit_conv2d(trit_graph *g, trit_tensor *x, trit_tensor *w, trit_tensor *b, int stride, int padding) {
+    trit_tensor *in[3] = {x, w, b};
+    trit_conv2d_attr a = {.stride = stride, .padding = padding};
+    return TRIT_APPLY(g, trit_op_conv2d, b ? 3 : 2, in, &a);
+}
+
+#endif

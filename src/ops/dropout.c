@@ -5,6 +5,9 @@
 // ran even if the mode changed in between.
 #include "ops/dropout.h"
 
+#include "graph/graph_internal.h"
+#include "trit/ops.h"
+
 #include <string.h>
 
 // Elements per parallel work item: a multiple of 4, so each item starts on a Philox block.
@@ -86,3 +89,18 @@ const trit_op_def R(trit_op_dropout) = {
     .contiguous_inputs = TRIT_IN(0),
     .attr_size = sizeof(trit_dropout_attr),
 };
+
+// ---- graph constructor ------------------------------------------------------------------
+// Float build only: this file is compiled twice (base/real.h), the public API must exist once.
+#ifndef TRIT_REAL_F64
+
+trit_tensor *trit_dropout(trit_graph *g, trit_tensor *x, double p) {
+    if (!(p >= 0 && p < 1)) {
+        trit_error(TRIT_ERR_INVALID, "dropout: p must be in [0, 1), got %g", p);
+        return trit_graph_fail(g, TRIT_ERR_INVALID);
+    }
+    trit_dropout_attr a = {.p = p};
+    return TRIT_APPLY(g, trit_op_dropout, 1, &x, &a);
+}
+
+#endif

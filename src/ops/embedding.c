@@ -5,7 +5,9 @@
 // kernels/rowops.h.
 #include "ops/embedding.h"
 
+#include "graph/graph_internal.h"
 #include "kernels/rowops.h"
+#include "trit/ops.h"
 
 static trit_status embedding_infer(const trit_tensor *const *in, int n_in, const void *attr, trit_tensor *out) {
     (void)n_in;
@@ -69,3 +71,14 @@ const trit_op_def R(trit_op_embedding) = {
     .contiguous_inputs = TRIT_IN(0) | TRIT_IN(1),
     .no_grad_inputs = TRIT_IN(1),
 };
+
+// ---- graph constructor ------------------------------------------------------------------
+// Float build only: this file is compiled twice (base/real.h), the public API must exist once.
+#ifndef TRIT_REAL_F64
+
+trit_tensor *trit_embedding(trit_graph *g, trit_tensor *weight, trit_tensor *idx) {
+    trit_tensor *in[2] = {weight, idx};
+    return TRIT_APPLY(g, trit_op_embedding, 2, in, NULL);
+}
+
+#endif

@@ -6,10 +6,19 @@
 // gives exactly the values training saw. Backward is the straight-through estimator: the
 // gradient passes unchanged, or (clip_ste) only where |x| <= qmax * s. Forward saves the one
 // scale of the calibrated mode, which backward needs and the state may change after.
-#include "ops/fake_quant.h"
+#include "ops/op_def.h"
+
+#include "graph/graph_internal.h"
+#include "trit/ops.h"
 
 #include <math.h>
 #include <string.h>
+
+typedef struct trit_fake_quant_attr {
+    trit_fake_quant_spec spec;
+} trit_fake_quant_attr;
+
+TRIT_DECLARE_REAL(const trit_op_def, trit_op_fake_quant);
 
 enum { FQ_CHUNK = 16384 };  // elements per parallel work item
 
@@ -171,3 +180,19 @@ const trit_op_def R(trit_op_fake_quant) = {
     .saved_bytes = fq_saved_bytes, .contiguous_inputs = TRIT_IN(0), .no_grad_inputs = TRIT_IN(1),
     .attr_size = sizeof(trit_fake_quant_attr),
 };
+
+// ---- graph constructor ------------------------------------------------------------------
+// Float build only: this file is compiled twice (base/real.h), the public API must exist once.
+#ifndef TRIT_REAL_F64
+
+trit_tensor *trit_fake_quant(trit_graph *g, trit_tensor *x, const trit_fake_quant_spec *s, trit_tensor *running_absmax) {
+    if (!s) {
+        trit_error(TRIT_ERR_INVALID, "fake_quant: NULL spec");
+        return trit_graph_fail(g, TRIT_ERR_INVALID);
+    }
+    const trit_fake_quant_attr a = {.spec = *s};
+    trit_tensor *in[2] = {x, running_absmax};
+    return TRIT_APPLY(g, trit_op_fake_quant, running_absmax ? 2 : 1, in, &a);
+}
+
+#endif

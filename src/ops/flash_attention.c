@@ -22,7 +22,10 @@
 // thread count.
 #include "ops/flash_attention.h"
 
+#include "graph/graph_internal.h"
 #include "kernels/flash.h"
+#include "ops/attention.h"
+#include "trit/ops.h"
 
 #include <omp.h>
 #include <string.h>
@@ -136,7 +139,7 @@ static trit_status flash_infer(const trit_tensor *const *in, int n_in, const voi
         return trit_error(TRIT_ERR_SHAPE, "flash_attention: C = %lld channels do not split into %d heads; C must be a multiple of n_head",
                           (long long)q->shape[2], a->n_head);
     for (int i = 0; i < 3; i++)
-        if (!trit_flash_attention_layout_ok(in[i]))
+        if (!trit_attention_layout_ok(in[i]))
             return trit_error(TRIT_ERR_INVALID, "flash_attention: input %d needs a unit-stride last dim; pass it through trit_contiguous", i);
     return trit_tensor_init_layout(out, TRIT_REAL_DTYPE, 3, q->shape);
 }
@@ -391,3 +394,16 @@ const trit_op_def R(trit_op_flash_attention) = {
     .scratch_bytes = flash_scratch_bytes,
     .attr_size = sizeof(trit_flash_attention_attr),
 };
+
+// ---- graph constructor ------------------------------------------------------------------
+// Float build only: this file is compiled twice (base/real.h), the public API must exist once.
+#ifndef TRIT_REAL_F64
+
+trit_tensor *trit_flash_attention(trit_graph *g, trit_tensor *q, trit_tensor *k, trit_tensor *v, int n_head) {
+    trit_tensor *in[3] = {q, k, v};
+    if (!trit_attention_inputs(g, "flash_attention", n_head, in)) return NULL;
+    trit_flash_attention_attr a = {.n_head = n_head};
+    return TRIT_APPLY(g, trit_op_flash_attention, 3, in, &a);
+}
+
+#endif

@@ -14,17 +14,9 @@ typedef struct trit_flash_attention_attr {
 #define TRIT_FLASH_BC 64
 
 // Inputs q, k, v: (B, T, C) whose last dim is unit-stride and whose rows are at least C apart
-// (contiguous tensors, or views such as slices of a fused (B, T, 3C) qkv); out: (B, T, C).
-// saved: (B, H, T) log-sum-exp of each query's scaled scores.
+// (contiguous tensors, or views such as slices of a fused (B, T, 3C) qkv): the layouts of
+// trit_attention_layout_ok in ops/attention.h, since both attention ops read their inputs alike.
+// out: (B, T, C). saved: (B, H, T) log-sum-exp of each query's scaled scores.
 TRIT_DECLARE_REAL(const trit_op_def, trit_op_flash_attention);
-
-// True if t's layout is one the flash kernels read in place (see above); otherwise the
-// constructor gives the op a contiguous copy.
-static inline bool trit_flash_attention_layout_ok(const trit_tensor *t) {
-    if (t->ndim != 3) return false;
-    bool unit = t->shape[2] <= 1 || t->strides[2] == 1;
-    bool rows = t->shape[1] <= 1 || t->strides[1] >= t->shape[2];
-    return unit && rows && (t->shape[0] <= 1 || t->strides[0] >= 0);
-}
 
 #endif

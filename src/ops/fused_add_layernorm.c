@@ -9,6 +9,7 @@
 // kernels/rowops.h (vectorized for f32, the reference for f64).
 #include "ops/fused.h"
 
+#include "graph/graph_internal.h"
 #include "kernels/rowops.h"
 
 #include <math.h>
@@ -94,3 +95,20 @@ const trit_op_def R(trit_op_add_layernorm) = {
     .contiguous_inputs = TRIT_IN(0) | TRIT_IN(1) | TRIT_IN(2) | TRIT_IN(3),
     .attr_size = sizeof(trit_add_layernorm_attr),
 };
+
+// ---- graph constructor ------------------------------------------------------------------
+// Float build only: this file is compiled twice (base/real.h), the public API must exist once.
+#ifndef TRIT_REAL_F64
+
+trit_tensor *trit_add_layernorm(trit_graph *g, trit_tensor *x, trit_tensor *r, trit_tensor *w, trit_tensor *b,
+                                double eps) {
+    if (!trit_graph_eps_ok(g, "add_layernorm", eps)) return NULL;
+    trit_add_layernorm_attr a = {.eps = eps, .has_weight = w != NULL, .has_bias = b != NULL};
+    trit_tensor *in[4] = {x, r};
+    int n = 2;
+    if (w) in[n++] = w;
+    if (b) in[n++] = b;
+    return TRIT_APPLY(g, trit_op_add_layernorm, n, in, &a);
+}
+
+#endif

@@ -5,6 +5,7 @@
 // (the tanh form of ops/unary.c with its exact slope; vectorized for f32, the reference for f64).
 #include "ops/fused.h"
 
+#include "graph/graph_internal.h"
 #include "kernels/rowops.h"
 
 // h and the output may be 16-bit (a graph with 16-bit activations) in the f32 build: the rows
@@ -100,3 +101,14 @@ const trit_op_def R(trit_op_bias_gelu) = {
     .lowp_output = true,
     .attr_size = 0,
 };
+
+// ---- graph constructor ------------------------------------------------------------------
+// Float build only: this file is compiled twice (base/real.h), the public API must exist once.
+#ifndef TRIT_REAL_F64
+
+trit_tensor *trit_bias_gelu(trit_graph *g, trit_tensor *h, trit_tensor *b) {
+    trit_tensor *in[2] = {h, b};
+    return TRIT_APPLY(g, trit_op_bias_gelu, 2, in, NULL);
+}
+
+#endif

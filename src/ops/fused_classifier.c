@@ -10,6 +10,7 @@
 #include "ops/fused.h"
 #include "ops/loss.h"
 
+#include "graph/graph_internal.h"
 #include "ops/gemm_call.h"
 #include "kernels/rowops.h"
 #include "trit/ops.h"
@@ -213,3 +214,28 @@ const trit_op_def R(trit_op_classifier_ce) = {
     .lowp_inputs = TRIT_IN(0) | TRIT_IN(1),
     .attr_size = sizeof(trit_classifier_attr),
 };
+
+// ---- graph constructors -----------------------------------------------------------------
+// Float build only: this file is compiled twice (base/real.h), the public API must exist once.
+#ifndef TRIT_REAL_F64
+
+trit_tensor *trit_classifier_ce_chunked(trit_graph *g, trit_tensor *x, trit_tensor *W, trit_tensor *b,
+                                        trit_tensor *targets, int64_t ignore_index, trit_reduction red,
+                                        int64_t chunk_rows) {
+    if (!trit_graph_reduction_ok(g, "classifier_ce", red)) return NULL;
+    if (chunk_rows < 0) {
+        trit_error(TRIT_ERR_INVALID, "classifier_ce: chunk_rows must be >= 0 (0 chooses), got %lld", (long long)chunk_rows);
+        return trit_graph_fail(g, TRIT_ERR_INVALID);
+    }
+    trit_classifier_attr a = {
+        .ignore_index = ignore_index, .reduction = (int)red, .has_bias = b != NULL, .chunk_rows = chunk_rows};
+    trit_tensor *in[4] = {x, W, targets, b};
+    return TRIT_APPLY(g, trit_op_classifier_ce, b ? 4 : 3, in, &a);
+}
+
+trit_tensor *trit_classifier_ce(trit_graph *g, trit_tensor *x, trit_tensor *W, trit_tensor *b, trit_tensor *targets,
+                                int64_t ignore_index, trit_reduction red) {
+    return trit_classifier_ce_chunked(g, x, W, b, targets, ignore_index, red, 0);
+}
+
+#endif

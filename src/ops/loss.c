@@ -5,6 +5,7 @@
 // the kernels of kernels/rowops.h (vectorized for f32, the reference for f64).
 #include "ops/loss.h"
 
+#include "graph/graph_internal.h"
 #include "kernels/rowops.h"
 #include "trit/ops.h"
 
@@ -155,3 +156,24 @@ const trit_op_def R(trit_op_mse) = {
     .contiguous_inputs = TRIT_IN(0) | TRIT_IN(1),
     .attr_size = sizeof(trit_mse_attr),
 };
+
+// ---- graph constructors -----------------------------------------------------------------
+// Float build only: this file is compiled twice (base/real.h), the public API must exist once.
+#ifndef TRIT_REAL_F64
+
+trit_tensor *trit_cross_entropy(trit_graph *g, trit_tensor *logits, trit_tensor *targets, int64_t ignore_index,
+                                trit_reduction red) {
+    if (!trit_graph_reduction_ok(g, "cross_entropy", red)) return NULL;
+    trit_cross_entropy_attr a = {.ignore_index = ignore_index, .reduction = (int)red};
+    trit_tensor *in[2] = {logits, targets};
+    return TRIT_APPLY(g, trit_op_cross_entropy, 2, in, &a);
+}
+
+trit_tensor *trit_mse(trit_graph *g, trit_tensor *pred, trit_tensor *target, trit_reduction red) {
+    if (!trit_graph_reduction_ok(g, "mse", red)) return NULL;
+    trit_mse_attr a = {.reduction = (int)red};
+    trit_tensor *in[2] = {pred, target};
+    return TRIT_APPLY(g, trit_op_mse, 2, in, &a);
+}
+
+#endif

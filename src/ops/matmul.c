@@ -3,8 +3,10 @@
 // gradients are GEMMs that accumulate straight into the input gradients.
 #include "ops/matmul.h"
 
+#include "graph/graph_internal.h"
 #include "ops/binary.h"
 #include "ops/gemm_call.h"
+#include "trit/ops.h"
 
 #include <string.h>
 
@@ -281,3 +283,53 @@ const trit_op_def R(trit_op_linear) = {
     .lowp_inputs = TRIT_IN(0) | TRIT_IN(1), .lowp_output = true,
     .scratch_bytes = linear_scratch,
 };
+
+// ---- graph constructors -----------------------------------------------------------------
+// Float build only: this file is compiled twice (base/real.h), the public API must exist once.
+#ifndef TRIT_REAL_F64
+
+// A matrix operand whose last two dims GEMM cannot read through a leading dimension (neither
+// dim has unit stride) is copied first; everything else is read in place.
+static trit_tensor *gemm_readable(trit_graph *g, trit_tensor *t) {
+    if (!t || t->ndim < 2) return t;
+    bool flip;
+    int64_t ld;
+    const int n = t->ndim;
+    if (trit_gemm_layout(t->shape[n - 2], t->shape[n - 1], t->strides[n - 2], t->strides[n - 1], &flip, &ld))
+        return t;
+    return trit_contiguous(g, t);
+}
+
+// Under a policy with bf16 or f16 activations, a matmul operand enters in that dtype through a
+// cast node: the cast value is what backward keeps, and for a parameter it is the compute copy
+// refreshed every forward. Operands already in a 16-bit dtype stay as they are.
+static trit_tensor *matmul_operand(trit_graph *g, trit_tensor *t) {
+    const trit_dtype act = g ? g->policy.activation : TRIT_F32;
+    if (!t || (act != TRIT_BF16 && act != TRIT_F16) || t->dtype != g->dtype) return t;
+    return trit_cast(g, t, act);
+}
+
+trit_tensor *trit_matmul(trit_graph *g, trit_tensor *a, trit_tensor *b, bool trans_a, bool trans_b) {
+    const trit_matmul_attr at = {.trans_a = trans_a, .trans_b = trans_b};
+    a = matmul_operand(g, a);
+    b = matmul_operand(g, b);
+    trit_tensor *in[2] = {gemm_readable(g, a), gemm_readable(g, b)};
+    if ((a && !in[0]) || (b && !in[1])) return NULL;
+    return TRIT_APPLY(g, trit_op_matmul, 2, in, &at);
+}
+
+trit_tensor *trit_linear(trit_graph *g, trit_tensor *x, trit_tensor *w, trit_tensor *b) {
+    x = matmul_operand(g, x);
+    w = matmul_operand(g, w);
+    trit_tensor *in[3] = {x, gemm_readable(g, w), b};
+    if (w && !in[1]) return NULL;
+    int64_t rows, ld;
+    bool flip;
+    if (x && x->ndim >= 1 && !trit_gemm_rows(x, &rows, &flip, &ld)) {
+        // The leading dims do not stack into evenly spaced rows: one copy makes them.
+        if (!(in[0] = trit_contiguous(g, x))) return NULL;
+    }
+    return TRIT_APPLY(g, trit_op_linear, b ? 3 : 2, in, NULL);
+}
+
+#endif

@@ -9,7 +9,9 @@
 // kernels/rowops.h (vectorized for f32, the reference for f64).
 #include "ops/norm.h"
 
+#include "graph/graph_internal.h"
 #include "kernels/rowops.h"
+#include "trit/ops.h"
 
 #include <math.h>
 
@@ -125,3 +127,26 @@ const trit_op_def R(trit_op_rmsnorm) = {
     .contiguous_inputs = TRIT_IN(0) | TRIT_IN(1),
     .attr_size = sizeof(trit_norm_attr),
 };
+
+// ---- graph constructors -----------------------------------------------------------------
+// Float build only: this file is compiled twice (base/real.h), the public API must exist once.
+#ifndef TRIT_REAL_F64
+
+trit_tensor *trit_layernorm(trit_graph *g, trit_tensor *x, trit_tensor *w, trit_tensor *b, double eps) {
+    if (!trit_graph_eps_ok(g, "layernorm", eps)) return NULL;
+    trit_norm_attr a = {.eps = eps, .has_weight = w != NULL, .has_bias = b != NULL};
+    trit_tensor *in[3] = {x};
+    int n = 1;
+    if (w) in[n++] = w;
+    if (b) in[n++] = b;
+    return TRIT_APPLY(g, trit_op_layernorm, n, in, &a);
+}
+
+trit_tensor *trit_rmsnorm(trit_graph *g, trit_tensor *x, trit_tensor *w, double eps) {
+    if (!trit_graph_eps_ok(g, "rmsnorm", eps)) return NULL;
+    trit_norm_attr a = {.eps = eps, .has_weight = w != NULL};
+    trit_tensor *in[2] = {x, w};
+    return TRIT_APPLY(g, trit_op_rmsnorm, w ? 2 : 1, in, &a);
+}
+
+#endif

@@ -1,6 +1,21 @@
 // Pooling works plane by plane: each (n, c) plane of the input maps to the same plane of the
 // output, so planes are independent and are split over threads.
-#include "ops/pool.h"
+#include "ops/op_def.h"
+
+#include "graph/graph_internal.h"
+#include "trit/ops.h"
+
+typedef struct trit_pool2d_attr {
+    int64_t kernel;   // >= 1
+    int64_t stride;   // >= 1
+    int64_t padding;  // 0 <= padding <= kernel / 2, as PyTorch requires
+} trit_pool2d_attr;
+
+// Input x (N, C, H, W); out (N, C, OH, OW) with OH = (H + 2 padding - kernel) / stride + 1.
+// maxpool2d pads with -inf and sends the gradient to the first maximum of each window;
+// avgpool2d counts the padding zeros in the mean (PyTorch's count_include_pad=True).
+TRIT_DECLARE_REAL(const trit_op_def, trit_op_maxpool2d);
+TRIT_DECLARE_REAL(const trit_op_def, trit_op_avgpool2d);
 
 // Below this many window reads a call stays on one thread (a team costs more than it saves).
 #define POOL_PARALLEL_MIN ((int64_t)1 << 15)
@@ -175,3 +190,19 @@ const trit_op_def R(trit_op_avgpool2d) = {
     .contiguous_inputs = TRIT_IN(0),
     .attr_size = sizeof(trit_pool2d_attr),
 };
+
+// ---- graph constructors -----------------------------------------------------------------
+// Float build only: this file is compiled twice (base/real.h), the public API must exist once.
+#ifndef TRIT_REAL_F64
+
+trit_tensor *trit_maxpool2d(trit_graph *g, trit_tensor *x, int kernel, int stride, int padding) {
+    trit_pool2d_attr a = {.kernel = kernel, .stride = stride, .padding = padding};
+    return TRIT_APPLY(g, trit_op_maxpool2d, 1, &x, &a);
+}
+
+trit_tensor *trit_avgpool2d(trit_graph *g, trit_tensor *x, int kernel, int stride, int padding) {
+    trit_pool2d_attr a = {.kernel = kernel, .stride = stride, .padding = padding};
+    return TRIT_APPLY(g, trit_op_avgpool2d, 1, &x, &a);
+}
+
+#endif

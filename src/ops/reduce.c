@@ -5,7 +5,9 @@
 // double) in the same order whatever the thread count.
 #include "ops/reduce.h"
 
+#include "graph/graph_internal.h"
 #include "ops/binary.h"
+#include "trit/ops.h"
 
 #include <math.h>
 
@@ -261,3 +263,56 @@ const trit_op_def R(trit_op_max) = {
     .name = "max", .infer = max_infer, .forward = max_forward, .backward = max_backward,
     .saved_bytes = max_saved, .attr_size = sizeof(trit_reduce_attr),
 };
+
+// ---- graph constructors -----------------------------------------------------------------
+// Float build only: this file is compiled twice (base/real.h), the public API must exist once.
+#ifndef TRIT_REAL_F64
+
+// Axes become a mask of non-negative dims here, where x's rank is known; naxes == 0 is all.
+static bool axes_mask(trit_graph *g, const char *op, const trit_tensor *x, int naxes, const int *axes, uint32_t *mask) {
+    char buf[128];
+    if (!x) {
+        trit_error(TRIT_ERR_INVALID, "%s: input is NULL (did an earlier op fail?)", op);
+        trit_graph_fail(g, TRIT_ERR_INVALID);
+        return false;
+    }
+    if (naxes < 0 || naxes > TRIT_MAX_DIMS || (naxes > 0 && !axes)) {
+        trit_error(TRIT_ERR_INVALID, "%s: expected 0 to %d axes (0 = all), got %d%s", op, TRIT_MAX_DIMS, naxes,
+                   naxes > 0 && !axes ? " with a NULL axes array" : "");
+        trit_graph_fail(g, TRIT_ERR_INVALID);
+        return false;
+    }
+    *mask = naxes == 0 ? (uint32_t)((1u << x->ndim) - 1u) : 0;
+    for (int i = 0; i < naxes; i++) {
+        const int ax = axes[i] < 0 ? axes[i] + x->ndim : axes[i];
+        if (ax < 0 || ax >= x->ndim || (*mask >> ax & 1u)) {
+            trit_error(TRIT_ERR_INVALID, "%s: axis %d is %s for %s; use distinct axes in [-%d, %d)", op, axes[i],
+                       ax >= 0 && ax < x->ndim ? "repeated" : "out of range", trit_tensor_shape_str(x, buf, sizeof buf),
+                       x->ndim, x->ndim);
+            trit_graph_fail(g, TRIT_ERR_INVALID);
+            return false;
+        }
+        *mask |= 1u << ax;
+    }
+    return true;
+}
+
+trit_tensor *trit_sum(trit_graph *g, trit_tensor *x, int naxes, const int *axes, bool keepdim) {
+    trit_reduce_attr a = {.keepdim = keepdim};
+    if (!axes_mask(g, "sum", x, naxes, axes, &a.mask)) return NULL;
+    return TRIT_APPLY(g, trit_op_sum, 1, &x, &a);
+}
+
+trit_tensor *trit_mean(trit_graph *g, trit_tensor *x, int naxes, const int *axes, bool keepdim) {
+    trit_reduce_attr a = {.keepdim = keepdim};
+    if (!axes_mask(g, "mean", x, naxes, axes, &a.mask)) return NULL;
+    return TRIT_APPLY(g, trit_op_mean, 1, &x, &a);
+}
+
+trit_tensor *trit_max(trit_graph *g, trit_tensor *x, int naxes, const int *axes, bool keepdim) {
+    trit_reduce_attr a = {.keepdim = keepdim};
+    if (!axes_mask(g, "max", x, naxes, axes, &a.mask)) return NULL;
+    return TRIT_APPLY(g, trit_op_max, 1, &x, &a);
+}
+
+#endif

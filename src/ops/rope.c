@@ -5,9 +5,21 @@
 // A rotation is orthogonal, so backward applies the inverse rotation (angle -a) to the output
 // gradient. The cos/sin table is computed in double in the call's scratch (both passes), so the
 // f32 and f64 builds rotate by the same angles and nothing is allocated.
-#include "ops/rope.h"
+#include "ops/op_def.h"
+
+#include "graph/graph_internal.h"
+#include "trit/ops.h"
 
 #include <math.h>
+
+typedef struct trit_rope_attr {
+    int n_head;
+    double theta;  // base of the frequencies, > 0 (10000 in most models)
+    int64_t pos0;  // position of time step 0 (0 in a training graph)
+} trit_rope_attr;
+
+// Input x: (B, T, C) any strides, C = n_head * hs with hs even; out: (B, T, C) contiguous.
+TRIT_DECLARE_REAL(const trit_op_def, trit_op_rope);
 
 typedef struct rope_dims {
     int64_t B, T, C, H, hs, half;
@@ -122,3 +134,14 @@ const trit_op_def R(trit_op_rope) = {
     .scratch_bytes = rope_scratch_bytes,
     .attr_size = sizeof(trit_rope_attr),
 };
+
+// ---- graph constructor ------------------------------------------------------------------
+// Float build only: this file is compiled twice (base/real.h), the public API must exist once.
+#ifndef TRIT_REAL_F64
+
+trit_tensor *trit_rope(trit_graph *g, trit_tensor *x, int n_head, double theta) {
+    trit_rope_attr a = {.n_head = n_head, .theta = theta, .pos0 = 0};
+    return TRIT_APPLY(g, trit_op_rope, 1, &x, &a);
+}
+
+#endif

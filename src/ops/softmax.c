@@ -2,9 +2,15 @@
 // threads with no effect on the result. Each row subtracts its max before exponentiating and sums
 // the exponentials in double, so logits of any magnitude give finite results. The row loops are
 // the kernels of kernels/rowops.h (vectorized for f32, the reference for f64).
-#include "ops/softmax.h"
+#include "ops/op_def.h"
 
+#include "graph/graph_internal.h"
 #include "kernels/rowops.h"
+#include "trit/ops.h"
+
+// Both keep their output, which is all backward needs.
+TRIT_DECLARE_REAL(const trit_op_def, trit_op_softmax);
+TRIT_DECLARE_REAL(const trit_op_def, trit_op_log_softmax);
 
 static trit_status rows_infer(const char *name, const trit_tensor *const *in, trit_tensor *out) {
     const trit_tensor *x = in[0];
@@ -73,3 +79,13 @@ const trit_op_def R(trit_op_log_softmax) = {
     .backward = log_softmax_backward,
     .contiguous_inputs = TRIT_IN(0),
 };
+
+// ---- graph constructors -----------------------------------------------------------------
+// Float build only: this file is compiled twice (base/real.h), the public API must exist once.
+#ifndef TRIT_REAL_F64
+
+trit_tensor *trit_softmax(trit_graph *g, trit_tensor *x) { return TRIT_APPLY(g, trit_op_softmax, 1, &x, NULL); }
+
+trit_tensor *trit_log_softmax(trit_graph *g, trit_tensor *x) { return TRIT_APPLY(g, trit_op_log_softmax, 1, &x, NULL); }
+
+#endif

@@ -4,7 +4,14 @@
 // Inputs may be strided views (in a gated MLP they are the two halves of one linear layer's
 // output), so the loops walk rows of the last dim with each input's own strides, and nothing is
 // copied. Nothing is saved: backward recomputes the sigmoid from the inputs.
-#include "ops/swiglu.h"
+#include "ops/op_def.h"
+
+#include "graph/graph_internal.h"
+#include "trit/ops.h"
+
+// Inputs gate, up: one shape (..., N), any strides (e.g. halves of a fused (..., 2N) tensor);
+// out: that shape, contiguous.
+TRIT_DECLARE_REAL(const trit_op_def, trit_op_swiglu);
 
 // exp of a non-positive number only, so large |x| neither overflows nor loses the small tail.
 static inline real sigmoid(real x) {
@@ -82,3 +89,14 @@ const trit_op_def R(trit_op_swiglu) = {
     .forward = swiglu_forward,
     .backward = swiglu_backward,
 };
+
+// ---- graph constructor ------------------------------------------------------------------
+// Float build only: this file is compiled twice (base/real.h), the public API must exist once.
+#ifndef TRIT_REAL_F64
+
+trit_tensor *trit_swiglu(trit_graph *g, trit_tensor *gate, trit_tensor *up) {
+    trit_tensor *in[2] = {gate, up};
+    return TRIT_APPLY(g, trit_op_swiglu, 2, in, NULL);
+}
+
+#endif

@@ -5,8 +5,10 @@
 // +Inf, ln(x <= 0) is NaN or -Inf; NaN inputs give NaN outputs (relu included).
 #include "ops/unary.h"
 
+#include "graph/graph_internal.h"
 #include "kernels/rowops.h"
 #include "ops/binary.h"
+#include "trit/ops.h"
 
 #include <math.h>
 
@@ -212,3 +214,42 @@ static trit_status gelu_backward(const trit_op_call *c) {
 const trit_op_def R(trit_op_gelu) = {
     .name = "gelu", .infer = gelu_infer, .forward = gelu_forward, .backward = gelu_backward,
 };
+
+// ---- graph constructors -----------------------------------------------------------------
+// Float build only: this file is compiled twice (base/real.h), the public API must exist once.
+#ifndef TRIT_REAL_F64
+
+static bool finite_scalar(trit_graph *g, const char *op, double s) {
+    if (isfinite(s)) return true;
+    trit_error(TRIT_ERR_INVALID, "%s: expected a finite scalar, got %g", op, s);
+    trit_graph_fail(g, TRIT_ERR_INVALID);
+    return false;
+}
+
+trit_tensor *trit_scale(trit_graph *g, trit_tensor *x, double s) {
+    if (!finite_scalar(g, "scale", s)) return NULL;
+    const trit_unary_attr a = {.s = s};
+    return TRIT_APPLY(g, trit_op_scale, 1, &x, &a);
+}
+
+trit_tensor *trit_add_scalar(trit_graph *g, trit_tensor *x, double s) {
+    if (!finite_scalar(g, "add_scalar", s)) return NULL;
+    const trit_unary_attr a = {.s = s};
+    return TRIT_APPLY(g, trit_op_add_scalar, 1, &x, &a);
+}
+
+trit_tensor *trit_pow(trit_graph *g, trit_tensor *x, double p) {
+    if (!finite_scalar(g, "pow", p)) return NULL;
+    const trit_unary_attr a = {.s = p};
+    return TRIT_APPLY(g, trit_op_pow, 1, &x, &a);
+}
+
+trit_tensor *trit_exp(trit_graph *g, trit_tensor *x) { return TRIT_APPLY(g, trit_op_exp, 1, &x, NULL); }
+trit_tensor *trit_ln(trit_graph *g, trit_tensor *x) { return TRIT_APPLY(g, trit_op_ln, 1, &x, NULL); }
+trit_tensor *trit_tanh(trit_graph *g, trit_tensor *x) { return TRIT_APPLY(g, trit_op_tanh, 1, &x, NULL); }
+trit_tensor *trit_sigmoid(trit_graph *g, trit_tensor *x) { return TRIT_APPLY(g, trit_op_sigmoid, 1, &x, NULL); }
+trit_tensor *trit_relu(trit_graph *g, trit_tensor *x) { return TRIT_APPLY(g, trit_op_relu, 1, &x, NULL); }
+trit_tensor *trit_gelu(trit_graph *g, trit_tensor *x) { return TRIT_APPLY(g, trit_op_gelu, 1, &x, NULL); }
+trit_tensor *trit_silu(trit_graph *g, trit_tensor *x) { return TRIT_APPLY(g, trit_op_silu, 1, &x, NULL); }
+
+#endif

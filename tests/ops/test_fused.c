@@ -13,7 +13,6 @@
 #include <cmocka.h>
 
 #include "gradcheck.h"
-#include "graph/api_fused.h"
 #include "ops/fused.h"
 
 #include <math.h>
