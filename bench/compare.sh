@@ -9,7 +9,7 @@
 #                         [--precision fp32|bf16]   (PyTorch: torch.autocast to bf16)
 #                         [--level avx2]  both sides held to AVX2 on an AVX-512 machine, as a
 #                           stand-in for AVX2-only CPUs: trit with TRIT_CPU=avx2, PyTorch with
-#                           OpenBLAS's Haswell kernels, ATen's AVX2 kernels and oneDNN at AVX2
+#                           OpenBLAS's Haswell kernels, ATen's AVX2 kernels and oneDNN off
 #   TRIT=path/to/trit (default: build/trit under the repository root)
 #   PEER_CORETYPE=name  the OpenBLAS core named when detection fails (default SkylakeX)
 set -eu
@@ -58,7 +58,9 @@ peer_env=
 core=$(env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE OPENBLAS_VERBOSE=2 /usr/bin/python3 -c 'import torch' 2>&1 |
     sed -n 's/^Core: //p' | head -n 1)
 if [ "$level" = avx2 ]; then
-    peer_env="OPENBLAS_CORETYPE=Haswell ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2"
+    # oneDNN's bf16 path needs AVX-512, and capped at AVX2 it fails rather than falls back;
+    # without it PyTorch takes the path an AVX2-only CPU takes (its own bf16 GEMM).
+    peer_env="OPENBLAS_CORETYPE=Haswell ATEN_CPU_CAPABILITY=avx2 PEER_NO_ONEDNN=1"
     echo "the PyTorch side runs with $peer_env" >&2
 elif grep -qw avx512f /proc/cpuinfo; then
     case $core in

@@ -18,6 +18,10 @@ dtype=torch.bfloat16) with fp32 weights and AdamW state, as mixed-precision trai
 PyTorch; the GEMM peak is then torch.mm on bf16 matrices. (PyTorch 1.13's CPU autocast has no
 fp16.)
 
+PEER_NO_ONEDNN=1 in the environment turns PyTorch's oneDNN (mkldnn) backend off, as on CPUs it
+does not support for bf16 (no AVX-512): bf16 matmuls then take PyTorch's own GEMM, which is what
+an AVX2-only machine runs (bench/compare.sh --level avx2 sets it).
+
 Usage: bench/pytorch_gpt.py [--config baby|small|bpe50k|all] [--steps N] [--warmup N]
                             [--threads N] [--precision fp32|bf16] [--json]
 """
@@ -181,6 +185,8 @@ def main():
     if args.steps < 1 or args.warmup < 0 or args.threads < 1:
         ap.error("need --steps >= 1, --warmup >= 0, --threads >= 1")
     torch.set_num_threads(args.threads)
+    if os.environ.get("PEER_NO_ONEDNN") == "1":
+        torch.backends.mkldnn.enabled = False
     log = sys.stderr if args.json else sys.stdout
     peak = args.gemm_peak
     if peak is None:

@@ -326,7 +326,7 @@ static void apply_defaults(trit_train_config *c) {
     // --ternary is BitNet's recipe: ternary QAT, a higher lr, two stages, no decay in the second.
     if (c->ternary == 1) DEF_I(qat, TRIT_QAT_TERNARY);
     const bool bitnet = c->qat == TRIT_QAT_TERNARY;
-    DEF_D(lr, bitnet ? 4e-3 : task ? 3e-3 : 1e-3);
+    DEF_D(lr, bitnet ? 4e-3 : 1e-3);
     DEF_D(min_lr, c->lr * 0.1);
     DEF_D(beta1, 0.9);
     DEF_D(beta2, task ? 0.99 : 0.95);
