@@ -14,7 +14,7 @@
 // Numerics (both versions): statistics and sums (norm mean/variance, softmax and cross-entropy
 // sums of exponentials, dot products, column sums for weight and bias gradients) are accumulated
 // in double; element values are computed in `real`. The x86 versions use a vectorized exp with
-// relative error below 2e-7 over the normal float range (x86/exp_avx512.h, x86/exp_avx2.h) and
+// relative error below 2e-7 over the normal float range (x86/simd_exp.h, one for both widths) and
 // sum in a different (still fixed, per vector width) order, so they agree with the reference to
 // about 1e-6 relative; the column sums, embedding and Adam kernels are bit-identical to it.
 #ifndef TRIT_KERNELS_ROWOPS_H

@@ -5,8 +5,6 @@
 #ifndef TRIT_KERNELS_X86_SIMD_AVX2_H
 #define TRIT_KERNELS_X86_SIMD_AVX2_H
 
-#include "kernels/x86/exp_avx2.h"
-
 #include <immintrin.h>
 #include <stdint.h>
 
@@ -51,7 +49,21 @@ static inline vf vdiv(vf a, vf b) { return _mm256_div_ps(a, b); }
 static inline vf vsqrt(vf a) { return _mm256_sqrt_ps(a); }
 static inline vf vmax(vf a, vf b) { return _mm256_max_ps(a, b); }  // b when either is NaN
 static inline vf vabs(vf a) { return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), a); }
-static inline vf vexp(vf x) { return trit_exp_avx2(x); }
+static inline vf vmin(vf a, vf b) { return _mm256_min_ps(a, b); }  // b when either is NaN
+static inline vf vfmadd(vf a, vf b, vf c) { return _mm256_fmadd_ps(a, b, c); }
+static inline vf vfnmadd(vf a, vf b, vf c) { return _mm256_fnmadd_ps(a, b, c); }  // c - a b
+static inline vf vround(vf a) { return _mm256_round_ps(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+static inline vf pow2i(__m256i n) {
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n, _mm256_set1_epi32(127)), 23));
+}
+// p 2^n for integral n in [-150, 128] (what vexp asks for), rounded once as vscalefps rounds
+// it: AVX2 has no vscalefps, so 2^n is applied as two powers of two built in the exponent
+// field, 2^(n/2) and 2^(n - n/2), each a normal float; p 2^(n/2) is exact (p is near 1) and the
+// second product rounds once, subnormal and overflowing results included. A NaN p stays NaN.
+static inline vf vscale2(vf p, vf n) {
+    const __m256i ni = _mm256_cvtps_epi32(n), half = _mm256_srai_epi32(ni, 1);
+    return _mm256_mul_ps(_mm256_mul_ps(p, pow2i(half)), pow2i(_mm256_sub_epi32(ni, half)));
+}
 static inline float vreduce_max(vf a) {
     __m128 m = _mm_max_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
     m = _mm_max_ps(m, _mm_movehl_ps(m, m));
@@ -83,5 +95,7 @@ static inline double vd_reduce_add(vd a) {
     const __m128d s = _mm_add_pd(_mm256_castpd256_pd128(a), _mm256_extractf128_pd(a, 1));
     return _mm_cvtsd_f64(_mm_add_sd(s, _mm_unpackhi_pd(s, s)));
 }
+
+#include "kernels/x86/simd_exp.h"
 
 #endif

@@ -5,8 +5,6 @@
 #ifndef TRIT_KERNELS_X86_SIMD_AVX512_H
 #define TRIT_KERNELS_X86_SIMD_AVX512_H
 
-#include "kernels/x86/exp_avx512.h"
-
 #include <immintrin.h>
 #include <stdint.h>
 
@@ -37,7 +35,12 @@ static inline vf vdiv(vf a, vf b) { return _mm512_div_ps(a, b); }
 static inline vf vsqrt(vf a) { return _mm512_sqrt_ps(a); }
 static inline vf vmax(vf a, vf b) { return _mm512_max_ps(a, b); }  // b when either is NaN
 static inline vf vabs(vf a) { return _mm512_abs_ps(a); }
-static inline vf vexp(vf x) { return trit_exp_avx512(x); }
+static inline vf vmin(vf a, vf b) { return _mm512_min_ps(a, b); }  // b when either is NaN
+static inline vf vfmadd(vf a, vf b, vf c) { return _mm512_fmadd_ps(a, b, c); }
+static inline vf vfnmadd(vf a, vf b, vf c) { return _mm512_fnmadd_ps(a, b, c); }  // c - a b
+static inline vf vround(vf a) { return _mm512_roundscale_ps(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+// p 2^n for integral n, rounded once (into the subnormals, or to 0 or Inf past them).
+static inline vf vscale2(vf p, vf n) { return _mm512_scalef_ps(p, n); }
 static inline float vreduce_max(vf a) { return _mm512_reduce_max_ps(a); }
 
 static inline vpred vge0(vf a) { return _mm512_cmp_ps_mask(a, _mm512_setzero_ps(), _CMP_GE_OQ); }
@@ -59,5 +62,7 @@ static inline vd vd_fmadd(vd a, vd b, vd c) { return _mm512_fmadd_pd(a, b, c); }
 static inline vd vd_sub_or0(vdtail k, vd a, vd b) { return _mm512_maskz_sub_pd(k, a, b); }
 static inline vd vd_add_in(vdtail k, vd acc, vd v) { return _mm512_mask_add_pd(acc, k, acc, v); }
 static inline double vd_reduce_add(vd a) { return _mm512_reduce_add_pd(a); }
+
+#include "kernels/x86/simd_exp.h"
 
 #endif
