@@ -12,6 +12,7 @@
 // is an integer compare of the row index against each lane's end row, and the exp passes walk
 // down 8-lane columns so that their constants stay in registers.
 #include "kernels/flash.h"
+#include "kernels/x86/tile_rows.h"
 
 #include <immintrin.h>
 #include <stdint.h>
@@ -89,14 +90,9 @@ void trit_kernel_flash_scores_avx2_f32(TRIT_FLASH_SCORES_ARGS(float)) {
     for (; r + MR <= nr; r += MR) scores_rows(MR, hs, x + r * ldx, ldx, yt, st + r * W);
     const float *xr = x + r * ldx;
     float *sr = st + r * W;
-    switch (nr - r) {  // the last rows in one pass, with the row count a constant
-    case 1: scores_rows(1, hs, xr, ldx, yt, sr); break;
-    case 2: scores_rows(2, hs, xr, ldx, yt, sr); break;
-    case 3: scores_rows(3, hs, xr, ldx, yt, sr); break;
-    case 4: scores_rows(4, hs, xr, ldx, yt, sr); break;
-    case 5: scores_rows(5, hs, xr, ldx, yt, sr); break;
-    default: break;
-    }
+#define LEFT(m) scores_rows(m, hs, xr, ldx, yt, sr)
+    TRIT_TILE_ROWS_LEFT(nr - r, LEFT)
+#undef LEFT
 }
 
 // ---- accum: acc (nr, hs) = acc * rowscale + coef @ y ---------------------------------------
@@ -168,14 +164,9 @@ accum_chunk(const int nv, const bool ragged, __m256i tail, int64_t nr, int64_t n
                    rowscale ? rowscale + r : NULL, accumulate);
     const float *cr = coef + r * rs, *sr = rowscale ? rowscale + r : NULL;
     float *ar = acc + r * ldacc;
-    switch (nr - r) {  // the last rows in one pass, with the row count a constant
-    case 1: accum_rows(1, nv, ragged, tail, nk, cr, rs, ks, y, ldy, ar, ldacc, sr, accumulate); break;
-    case 2: accum_rows(2, nv, ragged, tail, nk, cr, rs, ks, y, ldy, ar, ldacc, sr, accumulate); break;
-    case 3: accum_rows(3, nv, ragged, tail, nk, cr, rs, ks, y, ldy, ar, ldacc, sr, accumulate); break;
-    case 4: accum_rows(4, nv, ragged, tail, nk, cr, rs, ks, y, ldy, ar, ldacc, sr, accumulate); break;
-    case 5: accum_rows(5, nv, ragged, tail, nk, cr, rs, ks, y, ldy, ar, ldacc, sr, accumulate); break;
-    default: break;
-    }
+#define LEFT(m) accum_rows(m, nv, ragged, tail, nk, cr, rs, ks, y, ldy, ar, ldacc, sr, accumulate)
+    TRIT_TILE_ROWS_LEFT(nr - r, LEFT)
+#undef LEFT
 }
 
 void trit_kernel_flash_accum_avx2_f32(TRIT_FLASH_ACCUM_ARGS(float)) {

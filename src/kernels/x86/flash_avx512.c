@@ -7,6 +7,7 @@
 // place, in 64-column chunks of the head. Softmax steps are element-wise across lanes with a
 // vector exp (the polynomial of the portable kernels, scaled by 2^n with scalef).
 #include "kernels/flash.h"
+#include "kernels/x86/tile_rows.h"
 
 #include <immintrin.h>
 #include <stdint.h>
@@ -86,14 +87,9 @@ void trit_kernel_flash_scores_avx512_f32(TRIT_FLASH_SCORES_ARGS(float)) {
     for (; r + MR <= nr; r += MR) scores_rows(MR, hs, x + r * ldx, ldx, yt, st + r * W);
     const float *xr = x + r * ldx;
     float *sr = st + r * W;
-    switch (nr - r) {  // the last rows in one pass, with the row count a constant
-    case 1: scores_rows(1, hs, xr, ldx, yt, sr); break;
-    case 2: scores_rows(2, hs, xr, ldx, yt, sr); break;
-    case 3: scores_rows(3, hs, xr, ldx, yt, sr); break;
-    case 4: scores_rows(4, hs, xr, ldx, yt, sr); break;
-    case 5: scores_rows(5, hs, xr, ldx, yt, sr); break;
-    default: break;
-    }
+#define LEFT(m) scores_rows(m, hs, xr, ldx, yt, sr)
+    TRIT_TILE_ROWS_LEFT(nr - r, LEFT)
+#undef LEFT
 }
 
 // ---- accum: acc (nr, hs) = acc * rowscale + coef @ y ---------------------------------------
@@ -156,14 +152,9 @@ accum_chunk(const int nv, __mmask16 last, int64_t nr, int64_t nk, const float *c
                    rowscale ? rowscale + r : NULL, accumulate);
     const float *cr = coef + r * rs, *sr = rowscale ? rowscale + r : NULL;
     float *ar = acc + r * ldacc;
-    switch (nr - r) {  // the last rows in one pass, with the row count a constant
-    case 1: accum_rows(1, nv, last, nk, cr, rs, ks, y, ldy, ar, ldacc, sr, accumulate); break;
-    case 2: accum_rows(2, nv, last, nk, cr, rs, ks, y, ldy, ar, ldacc, sr, accumulate); break;
-    case 3: accum_rows(3, nv, last, nk, cr, rs, ks, y, ldy, ar, ldacc, sr, accumulate); break;
-    case 4: accum_rows(4, nv, last, nk, cr, rs, ks, y, ldy, ar, ldacc, sr, accumulate); break;
-    case 5: accum_rows(5, nv, last, nk, cr, rs, ks, y, ldy, ar, ldacc, sr, accumulate); break;
-    default: break;
-    }
+#define LEFT(m) accum_rows(m, nv, last, nk, cr, rs, ks, y, ldy, ar, ldacc, sr, accumulate)
+    TRIT_TILE_ROWS_LEFT(nr - r, LEFT)
+#undef LEFT
 }
 
 void trit_kernel_flash_accum_avx512_f32(TRIT_FLASH_ACCUM_ARGS(float)) {
