@@ -69,9 +69,10 @@ trit_status trit_gpt_config_check(const trit_gpt_config *c) {
         if (hs % 2 != 0)
             return trit_error(TRIT_ERR_INVALID, "gpt config: RoPE rotates pairs of channels, so the head size n_embd / n_head = %lld must be even",
                               (long long)hs);
-        if (!(c->rope_theta > 0.0) || !isfinite(c->rope_theta))
-            return trit_error(TRIT_ERR_INVALID, "gpt config: rope_theta must be a finite number > 0 (10000 is usual), got %g", c->rope_theta);
     }
+    // Checked for every model: it is saved with the config, and a checkpoint must read back as written.
+    if (!(c->rope_theta > 0.0) || !isfinite(c->rope_theta))
+        return trit_error(TRIT_ERR_INVALID, "gpt config: rope_theta must be a finite number > 0 (10000 is usual), got %g", c->rope_theta);
     if (c->mlp_hidden < 0 || c->mlp_hidden > GPT_MAX_DIM)
         return trit_error(TRIT_ERR_INVALID, "gpt config: mlp_hidden must be 0 (default) or in [1, %lld], got %lld",
                           (long long)GPT_MAX_DIM, (long long)c->mlp_hidden);

@@ -198,6 +198,9 @@ static void test_bad_configs(void **state) {
     BAD(c, b.n_head = 3, "not divisible by n_head");
     BAD(c, (b.pos = TRIT_POS_ROPE, b.n_embd = 12, b.n_head = 4), "must be even");  // head size 3
     BAD(c, (b.pos = TRIT_POS_ROPE, b.rope_theta = 0), "rope_theta");
+    // Learned positions do not use it, but it is saved with the config (fuzz finding: a
+    // checkpoint config with rope_theta 1e308000 loaded, then did not read back as written).
+    BAD(c, b.rope_theta = INFINITY, "rope_theta");
     BAD(c, b.vocab_size = 0, "vocab_size");
     BAD(c, b.n_layer = -1, "n_layer");
     BAD(c, b.seq_len = 0, "seq_len");
