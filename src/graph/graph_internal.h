@@ -1,13 +1,10 @@
-// Graph internals shared by build.c, compile.c and execute.c, and by the public op constructors
-// at the end of each src/ops/*.c. Not a public header.
+// Graph internals shared by build.c, compile.c and execute.c. Not a public header.
 #ifndef TRIT_GRAPH_INTERNAL_H
 #define TRIT_GRAPH_INTERNAL_H
 
+#include "ops/op_build.h"
 #include "ops/op_def.h"
 #include "trit/graph.h"
-#include "trit/ops.h"
-
-#include <math.h>
 
 typedef enum { VALUE_INPUT, VALUE_PARAM, VALUE_CONST, VALUE_OP } trit_value_kind;
 
@@ -74,34 +71,9 @@ struct trit_graph {
     double grad_scale;
 };
 
-// Appends a node; the op entry is chosen by the graph's dtype. Returns the output or NULL.
-trit_tensor *trit_graph_apply(trit_graph *g, const trit_op_def *def_f32, const trit_op_def *def_f64,
-                              int n_in, trit_tensor *const *in, const void *attr);
-#define TRIT_APPLY(g, op, n, ins, attr) trit_graph_apply((g), &op##_f32, &op##_f64, (n), (ins), (attr))
-
 // Appends a value (its tensor is tagged with the graph for inputs and op outputs); -1 when out
 // of memory.
 int trit_graph_add_value(trit_graph *g, trit_tensor *t, trit_value_kind kind, int producer);
-
-// Records a build error on the graph (first one wins) and returns NULL for op constructors.
-trit_tensor *trit_graph_fail(trit_graph *g, trit_status s);
-
-// Argument checks that constructors of several op files share (norms, batchnorm, losses and their
-// fused forms), so one argument gets one message whichever op takes it. False after recording
-// the error on the graph.
-static inline bool trit_graph_eps_ok(trit_graph *g, const char *op, double eps) {
-    if (eps >= 0 && isfinite(eps)) return true;
-    trit_error(TRIT_ERR_INVALID, "%s: eps must be finite and >= 0, got %g (PyTorch's default is 1e-5)", op, eps);
-    trit_graph_fail(g, TRIT_ERR_INVALID);
-    return false;
-}
-
-static inline bool trit_graph_reduction_ok(trit_graph *g, const char *op, trit_reduction red) {
-    if (red == TRIT_REDUCE_MEAN || red == TRIT_REDUCE_SUM) return true;
-    trit_error(TRIT_ERR_INVALID, "%s: reduction must be TRIT_REDUCE_MEAN or TRIT_REDUCE_SUM, got %d", op, (int)red);
-    trit_graph_fail(g, TRIT_ERR_INVALID);
-    return false;
-}
 
 void trit_graph_release_compiled(trit_graph *g);
 

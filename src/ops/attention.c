@@ -15,7 +15,7 @@
 // thread of their pair (one thread team per call, however small the shapes).
 #include "ops/attention.h"
 
-#include "graph/graph_internal.h"
+#include "ops/op_build.h"
 #include "kernels/gemm.h"
 #include "trit/ops.h"
 

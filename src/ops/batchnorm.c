@@ -7,7 +7,7 @@
 // over channels, each reduced in a fixed order, so results do not depend on the thread count.
 #include "ops/op_def.h"
 
-#include "graph/graph_internal.h"
+#include "ops/op_build.h"
 #include "trit/ops.h"
 
 #include <math.h>

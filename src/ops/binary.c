@@ -3,7 +3,7 @@
 // gradient back onto each input's shape by summing over the dims that input was broadcast along.
 #include "ops/binary.h"
 
-#include "graph/graph_internal.h"
+#include "ops/op_build.h"
 #include "ops/reduce.h"
 #include "trit/ops.h"
 

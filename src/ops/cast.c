@@ -5,7 +5,7 @@
 // since copies of 16-bit values are what this op is for.
 #include "ops/cast.h"
 
-#include "graph/graph_internal.h"
+#include "ops/op_build.h"
 #include "trit/ops.h"
 
 #include <string.h>

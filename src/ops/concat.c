@@ -3,7 +3,7 @@
 // any view.
 #include "ops/op_def.h"
 
-#include "graph/graph_internal.h"
+#include "ops/op_build.h"
 #include "kernels/strided.h"
 #include "trit/ops.h"
 

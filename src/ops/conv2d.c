@@ -7,7 +7,7 @@
 // the (im2col, col2im, bias) loops are threaded over independent rows or channels.
 #include "ops/op_def.h"
 
-#include "graph/graph_internal.h"
+#include "ops/op_build.h"
 #include "kernels/gemm.h"
 #include "trit/ops.h"
 

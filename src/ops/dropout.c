@@ -5,7 +5,7 @@
 // ran even if the mode changed in between.
 #include "ops/dropout.h"
 
-#include "graph/graph_internal.h"
+#include "ops/op_build.h"
 #include "trit/ops.h"
 
 #include <string.h>

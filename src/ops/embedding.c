@@ -5,7 +5,7 @@
 // kernels/rowops.h.
 #include "ops/embedding.h"
 
-#include "graph/graph_internal.h"
+#include "ops/op_build.h"
 #include "kernels/rowops.h"
 #include "trit/ops.h"
 

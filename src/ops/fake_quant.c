@@ -8,7 +8,7 @@
 // scale of the calibrated mode, which backward needs and the state may change after.
 #include "ops/op_def.h"
 
-#include "graph/graph_internal.h"
+#include "ops/op_build.h"
 #include "trit/ops.h"
 
 #include <math.h>

@@ -22,7 +22,7 @@
 // thread count.
 #include "ops/flash_attention.h"
 
-#include "graph/graph_internal.h"
+#include "ops/op_build.h"
 #include "kernels/flash.h"
 #include "ops/attention.h"
 #include "trit/ops.h"

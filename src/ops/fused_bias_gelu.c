@@ -5,7 +5,7 @@
 // (the tanh form of ops/unary.c with its exact slope; vectorized for f32, the reference for f64).
 #include "ops/fused.h"
 
-#include "graph/graph_internal.h"
+#include "ops/op_build.h"
 #include "kernels/rowops.h"
 
 // h and the output may be 16-bit (a graph with 16-bit activations) in the f32 build: the rows

@@ -10,7 +10,7 @@
 #include "ops/fused.h"
 #include "ops/loss.h"
 
-#include "graph/graph_internal.h"
+#include "ops/op_build.h"
 #include "ops/gemm_call.h"
 #include "kernels/rowops.h"
 #include "trit/ops.h"

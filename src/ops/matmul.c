@@ -3,7 +3,7 @@
 // gradients are GEMMs that accumulate straight into the input gradients.
 #include "ops/matmul.h"
 
-#include "graph/graph_internal.h"
+#include "ops/op_build.h"
 #include "ops/binary.h"
 #include "ops/gemm_call.h"
 #include "trit/ops.h"
@@ -304,8 +304,8 @@ static trit_tensor *gemm_readable(trit_graph *g, trit_tensor *t) {
 // cast node: the cast value is what backward keeps, and for a parameter it is the compute copy
 // refreshed every forward. Operands already in a 16-bit dtype stay as they are.
 static trit_tensor *matmul_operand(trit_graph *g, trit_tensor *t) {
-    const trit_dtype act = g ? g->policy.activation : TRIT_F32;
-    if (!t || (act != TRIT_BF16 && act != TRIT_F16) || t->dtype != g->dtype) return t;
+    const trit_dtype act = g ? trit_graph_policy(g).activation : TRIT_F32;
+    if (!t || (act != TRIT_BF16 && act != TRIT_F16) || t->dtype != trit_graph_dtype(g)) return t;
     return trit_cast(g, t, act);
 }
 

@@ -9,7 +9,7 @@
 // kernels/rowops.h (vectorized for f32, the reference for f64).
 #include "ops/norm.h"
 
-#include "graph/graph_internal.h"
+#include "ops/op_build.h"
 #include "kernels/rowops.h"
 #include "trit/ops.h"
 

@@ -2,7 +2,7 @@
 // output, so planes are independent and are split over threads.
 #include "ops/op_def.h"
 
-#include "graph/graph_internal.h"
+#include "ops/op_build.h"
 #include "trit/ops.h"
 
 typedef struct trit_pool2d_attr {

@@ -5,7 +5,7 @@
 // double) in the same order whatever the thread count.
 #include "ops/reduce.h"
 
-#include "graph/graph_internal.h"
+#include "ops/op_build.h"
 #include "ops/binary.h"
 #include "trit/ops.h"
 

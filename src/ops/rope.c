@@ -7,7 +7,7 @@
 // f32 and f64 builds rotate by the same angles and nothing is allocated.
 #include "ops/op_def.h"
 
-#include "graph/graph_internal.h"
+#include "ops/op_build.h"
 #include "trit/ops.h"
 
 #include <math.h>

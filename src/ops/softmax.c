@@ -4,7 +4,7 @@
 // the kernels of kernels/rowops.h (vectorized for f32, the reference for f64).
 #include "ops/op_def.h"
 
-#include "graph/graph_internal.h"
+#include "ops/op_build.h"
 #include "kernels/rowops.h"
 #include "trit/ops.h"
 

@@ -6,7 +6,7 @@
 // copied. Nothing is saved: backward recomputes the sigmoid from the inputs.
 #include "ops/op_def.h"
 
-#include "graph/graph_internal.h"
+#include "ops/op_build.h"
 #include "trit/ops.h"
 
 // Inputs gate, up: one shape (..., N), any strides (e.g. halves of a fused (..., 2N) tensor);

@@ -5,7 +5,7 @@
 // +Inf, ln(x <= 0) is NaN or -Inf; NaN inputs give NaN outputs (relu included).
 #include "ops/unary.h"
 
-#include "graph/graph_internal.h"
+#include "ops/op_build.h"
 #include "kernels/rowops.h"
 #include "ops/binary.h"
 #include "trit/ops.h"

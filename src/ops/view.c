@@ -3,7 +3,7 @@
 // reshape, permute, slice and expand (expand's repeated elements sum, as broadcasting needs).
 #include "ops/view.h"
 
-#include "graph/graph_internal.h"
+#include "ops/op_build.h"
 #include "kernels/strided.h"
 #include "trit/ops.h"
 
