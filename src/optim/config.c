@@ -2,6 +2,7 @@
 // rule for parameter groups, and the checks every parameter must pass.
 #include "optim/optim_internal.h"
 
+#include <float.h>
 #include <math.h>
 
 trit_optim_config trit_optim_sgd(double momentum, bool nesterov) {
@@ -69,9 +70,11 @@ trit_status trit_optim_config_check(const trit_optim_config *cfg) {
     default:
         return trit_error(TRIT_ERR_INVALID, "unknown optimizer kind %d", (int)cfg->kind);
     }
-    if (!(cfg->eps > 0.0 && isfinite(cfg->eps)))
-        return trit_error(TRIT_ERR_INVALID, "%s: eps must be finite and > 0, got %g (usual: 1e-8)",
-                          name, cfg->eps);
+    // The update runs in fp32: an eps that rounds to a float zero or subnormal would divide
+    // 0 by 0 where a gradient has been zero.
+    if (!(cfg->eps >= FLT_MIN && cfg->eps <= FLT_MAX))
+        return trit_error(TRIT_ERR_INVALID, "%s: eps must be in [%g, %g] (an fp32 normal), got %g (usual: 1e-8)",
+                          name, (double)FLT_MIN, (double)FLT_MAX, cfg->eps);
     return TRIT_OK;
 }
 

@@ -4,6 +4,7 @@
 #include "trit/train.h"
 
 #include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,8 +29,11 @@ trit_status trit_arg_double(const char *flag, const char *s, double *out) {
     double v = strtod(s, &end);
     if (end == s || *end != 0)
         return trit_error(TRIT_ERR_INVALID, "%s expects a number, got '%s'", flag, s);
-    if (errno == ERANGE || !isfinite(v))
+    if (!isfinite(v))  // overflow gives +-HUGE_VAL
         return trit_error(TRIT_ERR_RANGE, "%s expects a finite number, got '%s'", flag, s);
+    if (errno == ERANGE || (v != 0.0 && fabs(v) < DBL_MIN))
+        return trit_error(TRIT_ERR_RANGE, "%s: '%s' is below the smallest normal double (%g); use 0 or a larger value",
+                          flag, s, DBL_MIN);
     *out = v;
     return TRIT_OK;
 }
@@ -51,7 +55,13 @@ static void shortest(char *buf, size_t n, double v) {
 trit_status trit_check_double(const char *flag, double v, double lo, double hi, unsigned open) {
     const bool lo_ok = (open & TRIT_OPEN_LO) ? v > lo : v >= lo;
     const bool hi_ok = (open & TRIT_OPEN_HI) ? v < hi : v <= hi;
-    if (isfinite(v) && lo_ok && hi_ok) return TRIT_OK;
+    // A subnormal would not read back through trit_arg_double, so a saved config holding one
+    // (a JSON number) could not be resumed; no setting means anything at that scale.
+    const bool normal = v == 0.0 || fabs(v) >= DBL_MIN;
+    if (isfinite(v) && lo_ok && hi_ok && normal) return TRIT_OK;
+    if (isfinite(v) && lo_ok && hi_ok)
+        return trit_error(TRIT_ERR_RANGE, "%s: %g is below the smallest normal double (%g); use 0 or a larger value",
+                          flag, v, DBL_MIN);
     char got[40];
     shortest(got, sizeof got, v);
     return trit_error(TRIT_ERR_RANGE, "%s must be in %c%g, %g%c, got %s", flag, (open & TRIT_OPEN_LO) ? '(' : '[', lo,

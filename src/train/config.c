@@ -83,7 +83,7 @@ static const field fields[] = {
      D(0, 10, 0)},
     {"beta1", F_DBL, K_OPT, OFF(beta1), NULL, "AdamW beta1 (0.9)", D(0, 1, OPEN_HI)},
     {"beta2", F_DBL, K_OPT, OFF(beta2), NULL, "AdamW beta2 (0.95)", D(0, 1, OPEN_HI)},
-    {"eps", F_DBL, K_OPT, OFF(eps), NULL, "AdamW epsilon (1e-8)", D(0, 1, OPEN_LO)},
+    {"eps", F_DBL, K_OPT, OFF(eps), NULL, "AdamW epsilon (1e-8)", D(1e-30, 1, 0)},
     {"weight-decay", F_DBL, K_OPT, OFF(weight_decay), NULL, "AdamW decay of >= 2-D weights (0.1)", D(0, 100, 0)},
     {"clip", F_DBL, K_OPT, OFF(clip), NULL, "gradient clipping global norm, 0 = off (1.0)", D(0, 1e6, 0)},
     {"seed", F_INT, K_OPT, OFF(seed), NULL, "seed of init, data order and dropout (1337)", I(0, INT64_MAX)},

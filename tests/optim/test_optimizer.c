@@ -182,6 +182,7 @@ static void test_bad_configs(void **state) {
     expect_bad_config(trit_optim_adamw(NAN, 0.999, 1e-8), "betas");
     expect_bad_config(trit_optim_adam(0.9, 0.999, 0.0), "eps");
     expect_bad_config(trit_optim_rmsprop(0.99, -1e-8, 0.0), "eps");
+    expect_bad_config(trit_optim_adamw(0.9, 0.999, 1e-50), "an fp32 normal");  // 0 in the fp32 update
     expect_bad_config(trit_optim_rmsprop(1.0, 1e-8, 0.0), "alpha");
     expect_bad_config(trit_optim_sgd(-0.9, false), "momentum");
     expect_bad_config(trit_optim_sgd(0.0, true), "Nesterov");

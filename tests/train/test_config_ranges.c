@@ -163,6 +163,10 @@ static void test_saved_config_checked(void **state) {
     expect_json_refused("{\"lr\": -3}", "--lr must be in (0, 10], got -3");
     expect_json_refused("{\"lr\": 1e300}", "--lr must be in (0, 10]");
     expect_json_refused("{\"lr\": \"nan\"}", "lr expects a finite number");
+    // A subnormal JSON number could be saved but not read back as a flag (fuzz finding).
+    expect_json_refused("{\"eps\": 8e-310}", "--eps must be in [1e-30, 1]");
+    expect_json_refused("{\"weight-decay\": 8e-310}", "below the smallest normal double");
+    expect_json_refused("{\"weight-decay\": \"8e-310\"}", "below the smallest normal double");
     expect_json_refused("{\"tokenizer\": \"none\"}", "tokenizer expects char|bpe");
     expect_json_refused("{\"data\": \"\"}", "data needs a non-empty value");
     trit_train_config c;
