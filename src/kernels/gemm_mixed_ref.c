@@ -18,22 +18,25 @@ static float at(const trit_gemm_operand *o, int64_t r, int64_t c, trit_gemm_piec
 
 void trit_kernel_gemm_mixed_ref(int64_t M, int64_t N, int64_t K, const trit_gemm_operand *A,
                                 const trit_gemm_operand *B, void *C, trit_dtype cdt, int64_t ldc, bool accumulate,
-                                trit_matmul_precision prec) {
+                                trit_matmul_precision prec, const float *bias) {
     const bool split = prec == TRIT_MATMUL_HIGH, round = prec == TRIT_MATMUL_MEDIUM;
     const trit_gemm_piece first = split || round ? TRIT_GEMM_BF16_HI : TRIT_GEMM_VALUE;
 #pragma omp parallel for schedule(static) if (M * N * K > (1 << 20))
     for (int64_t i = 0; i < M; i++)
         for (int64_t j = 0; j < N; j++) {
-            float s = 0;
+            float s = bias && !accumulate ? bias[j] : 0.0f;
             for (int64_t k = 0; k < K; k++) {
                 s += at(A, i, k, first) * at(B, k, j, first);
                 if (split)
                     s += at(A, i, k, TRIT_GEMM_BF16_HI) * at(B, k, j, TRIT_GEMM_BF16_LO) +
                          at(A, i, k, TRIT_GEMM_BF16_LO) * at(B, k, j, TRIT_GEMM_BF16_HI);
             }
-            if (cdt == TRIT_BF16) {
+            if (cdt != TRIT_F32) {
                 uint16_t *c = (uint16_t *)C + i * ldc + j;
-                *c = trit_f32_to_bf16(accumulate ? trit_bf16_to_f32(*c) + s : s);
+                float old = 0.0f;
+                if (accumulate) trit_gemm_c16_widen(cdt, &old, c, 1);
+                const float sum = accumulate ? old + s : s;
+                trit_gemm_c16_round(cdt, c, &sum, 1);
             } else {
                 float *c = (float *)C + i * ldc + j;
                 *c = accumulate ? *c + s : s;

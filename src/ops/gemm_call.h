@@ -38,7 +38,7 @@ static inline void trit_op_gemm(const trit_op_call *c, bool ta, bool tb, int64_t
 #ifndef TRIT_REAL_F64
     if (A.dt != TRIT_F32 || B.dt != TRIT_F32 || c->ctx->matmul != TRIT_MATMUL_HIGHEST) {
         const trit_gemm_operand a = {A.p, A.dt, lda, ta}, b = {B.p, B.dt, ldb, tb};
-        trit_kernel_gemm_mixed(M, N, K, &a, &b, C, TRIT_F32, ldc, accumulate, c->ctx->matmul);
+        trit_kernel_gemm_mixed(M, N, K, &a, &b, C, TRIT_F32, ldc, accumulate, c->ctx->matmul, NULL);
         return;
     }
 #else

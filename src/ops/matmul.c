@@ -219,34 +219,43 @@ static trit_status linear_infer(const trit_tensor *const *in, int n_in, const vo
     return trit_tensor_init_layout(out, TRIT_REAL_DTYPE, x->ndim, shape);
 }
 
-enum { LIN_ROWS = 128 };  // rows per block of a 16-bit output
+// A 16-bit output (the f32 build only) comes from the mixed GEMM, which sums each row in fp32
+// from the bias and rounds every element once.
+static trit_status linear_forward_lowp(const trit_op_call *c, const lin_plan *p) {
+#ifndef TRIT_REAL_F64
+    const trit_tensor *x = c->in[0], *w = c->in[1], *b = c->n_in > 2 ? c->in[2] : NULL;
+    const real *bias = b ? in_ptr(b) : NULL;
+    if (b && b->strides[0] != 1) {
+        real *dense = c->scratch;  // (N)
+        for (int64_t j = 0; j < p->N; j++) dense[j] = bias[j * b->strides[0]];
+        bias = dense;
+    }
+    const trit_gemm_operand xa = {trit_tensor_ptr(x), x->dtype, p->ldx, p->xt},
+                            wb = {trit_tensor_ptr(w), w->dtype, p->ldw, !p->wflip};
+    trit_kernel_gemm_mixed(p->rows, p->N, p->K, &xa, &wb, c->out->data, c->out->dtype, p->N, false, c->ctx->matmul,
+                           bias);
+#else
+    (void)c, (void)p;
+#endif
+    return TRIT_OK;
+}
 
 static trit_status linear_forward(const trit_op_call *c) {
     const trit_tensor *x = c->in[0], *w = c->in[1], *b = c->n_in > 2 ? c->in[2] : NULL;
     lin_plan p;
     lin_plan_init(x, w, &p);
     if (p.rows == 0 || p.N == 0) return TRIT_OK;
-    const bool lowp = c->out->dtype != TRIT_REAL_DTYPE;
-    // A 16-bit output is computed in fp32 blocks of rows in scratch, bias included, and rounded once.
-    for (int64_t r0 = 0; r0 < p.rows; r0 += lowp ? LIN_ROWS : p.rows) {
-        const int64_t n = lowp && p.rows - r0 > LIN_ROWS ? LIN_ROWS : p.rows - r0;
-        real *y = lowp ? (real *)c->scratch : (real *)c->out->data + r0 * p.N;  // (n, N)
-        if (b) {  // every row starts as the bias, then the GEMM accumulates onto it
-            const real *pb = in_ptr(b);
-            const int64_t sb = b->strides[0];
-            for (int64_t r = 0; r < n; r++)
-                for (int64_t j = 0; j < p.N; j++) y[r * p.N + j] = pb[j * sb];
-        } else if (p.K == 0) {
-            memset(y, 0, sizeof(real) * (size_t)(n * p.N));
-        }
-        const trit_mm_ref xr = trit_mm_at(trit_mm_of(x), r0 * (p.xt ? 1 : p.ldx));
-        if (p.K > 0) trit_op_gemm(c, p.xt, !p.wflip, n, p.N, p.K, xr, p.ldx, trit_mm_of(w), p.ldw, y, p.N, b != NULL);
-#ifndef TRIT_REAL_F64  // 16-bit outputs exist only in the f32 build
-        if (lowp)
-            trit_dtype_traits_of(c->out->dtype)->from_f32((char *)c->out->data + trit_dtype_nbytes(c->out->dtype, r0 * p.N),
-                                                           y, n * p.N, NULL, r0 * p.N);
-#endif
+    if (c->out->dtype != TRIT_REAL_DTYPE) return linear_forward_lowp(c, &p);
+    real *y = c->out->data;  // (rows, N)
+    if (b) {  // every row starts as the bias, then the GEMM accumulates onto it
+        const real *pb = in_ptr(b);
+        const int64_t sb = b->strides[0];
+        for (int64_t r = 0; r < p.rows; r++)
+            for (int64_t j = 0; j < p.N; j++) y[r * p.N + j] = pb[j * sb];
+    } else if (p.K == 0) {
+        memset(y, 0, sizeof(real) * (size_t)(p.rows * p.N));
     }
+    if (p.K > 0) trit_op_gemm(c, p.xt, !p.wflip, p.rows, p.N, p.K, trit_mm_of(x), p.ldx, trit_mm_of(w), p.ldw, y, p.N, b != NULL);
     return TRIT_OK;
 }
 
@@ -269,13 +278,13 @@ static trit_status linear_backward(const trit_op_call *c) {
     return TRIT_OK;
 }
 
-// Backward's ones (rows) for the bias gradient; forward's fp32 block of a 16-bit output.
+// Backward's ones (rows) for the bias gradient; a dense copy of a strided bias (N) for a 16-bit
+// output.
 static size_t linear_scratch(const trit_op_call *c) {
     lin_plan p;
-    if (!lin_plan_init(c->in[0], c->in[1], &p)) return 0;
-    const size_t ones = c->n_in > 2 ? (size_t)p.rows * sizeof(real) : 0;
-    const size_t block = c->out->dtype != TRIT_REAL_DTYPE ? (size_t)(LIN_ROWS * p.N) * sizeof(real) : 0;
-    return ones > block ? ones : block;
+    if (c->n_in < 3 || !lin_plan_init(c->in[0], c->in[1], &p)) return 0;
+    const size_t ones = (size_t)p.rows * sizeof(real), bias = (size_t)p.N * sizeof(real);
+    return ones > bias ? ones : bias;
 }
 
 const trit_op_def R(trit_op_linear) = {

@@ -241,7 +241,7 @@ static double gemm_rate(trit_precision p, int64_t n, int reps, float *A, float *
         if (p == TRIT_PRECISION_FP32)
             trit_kernel_gemm_f32(false, false, n, n, n, A, n, B, n, C, n, false);
         else
-            trit_kernel_gemm_mixed(n, n, n, &a, &b, C, TRIT_F32, n, false, TRIT_MATMUL_HIGHEST);
+            trit_kernel_gemm_mixed(n, n, n, &a, &b, C, TRIT_F32, n, false, TRIT_MATMUL_HIGHEST, NULL);
         double ms = now_ms() - t0;
         double rate = 2.0 * (double)n * (double)n * (double)n / (ms / 1e3);
         if (r > 0 && rate > best) best = rate;  // run 0 warms caches and packing buffers

@@ -79,7 +79,8 @@ typedef struct problem {
     mat a, b;  // a: (M, K) or (K, M) stored; b: (K, N) or (N, K)
     trit_gemm_operand A, B;
     int64_t ldc;
-    void *C0;  // starting C (M, ldc), NaN when not accumulating
+    void *C0;     // starting C (M, ldc), NaN when not accumulating
+    float *bias;  // (N) or NULL (never with acc)
 } problem;
 
 static void problem_make(problem *p, trit_dtype adt, trit_dtype bdt, bool ta, bool tb, int64_t M, int64_t N,
@@ -99,10 +100,17 @@ static void problem_make(problem *p, trit_dtype adt, trit_dtype bdt, bool ta, bo
     free(c);
 }
 
+static void problem_add_bias(problem *p, uint64_t seed) {
+    p->bias = malloc(sizeof(float) * (size_t)p->N);
+    assert_non_null(p->bias);
+    trit_rng_fill_uniform(p->bias, p->N, seed, 11, 0, -2.0f, 2.0f);
+}
+
 static void problem_free(problem *p) {
     mat_free(&p->a);
     mat_free(&p->b);
     free(p->C0);
+    free(p->bias);
 }
 
 // C as f32 after running `fn` from C0.
@@ -110,7 +118,7 @@ static float *run(const problem *p, trit_kernel_gemm_mixed_fn *fn) {
     const int64_t nc = p->M * p->ldc;
     void *c = malloc(trit_dtype_nbytes(p->cdt, nc));
     memcpy(c, p->C0, trit_dtype_nbytes(p->cdt, nc));
-    fn(p->M, p->N, p->K, &p->A, &p->B, c, p->cdt, p->ldc, p->acc, p->prec);
+    fn(p->M, p->N, p->K, &p->A, &p->B, c, p->cdt, p->ldc, p->acc, p->prec, p->bias);
     float *f = malloc(sizeof(float) * (size_t)nc);
     trit_dtype_traits_of(p->cdt)->to_f32(f, c, nc, NULL, 0);
     free(c);
@@ -129,8 +137,9 @@ static void check_close(const problem *p, const float *got, const float *want, c
             for (int64_t k = 0; k < p->K; k++) bound += (double)absat(&p->a, p->A.trans, i, k) * absat(&p->b, p->B.trans, k, j);
             trit_dtype_traits_of(p->cdt)->to_f32(c0, (const char *)p->C0 + trit_dtype_nbytes(p->cdt, i * p->ldc + j), 1,
                                                   NULL, 0);
-            double tol = 1e-5 * (bound + (p->acc ? fabs(c0[0]) : 0));
+            double tol = 1e-5 * (bound + (p->acc ? fabs(c0[0]) : 0) + (p->bias ? fabs(p->bias[j]) : 0));
             if (p->cdt == TRIT_BF16) tol += fabs(want[i * p->ldc + j]) * 0x1p-7;  // one bf16 step
+            if (p->cdt == TRIT_F16) tol += fabs(want[i * p->ldc + j]) * 0x1p-10 + 0x1p-24;  // one f16 step
             const double d = fabs((double)got[i * p->ldc + j] - want[i * p->ldc + j]);
             if (!(d <= tol))
                 fail_msg("%s: C[%lld,%lld] = %.9g, reference %.9g (tolerance %.3g)", what, (long long)i, (long long)j,
@@ -151,17 +160,19 @@ static void test_against_reference(void **state) {
                 for (int t = 0; t < 4; t++)
                     for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
                         const bool acc = (s + t) % 2 == 1;
-                        const trit_dtype cdt = (c + s) % 3 == 0 ? TRIT_BF16 : TRIT_F32;
+                        const trit_dtype cdts[3] = {TRIT_BF16, TRIT_F32, TRIT_F16};
+                        const trit_dtype cdt = cdts[(c + s) % 3];
                         problem p;
                         problem_make(&p, combos[c][0], combos[c][1], t & 1, t >> 1, sizes[s][0], sizes[s][1],
                                      sizes[s][2], cdt, acc, (trit_matmul_precision)prec, 100 + s);
+                        if (!acc && (c + t) % 2 == 0) problem_add_bias(&p, 100 + s);
                         float *want = run(&p, trit_kernel_gemm_mixed_ref), *got = run(&p, IMPLS[k].fn);
                         char what[160];
                         snprintf(what, sizeof what, "%s %s x %s -> %s, %s, trans %d%d, %lldx%lldx%lld%s", IMPLS[k].name,
                                  trit_dtype_name(combos[c][0]), trit_dtype_name(combos[c][1]), trit_dtype_name(cdt),
                                  trit_matmul_precision_name((trit_matmul_precision)prec), t & 1, t >> 1,
                                  (long long)sizes[s][0], (long long)sizes[s][1], (long long)sizes[s][2],
-                                 acc ? ", accumulate" : "");
+                                 acc ? ", accumulate" : p.bias ? ", bias" : "");
                         check_close(&p, got, want, what);
                         free(want);
                         free(got);
@@ -222,6 +233,49 @@ static void test_threads_identical(void **state) {
     problem_free(&p);
 }
 
+// A 16-bit C (with a bias) holds exactly the f32 C of the same call (the bias in C, then
+// accumulating) rounded once: the same sums in the same order. The shapes take several K
+// slices and, with B packed for all of K, several column blocks; 1 and 2 threads agree.
+static void test_c16_is_rounded_f32(void **state) {
+    (void)state;
+    const int64_t sizes[][3] = {{70, 300, 3000}, {131, 1000, 384}, {5, 77, 0}};
+    const trit_dtype cdts[2] = {TRIT_BF16, TRIT_F16};
+    int checked = 0;
+    for (size_t k = 1; k < sizeof IMPLS / sizeof IMPLS[0]; k++) {
+        if (!runnable(&IMPLS[k])) continue;
+        for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++)
+            for (int c = 0; c < 2; c++) {
+                problem p, f;
+                problem_make(&p, TRIT_BF16, TRIT_BF16, false, s == 1, sizes[s][0], sizes[s][1], sizes[s][2], cdts[c],
+                             false, TRIT_MATMUL_MEDIUM, 40 + s);
+                problem_add_bias(&p, 40 + s);
+                problem_make(&f, TRIT_BF16, TRIT_BF16, false, s == 1, sizes[s][0], sizes[s][1], sizes[s][2], TRIT_F32,
+                             false, TRIT_MATMUL_MEDIUM, 40 + s);
+                problem_add_bias(&f, 40 + s);
+                const int saved = omp_get_max_threads();
+                omp_set_num_threads(1);
+                float *one = run(&p, IMPLS[k].fn);
+                omp_set_num_threads(2);
+                float *two = run(&p, IMPLS[k].fn), *wide = run(&f, IMPLS[k].fn);
+                omp_set_num_threads(saved);
+                const int64_t nc = p.M * p.ldc;
+                uint16_t *h = malloc(2 * (size_t)nc);
+                float *want = malloc(sizeof(float) * (size_t)nc);
+                trit_dtype_traits_of(cdts[c])->from_f32(h, wide, nc, NULL, 0);
+                trit_dtype_traits_of(cdts[c])->to_f32(want, h, nc, NULL, 0);
+                for (int64_t i = 0; i < p.M; i++) {
+                    assert_memory_equal(one + i * p.ldc, want + i * p.ldc, sizeof(float) * (size_t)p.N);
+                    assert_memory_equal(two + i * p.ldc, want + i * p.ldc, sizeof(float) * (size_t)p.N);
+                }
+                free(one), free(two), free(wide), free(h), free(want);
+                problem_free(&p);
+                problem_free(&f);
+                checked++;
+            }
+    }
+    printf("  %d 16-bit C cases equal to the rounded f32 C\n", checked);
+}
+
 // Max relative error (to the largest |C|) of f32 x f32 products against fp64, per precision.
 static void test_precision_modes(void **state) {
     (void)state;
@@ -239,7 +293,7 @@ static void test_precision_modes(void **state) {
     const trit_gemm_operand A = {a, TRIT_F32, n, false}, B = {b, TRIT_F32, n, false};
     double err[3];
     for (int prec = 0; prec < 3; prec++) {
-        trit_kernel_gemm_mixed(n, n, n, &A, &B, c, TRIT_F32, n, false, (trit_matmul_precision)prec);
+        trit_kernel_gemm_mixed(n, n, n, &A, &B, c, TRIT_F32, n, false, (trit_matmul_precision)prec, NULL);
         err[prec] = 0;
         for (size_t i = 0; i < (size_t)n * n; i++) err[prec] = fmax(err[prec], fabs(c[i] - ref[i]) / mx);
     }
@@ -257,6 +311,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_against_reference), cmocka_unit_test(test_highest_f32_is_sgemm),
         cmocka_unit_test(test_nan_and_ref_level), cmocka_unit_test(test_threads_identical),
+        cmocka_unit_test(test_c16_is_rounded_f32),
         cmocka_unit_test(test_precision_modes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -267,9 +267,9 @@ void trit_kernel_gemm_avx2_f32(bool trans_a, bool trans_b, int64_t M, int64_t N,
 }
 
 // 16-bit operands (bf16 widened by a shift, f16 through F16C) and lower precisions through the
-// same packing and FMA micro-kernel; a bf16 C goes through kernels/gemm_mixed.c.
-void trit_kernel_gemm_mixed_avx2_f32c(int64_t M, int64_t N, int64_t K, const trit_gemm_operand *A,
-                                      const trit_gemm_operand *B, float *C, int64_t ldc, bool accumulate,
-                                      trit_matmul_precision prec) {
-    gemm_run_mixed(M, N, K, A, B, C, ldc, accumulate, prec);
+// same packing and FMA micro-kernel; a 16-bit C through fp32 blocks (x86/gemm_driver.h).
+void trit_kernel_gemm_mixed_avx2_core(int64_t M, int64_t N, int64_t K, const trit_gemm_operand *A,
+                                       const trit_gemm_operand *B, void *C, trit_dtype cdt, int64_t ldc,
+                                       bool accumulate, trit_matmul_precision prec, const float *bias) {
+    gemm_run_mixed(M, N, K, A, B, C, cdt, ldc, accumulate, prec, bias);
 }

@@ -217,8 +217,8 @@ void trit_kernel_gemm_avx512_f32(bool trans_a, bool trans_b, int64_t M, int64_t 
 
 // 16-bit operands and lower precisions through the same packing and micro-kernel (widened to
 // f32 while packing); a bf16 C goes through kernels/gemm_mixed.c.
-void trit_kernel_gemm_mixed_avx512_f32c(int64_t M, int64_t N, int64_t K, const trit_gemm_operand *A,
-                                        const trit_gemm_operand *B, float *C, int64_t ldc, bool accumulate,
-                                        trit_matmul_precision prec) {
-    gemm_run_mixed(M, N, K, A, B, C, ldc, accumulate, prec);
+void trit_kernel_gemm_mixed_avx512_core(int64_t M, int64_t N, int64_t K, const trit_gemm_operand *A,
+                                       const trit_gemm_operand *B, void *C, trit_dtype cdt, int64_t ldc,
+                                       bool accumulate, trit_matmul_precision prec, const float *bias) {
+    gemm_run_mixed(M, N, K, A, B, C, cdt, ldc, accumulate, prec, bias);
 }

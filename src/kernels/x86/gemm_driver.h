@@ -30,6 +30,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 // One operand as packing reads it: storage, its dtype, and the piece of each value to take.
 typedef struct gemm_src {
@@ -45,8 +46,11 @@ typedef struct gemm_args {
     int64_t lda;
     gemm_src B;
     int64_t ldb;
-    float *C;
+    float *C;  // f32 C, or NULL when C16 is the output
     int64_t ldc;
+    uint16_t *C16;       // 16-bit C (bf16 or f16: cdt), computed through f32 blocks
+    trit_dtype cdt;      // TRIT_F32 (C) or the dtype of C16
+    const float *bias;   // (N) or NULL: starts each 16-bit C row's sum (never with accumulate)
 } gemm_args;
 
 // Plain f32 storage read as it is: the only case the in-place B path and the f32 fallback take.
@@ -138,6 +142,88 @@ static void gemm_block(const gemm_args *g, int64_t m0, int64_t m1, int64_t n0, i
     }
 }
 
+// ---- 16-bit C ----------------------------------------------------------------------------
+// A bf16 or f16 C is summed in fp32 in a per-thread block of MC x nc, then rounded once. So
+// that B is packed once per column block, not once per row block, its packed slices for the
+// whole of K are kept; the column block is narrowed to keep them within C16_B_FLOATS.
+enum { C16_B_FLOATS = 1 << 19 };  // 2 MB of packed B per thread
+
+static inline uint16_t bf16_rne(float x) {
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x0040u);  // as trit_f32_to_bf16
+    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+// c (mc, nc) at ldcb <- C16 rows [i0, i0+mc), columns [j0, j0+nc) widened, or the bias.
+static void c16_start(const gemm_args *g, int64_t i0, int64_t mc, int64_t j0, int64_t nc, float *c, int64_t ldcb) {
+    for (int64_t i = 0; i < mc; i++) {
+        if (g->accumulate)
+            trit_gemm_c16_widen(g->cdt, c + i * ldcb, g->C16 + (i0 + i) * g->ldc + j0, nc);
+        else if (g->bias)
+            memcpy(c + i * ldcb, g->bias + j0, sizeof(float) * (size_t)nc);
+    }
+}
+
+// C16 rows [i0, i0+mc), columns [j0, j0+nc) <- c (mc, nc) at ldcb, rounded to nearest even.
+static void c16_store(const gemm_args *g, int64_t i0, int64_t mc, int64_t j0, int64_t nc, const float *c,
+                      int64_t ldcb) {
+    for (int64_t i = 0; i < mc; i++) {
+        uint16_t *dst = g->C16 + (i0 + i) * g->ldc + j0;
+        const float *src = c + i * ldcb;
+        if (g->cdt != TRIT_BF16) {
+            trit_gemm_c16_round(g->cdt, dst, src, nc);
+            continue;
+        }
+#pragma omp simd
+        for (int64_t j = 0; j < nc; j++) dst[j] = bf16_rne(src[j]);
+    }
+}
+
+// C16[m0:m1, n0:n1] element by element, needing no memory.
+static void gemm_fallback_c16(const gemm_args *g, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
+    for (int64_t i = m0; i < m1; i++)
+        for (int64_t j = n0; j < n1; j++) {
+            float s = 0;
+            c16_start(g, i, 1, j, 1, &s, 1);
+            for (int64_t k = 0; k < g->K; k++)
+                s += trit_gemm_piece_value(g->A.p, g->A.dt, g->trans_a ? k * g->lda + i : i * g->lda + k, g->A.piece) *
+                     trit_gemm_piece_value(g->B.p, g->B.dt, g->trans_b ? j * g->ldb + k : k * g->ldb + j, g->B.piece);
+            c16_store(g, i, 1, j, 1, &s, 1);
+        }
+}
+
+// C16[m0:m1, n0:n1]: per column block, B packed for all of K, then per row block the fp32 sum
+// in slices of K (the order of gemm_block), rounded once.
+static void gemm_block_c16(const gemm_args *g, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
+    const int64_t ks = k_slice(g->K), slices = ceil_div(g->K, ks);
+    int64_t nc_max = min64(GEMM_NC, ceil_div(n1 - n0, NR) * NR);
+    nc_max = min64(nc_max, (C16_B_FLOATS / (slices * ks) / NR > 0 ? C16_B_FLOATS / (slices * ks) / NR : 1) * NR);
+    const int64_t mc_max = min64(GEMM_MC, ceil_div(m1 - m0, MR) * MR);
+    float *bp = pack_buffer((size_t)(slices * ks * nc_max + ks * mc_max + mc_max * nc_max));
+    if (!bp) {
+        gemm_fallback_c16(g, m0, m1, n0, n1);
+        return;
+    }
+    float *ap = bp + slices * ks * nc_max, *cb = ap + ks * mc_max;
+    const bool started = g->accumulate || g->bias;
+    for (int64_t jc = n0; jc < n1; jc += nc_max) {
+        const int64_t nc = min64(nc_max, n1 - jc);
+        for (int64_t s = 0; s < slices; s++)
+            pack_b(g, s * ks, min64(ks, g->K - s * ks), jc, nc, bp + s * ks * nc_max);
+        for (int64_t ic = m0; ic < m1; ic += GEMM_MC) {
+            const int64_t mc = min64(GEMM_MC, m1 - ic);
+            c16_start(g, ic, mc, jc, nc, cb, nc_max);
+            for (int64_t s = 0; s < slices; s++) {
+                const int64_t kc = min64(ks, g->K - s * ks);
+                pack_a(g, ic, mc, s * ks, kc, ap);
+                gemm_macro(kc, mc, nc, ap, bp + s * ks * nc_max, cb, nc_max, started || s > 0);
+            }
+            c16_store(g, ic, mc, jc, nc, cb, nc_max);
+        }
+    }
+}
+
 #ifndef GEMM_PACK_ALWAYS
 // Small problems: A packed one panel at a time, B read in place when it is (K, N).
 static void gemm_small(const gemm_args *g, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
@@ -211,7 +297,7 @@ static void gemv(const gemm_args *g) {
 static inline void gemv_run_f32(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const float *A,
                                 int64_t lda, const float *B, int64_t ldb, float *C, int64_t ldc, bool accumulate) {
     const gemm_args g = {trans_a, trans_b, accumulate, M, N, K, {A, TRIT_F32, TRIT_GEMM_VALUE}, lda,
-                         {B, TRIT_F32, TRIT_GEMM_VALUE}, ldb, C, ldc};
+                         {B, TRIT_F32, TRIT_GEMM_VALUE}, ldb, C, ldc, NULL, TRIT_F32, NULL};
     if (M > 0 && N > 0) gemv(&g);
 }
 
@@ -240,6 +326,10 @@ static void thread_share(const gemm_args *g, int t, int nt, int64_t r[4]) {
 // C[m0:m1, n0:n1]: the small-problem path or the fully packed one.
 static void gemm_range(const gemm_args *g, bool small, int64_t m0, int64_t m1, int64_t n0,
                        int64_t n1) {
+    if (g->C16) {
+        gemm_block_c16(g, m0, m1, n0, n1);
+        return;
+    }
 #ifdef GEMM_PACK_ALWAYS  // kernels whose packed format B cannot be read in place
     (void)small;
     gemm_block(g, m0, m1, n0, n1);
@@ -256,6 +346,15 @@ static void gemm_range(const gemm_args *g, bool small, int64_t m0, int64_t m1, i
 static void gemm_run(gemm_args g) {
     const int64_t M = g.M, N = g.N, K = g.K;
     if (M <= 0 || N <= 0) return;
+    if (K <= 0 && g.C16) {  // the bias or zeros, rounded
+        for (int64_t i = 0; !g.accumulate && i < M; i++)
+            for (int64_t j = 0; j < N; j++) {
+                float s = 0;
+                c16_start(&g, i, 1, j, 1, &s, 1);
+                c16_store(&g, i, 1, j, 1, &s, 1);
+            }
+        return;
+    }
     if (K <= 0) {
         if (!g.accumulate)
             for (int64_t i = 0; i < M; i++)
@@ -281,18 +380,26 @@ static void gemm_run(gemm_args g) {
 static inline void gemm_run_f32(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
                          const float *B, int64_t ldb, float *C, int64_t ldc, bool accumulate) {
     const gemm_args g = {trans_a, trans_b, accumulate, M, N, K, {A, TRIT_F32, TRIT_GEMM_VALUE}, lda,
-                         {B, TRIT_F32, TRIT_GEMM_VALUE}, ldb, C, ldc};
+                         {B, TRIT_F32, TRIT_GEMM_VALUE}, ldb, C, ldc, NULL, TRIT_F32, NULL};
     gemm_run(g);
 }
 
-// The mixed GEMM of kernels/gemm_lowp.h into an f32 C: one pass per product of pieces (one,
-// or three for TRIT_MATMUL_HIGH), each adding onto C in turn.
+// The mixed GEMM of kernels/gemm_lowp.h: one pass per product of pieces (one, or three for
+// TRIT_MATMUL_HIGH with an f32 operand, each adding onto C in turn; a 16-bit C only in one pass,
+// see trit_gemm_mixed_one_pass). An f32 C with a bias starts as the bias, rows of C then
+// accumulating: the order the 16-bit path sums in.
 static void gemm_run_mixed(int64_t M, int64_t N, int64_t K, const trit_gemm_operand *A, const trit_gemm_operand *B,
-                           float *C, int64_t ldc, bool accumulate, trit_matmul_precision prec) {
+                           void *C, trit_dtype cdt, int64_t ldc, bool accumulate, trit_matmul_precision prec,
+                           const float *bias) {
     const bool split = prec == TRIT_MATMUL_HIGH;
     const trit_gemm_piece first = prec == TRIT_MATMUL_HIGHEST ? TRIT_GEMM_VALUE : TRIT_GEMM_BF16_HI;
     static const trit_gemm_piece pa[3] = {0, TRIT_GEMM_BF16_HI, TRIT_GEMM_BF16_LO};
     static const trit_gemm_piece pb[3] = {0, TRIT_GEMM_BF16_LO, TRIT_GEMM_BF16_HI};
+    const bool c16 = cdt != TRIT_F32;
+    if (bias && !c16 && !accumulate) {
+        for (int64_t i = 0; i < M; i++) memcpy((float *)C + i * ldc, bias, sizeof(float) * (size_t)(N > 0 ? N : 0));
+        accumulate = true;
+    }
     for (int pass = 0; pass < (split ? 3 : 1); pass++) {
         // A lo pass of a 16-bit operand is all zeros: skip it rather than add zeros.
         if (pass > 0 && ((pa[pass] == TRIT_GEMM_BF16_LO && A->dt != TRIT_F32) ||
@@ -300,7 +407,7 @@ static void gemm_run_mixed(int64_t M, int64_t N, int64_t K, const trit_gemm_oper
             continue;
         const gemm_args g = {A->trans, B->trans, accumulate || pass > 0, M, N, K,
                              {A->p, A->dt, pass ? pa[pass] : first}, A->ld, {B->p, B->dt, pass ? pb[pass] : first},
-                             B->ld, C, ldc};
+                             B->ld, c16 ? NULL : C, ldc, c16 ? C : NULL, cdt, c16 ? bias : NULL};
         gemm_run(g);
     }
 }

@@ -172,14 +172,14 @@ static void gemm_macro(int64_t kc, int64_t mc, int64_t nc, const float *ap, cons
 }
 
 // Every product bf16 x bf16: on vdpbf16ps; otherwise the fp32 kernel.
-void trit_kernel_gemm_mixed_avx512bf16_f32c(int64_t M, int64_t N, int64_t K, const trit_gemm_operand *A,
-                                            const trit_gemm_operand *B, float *C, int64_t ldc, bool accumulate,
-                                            trit_matmul_precision prec) {
+void trit_kernel_gemm_mixed_avx512bf16_core(int64_t M, int64_t N, int64_t K, const trit_gemm_operand *A,
+                                             const trit_gemm_operand *B, void *C, trit_dtype cdt, int64_t ldc,
+                                             bool accumulate, trit_matmul_precision prec, const float *bias) {
     const bool exact = A->dt != TRIT_F16 && B->dt != TRIT_F16 &&
                        (prec != TRIT_MATMUL_HIGHEST || (A->dt == TRIT_BF16 && B->dt == TRIT_BF16));
     if (!exact) {
-        trit_kernel_gemm_mixed_avx512_f32c(M, N, K, A, B, C, ldc, accumulate, prec);
+        trit_kernel_gemm_mixed_avx512_core(M, N, K, A, B, C, cdt, ldc, accumulate, prec, bias);
         return;
     }
-    gemm_run_mixed(M, N, K, A, B, C, ldc, accumulate, prec);
+    gemm_run_mixed(M, N, K, A, B, C, cdt, ldc, accumulate, prec, bias);
 }
