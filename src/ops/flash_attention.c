@@ -34,6 +34,8 @@
 #define BC TRIT_FLASH_BC
 // Below this many multiply-adds in total the op stays on one thread.
 #define FLASH_PARALLEL_MIN ((int64_t)1 << 16)
+// Values converted (16-bit inputs and output) below which one thread does it.
+#define FLASH_CONVERT_PAR_MIN ((int64_t)1 << 15)
 
 typedef struct flash_dims {
     int64_t B, T, C, H, hs;
@@ -315,12 +317,30 @@ static trit_status flash_backward(const trit_op_call *c) {
 
 #ifndef TRIT_REAL_F64
 // dst (T, C) f32 = batch b of t (T, C), rows in_ld apart, of any float dtype.
-static void widen_batch(float *dst, const trit_tensor *t, const flash_dims *d, int64_t b) {
-    const trit_dtype_traits *tr = trit_dtype_traits_of(t->dtype);
-    const int64_t ld = in_ld(t), first = t->offset + b * t->strides[0];
+// Row r of batch element b of t as f32 at dst (C values).
+static void widen_row(float *dst, const trit_tensor *t, const flash_dims *d, int64_t b, int64_t r) {
+    const int64_t at = t->offset + b * t->strides[0] + r * in_ld(t);
+    trit_dtype_traits_of(t->dtype)->to_f32(dst, (const char *)t->data + trit_dtype_nbytes(t->dtype, at), d->C, NULL, at);
+}
+
+// Batch element b of q, k, v and, for n = 4, the output, as f32 (T, C) each at buf: all rows in
+// one parallel loop, each converted on its own.
+static void widen_batch(float *buf, const trit_op_call *c, int n, const flash_dims *d, int64_t b) {
+    const int64_t rows = n * d->T;
+#pragma omp parallel for schedule(static) if (rows * d->C >= FLASH_CONVERT_PAR_MIN && !omp_in_parallel())
+    for (int64_t k = 0; k < rows; k++) {
+        const int i = (int)(k / d->T);
+        widen_row(buf + k * d->C, i < 3 ? c->in[i] : c->out, d, b, k % d->T);
+    }
+}
+
+// The f32 output of batch element b (T, C) rounded into the 16-bit output, rows in parallel.
+static void narrow_batch(trit_tensor *out, const float *y, const flash_dims *d, int64_t b) {
+    const trit_dtype_traits *tr = trit_dtype_traits_of(out->dtype);
+#pragma omp parallel for schedule(static) if (d->T * d->C >= FLASH_CONVERT_PAR_MIN && !omp_in_parallel())
     for (int64_t r = 0; r < d->T; r++) {
-        const int64_t at = first + r * ld;
-        tr->to_f32(dst + r * d->C, (const char *)t->data + trit_dtype_nbytes(t->dtype, at), d->C, NULL, at);
+        const int64_t at = (b * d->T + r) * d->C;
+        tr->from_f32((char *)out->data + trit_dtype_nbytes(out->dtype, at), y + r * d->C, d->C, NULL, at);
     }
 }
 
@@ -343,7 +363,7 @@ static trit_status flash_lowp(const trit_op_call *c, bool backward) {
     for (int64_t b = 0; b < d.B; b++) {
         trit_tensor t[4], g[4];
         for (int i = 0; i < 4; i++) t[i] = batch_tensor(buf + i * TC, &d);
-        for (int i = 0; i < 3; i++) widen_batch(buf + i * TC, c->in[i], &d, b);
+        widen_batch(buf, c, backward ? 4 : 3, &d, b);
         trit_op_call sub = *c;
         for (int i = 0; i < 3; i++) sub.in[i] = &t[i];
         sub.out = &t[3];
@@ -351,11 +371,9 @@ static trit_status flash_lowp(const trit_op_call *c, bool backward) {
         if (!backward) {
             trit_status s = flash_forward(&sub);
             if (s != TRIT_OK) return s;
-            const trit_dtype_traits *tr = trit_dtype_traits_of(c->out->dtype);
-            tr->from_f32((char *)c->out->data + trit_dtype_nbytes(c->out->dtype, b * TC), buf + 3 * TC, TC, NULL, b * TC);
+            narrow_batch(c->out, buf + 3 * TC, &d, b);
             continue;
         }
-        widen_batch(buf + 3 * TC, c->out, &d, b);
         g[3] = batch_tensor((real *)c->gout->data + b * TC, &d);
         sub.gout = &g[3];
         for (int i = 0; i < 3; i++) {

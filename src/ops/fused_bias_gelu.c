@@ -7,9 +7,14 @@
 
 #include "ops/op_build.h"
 #include "kernels/rowops.h"
+#include "ops/row_blocks.h"
+
+#include <string.h>
 
 // h and the output may be 16-bit (a graph with 16-bit activations) in the f32 build: the rows
-// go through f32 copies in scratch, ROWS at a time, so the f32 kernels run them.
+// go through f32 copies in scratch, ROWS at a time, blocks in parallel (ops/row_blocks.h), so
+// the f32 kernels run them. Backward's bias gradient takes each block's column sums in a row of
+// its own and adds the rows in block order: the same sums, in the same order, as one pass.
 
 enum { ROWS = 128 };
 
@@ -32,8 +37,19 @@ static int64_t bg_N(const trit_op_call *c) { return c->in[1]->shape[0]; }
 
 static bool is_lowp(const trit_op_call *c) { return trit_op_lowp_ok(c->in[0]->dtype) || trit_op_lowp_ok(c->out->dtype); }
 
+static int64_t bg_rows(const trit_op_call *c) {
+    const int64_t N = bg_N(c);
+    return N > 0 ? trit_tensor_numel(c->in[0]) / N : 0;
+}
+
+// Per slot: forward's f32 input and output blocks; backward's input block. Backward's per-block
+// bias-gradient rows (blocks, N) follow the slots.
+static size_t bg_slot_bytes(const trit_op_call *c) { return 2 * sizeof(float) * (size_t)(ROWS * bg_N(c)); }
+static size_t bg_slots_bytes(const trit_op_call *c) { return trit_row_blocks_scratch(bg_rows(c), ROWS, bg_slot_bytes(c)); }
+
 static size_t bias_gelu_scratch(const trit_op_call *c) {
-    return is_lowp(c) ? 2 * sizeof(float) * (size_t)(ROWS * bg_N(c)) : 0;
+    if (!is_lowp(c)) return 0;
+    return bg_slots_bytes(c) + sizeof(float) * (size_t)(trit_row_blocks_count(bg_rows(c), ROWS) * bg_N(c));
 }
 
 #ifndef TRIT_REAL_F64
@@ -42,33 +58,44 @@ static void widen_rows(float *dst, const trit_tensor *t, int64_t r0, int64_t n, 
     trit_dtype_traits_of(t->dtype)->to_f32(dst, (const char *)trit_tensor_ptr(t) + trit_dtype_nbytes(t->dtype, r0 * N),
                                            n * N, NULL, r0 * N);
 }
+
+static void forward_block(const trit_op_call *c, int64_t r0, int64_t n, int64_t block, void *slot) {
+    (void)block;
+    const int64_t N = bg_N(c);
+    float *x = slot, *y = x + ROWS * N;  // (n, N) each
+    widen_rows(x, c->in[0], r0, n, N);
+    trit_kernel_gelu_fwd_f32(y, x, trit_tensor_ptr(c->in[1]), n, N);
+    trit_dtype_traits_of(c->out->dtype)->from_f32((char *)c->out->data + trit_dtype_nbytes(c->out->dtype, r0 * N), y,
+                                                   n * N, NULL, r0 * N);
+}
+
+static void backward_block(const trit_op_call *c, int64_t r0, int64_t n, int64_t block, void *slot) {
+    const int64_t N = bg_N(c);
+    float *x = slot;  // (n, N)
+    float *db = c->gin[1] ? (float *)((char *)c->scratch + bg_slots_bytes(c)) + block * N : NULL;  // (N)
+    if (db) memset(db, 0, sizeof(float) * (size_t)N);
+    widen_rows(x, c->in[0], r0, n, N);
+    trit_kernel_gelu_bwd_f32(c->gin[0] ? (float *)c->gin[0]->data + r0 * N : NULL, db, x, trit_tensor_ptr(c->in[1]),
+                             (const float *)c->gout->data + r0 * N, n, N);
+}
 #endif
 
 static trit_status bias_gelu_forward(const trit_op_call *c) {
-    const int64_t N = bg_N(c), numel = trit_tensor_numel(c->in[0]);
-    const int64_t rows = N > 0 ? numel / N : 0;
+    const int64_t N = bg_N(c), rows = bg_rows(c);
     const real *h = trit_tensor_ptr(c->in[0]), *b = trit_tensor_ptr(c->in[1]);  // (rows, N), (N)
     if (!is_lowp(c)) {
         R(trit_kernel_gelu_fwd)((real *)c->out->data, h, b, rows, N);  // (rows, N)
         return TRIT_OK;
     }
 #ifndef TRIT_REAL_F64
-    float *x = c->scratch, *y = x + ROWS * N;  // (ROWS, N) each
-    const trit_dtype_traits *out = trit_dtype_traits_of(c->out->dtype);
-    for (int64_t r0 = 0; r0 < rows; r0 += ROWS) {
-        const int64_t n = rows - r0 < ROWS ? rows - r0 : ROWS;
-        widen_rows(x, c->in[0], r0, n, N);
-        trit_kernel_gelu_fwd_f32(y, x, b, n, N);
-        out->from_f32((char *)c->out->data + trit_dtype_nbytes(c->out->dtype, r0 * N), y, n * N, NULL, r0 * N);
-    }
+    trit_row_blocks_run(c, c->scratch, rows, N, ROWS, bg_slot_bytes(c), forward_block);
 #endif
     return TRIT_OK;
 }
 
 static trit_status bias_gelu_backward(const trit_op_call *c) {
-    const int64_t N = bg_N(c), numel = trit_tensor_numel(c->in[0]);
-    if (N == 0 || numel == 0) return TRIT_OK;
-    const int64_t rows = numel / N;
+    const int64_t N = bg_N(c), rows = bg_rows(c);
+    if (N == 0 || rows == 0) return TRIT_OK;
     real *dh = c->gin[0] ? c->gin[0]->data : NULL;
     real *db = c->gin[1] ? c->gin[1]->data : NULL;
     const real *h = trit_tensor_ptr(c->in[0]), *b = trit_tensor_ptr(c->in[1]);  // (rows, N), (N)
@@ -78,13 +105,12 @@ static trit_status bias_gelu_backward(const trit_op_call *c) {
         return TRIT_OK;
     }
 #ifndef TRIT_REAL_F64
-    // Blocks of rows: db receives each block's column sums in block order.
-    float *x = c->scratch;  // (ROWS, N)
-    const real *g = c->gout->data;
-    for (int64_t r0 = 0; r0 < rows; r0 += ROWS) {
-        const int64_t n = rows - r0 < ROWS ? rows - r0 : ROWS;
-        widen_rows(x, c->in[0], r0, n, N);
-        trit_kernel_gelu_bwd_f32(dh ? dh + r0 * N : NULL, db, x, b, g + r0 * N, n, N);
+    trit_row_blocks_run(c, c->scratch, rows, N, ROWS, bg_slot_bytes(c), backward_block);
+    if (db) {
+        const float *part = (const float *)((char *)c->scratch + bg_slots_bytes(c));  // (blocks, N)
+        const int64_t nb = trit_row_blocks_count(rows, ROWS);
+        for (int64_t k = 0; k < nb; k++)
+            for (int64_t j = 0; j < N; j++) db[j] += part[k * N + j];
     }
 #endif
     return TRIT_OK;

@@ -10,6 +10,7 @@
 #include "ops/norm.h"
 
 #include "ops/op_build.h"
+#include "ops/row_blocks.h"
 #include "kernels/rowops.h"
 #include "trit/ops.h"
 
@@ -52,10 +53,34 @@ static size_t norm_saved_bytes(const trit_op_call *c) { return sizeof(double) * 
 enum { NORM_ROWS = 64 };  // rows per block of a 16-bit output
 
 // A 16-bit output (a graph with 16-bit activations, f32 build only) is written from fp32 rows
-// computed NORM_ROWS at a time in scratch; each row's statistics are the same either way.
+// computed NORM_ROWS at a time in a thread's scratch slot (ops/row_blocks.h); each row's
+// statistics are the same either way.
 static size_t norm_scratch_bytes(const trit_op_call *c) {
-    return c->out && trit_op_lowp_ok(c->out->dtype) ? sizeof(float) * (size_t)(NORM_ROWS * norm_C(c)) : 0;
+    if (!c->out || !trit_op_lowp_ok(c->out->dtype)) return 0;
+    return trit_row_blocks_scratch(norm_rows(c), NORM_ROWS, sizeof(float) * (size_t)(NORM_ROWS * norm_C(c)));
 }
+
+#ifndef TRIT_REAL_F64
+static void norm_forward_block(const trit_op_call *c, int64_t r0, int64_t n, void *slot, bool center) {
+    const trit_norm_attr *a = c->attr;
+    const float *x = trit_tensor_ptr(c->in[0]);                         // (rows, C)
+    const float *w = a->has_weight ? trit_tensor_ptr(c->in[1]) : NULL;  // (C)
+    const float *b = a->has_bias ? trit_tensor_ptr(c->in[1 + a->has_weight]) : NULL;  // (C)
+    const int64_t C = norm_C(c);
+    float *y = slot;  // (n, C)
+    trit_kernel_norm_fwd_f32(y, (double *)c->saved + 2 * r0, NULL, x + r0 * C, NULL, w, b, n, C, a->eps, center);
+    trit_dtype_traits_of(c->out->dtype)->from_f32((char *)c->out->data + trit_dtype_nbytes(c->out->dtype, r0 * C), y,
+                                                   n * C, NULL, r0 * C);
+}
+static void layernorm_block(const trit_op_call *c, int64_t r0, int64_t n, int64_t block, void *slot) {
+    (void)block;
+    norm_forward_block(c, r0, n, slot, true);
+}
+static void rmsnorm_block(const trit_op_call *c, int64_t r0, int64_t n, int64_t block, void *slot) {
+    (void)block;
+    norm_forward_block(c, r0, n, slot, false);
+}
+#endif
 
 // y = xhat * w + b over rows; stats: (rows, 2) receives (mean, rstd).
 static void norm_forward_rows(const trit_op_call *c, bool center) {
@@ -69,13 +94,8 @@ static void norm_forward_rows(const trit_op_call *c, bool center) {
         return;
     }
 #ifndef TRIT_REAL_F64
-    const trit_dtype_traits *out = trit_dtype_traits_of(c->out->dtype);
-    float *y = c->scratch;  // (NORM_ROWS, C)
-    for (int64_t r0 = 0; r0 < rows; r0 += NORM_ROWS) {
-        const int64_t n = rows - r0 < NORM_ROWS ? rows - r0 : NORM_ROWS;
-        trit_kernel_norm_fwd_f32(y, (double *)c->saved + 2 * r0, NULL, x + r0 * C, NULL, w, b, n, C, a->eps, center);
-        out->from_f32((char *)c->out->data + trit_dtype_nbytes(c->out->dtype, r0 * C), y, n * C, NULL, r0 * C);
-    }
+    trit_row_blocks_run(c, c->scratch, rows, C, NORM_ROWS, sizeof(float) * (size_t)(NORM_ROWS * C),
+                        center ? layernorm_block : rmsnorm_block);
 #endif
 }
 

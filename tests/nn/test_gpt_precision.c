@@ -89,10 +89,69 @@ static void test_policy_reaches_the_graph(void **state) {
     trit_gpt_free(m);
 }
 
+// Loss and every parameter gradient of one forward/backward under `policy` on `threads` threads;
+// the model is large enough that the 16-bit row blocks, conversions and GEMMs run in parallel.
+static double grads_at(const trit_compute_policy *policy, int threads, float **grads, int64_t *sizes) {
+    trit_gpt_config c = trit_gpt_config_default();
+    c.n_layer = 1;
+    c.n_embd = 128;
+    c.n_head = 4;
+    c.seq_len = 128;
+    c.vocab_size = V;
+    trit_gpt *m = trit_gpt_new(&c, 9);
+    assert_non_null(m);
+    assert_int_equal(trit_gpt_set_policy(m, policy), TRIT_OK);
+    trit_threads_set(threads);
+    trit_gpt_graph gg;
+    assert_int_equal(trit_gpt_build_train(m, 2, 128, &gg), TRIT_OK);
+    int32_t *x = gg.idx->data, *y = gg.targets->data;
+    for (int i = 0; i < 2 * 128; i++) {
+        x[i] = (int32_t)(trit_rng_u32(6, 0, (uint64_t)i) % V);
+        y[i] = (x[i] * 3 + 1) % V;
+    }
+    trit_graph_zero_grad(gg.graph);
+    assert_int_equal(trit_graph_forward(gg.graph), TRIT_OK);
+    assert_int_equal(trit_graph_backward(gg.graph), TRIT_OK);
+    const double loss = trit_tensor_get_flat(gg.loss, 0);
+    for (int i = 0; i < trit_gpt_num_tensors(m); i++) {
+        const trit_tensor *g = trit_gpt_tensor(m, i)->grad;
+        assert_true(i < 63);
+        sizes[i] = trit_tensor_numel(g);
+        grads[i] = malloc(sizeof(float) * (size_t)trit_tensor_numel(g));
+        memcpy(grads[i], g->data, sizeof(float) * (size_t)trit_tensor_numel(g));
+    }
+    trit_gpt_graph_free(&gg);
+    trit_gpt_free(m);
+    trit_threads_set(0);
+    return loss;
+}
+
+// 16-bit activations: 1 and 2 threads give the same loss and gradients, bit for bit.
+static void test_lowp_thread_count_independent(void **state) {
+    (void)state;
+    const trit_compute_policy pols[2] = {{TRIT_F32, TRIT_BF16, TRIT_MATMUL_MEDIUM}, {TRIT_F32, TRIT_F16, TRIT_MATMUL_HIGHEST}};
+    for (int p = 0; p < 2; p++) {
+        float *one[64] = {0}, *two[64] = {0};
+        int64_t n1[64], n2[64];
+        const double l1 = grads_at(&pols[p], 1, one, n1), l2 = grads_at(&pols[p], 2, two, n2);
+        assert_true(l1 == l2);
+        int checked = 0;
+        for (int i = 0; i < 64 && one[i]; i++, checked++) {
+            assert_non_null(two[i]);
+            assert_int_equal(n1[i], n2[i]);
+            assert_memory_equal(one[i], two[i], sizeof(float) * (size_t)n1[i]);
+            free(one[i]);
+            free(two[i]);
+        }
+        assert_true(checked > 8);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bf16_params_decode_like_f32),
         cmocka_unit_test(test_policy_reaches_the_graph),
+        cmocka_unit_test(test_lowp_thread_count_independent),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
