@@ -102,15 +102,17 @@ static trit_status plan_buffers(trit_graph *g) {
     for (int i = 0; i < N; i++) {
         trit_node *n = &g->nodes[i];
         const int bstep = n->bwd_step >= 0 ? N + n->bwd_step : -1;
-        // Forward reads inputs; backward may read inputs and output. Views reach their root.
+        // Forward reads inputs; backward reads inputs and output except those its op declares
+        // unread. Views reach their root.
+        const uint32_t unread = n->def->bwd_unread;
         for (int j = 0; j < n->n_in; j++) {
             int buf = g->values[g->values[n->in[j]].root].data_buf;
             extend(g, buf, i);
-            if (bstep >= 0) extend(g, buf, bstep);
+            if (bstep >= 0 && !(unread & TRIT_IN(j))) extend(g, buf, bstep);
         }
         int obuf = g->values[g->values[n->out].root].data_buf;
         extend(g, obuf, i);
-        if (bstep >= 0) extend(g, obuf, bstep);
+        if (bstep >= 0 && !(unread & TRIT_OUT)) extend(g, obuf, bstep);
         if (g->values[n->out].keep || n->out == g->loss) extend(g, obuf, END);
         if (n->saved_bytes) {
             n->saved_buf = add_buffer(g, n->saved_bytes, i);

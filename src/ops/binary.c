@@ -238,9 +238,11 @@ static size_t binary_scratch(const trit_op_call *c) {
 
 const trit_op_def R(trit_op_add) = {
     .name = "add", .infer = add_infer, .forward = add_forward, .backward = add_backward,
+    .bwd_unread = TRIT_IN(0) | TRIT_IN(1) | TRIT_OUT,
 };
 const trit_op_def R(trit_op_sub) = {
     .name = "sub", .infer = sub_infer, .forward = sub_forward, .backward = sub_backward,
+    .bwd_unread = TRIT_IN(0) | TRIT_IN(1) | TRIT_OUT,
 };
 const trit_op_def R(trit_op_mul) = {
     .name = "mul", .infer = mul_infer, .forward = mul_forward, .backward = mul_backward,

@@ -80,6 +80,7 @@ static trit_status cast_backward(const trit_op_call *c) {
 
 const trit_op_def R(trit_op_cast) = {
     .name = "cast", .infer = cast_infer, .forward = cast_forward, .backward = cast_backward,
+    .bwd_unread = TRIT_IN(0) | TRIT_OUT,
     .lowp_inputs = TRIT_IN(0), .attr_size = sizeof(trit_cast_attr),
 };
 

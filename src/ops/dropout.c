@@ -82,6 +82,7 @@ static trit_status dropout_backward(const trit_op_call *c) {
 
 const trit_op_def R(trit_op_dropout) = {
     .name = "dropout",
+    .bwd_unread = TRIT_IN(0) | TRIT_OUT,
     .infer = dropout_infer,
     .forward = dropout_forward,
     .backward = dropout_backward,

@@ -88,6 +88,7 @@ static trit_status add_layernorm_backward(const trit_op_call *c) {
 
 const trit_op_def R(trit_op_add_layernorm) = {
     .name = "add_layernorm",
+    .bwd_unread = TRIT_IN(0) | TRIT_IN(1),
     .infer = add_layernorm_infer,
     .forward = add_layernorm_forward,
     .backward = add_layernorm_backward,

@@ -118,6 +118,7 @@ static trit_status bias_gelu_backward(const trit_op_call *c) {
 
 const trit_op_def R(trit_op_bias_gelu) = {
     .name = "bias_gelu",
+    .bwd_unread = TRIT_OUT,
     .infer = bias_gelu_infer,
     .forward = bias_gelu_forward,
     .backward = bias_gelu_backward,

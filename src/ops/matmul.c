@@ -175,6 +175,7 @@ static trit_status matmul_backward(const trit_op_call *c) {
 
 const trit_op_def R(trit_op_matmul) = {
     .name = "matmul", .infer = matmul_infer, .forward = matmul_forward, .backward = matmul_backward,
+    .bwd_unread = TRIT_OUT,
     .lowp_inputs = TRIT_IN(0) | TRIT_IN(1), .attr_size = sizeof(trit_matmul_attr),
 };
 
@@ -289,6 +290,7 @@ static size_t linear_scratch(const trit_op_call *c) {
 
 const trit_op_def R(trit_op_linear) = {
     .name = "linear", .infer = linear_infer, .forward = linear_forward, .backward = linear_backward,
+    .bwd_unread = TRIT_IN(2) | TRIT_OUT,
     .lowp_inputs = TRIT_IN(0) | TRIT_IN(1), .lowp_output = true,
     .scratch_bytes = linear_scratch,
 };
@@ -310,12 +312,16 @@ static trit_tensor *gemm_readable(trit_graph *g, trit_tensor *t) {
 }
 
 // Under a policy with bf16 or f16 activations, a matmul operand enters in that dtype through a
-// cast node: the cast value is what backward keeps, and for a parameter it is the compute copy
-// refreshed every forward. Operands already in a 16-bit dtype stay as they are.
+// cast node: the cast value is what backward keeps. Operands already in a 16-bit dtype stay as
+// they are. An f32 parameter under bf16 at MEDIUM precision is read as it is: the GEMM rounds
+// it to bf16 (nearest even, as the cast would) while packing, so no compute copy is stored
+// between forward and backward; f16 needs the copy (the packing has no f16 rounding).
 static trit_tensor *matmul_operand(trit_graph *g, trit_tensor *t) {
-    const trit_dtype act = g ? trit_graph_policy(g).activation : TRIT_F32;
-    if (!t || (act != TRIT_BF16 && act != TRIT_F16) || t->dtype != trit_graph_dtype(g)) return t;
-    return trit_cast(g, t, act);
+    if (!t || !g) return t;
+    const trit_compute_policy pol = trit_graph_policy(g);
+    if ((pol.activation != TRIT_BF16 && pol.activation != TRIT_F16) || t->dtype != trit_graph_dtype(g)) return t;
+    if (pol.activation == TRIT_BF16 && pol.matmul == TRIT_MATMUL_MEDIUM && (t->flags & TRIT_FLAG_PARAM)) return t;
+    return trit_cast(g, t, pol.activation);
 }
 
 trit_tensor *trit_matmul(trit_graph *g, trit_tensor *a, trit_tensor *b, bool trans_a, bool trans_b) {

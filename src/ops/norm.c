@@ -126,6 +126,7 @@ static trit_status rmsnorm_backward(const trit_op_call *c) { return norm_backwar
 
 const trit_op_def R(trit_op_layernorm) = {
     .name = "layernorm",
+    .bwd_unread = TRIT_OUT,
     .infer = layernorm_infer,
     .forward = layernorm_forward,
     .backward = layernorm_backward,
@@ -138,6 +139,7 @@ const trit_op_def R(trit_op_layernorm) = {
 
 const trit_op_def R(trit_op_rmsnorm) = {
     .name = "rmsnorm",
+    .bwd_unread = TRIT_OUT,
     .infer = rmsnorm_infer,
     .forward = rmsnorm_forward,
     .backward = rmsnorm_backward,

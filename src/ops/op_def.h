@@ -10,6 +10,8 @@
 #define TRIT_OP_MAX_IN 16
 // Bit of input i in an op's input masks.
 #define TRIT_IN(i) (1u << (i))
+// The output in trit_op_def.bwd_unread.
+#define TRIT_OUT (1u << 31)
 
 // What the executor knows at run time.
 typedef struct trit_exec_ctx {
@@ -53,6 +55,9 @@ typedef struct trit_op_def {
     // The op can write its output in bf16/f16: under a policy with 16-bit activations the
     // builder gives its output that dtype (the op's infer sets the accumulate dtype as usual).
     bool lowp_output;
+    // Bit TRIT_IN(i) or TRIT_OUT set: backward never reads that value's data (shapes only), so
+    // the memory planner may reuse its storage once forward is done with it.
+    uint32_t bwd_unread;
     bool is_view;                // out aliases in[0]'s storage; forward does nothing
     size_t attr_size;
 } trit_op_def;

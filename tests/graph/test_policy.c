@@ -112,8 +112,9 @@ static void test_low_precision_close_to_f32(void **state) {
         double loss_tol, grad_tol;
         int casts;
     } cases[] = {
-        // 16-bit activations: x, w1 and w2 are cast; the GELU output is written in 16 bits.
-        {{TRIT_F32, TRIT_BF16, TRIT_MATMUL_MEDIUM}, 1e-2, 3e-2, 3},
+        // 16-bit activations: x, w1 and w2 are cast (under bf16 at medium precision the GEMM
+        // rounds the f32 weights while packing, so only x is); the GELU output is written in 16 bits.
+        {{TRIT_F32, TRIT_BF16, TRIT_MATMUL_MEDIUM}, 1e-2, 3e-2, 1},
         {{TRIT_F32, TRIT_F16, TRIT_MATMUL_HIGHEST}, 2e-3, 5e-3, 3},
         {{TRIT_F32, TRIT_F32, TRIT_MATMUL_MEDIUM}, 1e-2, 3e-2, 0},
         {{TRIT_F32, TRIT_F32, TRIT_MATMUL_HIGH}, 1e-4, 1e-4, 0},
