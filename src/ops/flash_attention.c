@@ -316,7 +316,6 @@ static trit_status flash_backward(const trit_op_call *c) {
 // ---- 16-bit activations ----------------------------------------------------------------------
 
 #ifndef TRIT_REAL_F64
-// dst (T, C) f32 = batch b of t (T, C), rows in_ld apart, of any float dtype.
 // Row r of batch element b of t as f32 at dst (C values).
 static void widen_row(float *dst, const trit_tensor *t, const flash_dims *d, int64_t b, int64_t r) {
     const int64_t at = t->offset + b * t->strides[0] + r * in_ld(t);

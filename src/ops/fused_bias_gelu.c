@@ -88,7 +88,7 @@ static trit_status bias_gelu_forward(const trit_op_call *c) {
         return TRIT_OK;
     }
 #ifndef TRIT_REAL_F64
-    trit_row_blocks_run(c, c->scratch, rows, N, ROWS, bg_slot_bytes(c), forward_block);
+    trit_row_blocks_run(c, rows, N, ROWS, bg_slot_bytes(c), forward_block);
 #endif
     return TRIT_OK;
 }
@@ -105,7 +105,7 @@ static trit_status bias_gelu_backward(const trit_op_call *c) {
         return TRIT_OK;
     }
 #ifndef TRIT_REAL_F64
-    trit_row_blocks_run(c, c->scratch, rows, N, ROWS, bg_slot_bytes(c), backward_block);
+    trit_row_blocks_run(c, rows, N, ROWS, bg_slot_bytes(c), backward_block);
     if (db) {
         const float *part = (const float *)((char *)c->scratch + bg_slots_bytes(c));  // (blocks, N)
         const int64_t nb = trit_row_blocks_count(rows, ROWS);

@@ -94,7 +94,7 @@ static void norm_forward_rows(const trit_op_call *c, bool center) {
         return;
     }
 #ifndef TRIT_REAL_F64
-    trit_row_blocks_run(c, c->scratch, rows, C, NORM_ROWS, sizeof(float) * (size_t)(NORM_ROWS * C),
+    trit_row_blocks_run(c, rows, C, NORM_ROWS, sizeof(float) * (size_t)(NORM_ROWS * C),
                         center ? layernorm_block : rmsnorm_block);
 #endif
 }

@@ -29,9 +29,9 @@ static inline size_t trit_row_blocks_scratch(int64_t rows, int64_t block, size_t
 }
 
 // fn(c, r0, n, b, slot) for every block b of rows [r0, r0 + n), n <= block, with the scratch of
-// the thread running it; `cols` values per row decide whether threads are worth waking.
-static inline void trit_row_blocks_run(const trit_op_call *c, void *scratch, int64_t rows, int64_t cols, int64_t block,
-                                       size_t slot_bytes, trit_row_block_fn *fn) {
+// the thread running it (slots from the start of c->scratch); `cols` values per row decide whether threads are worth waking.
+static inline void trit_row_blocks_run(const trit_op_call *c, int64_t rows, int64_t cols, int64_t block, size_t slot_bytes,
+                                       trit_row_block_fn *fn) {
     const int64_t nb = trit_row_blocks_count(rows, block), slots = trit_row_blocks_slots(rows, block);
     const size_t stride = (slot_bytes + 63) / 64 * 64;
     int threads = (int)(slots < omp_get_max_threads() ? slots : omp_get_max_threads());
@@ -39,7 +39,7 @@ static inline void trit_row_blocks_run(const trit_op_call *c, void *scratch, int
 #pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
     for (int64_t b = 0; b < nb; b++) {
         const int64_t r0 = b * block, n = rows - r0 < block ? rows - r0 : block;
-        fn(c, r0, n, b, (char *)scratch + (size_t)omp_get_thread_num() * stride);
+        fn(c, r0, n, b, (char *)c->scratch + (size_t)omp_get_thread_num() * stride);
     }
 }
 

@@ -148,13 +148,6 @@ static void gemm_block(const gemm_args *g, int64_t m0, int64_t m1, int64_t n0, i
 // whole of K are kept; the column block is narrowed to keep them within C16_B_FLOATS.
 enum { C16_B_FLOATS = 1 << 19 };  // 2 MB of packed B per thread
 
-static inline uint16_t bf16_rne(float x) {
-    uint32_t u;
-    memcpy(&u, &x, 4);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x0040u);  // as trit_f32_to_bf16
-    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-}
-
 // c (mc, nc) at ldcb <- C16 rows [i0, i0+mc), columns [j0, j0+nc) widened, or the bias.
 static void c16_start(const gemm_args *g, int64_t i0, int64_t mc, int64_t j0, int64_t nc, float *c, int64_t ldcb) {
     for (int64_t i = 0; i < mc; i++) {
@@ -168,16 +161,7 @@ static void c16_start(const gemm_args *g, int64_t i0, int64_t mc, int64_t j0, in
 // C16 rows [i0, i0+mc), columns [j0, j0+nc) <- c (mc, nc) at ldcb, rounded to nearest even.
 static void c16_store(const gemm_args *g, int64_t i0, int64_t mc, int64_t j0, int64_t nc, const float *c,
                       int64_t ldcb) {
-    for (int64_t i = 0; i < mc; i++) {
-        uint16_t *dst = g->C16 + (i0 + i) * g->ldc + j0;
-        const float *src = c + i * ldcb;
-        if (g->cdt != TRIT_BF16) {
-            trit_gemm_c16_round(g->cdt, dst, src, nc);
-            continue;
-        }
-#pragma omp simd
-        for (int64_t j = 0; j < nc; j++) dst[j] = bf16_rne(src[j]);
-    }
+    for (int64_t i = 0; i < mc; i++) trit_gemm_c16_round(g->cdt, g->C16 + (i0 + i) * g->ldc + j0, c + i * ldcb, nc);
 }
 
 // C16[m0:m1, n0:n1] element by element, needing no memory.
@@ -347,12 +331,7 @@ static void gemm_run(gemm_args g) {
     const int64_t M = g.M, N = g.N, K = g.K;
     if (M <= 0 || N <= 0) return;
     if (K <= 0 && g.C16) {  // the bias or zeros, rounded
-        for (int64_t i = 0; !g.accumulate && i < M; i++)
-            for (int64_t j = 0; j < N; j++) {
-                float s = 0;
-                c16_start(&g, i, 1, j, 1, &s, 1);
-                c16_store(&g, i, 1, j, 1, &s, 1);
-            }
+        if (!g.accumulate) gemm_fallback_c16(&g, 0, M, 0, N);
         return;
     }
     if (K <= 0) {
