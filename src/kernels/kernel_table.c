@@ -46,6 +46,7 @@ static const trit_kernel_entry table[] = {
     ROWOP(CE_FWD, ce_fwd),
     ROWOP(CE_BWD, ce_bwd),
     ROWOP(CE_DLOGITS, ce_dlogits),
+    ROWOP(ATTEND, attend),
     // A row memcpy: libc's copy is already as wide as the CPU allows.
     ROW(EMBEDDING_FWD, F32, F32, 0, trit_kernel_embedding_fwd_ref_f32),
     ROWOP(EMBEDDING_BWD, embedding_bwd),

@@ -118,6 +118,19 @@ trit_kernel_log_softmax_bwd_fn trit_kernel_log_softmax_bwd_f32, trit_kernel_log_
 void trit_kernel_log_softmax_bwd_ref_f64(double *dx, const double *y, const double *dy, int64_t rows,
                                          int64_t C);
 
+// ---- attention of one query over cached keys (decoding) --------------------------------------
+// y (hs) = sum_j p_j v_j / sum_j p_j with p_j = exp(s_j - max s), s_j = scale * (q . k_j), over the
+// n keys before it: the softmax row of the forward with its two products. Keys are stored
+// transposed, kt (hs, n) with rows ldk apart (a new position writes one column), so a vector of
+// consecutive keys' scores is one multiply-add per head dimension; v (n, hs) rows ldv apart.
+// p: (n) scratch, left holding exp(s_j - max). The sum is taken in double. n >= 1.
+typedef void trit_kernel_attend_fn(float *y, float *p, const float *q, const float *kt, int64_t ldk,
+                                   const float *v, int64_t ldv, int64_t n, int64_t hs, float scale);
+trit_kernel_attend_fn trit_kernel_attend_f32, trit_kernel_attend_ref_f32, trit_kernel_attend_avx512,
+    trit_kernel_attend_avx2;
+void trit_kernel_attend_ref_f64(double *y, double *p, const double *q, const double *kt, int64_t ldk,
+                                const double *v, int64_t ldv, int64_t n, int64_t hs, double scale);
+
 // ---- cross-entropy over rows of V logits ------------------------------------------------------
 // targets: (rows) int64 when t64, else int32; every target is in [0, V) or equals ignore_index
 // (the caller checks). Forward: stats (rows, 2) = (max, log(sum(exp(x - max)))) for every row and

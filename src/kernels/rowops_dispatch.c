@@ -80,3 +80,8 @@ void trit_kernel_adam_f32(float *p, const float *g, float *m, float *v, int64_t 
                           bool decoupled) {
     DISPATCH(ADAM, adam, p, g, m, v, n, s, decoupled);
 }
+
+void trit_kernel_attend_f32(float *y, float *p, const float *q, const float *kt, int64_t ldk, const float *v,
+                            int64_t ldv, int64_t n, int64_t hs, float scale) {
+    DISPATCH(ATTEND, attend, y, p, q, kt, ldk, v, ldv, n, hs, scale);
+}

@@ -11,6 +11,7 @@
 #include "nn/gpt_internal.h"
 
 #include <math.h>
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -20,7 +21,8 @@ enum { ROWS = 64 };
 struct trit_gpt_cache {
     const trit_gpt *m;
     int64_t len;           // tokens decoded so far
-    float *k, *v;          // (L, T, C) each: keys (after RoPE) and values of every position
+    float *k;              // (L, H, hs, T) keys (after RoPE), transposed per head: position j is column j
+    float *v;              // (L, T, C) values of every position
     // Work buffers for up to ROWS positions fed at once (a prompt is fed in chunks of ROWS).
     float *x;              // (ROWS, C) residual stream
     float *h;              // (ROWS, C) normalised input of a sub-layer
@@ -28,7 +30,7 @@ struct trit_gpt_cache {
     float *y;              // (ROWS, C) attention output before c_proj, or a sub-layer's output
     float *fc;             // (ROWS, F) c_fc output, F = hidden or 2 hidden
     float *act;            // (ROWS, hidden) MLP activation
-    float *p;              // (T) attention probabilities of one head
+    float *p;              // (H, T) attention probabilities, one row per head
     double stats[2 * ROWS];  // (ROWS, 2) norm statistics
     void *block;           // one allocation holding all of the above
     // f32 copies of the parameters, made when the cache is created, for a model that stores
@@ -143,7 +145,7 @@ trit_gpt_cache *trit_gpt_cache_new(const trit_gpt *m) {
     const int64_t L = c->n_layer, T = c->seq_len, C = c->n_embd, hid = m->hidden;
     const int64_t F = c->mlp == TRIT_MLP_SWIGLU ? 2 * hid : hid;
     // Each buffer is rounded up to 16 floats so every one starts 64-byte aligned.
-    const int64_t sizes[9] = {L * T * C, L * T * C, ROWS * C, ROWS * C, ROWS * 3 * C, ROWS * C, ROWS * F, ROWS * hid, T};
+    const int64_t sizes[9] = {L * T * C, L * T * C, ROWS * C, ROWS * C, ROWS * 3 * C, ROWS * C, ROWS * F, ROWS * hid, c->n_head * T};
     int64_t total = 0;
     for (int i = 0; i < 9; i++) total += (sizes[i] + 15) / 16 * 16;
     trit_gpt_cache *k = calloc(1, sizeof *k);
@@ -267,47 +269,49 @@ static float sigmoidf(float x) {
     return e / (1 + e);
 }
 
-// y (C) = causal attention of q (C), the query at position pos, against the cached keys and
-// values of positions 0..pos of layer l.
-static void attend(const trit_gpt *m, trit_gpt_cache *c, int64_t l, int64_t pos, const float *q, float *y) {
-    const int64_t C = m->cfg.n_embd, T = m->cfg.seq_len, H = m->cfg.n_head, hs = C / H, n = pos + 1;
-    const float *K = c->k + l * T * C, *V = c->v + l * T * C;
+// Below this many multiply-adds (heads x rows x keys x head size) attention runs on one thread.
+#define ATTEND_PARALLEL_MIN ((int64_t)1 << 15)
+
+// y (R, C) = causal attention of the R queries q (R, 3C rows, the fused qkv) at positions
+// pos0.. against the cached keys and values of positions 0..pos0 + r of layer l: the attention
+// row kernel per (query, head), heads split among threads (each head's rows on one thread, in
+// order, so results do not depend on the thread count).
+static void attend(const trit_gpt *m, trit_gpt_cache *c, int64_t l, int64_t pos0, int64_t R, const float *q, float *y) {
+    const int64_t C = m->cfg.n_embd, T = m->cfg.seq_len, H = m->cfg.n_head, hs = C / H;
+    const float *kt = c->k + l * C * T, *V = c->v + l * T * C;
     const float scale = (float)(1.0 / sqrt((double)hs));
-    for (int64_t h = 0; h < H; h++) {
-        float *p = c->p;
-        trit_kernel_gemv_f32(false, true, 1, n, hs, q + h * hs, hs, K + h * hs, C, p, n, false);  // (1, n)
-        float mx = -INFINITY;
-        for (int64_t j = 0; j < n; j++) {
-            p[j] *= scale;
-            if (p[j] > mx) mx = p[j];
-        }
-        double sum = 0;
-        for (int64_t j = 0; j < n; j++) {
-            p[j] = expf(p[j] - mx);
-            sum += p[j];
-        }
-        const float inv = (float)(1.0 / sum);
-        for (int64_t j = 0; j < n; j++) p[j] *= inv;
-        trit_kernel_gemv_f32(false, false, 1, hs, n, p, n, V + h * hs, C, y + h * hs, hs, false);  // (1, hs)
+    const bool par = H * R * (pos0 + R) * hs >= ATTEND_PARALLEL_MIN && !omp_in_parallel();
+#pragma omp parallel for schedule(static) if (par)
+    for (int64_t h = 0; h < H; h++)
+        for (int64_t r = 0; r < R; r++)
+            trit_kernel_attend_f32(y + r * C + h * hs, c->p + h * T, q + r * 3 * C + h * hs, kt + h * hs * T, T,
+                                   V + h * hs, C, pos0 + r + 1, hs, scale);
+}
+
+// Stores the keys and values of the R positions from pos0 (rows of the fused qkv (R, 3C)) in
+// layer l's cache: keys into their columns of the transposed per-head blocks.
+static void cache_store(const trit_gpt *m, trit_gpt_cache *c, int64_t l, int64_t pos0, int64_t R, const float *qkv) {
+    const int64_t C = m->cfg.n_embd, T = m->cfg.seq_len;
+    float *kt = c->k + l * C * T;  // (C, T): head h's block is rows h hs .. (h + 1) hs
+    for (int64_t r = 0; r < R; r++) {
+        const float *row = qkv + r * 3 * C;
+        for (int64_t i = 0; i < C; i++) kt[i * T + pos0 + r] = row[C + i];
+        memcpy(c->v + (l * T + pos0 + r) * C, row + 2 * C, sizeof(float) * (size_t)C);
     }
 }
 
 // Layer l for the R positions pos0.. held in c->x.
 static void block_forward(const trit_gpt *m, trit_gpt_cache *c, int64_t l, int64_t pos0, int64_t R) {
     const trit_gpt_block *k = &m->blocks[l];
-    const int64_t C = m->cfg.n_embd, T = m->cfg.seq_len, hid = m->hidden, F = m->cfg.mlp == TRIT_MLP_SWIGLU ? 2 * hid : hid;
+    const int64_t C = m->cfg.n_embd, hid = m->hidden, F = m->cfg.mlp == TRIT_MLP_SWIGLU ? 2 * hid : hid;
     norm(c, c->h, c->x, k->ln1_w, k->ln1_b, R);
     matmul(c, c->qkv, c->h, k->attn_w, k->attn_b, R);
-    for (int64_t r = 0; r < R; r++) {
-        float *qkv = c->qkv + r * 3 * C;
-        if (m->cfg.pos == TRIT_POS_ROPE) {
-            rope(m, qkv, pos0 + r);
-            rope(m, qkv + C, pos0 + r);
-        }
-        memcpy(c->k + (l * T + pos0 + r) * C, qkv + C, sizeof(float) * (size_t)C);
-        memcpy(c->v + (l * T + pos0 + r) * C, qkv + 2 * C, sizeof(float) * (size_t)C);
+    for (int64_t r = 0; m->cfg.pos == TRIT_POS_ROPE && r < R; r++) {
+        rope(m, c->qkv + r * 3 * C, pos0 + r);
+        rope(m, c->qkv + r * 3 * C + C, pos0 + r);
     }
-    for (int64_t r = 0; r < R; r++) attend(m, c, l, pos0 + r, c->qkv + r * 3 * C, c->y + r * C);
+    cache_store(m, c, l, pos0, R, c->qkv);
+    attend(m, c, l, pos0, R, c->qkv, c->y);
     const float *in = c->y;
     if (k->sub1_w) {
         norm(c, c->qkv, c->y, k->sub1_w, k->sub1_b, R);  // the queries are spent: qkv is scratch now

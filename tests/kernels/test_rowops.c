@@ -418,6 +418,74 @@ static void test_exp_accuracy(void **state) {
     assert_memory_equal(e[0], e[1], sizeof e[0]);
 }
 
+// Attention of one query over n cached keys: every f32 implementation against attention
+// computed here in double from its definition (scores, softmax, weighted sum of values), on key
+// counts around the vector widths and head sizes that are not multiples of 8 or 16 or that take
+// several 64-column passes; the f64 reference must agree to 1e-12. Key and value rows are padded
+// with sentinels no implementation may read into the result. Scores reach +-10, so the softmax
+// is far from uniform. Tolerance: a probability left in p is exp of a score difference, so its
+// relative error is bounded by the two scores' f32 summation errors, hs u scale sum_d |q_d k_dj|
+// each (u = 2^-24; the standard bound of a recursive sum), plus 1e-6 for exp; an output, a convex
+// combination of values in [-1, 1], is within twice the largest of those, plus 1e-6.
+static void check_attend(int impl, int64_t n, int64_t hs) {
+    const int64_t ldk = n + 5, ldv = hs + 3;
+    float *q = rnd(hs, 71, -1, 1), *kt = rnd(hs * ldk, 72, -1, 1), *v = rnd(n * ldv, 73, -1, 1);
+    float *y = malloc(sizeof(float) * (size_t)hs), *p = malloc(sizeof(float) * (size_t)n);
+    double *s = malloc(sizeof(double) * (size_t)n), *yd = malloc(sizeof(double) * (size_t)hs);
+    double *pd = malloc(sizeof(double) * (size_t)n), *qd = malloc(sizeof(double) * (size_t)hs);
+    double *ktd = malloc(sizeof(double) * (size_t)(hs * ldk)), *vd = malloc(sizeof(double) * (size_t)(n * ldv));
+    assert_true(y && p && s && yd && pd && qd && ktd && vd);
+    for (int64_t d = 0; d < hs; d++) {
+        q[d] *= 4.0f;
+        for (int64_t j = n; j < ldk; j++) kt[d * ldk + j] = 1e30f;  // past the last key
+    }
+    for (int64_t j = 0; j < n; j++)
+        for (int64_t d = hs; d < ldv; d++) v[j * ldv + d] = 1e30f;
+    const double scale = 1.0 / sqrt((double)hs);
+    double mx = -INFINITY, sum = 0, worst = 0;  // worst: the largest score error bound
+    for (int64_t j = 0; j < n; j++) {
+        double abs_sum = 0;
+        s[j] = 0;
+        for (int64_t d = 0; d < hs; d++) {
+            s[j] += (double)q[d] * (double)kt[d * ldk + j];
+            abs_sum += fabs((double)q[d] * (double)kt[d * ldk + j]);
+        }
+        s[j] *= scale;
+        mx = fmax(mx, s[j]);
+        worst = fmax(worst, (double)hs * 0x1p-24 * scale * abs_sum);
+    }
+    const double tol_p = 2 * worst + 1e-6, tol_y = 2 * tol_p + 1e-6;
+    for (int64_t j = 0; j < n; j++) sum += exp(s[j] - mx);
+    PICK(attend, impl)(y, p, q, kt, ldk, v, ldv, n, hs, (float)scale);
+    for (int64_t i = 0; i < hs; i++) qd[i] = q[i];
+    for (int64_t i = 0; i < hs * ldk; i++) ktd[i] = kt[i];
+    for (int64_t i = 0; i < n * ldv; i++) vd[i] = v[i];
+    trit_kernel_attend_ref_f64(yd, pd, qd, ktd, ldk, vd, ldv, n, hs, scale);
+    for (int64_t j = 0; j < n; j++) {
+        const double want = exp(s[j] - mx);
+        if (!(fabs(p[j] - want) <= tol_p * want))
+            fail_msg("%s attend n=%lld hs=%lld: p[%lld] = %.9g, want %.9g", IMPL_NAME[impl], (long long)n,
+                     (long long)hs, (long long)j, p[j], want);
+    }
+    for (int64_t d = 0; d < hs; d++) {
+        double want = 0;
+        for (int64_t j = 0; j < n; j++) want += exp(s[j] - mx) / sum * (double)v[j * ldv + d];
+        if (!(fabs(y[d] - want) <= tol_y) || !(fabs(yd[d] - want) <= 1e-12))
+            fail_msg("%s attend n=%lld hs=%lld: y[%lld] = %.9g (f64 reference %.15g), want %.15g", IMPL_NAME[impl],
+                     (long long)n, (long long)hs, (long long)d, y[d], yd[d], want);
+    }
+    free(q), free(kt), free(v), free(y), free(p), free(s), free(yd), free(pd), free(qd), free(ktd), free(vd);
+}
+
+static void test_attend(void **state) {
+    (void)state;
+    say_skipped();
+    const int64_t ns[] = {1, 2, 7, 16, 17, 63, 64, 65, 100, 257}, hss[] = {1, 8, 17, 48, 64, 80, 129};
+    for (int impl = 0; impl < IMPL_N; impl++)
+        for (size_t i = 0; have_impl(impl) && i < sizeof ns / sizeof ns[0]; i++)
+            for (size_t j = 0; j < sizeof hss / sizeof hss[0]; j++) check_attend(impl, ns[i], hss[j]);
+}
+
 // The f32 entry points follow trit_cpu_set_level: the reference's bits at TRIT_CPU_REF, the AVX2
 // kernel's at TRIT_CPU_AVX2, the AVX-512 kernel's at TRIT_CPU_AVX512.
 static void test_dispatch(void **state) {
@@ -434,6 +502,9 @@ static void test_dispatch(void **state) {
         PICK(softmax_fwd, l)(want, f.a, 3, 129);
         trit_kernel_softmax_fwd_f32(got, f.a, 3, 129);
         assert_memory_equal(want, got, sizeof(float) * (size_t)n);
+        PICK(attend, l)(want, want + 3, f.a, f.b, 129, f.c, 3, 100, 3, 0.25f);  // kt (3, 100) of b, v (100, 3) of c
+        trit_kernel_attend_f32(got, got + 3, f.a, f.b, 129, f.c, 3, 100, 3, 0.25f);
+        assert_memory_equal(want, got, sizeof(float) * 103);
         PICK(gelu_fwd, l)(want, f.a, f.bias, 3, 129);
         trit_kernel_gelu_fwd_f32(got, f.a, f.bias, 3, 129);
         assert_memory_equal(want, got, sizeof(float) * (size_t)n);
@@ -455,7 +526,7 @@ int main(void) {
         cmocka_unit_test(test_adam),            cmocka_unit_test(test_adam_large),
         cmocka_unit_test(test_ce_dlogits),
         cmocka_unit_test(test_gelu_known_values), cmocka_unit_test(test_exp_accuracy),
-        cmocka_unit_test(test_dispatch),
+        cmocka_unit_test(test_attend),          cmocka_unit_test(test_dispatch),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -185,6 +185,22 @@ void R(trit_kernel_softmax_fwd_ref)(real *y, const real *x, int64_t rows, int64_
     }
 }
 
+void R(trit_kernel_attend_ref)(real *y, real *p, const real *q, const real *kt, int64_t ldk, const real *v,
+                               int64_t ldv, int64_t n, int64_t hs, real scale) {
+    for (int64_t j = 0; j < n; j++) {
+        real s = 0;
+        for (int64_t d = 0; d < hs; d++) s += q[d] * kt[d * ldk + j];
+        p[j] = scale * s;
+    }
+    double sum;
+    const real m = row_max_sumexp(p, n, &sum), inv = (real)(1.0 / sum);
+    for (int64_t j = 0; j < n; j++) p[j] = REXP(p[j] - m);
+    for (int64_t d = 0; d < hs; d++) y[d] = 0;
+    for (int64_t j = 0; j < n; j++)
+        for (int64_t d = 0; d < hs; d++) y[d] += p[j] * v[j * ldv + d];
+    for (int64_t d = 0; d < hs; d++) y[d] *= inv;
+}
+
 void R(trit_kernel_softmax_bwd_ref)(real *dx, const real *y, const real *dy, int64_t rows, int64_t C) {
 #pragma omp parallel for schedule(static) if (rows * C >= TRIT_ROWOPS_PAR_MIN)
     for (int64_t i = 0; i < rows; i++) {

@@ -486,3 +486,55 @@ void ROWOPS_FN(adam)(float *p, const float *g, float *m, float *v, int64_t n, co
         adam_chunk(p + lo, g + lo, m + lo, v + lo, min64(n, lo + TRIT_ROWOPS_CHUNK) - lo, s, decoupled);
     }
 }
+
+// ---- attention of one query over cached keys -----------------------------------------------
+
+// p[j0, j0 + 4 VL) = scale * (q . k_j): four vectors of consecutive keys, each one multiply-add
+// per head dimension (lanes past n masked).
+static void attend_scores(float *p, const float *q, const float *kt, int64_t ldk, int64_t j0, int64_t n,
+                          int64_t hs, float scale) {
+    const vtail k0 = vtail_of(n - j0), k1 = vtail_of(n - j0 - VL), k2 = vtail_of(n - j0 - 2 * VL),
+                k3 = vtail_of(n - j0 - 3 * VL);
+    vf s0 = vzero(), s1 = vzero(), s2 = vzero(), s3 = vzero();
+    for (int64_t d = 0; d < hs; d++) {
+        const float *row = kt + d * ldk + j0;
+        const vf qd = vset1(q[d]);
+        s0 = vfmadd(qd, vload(k0, row), s0);
+        s1 = vfmadd(qd, vload(k1, row + VL), s1);
+        s2 = vfmadd(qd, vload(k2, row + 2 * VL), s2);
+        s3 = vfmadd(qd, vload(k3, row + 3 * VL), s3);
+    }
+    const vf sc = vset1(scale);
+    vstore(p + j0, k0, vmul(s0, sc));
+    vstore(p + j0 + VL, k1, vmul(s1, sc));
+    vstore(p + j0 + 2 * VL, k2, vmul(s2, sc));
+    vstore(p + j0 + 3 * VL, k3, vmul(s3, sc));
+}
+
+// y[d0, d0 + 4 VL) = inv * sum_j p_j v_j over the head dimensions from d0 (lanes past hs masked).
+static void attend_values(float *y, const float *p, const float *v, int64_t ldv, int64_t n, int64_t d0, int64_t hs,
+                          float inv) {
+    const vtail k0 = vtail_of(hs - d0), k1 = vtail_of(hs - d0 - VL), k2 = vtail_of(hs - d0 - 2 * VL),
+                k3 = vtail_of(hs - d0 - 3 * VL);
+    vf a0 = vzero(), a1 = vzero(), a2 = vzero(), a3 = vzero();
+    for (int64_t j = 0; j < n; j++) {
+        const float *row = v + j * ldv + d0;
+        const vf pj = vset1(p[j]);
+        a0 = vfmadd(pj, vload(k0, row), a0);
+        a1 = vfmadd(pj, vload(k1, row + VL), a1);
+        a2 = vfmadd(pj, vload(k2, row + 2 * VL), a2);
+        a3 = vfmadd(pj, vload(k3, row + 3 * VL), a3);
+    }
+    const vf s = vset1(inv);
+    vstore(y + d0, k0, vmul(a0, s));
+    vstore(y + d0 + VL, k1, vmul(a1, s));
+    vstore(y + d0 + 2 * VL, k2, vmul(a2, s));
+    vstore(y + d0 + 3 * VL, k3, vmul(a3, s));
+}
+
+void ROWOPS_FN(attend)(float *y, float *p, const float *q, const float *kt, int64_t ldk, const float *v, int64_t ldv,
+                       int64_t n, int64_t hs, float scale) {
+    for (int64_t j0 = 0; j0 < n; j0 += 4 * VL) attend_scores(p, q, kt, ldk, j0, n, hs, scale);
+    const float inv = (float)(1.0 / row_sumexp(p, p, row_max(p, n), n));
+    for (int64_t d0 = 0; d0 < hs; d0 += 4 * VL) attend_values(y, p, v, ldv, n, d0, hs, inv);
+}
