@@ -22,7 +22,7 @@ struct trit_gpt_cache {
     const trit_gpt *m;
     int64_t len;           // tokens decoded so far
     float *k;              // (L, H, hs, T) keys (after RoPE), transposed per head: position j is column j
-    float *v;              // (L, T, C) values of every position
+    float *v;              // (L, H, T, hs) values, each head's positions contiguous
     // Work buffers for up to ROWS positions fed at once (a prompt is fed in chunks of ROWS).
     float *x;              // (ROWS, C) residual stream
     float *h;              // (ROWS, C) normalised input of a sub-layer
@@ -278,25 +278,28 @@ static float sigmoidf(float x) {
 // order, so results do not depend on the thread count).
 static void attend(const trit_gpt *m, trit_gpt_cache *c, int64_t l, int64_t pos0, int64_t R, const float *q, float *y) {
     const int64_t C = m->cfg.n_embd, T = m->cfg.seq_len, H = m->cfg.n_head, hs = C / H;
-    const float *kt = c->k + l * C * T, *V = c->v + l * T * C;
+    const float *kt = c->k + l * C * T, *V = c->v + l * T * C;  // (H, hs, T), (H, T, hs)
     const float scale = (float)(1.0 / sqrt((double)hs));
     const bool par = H * R * (pos0 + R) * hs >= ATTEND_PARALLEL_MIN && !omp_in_parallel();
 #pragma omp parallel for schedule(static) if (par)
     for (int64_t h = 0; h < H; h++)
         for (int64_t r = 0; r < R; r++)
             trit_kernel_attend_f32(y + r * C + h * hs, c->p + h * T, q + r * 3 * C + h * hs, kt + h * hs * T, T,
-                                   V + h * hs, C, pos0 + r + 1, hs, scale);
+                                   V + h * T * hs, hs, pos0 + r + 1, hs, scale);
 }
 
 // Stores the keys and values of the R positions from pos0 (rows of the fused qkv (R, 3C)) in
-// layer l's cache: keys into their columns of the transposed per-head blocks.
+// layer l's cache: keys into their columns of the transposed per-head blocks, values into
+// their rows of the per-head blocks.
 static void cache_store(const trit_gpt *m, trit_gpt_cache *c, int64_t l, int64_t pos0, int64_t R, const float *qkv) {
-    const int64_t C = m->cfg.n_embd, T = m->cfg.seq_len;
+    const int64_t C = m->cfg.n_embd, T = m->cfg.seq_len, H = m->cfg.n_head, hs = C / H;
     float *kt = c->k + l * C * T;  // (C, T): head h's block is rows h hs .. (h + 1) hs
+    float *v = c->v + l * T * C;   // (H, T, hs)
     for (int64_t r = 0; r < R; r++) {
         const float *row = qkv + r * 3 * C;
         for (int64_t i = 0; i < C; i++) kt[i * T + pos0 + r] = row[C + i];
-        memcpy(c->v + (l * T + pos0 + r) * C, row + 2 * C, sizeof(float) * (size_t)C);
+        for (int64_t h = 0; h < H; h++)
+            memcpy(v + (h * T + pos0 + r) * hs, row + 2 * C + h * hs, sizeof(float) * (size_t)hs);
     }
 }
 

@@ -27,6 +27,44 @@ static inline void load_t2(const uint8_t *w, __m512i *u01, __m512i *u23) {
     *u23 = _mm512_inserti64x4(_mm512_castsi256_si512(u2), u3, 1);
 }
 
+// 64 codes of row r at element k, as unsigned bytes.
+static inline __m512i codes64(wkind kind, const uint8_t *w, int64_t k) {
+    return kind == W_Q4 ? load_q4(w + k / 2) : kind == W_Q8 ? load_q8(w + k) : _mm512_loadu_si512(w + k);
+}
+
+// The integer sums of R rows of packed ternary codes over [k, end), into a[r]. The code of
+// element 4j + i sits in bits 2i of byte j, so masking a byte with 3 << 2i leaves 4^i times
+// the (biased) code in place: four masks and no shifts or lane shuffles per 32 bytes, with
+// each run's sum kept apart and scaled back (an exact shift: the sums are multiples of 4^i).
+// 256-bit operations: the activations' runs of 32 are each one load.
+static inline void t2_group(int R, const int8_t *q, const uint8_t *w, size_t row_bytes, int64_t k, int64_t end,
+                            __m512i *a) {
+    __m256i t[4][4];
+    for (int r = 0; r < 4; r++)
+        for (int i = 0; i < 4; i++) t[r][i] = _mm256_setzero_si256();
+    const __m256i m0 = _mm256_set1_epi8(0x03), m1 = _mm256_set1_epi8(0x0C), m2 = _mm256_set1_epi8(0x30),
+                  m3 = _mm256_set1_epi8((char)0xC0);
+    for (; k < end; k += 128) {
+        const __m256i x0 = _mm256_loadu_si256((const __m256i *)(q + k)), x1 = _mm256_loadu_si256((const __m256i *)(q + k + 32));
+        const __m256i x2 = _mm256_loadu_si256((const __m256i *)(q + k + 64)), x3 = _mm256_loadu_si256((const __m256i *)(q + k + 96));
+        for (int r = 0; r < R; r++) {
+            const __m256i b = _mm256_loadu_si256((const __m256i *)(w + r * row_bytes + k / 4));
+            t[r][0] = _mm256_dpbusd_epi32(t[r][0], _mm256_and_si256(b, m0), x0);
+            t[r][1] = _mm256_dpbusd_epi32(t[r][1], _mm256_and_si256(b, m1), x1);
+            t[r][2] = _mm256_dpbusd_epi32(t[r][2], _mm256_and_si256(b, m2), x2);
+            t[r][3] = _mm256_dpbusd_epi32(t[r][3], _mm256_and_si256(b, m3), x3);
+        }
+    }
+    for (int r = 0; r < R; r++) {
+        const __m256i s = _mm256_add_epi32(_mm256_add_epi32(t[r][0], _mm256_srai_epi32(t[r][1], 2)),
+                                           _mm256_add_epi32(_mm256_srai_epi32(t[r][2], 4), _mm256_srai_epi32(t[r][3], 6)));
+        a[r] = _mm512_zextsi256_si512(s);
+    }
+}
+
+// Each row's integer sums run in two accumulators (even and odd steps) so that consecutive
+// vpdpbusd of one row do not wait on each other: with one token and one row at a time the
+// latency chain, not memory, would bound the speed.
 static inline void rows(int R, wkind kind, int64_t K, int64_t G, const int8_t *q, const int32_t *gsum, float xs,
                         const uint8_t *w, size_t row_bytes, const float *ws, float *y) {
     __m512 facc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
@@ -34,30 +72,28 @@ static inline void rows(int R, wkind kind, int64_t K, int64_t G, const int8_t *q
     const int64_t NG = K / G;
     const float bias = kind == W_Q4 || kind == W_U4 ? 8.0f : kind == W_T2 || kind == W_U2 ? 1.0f : 128.0f;
     for (int64_t g = 0; g < NG; g++) {
-        __m512i iacc[4] = {_mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512()};
+        __m512i a[4], b[4];
+        for (int r = 0; r < 4; r++) a[r] = b[r] = _mm512_setzero_si512();
+        int64_t k = g * G;
+        const int64_t end = k + G;
         if (kind == W_T2) {
-            for (int64_t k = g * G; k < (g + 1) * G; k += 128) {
+            t2_group(R, q, w, row_bytes, k, end, a);
+        } else {
+            for (; k + 128 <= end; k += 128) {
                 const __m512i x0 = _mm512_loadu_si512(q + k), x1 = _mm512_loadu_si512(q + k + 64);
                 for (int r = 0; r < R; r++) {
-                    __m512i u01, u23;
-                    load_t2(w + r * row_bytes + k / 4, &u01, &u23);
-                    iacc[r] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(iacc[r], u01, x0), u23, x1);
+                    a[r] = _mm512_dpbusd_epi32(a[r], codes64(kind, w + r * row_bytes, k), x0);
+                    b[r] = _mm512_dpbusd_epi32(b[r], codes64(kind, w + r * row_bytes, k + 64), x1);
                 }
             }
-        } else {
-            for (int64_t k = g * G; k < (g + 1) * G; k += 64) {
-                const __m512i xv = _mm512_loadu_si512(q + k);
-                for (int r = 0; r < R; r++) {
-                    const __m512i u = kind == W_Q4   ? load_q4(w + r * row_bytes + k / 2)
-                                      : kind == W_Q8 ? load_q8(w + r * row_bytes + k)
-                                                     : _mm512_loadu_si512(w + r * row_bytes + k);
-                    iacc[r] = _mm512_dpbusd_epi32(iacc[r], u, xv);
-                }
+            if (k < end) {  // G an odd multiple of 64
+                const __m512i x0 = _mm512_loadu_si512(q + k);
+                for (int r = 0; r < R; r++) a[r] = _mm512_dpbusd_epi32(a[r], codes64(kind, w + r * row_bytes, k), x0);
             }
         }
         for (int r = 0; r < R; r++) {
             const float s = ws[r * NG + g];
-            facc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(iacc[r]), _mm512_set1_ps(s), facc[r]);
+            facc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(a[r], b[r])), _mm512_set1_ps(s), facc[r]);
             corr[r] += s * bias * (float)gsum[g];
         }
     }
