@@ -18,10 +18,15 @@
 // Positions a forward handles at once: a prompt's matmuls run as (ROWS x K) GEMMs.
 enum { ROWS = 64 };
 
+// Floats between rows of the transposed key cache: the context rounded up to 16, plus 16, so
+// a head's rows (read together by each query) are not a power of two apart, which would put
+// them all in one L1 cache set.
+static int64_t key_ld(const trit_gpt_config *c) { return (c->seq_len + 15) / 16 * 16 + 16; }
+
 struct trit_gpt_cache {
     const trit_gpt *m;
     int64_t len;           // tokens decoded so far
-    float *k;              // (L, H, hs, T) keys (after RoPE), transposed per head: position j is column j
+    float *k;              // (L, H, hs, ldk) keys (after RoPE), transposed per head: position j is column j
     float *v;              // (L, H, T, hs) values, each head's positions contiguous
     // Work buffers for up to ROWS positions fed at once (a prompt is fed in chunks of ROWS).
     float *x;              // (ROWS, C) residual stream
@@ -145,7 +150,7 @@ trit_gpt_cache *trit_gpt_cache_new(const trit_gpt *m) {
     const int64_t L = c->n_layer, T = c->seq_len, C = c->n_embd, hid = m->hidden;
     const int64_t F = c->mlp == TRIT_MLP_SWIGLU ? 2 * hid : hid;
     // Each buffer is rounded up to 16 floats so every one starts 64-byte aligned.
-    const int64_t sizes[9] = {L * T * C, L * T * C, ROWS * C, ROWS * C, ROWS * 3 * C, ROWS * C, ROWS * F, ROWS * hid, c->n_head * T};
+    const int64_t sizes[9] = {L * C * key_ld(c), L * T * C, ROWS * C, ROWS * C, ROWS * 3 * C, ROWS * C, ROWS * F, ROWS * hid, c->n_head * T};
     int64_t total = 0;
     for (int i = 0; i < 9; i++) total += (sizes[i] + 15) / 16 * 16;
     trit_gpt_cache *k = calloc(1, sizeof *k);
@@ -278,13 +283,14 @@ static float sigmoidf(float x) {
 // order, so results do not depend on the thread count).
 static void attend(const trit_gpt *m, trit_gpt_cache *c, int64_t l, int64_t pos0, int64_t R, const float *q, float *y) {
     const int64_t C = m->cfg.n_embd, T = m->cfg.seq_len, H = m->cfg.n_head, hs = C / H;
-    const float *kt = c->k + l * C * T, *V = c->v + l * T * C;  // (H, hs, T), (H, T, hs)
+    const int64_t ldk = key_ld(&m->cfg);
+    const float *kt = c->k + l * C * ldk, *V = c->v + l * T * C;  // (H, hs, ldk), (H, T, hs)
     const float scale = (float)(1.0 / sqrt((double)hs));
     const bool par = H * R * (pos0 + R) * hs >= ATTEND_PARALLEL_MIN && !omp_in_parallel();
 #pragma omp parallel for schedule(static) if (par)
     for (int64_t h = 0; h < H; h++)
         for (int64_t r = 0; r < R; r++)
-            trit_kernel_attend_f32(y + r * C + h * hs, c->p + h * T, q + r * 3 * C + h * hs, kt + h * hs * T, T,
+            trit_kernel_attend_f32(y + r * C + h * hs, c->p + h * T, q + r * 3 * C + h * hs, kt + h * hs * ldk, ldk,
                                    V + h * T * hs, hs, pos0 + r + 1, hs, scale);
 }
 
@@ -293,11 +299,12 @@ static void attend(const trit_gpt *m, trit_gpt_cache *c, int64_t l, int64_t pos0
 // their rows of the per-head blocks.
 static void cache_store(const trit_gpt *m, trit_gpt_cache *c, int64_t l, int64_t pos0, int64_t R, const float *qkv) {
     const int64_t C = m->cfg.n_embd, T = m->cfg.seq_len, H = m->cfg.n_head, hs = C / H;
-    float *kt = c->k + l * C * T;  // (C, T): head h's block is rows h hs .. (h + 1) hs
+    const int64_t ldk = key_ld(&m->cfg);
+    float *kt = c->k + l * C * ldk;  // (C, ldk): head h's block is rows h hs .. (h + 1) hs
     float *v = c->v + l * T * C;   // (H, T, hs)
     for (int64_t r = 0; r < R; r++) {
         const float *row = qkv + r * 3 * C;
-        for (int64_t i = 0; i < C; i++) kt[i * T + pos0 + r] = row[C + i];
+        for (int64_t i = 0; i < C; i++) kt[i * ldk + pos0 + r] = row[C + i];
         for (int64_t h = 0; h < H; h++)
             memcpy(v + (h * T + pos0 + r) * hs, row + 2 * C + h * hs, sizeof(float) * (size_t)hs);
     }
