@@ -4,6 +4,7 @@
 #include "kernels/kernel_table.h"
 
 #include <math.h>
+#include <omp.h>
 
 bool trit_qgemm_supported(trit_dtype wdt, int64_t K, int64_t G) {
     const int64_t step = wdt == TRIT_TERNARY ? 128 : 64;
@@ -45,7 +46,12 @@ static float row_absmax(const float *r, int64_t n) {
     return m[0];
 }
 
+// Below this many values one thread quantizes them all (a decoded token's row, say).
+#define QACT_PARALLEL_MIN ((int64_t)1 << 15)
+
 void trit_qact_quantize(const float *x, int64_t M, int64_t K, int64_t G, trit_dtype wdt, const trit_qact *a) {
+    // Rows are independent, so the split among threads cannot change a code.
+#pragma omp parallel for schedule(static) if (M * K >= QACT_PARALLEL_MIN && !omp_in_parallel())
     for (int64_t m = 0; m < M; m++) {
         const float *r = x + m * K;
         const float amax = row_absmax(r, K);

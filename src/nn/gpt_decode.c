@@ -237,13 +237,17 @@ static void product(const trit_gpt_cache *c, float *out, const float *x, const t
     else trit_kernel_gemm_f32(false, true, R, N, K, x, K, data_of(c, w), K, out, N, false);
 }
 
+// Below this many values a bias is added on one thread.
+#define ADD_PARALLEL_MIN ((int64_t)1 << 15)
+
 // out (R, N) = x (R, K) W^T + b, W: (N, K), b: (N) or NULL.
 static void matmul(const trit_gpt_cache *c, float *out, const float *x, const trit_tensor *w, const trit_tensor *b,
                    int64_t R) {
     const int64_t N = w->shape[0];
     product(c, out, x, w, R);
     const float *bd = data_of(c, b);
-    for (int64_t r = 0; bd && r < R; r++)
+#pragma omp parallel for schedule(static) if (bd && R * N >= ADD_PARALLEL_MIN && !omp_in_parallel())
+    for (int64_t r = 0; r < (bd ? R : 0); r++)
         for (int64_t i = 0; i < N; i++) out[r * N + i] += bd[i];
 }
 

@@ -68,9 +68,8 @@ static inline void t2_group(int R, const int8_t *q, const uint8_t *w, size_t row
 static inline void rows(int R, wkind kind, int64_t K, int64_t G, const int8_t *q, const int32_t *gsum, float xs,
                         const uint8_t *w, size_t row_bytes, const float *ws, float *y) {
     __m512 facc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
-    float corr[4] = {0, 0, 0, 0};
     const int64_t NG = K / G;
-    const float bias = kind == W_Q4 || kind == W_U4 ? 8.0f : kind == W_T2 || kind == W_U2 ? 1.0f : 128.0f;
+    const int32_t bias = kind == W_Q4 || kind == W_U4 ? 8 : kind == W_T2 || kind == W_U2 ? 1 : 128;
     for (int64_t g = 0; g < NG; g++) {
         __m512i a[4], b[4];
         for (int r = 0; r < 4; r++) a[r] = b[r] = _mm512_setzero_si512();
@@ -91,13 +90,15 @@ static inline void rows(int R, wkind kind, int64_t K, int64_t G, const int8_t *q
                 for (int r = 0; r < R; r++) a[r] = _mm512_dpbusd_epi32(a[r], codes64(kind, w + r * row_bytes, k), x0);
             }
         }
+        // The bias comes out of the group's exact integer sum (in one lane), shared by the rows:
+        // bias * gsum fits int32 for any group trit_qgemm_supported allows.
+        const __m512i unbias = _mm512_maskz_set1_epi32(1, bias * gsum[g]);
         for (int r = 0; r < R; r++) {
-            const float s = ws[r * NG + g];
-            facc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(a[r], b[r])), _mm512_set1_ps(s), facc[r]);
-            corr[r] += s * bias * (float)gsum[g];
+            const __m512i sum = _mm512_sub_epi32(_mm512_add_epi32(a[r], b[r]), unbias);
+            facc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_set1_ps(ws[r * NG + g]), facc[r]);
         }
     }
-    for (int r = 0; r < R; r++) y[r] = xs * (_mm512_reduce_add_ps(facc[r]) - corr[r]);
+    for (int r = 0; r < R; r++) y[r] = xs * _mm512_reduce_add_ps(facc[r]);
 }
 
 // One packed row to K biased bytes in the activations' order.
