@@ -14,7 +14,7 @@ static void usage(FILE *fp) {
             "usage: trit bench [--config baby|small|bpe50k|all] [--steps N] [--warmup N] [--threads N]\n"
             "                  [--precision fp32|bf16|fp16] [--json] [--scaling]\n"
             "       trit bench --decode [--config gpt2|baby|small|bpe50k] [--format F[,F...]] [--tokens N]\n"
-            "                  [--threads N] [--json]\n\n"
+            "                  [--kv-cache f32|f16] [--threads N] [--json]\n\n"
             "Times GPT training steps (forward, backward, clip 1.0, AdamW) on random tokens and prints\n"
             "ms/step (median and mean), tokens/s, model FLOP/s (6 N + 12 L T C per token), MFU against\n"
             "an f32 GEMM peak measured in the same run, the memory report and the peak RSS.\n\n"
@@ -36,7 +36,8 @@ static void usage(FILE *fp) {
             "                  fp8-e5m2, ternary, ternary-b3, or BLOCKS/HEAD (ternary/int8 is the default\n"
             "                  for ternary), or a comma list of those (default groups); --tokens N\n"
             "                  prompt and generated\n"
-            "                  tokens each (128); --json: config, format, decode_tokens_per_s,\n"
+            "                  tokens each (128); --kv-cache f32 (default) or f16 keys and values;\n"
+            "                  --json: config, format, kv_cache, decode_tokens_per_s,\n"
             "                  prefill_tokens_per_s, weight_bytes, threads\n");
 }
 
@@ -47,6 +48,7 @@ typedef struct bench_args {
     trit_precision precision;
     char formats[128];
     int64_t tokens;
+    trit_dtype kv_cache;
 } bench_args;
 
 static int parse(int argc, char **argv, bench_args *a) {
@@ -56,11 +58,13 @@ static int parse(int argc, char **argv, bench_args *a) {
         {"json", no_argument, NULL, 'j'},         {"scaling", no_argument, NULL, 'S'},
         {"precision", required_argument, NULL, 'p'}, {"help", no_argument, NULL, 'h'},
         {"decode", no_argument, NULL, 'D'},       {"format", required_argument, NULL, 'f'},
-        {"tokens", required_argument, NULL, 'T'}, {NULL, 0, NULL, 0},
+        {"tokens", required_argument, NULL, 'T'}, {"kv-cache", required_argument, NULL, 'V'},
+        {NULL, 0, NULL, 0},
     };
     memset(a, 0, sizeof *a);
     snprintf(a->formats, sizeof a->formats, "fp32");
     a->tokens = 128;
+    a->kv_cache = TRIT_F32;
     // Whether --steps / --warmup were given: their defaults depend on --scaling, which may come later.
     bool steps_set = false, warmup_set = false;
     cli_getopt_reset();
@@ -93,6 +97,7 @@ static int parse(int argc, char **argv, bench_args *a) {
             snprintf(a->formats, sizeof a->formats, "%s", optarg);
             break;
         case 'T': if (!cli_int("bench", "--tokens", optarg, 1, 65536, &a->tokens)) return CLI_USAGE; break;
+        case 'V': if (!cli_kv_cache("bench", optarg, &a->kv_cache)) return CLI_USAGE; break;
         case 'h': usage(stdout); return -1;
         default: return cli_bad_option("bench", c, argv);
         }
@@ -201,12 +206,12 @@ static int run_decode(const bench_args *a) {
     trit_gpt_config cfg;
     if (trit_bench_decode_config(a->config, &cfg) != TRIT_OK) return cli_fail("bench", CLI_USAGE);
     if (!a->json)
-        printf("decode: %s (L=%lld H=%lld C=%lld T=%lld V=%lld), batch 1, KV cache\n%-9s %12s %12s %10s %8s\n", a->config,
+        printf("decode: %s (L=%lld H=%lld C=%lld T=%lld V=%lld), batch 1, %s KV cache\n%-9s %12s %12s %10s %8s\n", a->config,
                (long long)cfg.n_layer, (long long)cfg.n_head, (long long)cfg.n_embd, (long long)cfg.seq_len,
-               (long long)cfg.vocab_size, "format", "prefill t/s", "decode t/s", "weight MB", "threads");
+               (long long)cfg.vocab_size, trit_dtype_name(a->kv_cache), "format", "prefill t/s", "decode t/s", "weight MB", "threads");
     for (char *f = strtok_r(list, ",", &save); f; f = strtok_r(NULL, ",", &save)) {
         trit_decode_result r;
-        if (trit_bench_decode(a->config, f, a->tokens, (int)a->threads, &r) != TRIT_OK) return cli_fail("bench", CLI_FAIL);
+        if (trit_bench_decode(a->config, f, a->kv_cache, a->tokens, (int)a->threads, &r) != TRIT_OK) return cli_fail("bench", CLI_FAIL);
         if (a->json) {
             char line[512];
             trit_bench_decode_json(&r, line, sizeof line);

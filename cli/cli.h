@@ -44,6 +44,8 @@ void cli_getopt_reset(void);
 // range and return false. Every numeric flag of every verb goes through these.
 bool cli_int(const char *verb, const char *flag, const char *s, int64_t lo, int64_t hi, int64_t *out);
 bool cli_double(const char *verb, const char *flag, const char *s, double lo, double hi, unsigned open, double *out);
+// --kv-cache f32|f16: how the decoder stores keys and values.
+bool cli_kv_cache(const char *verb, const char *s, trit_dtype *out);
 // Limits shared by the verbs (those of `trit train` are in its flag table, src/train/config.c).
 #define CLI_MAX_THREADS 4096
 #define CLI_MAX_BATCH (INT64_C(1) << 20)

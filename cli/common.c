@@ -45,6 +45,15 @@ bool cli_double(const char *verb, const char *flag, const char *s, double lo, do
     return false;
 }
 
+bool cli_kv_cache(const char *verb, const char *s, trit_dtype *out) {
+    if (strcmp(s, "f32") == 0 || strcmp(s, "f16") == 0) {
+        *out = s[1] == '3' ? TRIT_F32 : TRIT_F16;
+        return true;
+    }
+    cli_error(verb, CLI_USAGE, "--kv-cache expects f32 or f16, got '%s'", s);
+    return false;
+}
+
 int cli_check_ckpt_args(const char *verb, int argc, char **argv, const char *ckpt) {
     if (optind < argc) return cli_error(verb, CLI_USAGE, "unexpected argument '%s'", argv[optind]);
     if (!ckpt) return cli_error(verb, CLI_USAGE, "--ckpt DIR is required (see trit %s --help)", verb);

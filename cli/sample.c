@@ -19,6 +19,8 @@ static void usage(FILE *fp) {
             "  --seed N              seed of the draws, >= 0 (1)\n"
             "  --max-tokens N        tokens to generate, up to 100000000 (256)\n"
             "  --threads N           0 = all cores, up to 4096 (0)\n"
+            "  --kv-cache f32|f16    how keys and values are cached: f16 halves the cache and what\n"
+            "                        attention reads per token, rounding each key and value (f32)\n"
             "  --help                this text\n");
 }
 
@@ -49,6 +51,7 @@ int trit_cli_sample(int argc, char **argv) {
         {"top-k", required_argument, NULL, 'K'},       {"top-p", required_argument, NULL, 'P'},
         {"seed", required_argument, NULL, 's'},        {"max-tokens", required_argument, NULL, 'n'},
         {"threads", required_argument, NULL, 'j'},     {"help", no_argument, NULL, 'h'},
+        {"kv-cache", required_argument, NULL, 'V'},
         {NULL, 0, NULL, 0}};
     const char *ckpt = NULL, *tok_file = NULL, *prompt = NULL;
     trit_sample_config sc = trit_sample_config_default();
@@ -67,6 +70,7 @@ int trit_cli_sample(int argc, char **argv) {
         case 's': ok = cli_int("sample", "--seed", optarg, 0, INT64_MAX, &seed); break;
         case 'n': ok = cli_int("sample", "--max-tokens", optarg, 0, 100000000, &sc.max_tokens); break;
         case 'j': ok = cli_int("sample", "--threads", optarg, 0, CLI_MAX_THREADS, &threads); break;
+        case 'V': ok = cli_kv_cache("sample", optarg, &sc.kv_cache); break;
         case 'h': usage(stdout); return CLI_OK;
         default: return cli_bad_option("sample", c, argv);
         }

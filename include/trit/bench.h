@@ -134,6 +134,7 @@ int trit_bench_json(const trit_bench_result *r, char *buf, size_t n);
 typedef struct trit_decode_result {
     char config[TRIT_BENCH_NAME_MAX];
     char format[40];
+    trit_dtype kv_cache;          // how the decoder stored keys and values
     double decode_tokens_per_s;   // batch 1 with the KV cache, greedy
     double prefill_tokens_per_s;  // the prompt, fed through trit_gpt_prefill
     int64_t prompt_tokens, decode_tokens, params;
@@ -147,10 +148,11 @@ trit_status trit_bench_decode_config(const char *name, trit_gpt_config *out);
 // format with its default groups, for the block matrices and the token embedding / head (the
 // head follows the blocks, except ternary blocks get an int8 head): a prompt of
 // min(tokens, T/2) tokens, then min(tokens, T - prompt) generated greedily; the second of two
-// passes is timed.
-trit_status trit_bench_decode(const char *config, const char *format, int64_t tokens, int threads,
+// passes is timed. kv: the cache's key and value dtype, TRIT_F32 or TRIT_F16.
+trit_status trit_bench_decode(const char *config, const char *format, trit_dtype kv, int64_t tokens, int threads,
                               trit_decode_result *r);
-// One JSON object: config, format, decode_tokens_per_s, prefill_tokens_per_s, weight_bytes, threads.
+// One JSON object: config, format, kv_cache, decode_tokens_per_s, prefill_tokens_per_s,
+// weight_bytes, threads.
 int trit_bench_decode_json(const trit_decode_result *r, char *buf, size_t n);
 
 #ifdef __cplusplus

@@ -135,6 +135,10 @@ void trit_gpt_graph_free(trit_gpt_graph *gg);
 // logits at each position to float rounding.
 typedef struct trit_gpt_cache trit_gpt_cache;
 trit_gpt_cache *trit_gpt_cache_new(const trit_gpt *m);
+// A cache whose keys and values are stored in kv: TRIT_F32 (as cache_new) or TRIT_F16, which
+// halves the cache and the bytes attention reads per token; each key and value is then rounded
+// to f16 (nearest even) when stored, so logits differ from the graph's by that rounding.
+trit_gpt_cache *trit_gpt_cache_new_kv(const trit_gpt *m, trit_dtype kv);
 void trit_gpt_cache_free(trit_gpt_cache *c);
 void trit_gpt_cache_reset(trit_gpt_cache *c);
 int64_t trit_gpt_cache_len(const trit_gpt_cache *c);

@@ -264,9 +264,10 @@ typedef struct trit_sample_config {
     double top_p;        // 1 = all tokens (nucleus sampling below 1)
     uint64_t seed;
     int64_t max_tokens;
+    trit_dtype kv_cache; // TRIT_F32 or TRIT_F16: how the decoder stores keys and values
 } trit_sample_config;
 
-trit_sample_config trit_sample_config_default(void);  // T 0.8, top-k 0, top-p 1, seed 1, 256 tokens
+trit_sample_config trit_sample_config_default(void);  // T 0.8, top-k 0, top-p 1, seed 1, 256 tokens, f32 cache
 // Temperature >= 0, top-k >= 0, top-p in (0, 1]; the message names the bad value.
 trit_status trit_sample_config_check(const trit_sample_config *c);
 

@@ -47,6 +47,9 @@ static const trit_kernel_entry table[] = {
     ROWOP(CE_BWD, ce_bwd),
     ROWOP(CE_DLOGITS, ce_dlogits),
     ROWOP(ATTEND, attend),
+    ROW(ATTEND, F16, F32, AVX512, trit_kernel_attend_f16_avx512),
+    ROW(ATTEND, F16, F32, AVX2, trit_kernel_attend_f16_avx2),
+    ROW(ATTEND, F16, F32, 0, trit_kernel_attend_f16_ref_f32),
     // A row memcpy: libc's copy is already as wide as the CPU allows.
     ROW(EMBEDDING_FWD, F32, F32, 0, trit_kernel_embedding_fwd_ref_f32),
     ROWOP(EMBEDDING_BWD, embedding_bwd),

@@ -130,6 +130,12 @@ trit_kernel_attend_fn trit_kernel_attend_f32, trit_kernel_attend_ref_f32, trit_k
     trit_kernel_attend_avx2;
 void trit_kernel_attend_ref_f64(double *y, double *p, const double *q, const double *kt, int64_t ldk,
                                 const double *v, int64_t ldv, int64_t n, int64_t hs, double scale);
+// The same with keys and values stored in f16 (IEEE binary16), widened to f32 as they are read:
+// the decoder's 16-bit KV cache.
+typedef void trit_kernel_attend_f16_fn(float *y, float *p, const float *q, const uint16_t *kt, int64_t ldk,
+                                       const uint16_t *v, int64_t ldv, int64_t n, int64_t hs, float scale);
+trit_kernel_attend_f16_fn trit_kernel_attend_f16, trit_kernel_attend_f16_ref_f32, trit_kernel_attend_f16_avx512,
+    trit_kernel_attend_f16_avx2;
 
 // ---- cross-entropy over rows of V logits ------------------------------------------------------
 // targets: (rows) int64 when t64, else int32; every target is in [0, V) or equals ignore_index

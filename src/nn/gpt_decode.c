@@ -26,8 +26,9 @@ static int64_t key_ld(const trit_gpt_config *c) { return (c->seq_len + 15) / 16 
 struct trit_gpt_cache {
     const trit_gpt *m;
     int64_t len;           // tokens decoded so far
-    float *k;              // (L, H, hs, ldk) keys (after RoPE), transposed per head: position j is column j
-    float *v;              // (L, H, T, hs) values, each head's positions contiguous
+    trit_dtype kv;         // TRIT_F32 or TRIT_F16: how keys and values are stored
+    void *k;               // (L, H, hs, ldk) keys (after RoPE), transposed per head: position j is column j
+    void *v;               // (L, H, T, hs) values, each head's positions contiguous
     // Work buffers for up to ROWS positions fed at once (a prompt is fed in chunks of ROWS).
     float *x;              // (ROWS, C) residual stream
     float *h;              // (ROWS, C) normalised input of a sub-layer
@@ -141,16 +142,19 @@ oom:
     return trit_error(TRIT_ERR_NOMEM, "gpt cache: out of memory for quantized weights");
 }
 
-trit_gpt_cache *trit_gpt_cache_new(const trit_gpt *m) {
-    if (!m) {
-        trit_error(TRIT_ERR_INVALID, "gpt cache: NULL model");
+trit_gpt_cache *trit_gpt_cache_new(const trit_gpt *m) { return trit_gpt_cache_new_kv(m, TRIT_F32); }
+
+trit_gpt_cache *trit_gpt_cache_new_kv(const trit_gpt *m, trit_dtype kv) {
+    if (!m || (kv != TRIT_F32 && kv != TRIT_F16)) {
+        trit_error(TRIT_ERR_INVALID, m ? "gpt cache: keys and values are stored in f32 or f16, not %s"
+                                       : "gpt cache: NULL model", trit_dtype_name(kv));
         return NULL;
     }
     const trit_gpt_config *c = &m->cfg;
     const int64_t L = c->n_layer, T = c->seq_len, C = c->n_embd, hid = m->hidden;
-    const int64_t F = c->mlp == TRIT_MLP_SWIGLU ? 2 * hid : hid;
+    const int64_t F = c->mlp == TRIT_MLP_SWIGLU ? 2 * hid : hid, per_float = kv == TRIT_F16 ? 2 : 1;
     // Each buffer is rounded up to 16 floats so every one starts 64-byte aligned.
-    const int64_t sizes[9] = {L * C * key_ld(c), L * T * C, ROWS * C, ROWS * C, ROWS * 3 * C, ROWS * C, ROWS * F, ROWS * hid, c->n_head * T};
+    const int64_t sizes[9] = {(L * C * key_ld(c) + 1) / per_float, (L * T * C + 1) / per_float, ROWS * C, ROWS * C, ROWS * 3 * C, ROWS * C, ROWS * F, ROWS * hid, c->n_head * T};
     int64_t total = 0;
     for (int i = 0; i < 9; i++) total += (sizes[i] + 15) / 16 * 16;
     trit_gpt_cache *k = calloc(1, sizeof *k);
@@ -161,12 +165,14 @@ trit_gpt_cache *trit_gpt_cache_new(const trit_gpt *m) {
                    (long long)total, (long long)L, (long long)T);
         return NULL;
     }
-    float **dst[9] = {&k->k, &k->v, &k->x, &k->h, &k->qkv, &k->y, &k->fc, &k->act, &k->p};
+    void *kv_at[2];
+    float **dst[9] = {(float **)&kv_at[0], (float **)&kv_at[1], &k->x, &k->h, &k->qkv, &k->y, &k->fc, &k->act, &k->p};
     float *at = block;
     for (int i = 0; i < 9; i++) {
         *dst[i] = at;
         at += (sizes[i] + 15) / 16 * 16;
     }
+    k->k = kv_at[0], k->v = kv_at[1], k->kv = kv;
     k->m = m;
     k->block = block;
     if (copy_params(k, m) != TRIT_OK || setup_quantized(k, m) != TRIT_OK) {
@@ -286,31 +292,48 @@ static float sigmoidf(float x) {
 // row kernel per (query, head), heads split among threads (each head's rows on one thread, in
 // order, so results do not depend on the thread count).
 static void attend(const trit_gpt *m, trit_gpt_cache *c, int64_t l, int64_t pos0, int64_t R, const float *q, float *y) {
-    const int64_t C = m->cfg.n_embd, T = m->cfg.seq_len, H = m->cfg.n_head, hs = C / H;
-    const int64_t ldk = key_ld(&m->cfg);
-    const float *kt = c->k + l * C * ldk, *V = c->v + l * T * C;  // (H, hs, ldk), (H, T, hs)
+    const int64_t C = m->cfg.n_embd, T = m->cfg.seq_len, H = m->cfg.n_head, hs = C / H, ldk = key_ld(&m->cfg);
+    const int64_t ko = l * C * ldk, vo = l * T * C;  // layer l's keys (H, hs, ldk) and values (H, T, hs)
     const float scale = (float)(1.0 / sqrt((double)hs));
     const bool par = H * R * (pos0 + R) * hs >= ATTEND_PARALLEL_MIN && !omp_in_parallel();
 #pragma omp parallel for schedule(static) if (par)
     for (int64_t h = 0; h < H; h++)
-        for (int64_t r = 0; r < R; r++)
-            trit_kernel_attend_f32(y + r * C + h * hs, c->p + h * T, q + r * 3 * C + h * hs, kt + h * hs * ldk, ldk,
-                                   V + h * T * hs, hs, pos0 + r + 1, hs, scale);
+        for (int64_t r = 0; r < R; r++) {
+            float *yr = y + r * C + h * hs, *p = c->p + h * T;
+            const float *qr = q + r * 3 * C + h * hs;
+            const int64_t kh = ko + h * hs * ldk, vh = vo + h * T * hs, n = pos0 + r + 1;
+            if (c->kv == TRIT_F16)
+                trit_kernel_attend_f16(yr, p, qr, (const uint16_t *)c->k + kh, ldk, (const uint16_t *)c->v + vh, hs, n,
+                                       hs, scale);
+            else
+                trit_kernel_attend_f32(yr, p, qr, (const float *)c->k + kh, ldk, (const float *)c->v + vh, hs, n, hs,
+                                       scale);
+        }
 }
 
 // Stores the keys and values of the R positions from pos0 (rows of the fused qkv (R, 3C)) in
 // layer l's cache: keys into their columns of the transposed per-head blocks, values into
 // their rows of the per-head blocks.
 static void cache_store(const trit_gpt *m, trit_gpt_cache *c, int64_t l, int64_t pos0, int64_t R, const float *qkv) {
-    const int64_t C = m->cfg.n_embd, T = m->cfg.seq_len, H = m->cfg.n_head, hs = C / H;
-    const int64_t ldk = key_ld(&m->cfg);
-    float *kt = c->k + l * C * ldk;  // (C, ldk): head h's block is rows h hs .. (h + 1) hs
-    float *v = c->v + l * T * C;   // (H, T, hs)
+    const int64_t C = m->cfg.n_embd, T = m->cfg.seq_len, H = m->cfg.n_head, hs = C / H, ldk = key_ld(&m->cfg);
+    const int64_t ko = l * C * ldk, vo = l * T * C;  // (C, ldk): head h's keys are rows h hs .. (h + 1) hs
+    const bool f16 = c->kv == TRIT_F16;
     for (int64_t r = 0; r < R; r++) {
-        const float *row = qkv + r * 3 * C;
-        for (int64_t i = 0; i < C; i++) kt[i * ldk + pos0 + r] = row[C + i];
-        for (int64_t h = 0; h < H; h++)
-            memcpy(v + (h * T + pos0 + r) * hs, row + 2 * C + h * hs, sizeof(float) * (size_t)hs);
+        const float *key = qkv + r * 3 * C + C, *val = key + C;
+        for (int64_t i = 0; i < C; i++) {
+            const int64_t at = ko + i * ldk + pos0 + r;
+            if (f16)
+                ((uint16_t *)c->k)[at] = trit_f32_to_f16(key[i]);
+            else
+                ((float *)c->k)[at] = key[i];
+        }
+        for (int64_t h = 0; h < H; h++) {
+            const int64_t at = vo + (h * T + pos0 + r) * hs;
+            if (f16)
+                trit_f32_to_f16_n((uint16_t *)c->v + at, val + h * hs, hs);
+            else
+                memcpy((float *)c->v + at, val + h * hs, sizeof(float) * (size_t)hs);
+        }
     }
 }
 

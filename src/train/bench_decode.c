@@ -34,7 +34,7 @@ trit_status trit_bench_decode_config(const char *name, trit_gpt_config *out) {
                       "config: baby, small, bpe50k)", name ? name : "");
 }
 
-trit_status trit_bench_decode(const char *config, const char *format, int64_t tokens, int threads,
+trit_status trit_bench_decode(const char *config, const char *format, trit_dtype kv, int64_t tokens, int threads,
                               trit_decode_result *r) {
     trit_gpt_config c;
     trit_status s = trit_bench_decode_config(config, &c);
@@ -60,6 +60,7 @@ trit_status trit_bench_decode(const char *config, const char *format, int64_t to
     memset(r, 0, sizeof *r);
     snprintf(r->config, sizeof r->config, "%s", config);
     snprintf(r->format, sizeof r->format, "%s", format);
+    r->kv_cache = kv;
     if (threads > 0) trit_threads_set(threads);
     r->threads = trit_threads_get();
     trit_gpt *m = trit_gpt_new(&c, 1);
@@ -74,7 +75,7 @@ trit_status trit_bench_decode(const char *config, const char *format, int64_t to
         s = trit_gpt_quantize(m, &spec, TRIT_QUANTIZE_EMBEDDING, &rep);
     }
     float *logits = trit_aligned_alloc(sizeof(float) * (size_t)c.vocab_size);
-    trit_gpt_cache *k = s == TRIT_OK && logits ? trit_gpt_cache_new(m) : NULL;
+    trit_gpt_cache *k = s == TRIT_OK && logits ? trit_gpt_cache_new_kv(m, kv) : NULL;
     if (s == TRIT_OK && !k) s = logits ? TRIT_ERR_NOMEM : trit_error(TRIT_ERR_NOMEM, "decode bench: out of memory");
     int32_t tok = 1, *prompt_tokens = malloc(sizeof(int32_t) * (size_t)prompt);
     if (!prompt_tokens) s = trit_error(TRIT_ERR_NOMEM, "decode bench: out of memory");
@@ -107,7 +108,7 @@ trit_status trit_bench_decode(const char *config, const char *format, int64_t to
 
 int trit_bench_decode_json(const trit_decode_result *r, char *buf, size_t n) {
     return snprintf(buf, n,
-                    "{\"config\":\"%s\",\"format\":\"%s\",\"decode_tokens_per_s\":%.2f,\"prefill_tokens_per_s\":%.2f,"
-                    "\"weight_bytes\":%zu,\"threads\":%d}",
-                    r->config, r->format, r->decode_tokens_per_s, r->prefill_tokens_per_s, r->weight_bytes, r->threads);
+                    "{\"config\":\"%s\",\"format\":\"%s\",\"kv_cache\":\"%s\",\"decode_tokens_per_s\":%.2f,"
+                    "\"prefill_tokens_per_s\":%.2f,\"weight_bytes\":%zu,\"threads\":%d}",
+                    r->config, r->format, trit_dtype_name(r->kv_cache), r->decode_tokens_per_s, r->prefill_tokens_per_s, r->weight_bytes, r->threads);
 }

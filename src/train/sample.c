@@ -9,7 +9,8 @@
 #include <string.h>
 
 trit_sample_config trit_sample_config_default(void) {
-    return (trit_sample_config){.temperature = 0.8, .top_k = 0, .top_p = 1.0, .seed = 1, .max_tokens = 256};
+    return (trit_sample_config){.temperature = 0.8, .top_k = 0, .top_p = 1.0, .seed = 1, .max_tokens = 256,
+                                 .kv_cache = TRIT_F32};
 }
 
 typedef struct scored {
@@ -29,6 +30,8 @@ trit_status trit_sample_config_check(const trit_sample_config *c) {
         return trit_error(TRIT_ERR_INVALID,
                           "sampler: temperature must be >= 0 (got %g), top-k >= 0 (got %lld), top-p in "
                           "(0, 1] (got %g)", c->temperature, (long long)c->top_k, c->top_p);
+    if (c->kv_cache != TRIT_F32 && c->kv_cache != TRIT_F16)
+        return trit_error(TRIT_ERR_INVALID, "sampler: the KV cache is f32 or f16, not %s", trit_dtype_name(c->kv_cache));
     return TRIT_OK;
 }
 
@@ -136,7 +139,7 @@ trit_status trit_generate(const trit_gpt *m, const int32_t *prompt, int64_t n_pr
     trit_status bad = check_config(V, c);  // before allocating, so its message is the one kept
     if (bad != TRIT_OK) return bad;
     trit_sampler *sp = trit_sampler_new(V, c);
-    trit_gpt_cache *cache = trit_gpt_cache_new(m);
+    trit_gpt_cache *cache = trit_gpt_cache_new_kv(m, c->kv_cache);
     int32_t *hist = malloc((size_t)(n_prompt + c->max_tokens) * sizeof *hist);
     float *logits = malloc((size_t)V * sizeof *logits);
     trit_status s = sp && cache && hist && logits ? TRIT_OK : trit_error(TRIT_ERR_NOMEM, "trit_generate: out of memory");

@@ -118,6 +118,11 @@ static void test_flag_ranges(void **state) {
     expect(RUN("bench", "--steps", "-1"), 2, NULL, "--steps must be in [1, 1000000], got -1");
     expect(RUN("bench", "--warmup", "-1"), 2, NULL, "--warmup must be in [0, 1000000], got -1");
     expect(RUN("bench", "--threads", "-1"), 2, NULL, "--threads must be in [0, 4096], got -1");
+    expect(RUN("bench", "--decode", "--kv-cache", "bf16"), 2, NULL, "--kv-cache expects f32 or f16, got 'bf16'");
+    expect(RUN("sample", "--ckpt", out, "--kv-cache", "f8"), 2, NULL, "--kv-cache expects f32 or f16, got 'f8'");
+    expect(RUN("bench", "--decode", "--config", "baby", "--format", "int8", "--kv-cache", "f16", "--tokens", "8",
+               "--threads", "1", "--json"),
+           0, "\"kv_cache\":\"f16\"", NULL);
     expect(RUN("prepare", "--data", corpus, "--out", out, "--vocab", "-1"), 2, NULL,
            "--vocab must be in [257, 65536], got -1");
     expect(RUN("prepare", "--data", corpus, "--out", out, "--val-fraction", "1"), 2, NULL,

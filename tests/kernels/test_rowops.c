@@ -418,7 +418,8 @@ static void test_exp_accuracy(void **state) {
     assert_memory_equal(e[0], e[1], sizeof e[0]);
 }
 
-// Attention of one query over n cached keys: every f32 implementation against attention
+// Attention of one query over n cached keys: every implementation, for f32 keys and values and
+// for f16 ones (the same values rounded to f16), against attention
 // computed here in double from its definition (scores, softmax, weighted sum of values), on key
 // counts around the vector widths and head sizes that are not multiples of 8 or 16 or that take
 // several 64-column passes; the f64 reference must agree to 1e-12. Key and value rows are padded
@@ -427,7 +428,23 @@ static void test_exp_accuracy(void **state) {
 // relative error is bounded by the two scores' f32 summation errors, hs u scale sum_d |q_d k_dj|
 // each (u = 2^-24; the standard bound of a recursive sum), plus 1e-6 for exp; an output, a convex
 // combination of values in [-1, 1], is within twice the largest of those, plus 1e-6.
-static void check_attend(int impl, int64_t n, int64_t hs) {
+// The f16 kernel gets the same keys and values rounded to f16 (and the definition is evaluated
+// on the rounded values).
+#define PICK_F16(impl)                                                                     \
+    ((impl) == IMPL_AVX512 ? trit_kernel_attend_f16_avx512                                 \
+     : (impl) == IMPL_AVX2 ? trit_kernel_attend_f16_avx2 : trit_kernel_attend_f16_ref_f32)
+
+static uint16_t *to_f16(float *x, int64_t n) {  // x rounded to f16 in place; its f16 codes
+    uint16_t *h = malloc(sizeof(uint16_t) * (size_t)n);
+    assert_non_null(h);
+    for (int64_t i = 0; i < n; i++) {
+        h[i] = trit_f32_to_f16(x[i]);
+        x[i] = trit_f16_to_f32(h[i]);
+    }
+    return h;
+}
+
+static void check_attend(int impl, int64_t n, int64_t hs, bool f16) {
     const int64_t ldk = n + 5, ldv = hs + 3;
     float *q = rnd(hs, 71, -1, 1), *kt = rnd(hs * ldk, 72, -1, 1), *v = rnd(n * ldv, 73, -1, 1);
     float *y = malloc(sizeof(float) * (size_t)hs), *p = malloc(sizeof(float) * (size_t)n);
@@ -435,12 +452,14 @@ static void check_attend(int impl, int64_t n, int64_t hs) {
     double *pd = malloc(sizeof(double) * (size_t)n), *qd = malloc(sizeof(double) * (size_t)hs);
     double *ktd = malloc(sizeof(double) * (size_t)(hs * ldk)), *vd = malloc(sizeof(double) * (size_t)(n * ldv));
     assert_true(y && p && s && yd && pd && qd && ktd && vd);
+    const float sentinel = f16 ? 60000.0f : 1e30f;
     for (int64_t d = 0; d < hs; d++) {
         q[d] *= 4.0f;
-        for (int64_t j = n; j < ldk; j++) kt[d * ldk + j] = 1e30f;  // past the last key
+        for (int64_t j = n; j < ldk; j++) kt[d * ldk + j] = sentinel;  // past the last key
     }
     for (int64_t j = 0; j < n; j++)
-        for (int64_t d = hs; d < ldv; d++) v[j * ldv + d] = 1e30f;
+        for (int64_t d = hs; d < ldv; d++) v[j * ldv + d] = sentinel;
+    uint16_t *kt16 = f16 ? to_f16(kt, hs * ldk) : NULL, *v16 = f16 ? to_f16(v, n * ldv) : NULL;
     const double scale = 1.0 / sqrt((double)hs);
     double mx = -INFINITY, sum = 0, worst = 0;  // worst: the largest score error bound
     for (int64_t j = 0; j < n; j++) {
@@ -456,7 +475,10 @@ static void check_attend(int impl, int64_t n, int64_t hs) {
     }
     const double tol_p = 2 * worst + 1e-6, tol_y = 2 * tol_p + 1e-6;
     for (int64_t j = 0; j < n; j++) sum += exp(s[j] - mx);
-    PICK(attend, impl)(y, p, q, kt, ldk, v, ldv, n, hs, (float)scale);
+    if (f16)
+        PICK_F16(impl)(y, p, q, kt16, ldk, v16, ldv, n, hs, (float)scale);
+    else
+        PICK(attend, impl)(y, p, q, kt, ldk, v, ldv, n, hs, (float)scale);
     for (int64_t i = 0; i < hs; i++) qd[i] = q[i];
     for (int64_t i = 0; i < hs * ldk; i++) ktd[i] = kt[i];
     for (int64_t i = 0; i < n * ldv; i++) vd[i] = v[i];
@@ -464,17 +486,18 @@ static void check_attend(int impl, int64_t n, int64_t hs) {
     for (int64_t j = 0; j < n; j++) {
         const double want = exp(s[j] - mx);
         if (!(fabs(p[j] - want) <= tol_p * want))
-            fail_msg("%s attend n=%lld hs=%lld: p[%lld] = %.9g, want %.9g", IMPL_NAME[impl], (long long)n,
-                     (long long)hs, (long long)j, p[j], want);
+            fail_msg("%s attend%s n=%lld hs=%lld: p[%lld] = %.9g, want %.9g", IMPL_NAME[impl], f16 ? " f16" : "",
+                     (long long)n, (long long)hs, (long long)j, p[j], want);
     }
     for (int64_t d = 0; d < hs; d++) {
         double want = 0;
         for (int64_t j = 0; j < n; j++) want += exp(s[j] - mx) / sum * (double)v[j * ldv + d];
         if (!(fabs(y[d] - want) <= tol_y) || !(fabs(yd[d] - want) <= 1e-12))
-            fail_msg("%s attend n=%lld hs=%lld: y[%lld] = %.9g (f64 reference %.15g), want %.15g", IMPL_NAME[impl],
-                     (long long)n, (long long)hs, (long long)d, y[d], yd[d], want);
+            fail_msg("%s attend%s n=%lld hs=%lld: y[%lld] = %.9g (f64 reference %.15g), want %.15g", IMPL_NAME[impl],
+                     f16 ? " f16" : "", (long long)n, (long long)hs, (long long)d, y[d], yd[d], want);
     }
     free(q), free(kt), free(v), free(y), free(p), free(s), free(yd), free(pd), free(qd), free(ktd), free(vd);
+    free(kt16), free(v16);
 }
 
 static void test_attend(void **state) {
@@ -483,7 +506,8 @@ static void test_attend(void **state) {
     const int64_t ns[] = {1, 2, 7, 16, 17, 63, 64, 65, 100, 257}, hss[] = {1, 8, 17, 48, 64, 80, 129};
     for (int impl = 0; impl < IMPL_N; impl++)
         for (size_t i = 0; have_impl(impl) && i < sizeof ns / sizeof ns[0]; i++)
-            for (size_t j = 0; j < sizeof hss / sizeof hss[0]; j++) check_attend(impl, ns[i], hss[j]);
+            for (size_t j = 0; j < sizeof hss / sizeof hss[0]; j++)
+                for (int f16 = 0; f16 < 2; f16++) check_attend(impl, ns[i], hss[j], f16);
 }
 
 // The f32 entry points follow trit_cpu_set_level: the reference's bits at TRIT_CPU_REF, the AVX2

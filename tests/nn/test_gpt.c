@@ -243,7 +243,8 @@ static void test_bad_configs(void **state) {
 
 // Runs the graph forward on B = 2 sequences of T tokens and decodes each sequence token by token;
 // returns the max over positions of max|decode - graph| / max|graph logits| of that position.
-static double decode_vs_graph(trit_gpt *m, int64_t T, bool eval_mode) {
+// kv: how the decoder caches keys and values.
+static double decode_vs_graph(trit_gpt *m, int64_t T, bool eval_mode, trit_dtype kv) {
     const trit_gpt_config *c = trit_gpt_get_config(m);
     const int64_t V = c->vocab_size, B = 2;
     trit_gpt_graph gg;
@@ -254,7 +255,7 @@ static double decode_vs_graph(trit_gpt *m, int64_t T, bool eval_mode) {
     assert_int_equal(trit_graph_forward(gg.graph), TRIT_OK);
     const float *lg = gg.logits->data;
     const int32_t *idx = gg.idx->data;
-    trit_gpt_cache *k = trit_gpt_cache_new(m);
+    trit_gpt_cache *k = trit_gpt_cache_new_kv(m, kv);
     assert_non_null(k);
     float *out = malloc(sizeof(float) * (size_t)V);
     double worst = 0;
@@ -287,11 +288,16 @@ static void test_decode_matches_graph(void **state) {
         trit_gpt *m = trit_gpt_new(&c, 100 + (uint64_t)layout);
         assert_non_null(m);
         perturb(m, 7);
-        double e = decode_vs_graph(m, 16, false);
-        print_message("decode vs graph (%s, %s, %s, %s%s): max rel error %.3g\n", rms ? "rms" : "layernorm",
-                      swiglu ? "swiglu" : "gelu", rope ? "rope" : "learned pos", bias ? "bias" : "no bias",
-                      subln ? ", subln" : "", e);
+        double e = decode_vs_graph(m, 16, false, TRIT_F32), e16 = decode_vs_graph(m, 16, false, TRIT_F16);
+        print_message("decode vs graph (%s, %s, %s, %s%s): max rel error %.3g, with an f16 KV cache %.3g\n",
+                      rms ? "rms" : "layernorm", swiglu ? "swiglu" : "gelu", rope ? "rope" : "learned pos",
+                      bias ? "bias" : "no bias", subln ? ", subln" : "", e, e16);
         if (!(e <= 1e-4)) fail_msg("layout %d: decode differs from the graph by %.3g > 1e-4", layout, e);
+        // Keys and values rounded to f16 (relative error <= 2^-11) move the logits by about that
+        // much; they must move them (the cache really is f16) and not by more than 4e-3.
+        if (!(e16 > e && e16 <= 4e-3))
+            fail_msg("layout %d: with an f16 KV cache decode differs from the graph by %.3g (f32 cache %.3g)", layout,
+                     e16, e);
         trit_gpt_free(m);
     }
     // With dropout configured, the graph in eval mode is the model decoding computes.
@@ -299,9 +305,11 @@ static void test_decode_matches_graph(void **state) {
     c.dropout = 0.2;
     trit_gpt *m = trit_gpt_new(&c, 5);
     perturb(m, 8);
-    double e = decode_vs_graph(m, 11, true);
+    double e = decode_vs_graph(m, 11, true, TRIT_F32);
     assert_true(e <= 1e-4);
-    assert_true(decode_vs_graph(m, 11, false) > 1e-3);  // training mode drops activations
+    assert_true(decode_vs_graph(m, 11, false, TRIT_F32) > 1e-3);  // training mode drops activations
+    assert_null(trit_gpt_cache_new_kv(m, TRIT_BF16));
+    assert_non_null(strstr(trit_last_error(), "f32 or f16"));
     trit_gpt_free(m);
 }
 

@@ -17,7 +17,7 @@ enum { V = 6 };
 static const float LOGITS[V] = {1.0f, 3.0f, 0.5f, 2.5f, -1.0f, 3.0f};
 
 static trit_sampler *sampler(double temp, int64_t k, double p, uint64_t seed) {
-    trit_sample_config c = {temp, k, p, seed, 0};
+    trit_sample_config c = {temp, k, p, seed, 0, TRIT_F32};
     trit_sampler *s = trit_sampler_new(V, &c);
     assert_non_null(s);
     return s;
@@ -96,9 +96,11 @@ static void test_seed_fixes_draws(void **state) {
     trit_sampler_free(a);
     trit_sampler_free(b);
     trit_sampler_free(c);
-    trit_sample_config bad = {-1, 0, 1, 1, 0};
+    trit_sample_config bad = {-1, 0, 1, 1, 0, TRIT_F32};
     assert_null(trit_sampler_new(V, &bad));
-    bad = (trit_sample_config){1, 0, 0, 1, 0};
+    bad = (trit_sample_config){1, 0, 0, 1, 0, TRIT_F32};
+    assert_null(trit_sampler_new(V, &bad));
+    bad = (trit_sample_config){1, 0, 1, 1, 0, TRIT_BF16};  // the KV cache is f32 or f16
     assert_null(trit_sampler_new(V, &bad));
 }
 
@@ -114,7 +116,7 @@ static void test_generate_matches_recompute(void **state) {
     g.n_embd = 16;
     trit_gpt *m = trit_gpt_new(&g, 3);
     assert_non_null(m);
-    trit_sample_config sc = {1.0, 0, 1, 4, 20};
+    trit_sample_config sc = {1.0, 0, 1, 4, 20, TRIT_F32};
     int32_t prompt[3] = {1, 2, 3}, out[20];
     int64_t n = 0;
     assert_int_equal(trit_generate(m, prompt, 3, &sc, out, &n, NULL, NULL), TRIT_OK);

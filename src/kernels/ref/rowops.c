@@ -4,6 +4,7 @@
 #include "kernels/rowops.h"
 
 #include "base/real.h"
+#include "trit/base.h"
 
 #include <math.h>
 #include <string.h>
@@ -185,20 +186,33 @@ void R(trit_kernel_softmax_fwd_ref)(real *y, const real *x, int64_t rows, int64_
     }
 }
 
+// The attention row over keys and values read through LOAD(pointer, index) (f32 or f16).
+#define ATTEND_REF_BODY(LOAD)                                                                 \
+    do {                                                                                      \
+        for (int64_t j = 0; j < n; j++) {                                                     \
+            real s = 0;                                                                       \
+            for (int64_t d = 0; d < hs; d++) s += q[d] * (real)LOAD(kt, d * ldk + j);         \
+            p[j] = scale * s;                                                                 \
+        }                                                                                     \
+        double sum;                                                                           \
+        const real m = row_max_sumexp(p, n, &sum), inv = (real)(1.0 / sum);                   \
+        for (int64_t j = 0; j < n; j++) p[j] = REXP(p[j] - m);                                \
+        for (int64_t d = 0; d < hs; d++) y[d] = 0;                                            \
+        for (int64_t j = 0; j < n; j++)                                                       \
+            for (int64_t d = 0; d < hs; d++) y[d] += p[j] * (real)LOAD(v, j * ldv + d);       \
+        for (int64_t d = 0; d < hs; d++) y[d] *= inv;                                         \
+    } while (0)
+#define LOAD_REAL(a, i) ((a)[i])
+#define LOAD_F16(a, i) trit_f16_to_f32((a)[i])
+
 void R(trit_kernel_attend_ref)(real *y, real *p, const real *q, const real *kt, int64_t ldk, const real *v,
                                int64_t ldv, int64_t n, int64_t hs, real scale) {
-    for (int64_t j = 0; j < n; j++) {
-        real s = 0;
-        for (int64_t d = 0; d < hs; d++) s += q[d] * kt[d * ldk + j];
-        p[j] = scale * s;
-    }
-    double sum;
-    const real m = row_max_sumexp(p, n, &sum), inv = (real)(1.0 / sum);
-    for (int64_t j = 0; j < n; j++) p[j] = REXP(p[j] - m);
-    for (int64_t d = 0; d < hs; d++) y[d] = 0;
-    for (int64_t j = 0; j < n; j++)
-        for (int64_t d = 0; d < hs; d++) y[d] += p[j] * v[j * ldv + d];
-    for (int64_t d = 0; d < hs; d++) y[d] *= inv;
+    ATTEND_REF_BODY(LOAD_REAL);
+}
+
+void R(trit_kernel_attend_f16_ref)(real *y, real *p, const real *q, const uint16_t *kt, int64_t ldk, const uint16_t *v,
+                                   int64_t ldv, int64_t n, int64_t hs, real scale) {
+    ATTEND_REF_BODY(LOAD_F16);
 }
 
 void R(trit_kernel_softmax_bwd_ref)(real *dx, const real *y, const real *dy, int64_t rows, int64_t C) {

@@ -489,52 +489,71 @@ void ROWOPS_FN(adam)(float *p, const float *g, float *m, float *v, int64_t n, co
 
 // ---- attention of one query over cached keys -----------------------------------------------
 
-// p[j0, j0 + 4 VL) = scale * (q . k_j): four vectors of consecutive keys, each one multiply-add
-// per head dimension (lanes past n masked).
-static void attend_scores(float *p, const float *q, const float *kt, int64_t ldk, int64_t j0, int64_t n,
-                          int64_t hs, float scale) {
-    const vtail k0 = vtail_of(n - j0), k1 = vtail_of(n - j0 - VL), k2 = vtail_of(n - j0 - 2 * VL),
-                k3 = vtail_of(n - j0 - 3 * VL);
-    vf s0 = vzero(), s1 = vzero(), s2 = vzero(), s3 = vzero();
-    for (int64_t d = 0; d < hs; d++) {
-        const float *row = kt + d * ldk + j0;
-        const vf qd = vset1(q[d]);
-        s0 = vfmadd(qd, vload(k0, row), s0);
-        s1 = vfmadd(qd, vload(k1, row + VL), s1);
-        s2 = vfmadd(qd, vload(k2, row + 2 * VL), s2);
-        s3 = vfmadd(qd, vload(k3, row + 3 * VL), s3);
-    }
-    const vf sc = vset1(scale);
-    vstore(p + j0, k0, vmul(s0, sc));
-    vstore(p + j0 + VL, k1, vmul(s1, sc));
-    vstore(p + j0 + 2 * VL, k2, vmul(s2, sc));
-    vstore(p + j0 + 3 * VL, k3, vmul(s3, sc));
-}
+// Keys and values are read through vload_f32 or vload_f16 (the f32 and f16 caches), so both
+// kernels share one body.
+static inline vf vload_f32(vtail k, const float *p) { return vload(k, p); }
 
-// y[d0, d0 + 4 VL) = inv * sum_j p_j v_j over the head dimensions from d0 (lanes past hs masked).
-static void attend_values(float *y, const float *p, const float *v, int64_t ldv, int64_t n, int64_t d0, int64_t hs,
-                          float inv) {
-    const vtail k0 = vtail_of(hs - d0), k1 = vtail_of(hs - d0 - VL), k2 = vtail_of(hs - d0 - 2 * VL),
-                k3 = vtail_of(hs - d0 - 3 * VL);
-    vf a0 = vzero(), a1 = vzero(), a2 = vzero(), a3 = vzero();
-    for (int64_t j = 0; j < n; j++) {
-        const float *row = v + j * ldv + d0;
-        const vf pj = vset1(p[j]);
-        a0 = vfmadd(pj, vload(k0, row), a0);
-        a1 = vfmadd(pj, vload(k1, row + VL), a1);
-        a2 = vfmadd(pj, vload(k2, row + 2 * VL), a2);
-        a3 = vfmadd(pj, vload(k3, row + 3 * VL), a3);
+// ATTEND_PARTS(T, LOAD) defines, for elements of type T read by LOAD:
+// attend_scores_T: p[j0, j0 + 4 VL) = scale * (q . k_j), four vectors of consecutive keys, each
+//   one multiply-add per head dimension (lanes past n masked);
+// attend_values_T: y[d0, d0 + 4 VL) = inv * sum_j p_j v_j over the head dimensions from d0
+//   (lanes past hs masked);
+// attend_T: the row (contract in kernels/rowops.h).
+#define ATTEND_PARTS(T, LOAD)                                                                                  \
+    static void attend_scores_##T(float *p, const float *q, const T *kt, int64_t ldk, int64_t j0, int64_t n,   \
+                                  int64_t hs, float scale) {                                                   \
+        const vtail k0 = vtail_of(n - j0), k1 = vtail_of(n - j0 - VL), k2 = vtail_of(n - j0 - 2 * VL),         \
+                    k3 = vtail_of(n - j0 - 3 * VL);                                                            \
+        vf s0 = vzero(), s1 = vzero(), s2 = vzero(), s3 = vzero();                                             \
+        for (int64_t d = 0; d < hs; d++) {                                                                     \
+            const T *row = kt + d * ldk + j0;                                                                  \
+            const vf qd = vset1(q[d]);                                                                         \
+            s0 = vfmadd(qd, LOAD(k0, row), s0);                                                                \
+            s1 = vfmadd(qd, LOAD(k1, row + VL), s1);                                                           \
+            s2 = vfmadd(qd, LOAD(k2, row + 2 * VL), s2);                                                       \
+            s3 = vfmadd(qd, LOAD(k3, row + 3 * VL), s3);                                                       \
+        }                                                                                                      \
+        const vf sc = vset1(scale);                                                                            \
+        vstore(p + j0, k0, vmul(s0, sc));                                                                      \
+        vstore(p + j0 + VL, k1, vmul(s1, sc));                                                                 \
+        vstore(p + j0 + 2 * VL, k2, vmul(s2, sc));                                                             \
+        vstore(p + j0 + 3 * VL, k3, vmul(s3, sc));                                                             \
+    }                                                                                                          \
+    static void attend_values_##T(float *y, const float *p, const T *v, int64_t ldv, int64_t n, int64_t d0,    \
+                                  int64_t hs, float inv) {                                                     \
+        const vtail k0 = vtail_of(hs - d0), k1 = vtail_of(hs - d0 - VL), k2 = vtail_of(hs - d0 - 2 * VL),      \
+                    k3 = vtail_of(hs - d0 - 3 * VL);                                                           \
+        vf a0 = vzero(), a1 = vzero(), a2 = vzero(), a3 = vzero();                                             \
+        for (int64_t j = 0; j < n; j++) {                                                                      \
+            const T *row = v + j * ldv + d0;                                                                   \
+            const vf pj = vset1(p[j]);                                                                         \
+            a0 = vfmadd(pj, LOAD(k0, row), a0);                                                                \
+            a1 = vfmadd(pj, LOAD(k1, row + VL), a1);                                                           \
+            a2 = vfmadd(pj, LOAD(k2, row + 2 * VL), a2);                                                       \
+            a3 = vfmadd(pj, LOAD(k3, row + 3 * VL), a3);                                                       \
+        }                                                                                                      \
+        const vf s = vset1(inv);                                                                               \
+        vstore(y + d0, k0, vmul(a0, s));                                                                       \
+        vstore(y + d0 + VL, k1, vmul(a1, s));                                                                  \
+        vstore(y + d0 + 2 * VL, k2, vmul(a2, s));                                                              \
+        vstore(y + d0 + 3 * VL, k3, vmul(a3, s));                                                              \
+    }                                                                                                          \
+    static inline void attend_##T(float *y, float *p, const float *q, const T *kt, int64_t ldk, const T *v,    \
+                                  int64_t ldv, int64_t n, int64_t hs, float scale) {                           \
+        for (int64_t j0 = 0; j0 < n; j0 += 4 * VL) attend_scores_##T(p, q, kt, ldk, j0, n, hs, scale);         \
+        const float inv = (float)(1.0 / row_sumexp(p, p, row_max(p, n), n));                                   \
+        for (int64_t d0 = 0; d0 < hs; d0 += 4 * VL) attend_values_##T(y, p, v, ldv, n, d0, hs, inv);           \
     }
-    const vf s = vset1(inv);
-    vstore(y + d0, k0, vmul(a0, s));
-    vstore(y + d0 + VL, k1, vmul(a1, s));
-    vstore(y + d0 + 2 * VL, k2, vmul(a2, s));
-    vstore(y + d0 + 3 * VL, k3, vmul(a3, s));
-}
+
+ATTEND_PARTS(float, vload_f32)
+ATTEND_PARTS(uint16_t, vload_f16)
 
 void ROWOPS_FN(attend)(float *y, float *p, const float *q, const float *kt, int64_t ldk, const float *v, int64_t ldv,
                        int64_t n, int64_t hs, float scale) {
-    for (int64_t j0 = 0; j0 < n; j0 += 4 * VL) attend_scores(p, q, kt, ldk, j0, n, hs, scale);
-    const float inv = (float)(1.0 / row_sumexp(p, p, row_max(p, n), n));
-    for (int64_t d0 = 0; d0 < hs; d0 += 4 * VL) attend_values(y, p, v, ldv, n, d0, hs, inv);
+    attend_float(y, p, q, kt, ldk, v, ldv, n, hs, scale);
+}
+
+void ROWOPS_FN(attend_f16)(float *y, float *p, const float *q, const uint16_t *kt, int64_t ldk, const uint16_t *v,
+                           int64_t ldv, int64_t n, int64_t hs, float scale) {
+    attend_uint16_t(y, p, q, kt, ldk, v, ldv, n, hs, scale);
 }

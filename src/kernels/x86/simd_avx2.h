@@ -34,6 +34,14 @@ static inline vf vload_or(vf fill, vtail k, const float *p) {
     return k == 8 ? _mm256_loadu_ps(p)
                   : _mm256_blendv_ps(fill, _mm256_maskload_ps(p, lanes_below(k)), _mm256_castsi256_ps(lanes_below(k)));
 }
+// k f16 values widened (F16C); lanes past k are 0. A short tail goes through a zeroed copy:
+// AVX2 has no masked 16-bit load.
+static inline vf vload_f16(vtail k, const uint16_t *p) {
+    if (k == 8) return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
+    uint16_t t[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    for (int i = 0; i < k; i++) t[i] = p[i];
+    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)t));
+}
 static inline void vstore(float *p, vtail k, vf v) {
     if (k == 8)
         _mm256_storeu_ps(p, v);

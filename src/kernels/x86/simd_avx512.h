@@ -25,6 +25,8 @@ static inline vdtail vtail_hi(vtail k) { return (vdtail)(k >> 8); }
 
 static inline vf vload(vtail k, const float *p) { return _mm512_maskz_loadu_ps(k, p); }
 static inline vf vload_or(vf fill, vtail k, const float *p) { return _mm512_mask_loadu_ps(fill, k, p); }
+// k f16 values widened; lanes past k are 0.
+static inline vf vload_f16(vtail k, const uint16_t *p) { return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(k, p)); }
 static inline void vstore(float *p, vtail k, vf v) { _mm512_mask_storeu_ps(p, k, v); }
 static inline vf vset1(float v) { return _mm512_set1_ps(v); }
 static inline vf vzero(void) { return _mm512_setzero_ps(); }
