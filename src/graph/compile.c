@@ -84,6 +84,33 @@ static void prepare_calls(trit_graph *g) {
     }
 }
 
+// How many node inputs read value v.
+static int uses_of(const trit_graph *g, int v) {
+    int uses = 0;
+    for (int i = 0; i < g->n_nodes; i++)
+        for (int j = 0; j < g->nodes[i].n_in; j++) uses += g->nodes[i].in[j] == v;
+    return uses;
+}
+
+// An op whose backward may write in[0]'s gradient over its output's (bwd_in_place) gets one
+// buffer for both when it is in[0]'s only reader and neither gradient is kept: the output's
+// gradient dies at that step, where in[0]'s is born (and needs no zeroing: the op stores).
+// Later nodes first, so a chain of such ops ends in one buffer.
+static void share_grad_buffers(trit_graph *g) {
+    for (int i = g->n_nodes - 1; i >= 0; i--) {
+        const trit_node *n = &g->nodes[i];
+        if (!n->def->bwd_in_place || n->bwd_step < 0 || n->n_in < 1) continue;
+        trit_value *in = &g->values[n->in[0]], *out = &g->values[n->out];
+        if (in->grad_buf < 0 || out->grad_buf < 0 || in->keep || out->keep || n->out == g->loss || n->in[0] == g->loss)
+            continue;
+        if (uses_of(g, n->in[0]) != 1 || g->bufs[in->grad_buf].bytes != g->bufs[out->grad_buf].bytes) continue;
+        extend(g, out->grad_buf, g->bufs[in->grad_buf].last);
+        g->bufs[in->grad_buf].bytes = 0;  // left unused
+        in->grad_buf = out->grad_buf;
+        in->grad_shared = true;
+    }
+}
+
 static trit_status plan_buffers(trit_graph *g) {
     const int N = g->n_nodes, END = g->n_nodes + g->n_bwd;
     // Storage of inputs and of every non-view op output.
@@ -126,6 +153,7 @@ static trit_status plan_buffers(trit_graph *g) {
         if (v->kind != VALUE_OP || !needs_grad(v)) continue;
         int prod_step = N + g->nodes[v->producer].bwd_step;
         v->grad_buf = add_buffer(g, trit_tensor_nbytes(v->t) / trit_dtype_size(v->t->dtype) * trit_dtype_size(g->dtype), prod_step);
+        v->grad_shared = false;
         if (v->grad_buf < 0) return trit_error(TRIT_ERR_NOMEM, "out of memory");
         if (i == g->loss) g->bufs[v->grad_buf].first = N;
         if (v->keep) g->bufs[v->grad_buf].last = N + g->n_bwd;
@@ -134,6 +162,7 @@ static trit_status plan_buffers(trit_graph *g) {
         const trit_node *n = &g->nodes[g->bwd_order[s]];
         for (int j = 0; j < n->n_in; j++) extend(g, g->values[n->in[j]].grad_buf, N + s);
     }
+    share_grad_buffers(g);
     return TRIT_OK;
 }
 
@@ -250,7 +279,7 @@ static trit_status build_zero_lists(trit_graph *g) {
     for (int pass = 0; pass < 2; pass++) {
         for (int i = 0; i < g->n_values; i++) {
             int b = g->values[i].grad_buf;
-            if (b < 0 || i == g->loss) continue;
+            if (b < 0 || i == g->loss || g->values[i].grad_shared) continue;
             int s = g->bufs[b].first - N;
             if (pass == 0) count[s]++;
             else g->zero_at[s][--count[s]] = b;

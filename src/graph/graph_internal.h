@@ -18,6 +18,7 @@ typedef struct trit_value {
     bool keep;
     trit_tensor *grad;     // contiguous gradient; the param's own grad for parameters
     int grad_buf;          // planner buffer of an activation gradient, -1 if none
+    bool grad_shared;      // grad_buf is another value's (an in-place backward): that value zeroes it
     int data_buf;          // planner buffer of this value's storage, -1 if not planned
     bool dead;             // removed by a rewrite (fusion): no producer, no storage
 } trit_value;

@@ -86,8 +86,9 @@ typedef void trit_kernel_gelu_fwd_fn(float *y, const float *x, const float *b, i
 trit_kernel_gelu_fwd_fn trit_kernel_gelu_fwd_f32, trit_kernel_gelu_fwd_ref_f32,
     trit_kernel_gelu_fwd_avx512, trit_kernel_gelu_fwd_avx2;
 void trit_kernel_gelu_fwd_ref_f64(double *y, const double *x, const double *b, int64_t rows, int64_t N);
-// With d = g * gelu'(x + b) (the exact slope): dx += d (dx may be NULL) and db += the column sums
-// of d (db may be NULL; summed in double, rows in order). x, g, dx: (rows, N); b, db: (N) or NULL.
+// With d = g * gelu'(x + b) (the exact slope): dx += d (dx may be NULL; dx == g: dx = d in place)
+// and db += the column sums of d (db may be NULL; summed in double, rows in order).
+// x, g, dx: (rows, N); b, db: (N) or NULL.
 typedef void trit_kernel_gelu_bwd_fn(float *dx, float *db, const float *x, const float *b, const float *g,
                                   int64_t rows, int64_t N);
 trit_kernel_gelu_bwd_fn trit_kernel_gelu_bwd_f32, trit_kernel_gelu_bwd_ref_f32,

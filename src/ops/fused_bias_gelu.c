@@ -119,6 +119,7 @@ static trit_status bias_gelu_backward(const trit_op_call *c) {
 const trit_op_def R(trit_op_bias_gelu) = {
     .name = "bias_gelu",
     .bwd_unread = TRIT_OUT,
+    .bwd_in_place = true,  // the GELU kernels store when dh is the output's gradient itself
     .infer = bias_gelu_infer,
     .forward = bias_gelu_forward,
     .backward = bias_gelu_backward,

@@ -58,6 +58,11 @@ typedef struct trit_op_def {
     // Bit TRIT_IN(i) or TRIT_OUT set: backward never reads that value's data (shapes only), so
     // the memory planner may reuse its storage once forward is done with it.
     uint32_t bwd_unread;
+    // Backward may write in[0]'s gradient over the output's gradient: it reads each element of
+    // gout before writing the same element of gin[0], and when the two tensors share data it
+    // stores (gin[0] = ...) instead of adding. The planner gives them one buffer when this op is
+    // in[0]'s only consumer, so an elementwise op's backward needs no second gradient buffer.
+    bool bwd_in_place;
     bool is_view;                // out aliases in[0]'s storage; forward does nothing
     size_t attr_size;
 } trit_op_def;

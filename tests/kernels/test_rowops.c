@@ -418,6 +418,30 @@ static void test_exp_accuracy(void **state) {
     assert_memory_equal(e[0], e[1], sizeof e[0]);
 }
 
+// GELU backward with dx the incoming gradient itself (the planner's in-place case) stores
+// g * gelu'(x + b) over g, bit for bit what it adds into a zeroed dx, with and without the bias
+// and its gradient, for every implementation.
+static void test_gelu_bwd_in_place(void **state) {
+    (void)state;
+    say_skipped();
+    enum { ROWS = 3, N = 129 };
+    float *x = rnd(ROWS * N, 81, -3, 3), *b = rnd(N, 82, -1, 1), *g = rnd(ROWS * N, 83, -1, 1);
+    float dx[ROWS * N], in_place[ROWS * N], db[N], db2[N];
+    for (int impl = 0; impl < IMPL_N; impl++)
+        for (int v = 0; have_impl(impl) && v < 3; v++) {
+            const float *bias = v == 0 ? NULL : b;
+            float *dbp = v == 2 ? db : NULL, *dbp2 = v == 2 ? db2 : NULL;
+            memset(dx, 0, sizeof dx), memset(db, 0, sizeof db), memset(db2, 0, sizeof db2);
+            memcpy(in_place, g, sizeof in_place);
+            PICK(gelu_bwd, impl)(dx, dbp, x, bias, g, ROWS, N);
+            PICK(gelu_bwd, impl)(in_place, dbp2, x, bias, in_place, ROWS, N);
+            assert_memory_equal(dx, in_place, sizeof dx);
+            assert_memory_equal(db, db2, sizeof db);
+            assert_memory_not_equal(dx, g, sizeof dx);
+        }
+    free(x), free(b), free(g);
+}
+
 // Attention of one query over n cached keys: every implementation, for f32 keys and values and
 // for f16 ones (the same values rounded to f16), against attention
 // computed here in double from its definition (scores, softmax, weighted sum of values), on key
@@ -550,7 +574,7 @@ int main(void) {
         cmocka_unit_test(test_adam),            cmocka_unit_test(test_adam_large),
         cmocka_unit_test(test_ce_dlogits),
         cmocka_unit_test(test_gelu_known_values), cmocka_unit_test(test_exp_accuracy),
-        cmocka_unit_test(test_attend),          cmocka_unit_test(test_dispatch),
+        cmocka_unit_test(test_gelu_bwd_in_place), cmocka_unit_test(test_attend),          cmocka_unit_test(test_dispatch),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

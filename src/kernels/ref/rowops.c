@@ -142,7 +142,7 @@ void R(trit_kernel_gelu_bwd_ref)(real *dx, real *db, const real *x, const real *
 #pragma omp parallel for schedule(static) if (n >= TRIT_ROWOPS_PAR_MIN)
         for (int64_t k = 0; k < nchunks; k++)
             for (int64_t i = k * TRIT_ROWOPS_CHUNK; i < min64(n, (k + 1) * TRIT_ROWOPS_CHUNK); i++)
-                dx[i] += g[i] * gelu_slope(b ? x[i] + b[i % N] : x[i]);
+                dx[i] = (dx == g ? 0 : dx[i]) + g[i] * gelu_slope(b ? x[i] + b[i % N] : x[i]);
         return;
     }
     const int64_t nblocks = (N + TRIT_ROWOPS_COL_BLOCK - 1) / TRIT_ROWOPS_COL_BLOCK;
@@ -155,7 +155,7 @@ void R(trit_kernel_gelu_bwd_ref)(real *dx, real *db, const real *x, const real *
             for (int64_t j = 0; j < n; j++) {
                 const real d = gi[j] * gelu_slope(b ? xi[j] + b[c0 + j] : xi[j]);
                 acc[j] += (double)d;
-                if (dx) dx[i * N + c0 + j] += d;
+                if (dx) dx[i * N + c0 + j] = (dx == g ? 0 : dx[i * N + c0 + j]) + d;
             }
         }
         for (int64_t j = 0; j < n; j++) db[c0 + j] += (real)acc[j];

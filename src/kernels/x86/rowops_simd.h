@@ -243,7 +243,7 @@ static void gelu_bwd_dx_row(float *dx, const float *x, const float *b, const flo
         vf v = vload(k, x + j);
         if (b) v = vadd(v, vload(k, b + j));
         const vf d = vmul(vload(k, g + j), gelu_slope_v(v));
-        vstore(dx + j, k, vadd(vload(k, dx + j), d));
+        vstore(dx + j, k, vadd(dx == g ? vzero() : vload(k, dx + j), d));  // in place: 0 + d, as into a zeroed dx
     }
 }
 
@@ -283,7 +283,7 @@ void ROWOPS_FN(gelu_bwd)(float *dx, float *db, const float *x, const float *b, c
                 const vf d = vmul(vload(k, g + off), gelu_slope_v(v));
                 acc[2 * q] = vd_add(acc[2 * q], vd_lo(d));
                 acc[2 * q + 1] = vd_add(acc[2 * q + 1], vd_hi(d));
-                if (dx) vstore(dx + off, k, vadd(vload(k, dx + off), d));
+                if (dx) vstore(dx + off, k, vadd(dx == g ? vzero() : vload(k, dx + off), d));
             }
         }
         add_col_sums(db + c0, acc, n);
