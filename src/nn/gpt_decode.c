@@ -1,14 +1,18 @@
 // Incremental GPT decoding: the forward pass for one new token written directly in C over the
 // model's parameters, with each layer's keys and values of earlier positions kept in a cache,
 // so a token costs O(T) attention work instead of re-running the whole sequence. It computes
-// what the training graph computes (the graph's norm and GELU kernels, the same RoPE angles and
-// attention formula), so its logits match the graph's at each position to rounding.
+// what the training graph computes with the graph's own code where the two can share it (the
+// norm and GELU kernels, the rope op's angle table and rotation, the SwiGLU row) and the
+// attention row kernel (the softmax of the row kernels between two products), so its logits
+// match the graph's at each position to rounding.
 // A weight with an attached quantized copy (trit_gpt_attach_quantized) that the integer kernels
 // take is multiplied by its codes, with the input row quantized per token to int8.
 #include "kernels/gemm.h"
 #include "kernels/qgemm.h"
 #include "kernels/rowops.h"
 #include "nn/gpt_internal.h"
+#include "ops/rope.h"
+#include "ops/swiglu.h"
 
 #include <math.h>
 #include <omp.h>
@@ -38,6 +42,7 @@ struct trit_gpt_cache {
     float *act;            // (ROWS, hidden) MLP activation
     float *p;              // (H, T) attention probabilities, one row per head
     double stats[2 * ROWS];  // (ROWS, 2) norm statistics
+    double *rope;          // (2, ROWS, hs / 2) cos and sin of the rotary angles, RoPE models only
     void *block;           // one allocation holding all of the above
     // f32 copies of the parameters, made when the cache is created, for a model that stores
     // them in bf16/f16 (NULL when every parameter is f32): (n_tensors) pointers.
@@ -174,6 +179,12 @@ trit_gpt_cache *trit_gpt_cache_new_kv(const trit_gpt *m, trit_dtype kv) {
     }
     k->k = kv_at[0], k->v = kv_at[1], k->kv = kv;
     k->m = m;
+    if (c->pos == TRIT_POS_ROPE && !(k->rope = malloc(sizeof(double) * (size_t)(ROWS * (C / c->n_head))))) {
+        trit_aligned_free(block);
+        free(k);
+        trit_error(TRIT_ERR_NOMEM, "gpt cache: out of memory");
+        return NULL;
+    }
     k->block = block;
     if (copy_params(k, m) != TRIT_OK || setup_quantized(k, m) != TRIT_OK) {
         trit_gpt_cache_free(k);
@@ -185,6 +196,7 @@ trit_gpt_cache *trit_gpt_cache_new_kv(const trit_gpt *m, trit_dtype kv) {
 void trit_gpt_cache_free(trit_gpt_cache *c) {
     if (!c) return;
     trit_aligned_free(c->block);
+    free(c->rope);
     for (int i = 0; c->f32 && i < c->m->n_tensors; i++) trit_aligned_free(c->f32[i]);
     free(c->f32);
     for (int i = 0; c->qscales && i < c->m->n_tensors; i++) free(c->qscales[i]);
@@ -264,24 +276,17 @@ static void norm(trit_gpt_cache *c, float *out, const float *x, const trit_tenso
                              m->cfg.norm_eps, m->cfg.norm == TRIT_NORM_LAYER);
 }
 
-// Rotates the pairs (i, i + hs/2) of each head of x (C) by pos * theta^(-2i/hs), as trit_rope.
-static void rope(const trit_gpt *m, float *x, int64_t pos) {
-    const int64_t C = m->cfg.n_embd, hs = C / m->cfg.n_head, half = hs / 2;
-    for (int64_t i = 0; i < half; i++) {
-        const double ang = (double)pos * pow(m->cfg.rope_theta, -2.0 * (double)i / (double)hs);
-        const float co = (float)cos(ang), si = (float)sin(ang);
-        for (int64_t j1 = i; j1 < C; j1 += hs) {
-            const float x1 = x[j1], x2 = x[j1 + half];
-            x[j1] = x1 * co - x2 * si;
-            x[j1 + half] = x2 * co + x1 * si;
-        }
+// Rotates the queries and keys of the R positions from pos0 (rows of the fused qkv (R, 3C)) in
+// place: the rope op's angle table and row rotation (ops/rope.h).
+static void rope_rows(const trit_gpt *m, trit_gpt_cache *c, float *qkv, int64_t pos0, int64_t R) {
+    const int64_t C = m->cfg.n_embd, H = m->cfg.n_head, hs = C / H;
+    double *cs = c->rope, *sn = cs + ROWS * (hs / 2);  // (R, hs / 2) each
+    trit_rope_table(cs, sn, pos0, R, hs, m->cfg.rope_theta);
+    for (int64_t r = 0; r < R; r++) {
+        float *q = qkv + r * 3 * C;
+        trit_rope_row_f32(q, q, 1, cs + r * (hs / 2), sn + r * (hs / 2), H, hs);
+        trit_rope_row_f32(q + C, q + C, 1, cs + r * (hs / 2), sn + r * (hs / 2), H, hs);
     }
-}
-
-static float sigmoidf(float x) {
-    if (x >= 0) return 1 / (1 + expf(-x));
-    const float e = expf(x);
-    return e / (1 + e);
 }
 
 // Below this many multiply-adds (heads x rows x keys x head size) attention runs on one thread.
@@ -343,10 +348,7 @@ static void block_forward(const trit_gpt *m, trit_gpt_cache *c, int64_t l, int64
     const int64_t C = m->cfg.n_embd, hid = m->hidden, F = m->cfg.mlp == TRIT_MLP_SWIGLU ? 2 * hid : hid;
     norm(c, c->h, c->x, k->ln1_w, k->ln1_b, R);
     matmul(c, c->qkv, c->h, k->attn_w, k->attn_b, R);
-    for (int64_t r = 0; m->cfg.pos == TRIT_POS_ROPE && r < R; r++) {
-        rope(m, c->qkv + r * 3 * C, pos0 + r);
-        rope(m, c->qkv + r * 3 * C + C, pos0 + r);
-    }
+    if (m->cfg.pos == TRIT_POS_ROPE) rope_rows(m, c, c->qkv, pos0, R);
     cache_store(m, c, l, pos0, R, c->qkv);
     attend(m, c, l, pos0, R, c->qkv, c->y);
     const float *in = c->y;
@@ -360,10 +362,8 @@ static void block_forward(const trit_gpt *m, trit_gpt_cache *c, int64_t l, int64
     norm(c, c->h, c->x, k->ln2_w, k->ln2_b, R);
     matmul(c, c->fc, c->h, k->fc_w, k->fc_b, R);
     if (m->cfg.mlp == TRIT_MLP_SWIGLU) {
-        for (int64_t r = 0; r < R; r++) {
-            const float *fc = c->fc + r * F;
-            for (int64_t j = 0; j < hid; j++) c->act[r * hid + j] = fc[j] * sigmoidf(fc[j]) * fc[hid + j];
-        }
+        for (int64_t r = 0; r < R; r++)  // the training graph's SwiGLU row
+            trit_swiglu_row_f32(c->act + r * hid, c->fc + r * F, 1, c->fc + r * F + hid, 1, hid);
     } else {
         trit_kernel_gelu_fwd_f32(c->act, c->fc, NULL, R, hid);  // the training graph's GELU kernel
     }

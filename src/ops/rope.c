@@ -5,21 +5,12 @@
 // A rotation is orthogonal, so backward applies the inverse rotation (angle -a) to the output
 // gradient. The cos/sin table is computed in double in the call's scratch (both passes), so the
 // f32 and f64 builds rotate by the same angles and nothing is allocated.
-#include "ops/op_def.h"
+#include "ops/rope.h"
 
 #include "ops/op_build.h"
 #include "trit/ops.h"
 
 #include <math.h>
-
-typedef struct trit_rope_attr {
-    int n_head;
-    double theta;  // base of the frequencies, > 0 (10000 in most models)
-    int64_t pos0;  // position of time step 0 (0 in a training graph)
-} trit_rope_attr;
-
-// Input x: (B, T, C) any strides, C = n_head * hs with hs even; out: (B, T, C) contiguous.
-TRIT_DECLARE_REAL(const trit_op_def, trit_op_rope);
 
 typedef struct rope_dims {
     int64_t B, T, C, H, hs, half;
@@ -61,16 +52,39 @@ static size_t rope_scratch_bytes(const trit_op_call *c) {
     return 2 * sizeof(double) * (size_t)(d.T * d.half);
 }
 
-static void rope_table(const rope_dims *d, const trit_rope_attr *a, double *cs, double *sn) {
-#pragma omp parallel for schedule(static)
-    for (int64_t t = 0; t < d->T; t++) {
-        const double p = (double)(a->pos0 + t);
-        for (int64_t i = 0; i < d->half; i++) {
-            const double ang = p * pow(a->theta, -2.0 * (double)i / (double)d->hs);
-            cs[t * d->half + i] = cos(ang);
-            sn[t * d->half + i] = sin(ang);
+// Below this many angles one thread computes the table (a decoded token's, say).
+#define ROPE_TABLE_PAR_MIN 4096
+
+#ifndef TRIT_REAL_F64  // once: the table is in double for both builds
+void trit_rope_table(double *cs, double *sn, int64_t pos0, int64_t T, int64_t hs, double theta) {
+    const int64_t half = hs / 2;
+#pragma omp parallel for schedule(static) if (T * half >= ROPE_TABLE_PAR_MIN)
+    for (int64_t t = 0; t < T; t++) {
+        const double p = (double)(pos0 + t);
+        for (int64_t i = 0; i < half; i++) {
+            const double ang = p * pow(theta, -2.0 * (double)i / (double)hs);
+            cs[t * half + i] = cos(ang);
+            sn[t * half + i] = sin(ang);
         }
     }
+}
+#endif
+
+void R(trit_rope_row)(real *y, const real *x, int64_t sx, const double *cs, const double *sn, int64_t H, int64_t hs) {
+    const int64_t half = hs / 2;
+    for (int64_t h = 0; h < H; h++) {
+        for (int64_t i = 0; i < half; i++) {
+            const real co = (real)cs[i], si = (real)sn[i];
+            const int64_t j1 = h * hs + i, j2 = j1 + half;
+            const real x1 = x[j1 * sx], x2 = x[j2 * sx];
+            y[j1] = x1 * co - x2 * si;
+            y[j2] = x2 * co + x1 * si;
+        }
+    }
+}
+
+static void rope_table(const rope_dims *d, const trit_rope_attr *a, double *cs, double *sn) {
+    trit_rope_table(cs, sn, a->pos0, d->T, d->hs, a->theta);
 }
 
 static trit_status rope_forward(const trit_op_call *c) {
@@ -85,17 +99,7 @@ static trit_status rope_forward(const trit_op_call *c) {
 #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < d.B * d.T; r++) {
         const int64_t b = r / d.T, t = r % d.T;
-        const real *xr = xd + b * s0 + t * s1;
-        real *yr = y + r * d.C;
-        for (int64_t h = 0; h < d.H; h++) {
-            for (int64_t i = 0; i < d.half; i++) {
-                const real co = (real)cs[t * d.half + i], si = (real)sn[t * d.half + i];
-                const int64_t j1 = h * d.hs + i, j2 = j1 + d.half;
-                const real x1 = xr[j1 * s2], x2 = xr[j2 * s2];
-                yr[j1] = x1 * co - x2 * si;
-                yr[j2] = x2 * co + x1 * si;
-            }
-        }
+        R(trit_rope_row)(y + r * d.C, xd + b * s0 + t * s1, s2, cs + t * d.half, sn + t * d.half, d.H, d.hs);
     }
     return TRIT_OK;
 }

@@ -4,14 +4,10 @@
 // Inputs may be strided views (in a gated MLP they are the two halves of one linear layer's
 // output), so the loops walk rows of the last dim with each input's own strides, and nothing is
 // copied. Nothing is saved: backward recomputes the sigmoid from the inputs.
-#include "ops/op_def.h"
+#include "ops/swiglu.h"
 
 #include "ops/op_build.h"
 #include "trit/ops.h"
-
-// Inputs gate, up: one shape (..., N), any strides (e.g. halves of a fused (..., 2N) tensor);
-// out: that shape, contiguous.
-TRIT_DECLARE_REAL(const trit_op_def, trit_op_swiglu);
 
 // exp of a non-positive number only, so large |x| neither overflows nor loses the small tail.
 static inline real sigmoid(real x) {
@@ -28,6 +24,13 @@ static int64_t row_offset(const trit_tensor *t, int64_t r) {
         r /= t->shape[d];
     }
     return off;
+}
+
+void R(trit_swiglu_row)(real *y, const real *g, int64_t gs, const real *u, int64_t us, int64_t N) {
+    for (int64_t j = 0; j < N; j++) {
+        const real x = g[j * gs];
+        y[j] = x * sigmoid(x) * u[j * us];
+    }
 }
 
 static int64_t last_dim(const trit_tensor *t) { return t->ndim ? t->shape[t->ndim - 1] : 1; }
@@ -54,14 +57,7 @@ static trit_status swiglu_forward(const trit_op_call *c) {
     const real *gd = gt->data, *ud = ut->data;
     real *y = c->out->data;  // (..., N)
 #pragma omp parallel for schedule(static)
-    for (int64_t r = 0; r < rows; r++) {
-        const real *g = gd + row_offset(gt, r), *u = ud + row_offset(ut, r);
-        real *yr = y + r * N;
-        for (int64_t j = 0; j < N; j++) {
-            const real x = g[j * gs];
-            yr[j] = x * sigmoid(x) * u[j * us];
-        }
-    }
+    for (int64_t r = 0; r < rows; r++) R(trit_swiglu_row)(y + r * N, gd + row_offset(gt, r), gs, ud + row_offset(ut, r), us, N);
     return TRIT_OK;
 }
 
