@@ -206,12 +206,14 @@ static int run_decode(const bench_args *a) {
     trit_gpt_config cfg;
     if (trit_bench_decode_config(a->config, &cfg) != TRIT_OK) return cli_fail("bench", CLI_USAGE);
     if (!a->json)
-        printf("decode: %s (L=%lld H=%lld C=%lld T=%lld V=%lld), batch 1, %s KV cache\n%-9s %12s %12s %10s %8s\n", a->config,
-               (long long)cfg.n_layer, (long long)cfg.n_head, (long long)cfg.n_embd, (long long)cfg.seq_len,
-               (long long)cfg.vocab_size, trit_dtype_name(a->kv_cache), "format", "prefill t/s", "decode t/s", "weight MB", "threads");
+        printf("decode: %s (L=%lld H=%lld C=%lld T=%lld V=%lld), batch 1, %s KV cache\n%-9s %12s %12s %10s %8s\n",
+               a->config, (long long)cfg.n_layer, (long long)cfg.n_head, (long long)cfg.n_embd, (long long)cfg.seq_len,
+               (long long)cfg.vocab_size, trit_dtype_name(a->kv_cache), "format", "prefill t/s", "decode t/s",
+               "weight MB", "threads");
     for (char *f = strtok_r(list, ",", &save); f; f = strtok_r(NULL, ",", &save)) {
         trit_decode_result r;
-        if (trit_bench_decode(a->config, f, a->kv_cache, a->tokens, (int)a->threads, &r) != TRIT_OK) return cli_fail("bench", CLI_FAIL);
+        if (trit_bench_decode(a->config, f, a->kv_cache, a->tokens, (int)a->threads, &r) != TRIT_OK)
+            return cli_fail("bench", CLI_FAIL);
         if (a->json) {
             char line[512];
             trit_bench_decode_json(&r, line, sizeof line);

@@ -157,9 +157,11 @@ trit_gpt_cache *trit_gpt_cache_new_kv(const trit_gpt *m, trit_dtype kv) {
     }
     const trit_gpt_config *c = &m->cfg;
     const int64_t L = c->n_layer, T = c->seq_len, C = c->n_embd, hid = m->hidden;
-    const int64_t F = c->mlp == TRIT_MLP_SWIGLU ? 2 * hid : hid, per_float = kv == TRIT_F16 ? 2 : 1;
-    // Each buffer is rounded up to 16 floats so every one starts 64-byte aligned.
-    const int64_t sizes[9] = {(L * C * key_ld(c) + 1) / per_float, (L * T * C + 1) / per_float, ROWS * C, ROWS * C, ROWS * 3 * C, ROWS * C, ROWS * F, ROWS * hid, c->n_head * T};
+    const int64_t F = c->mlp == TRIT_MLP_SWIGLU ? 2 * hid : hid;
+    const int64_t keys = L * C * key_ld(c), values = L * T * C;  // elements, stored in kv
+    // Sizes in floats; each buffer is rounded up to 16 floats so every one starts 64-byte aligned.
+    const int64_t sizes[9] = {kv == TRIT_F16 ? (keys + 1) / 2 : keys, kv == TRIT_F16 ? (values + 1) / 2 : values,
+                              ROWS * C, ROWS * C, ROWS * 3 * C, ROWS * C, ROWS * F, ROWS * hid, c->n_head * T};
     int64_t total = 0;
     for (int i = 0; i < 9; i++) total += (sizes[i] + 15) / 16 * 16;
     trit_gpt_cache *k = calloc(1, sizeof *k);

@@ -57,7 +57,8 @@ static trit_status swiglu_forward(const trit_op_call *c) {
     const real *gd = gt->data, *ud = ut->data;
     real *y = c->out->data;  // (..., N)
 #pragma omp parallel for schedule(static)
-    for (int64_t r = 0; r < rows; r++) R(trit_swiglu_row)(y + r * N, gd + row_offset(gt, r), gs, ud + row_offset(ut, r), us, N);
+    for (int64_t r = 0; r < rows; r++)
+        R(trit_swiglu_row)(y + r * N, gd + row_offset(gt, r), gs, ud + row_offset(ut, r), us, N);
     return TRIT_OK;
 }
 

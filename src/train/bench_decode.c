@@ -110,5 +110,6 @@ int trit_bench_decode_json(const trit_decode_result *r, char *buf, size_t n) {
     return snprintf(buf, n,
                     "{\"config\":\"%s\",\"format\":\"%s\",\"kv_cache\":\"%s\",\"decode_tokens_per_s\":%.2f,"
                     "\"prefill_tokens_per_s\":%.2f,\"weight_bytes\":%zu,\"threads\":%d}",
-                    r->config, r->format, trit_dtype_name(r->kv_cache), r->decode_tokens_per_s, r->prefill_tokens_per_s, r->weight_bytes, r->threads);
+                    r->config, r->format, trit_dtype_name(r->kv_cache), r->decode_tokens_per_s, r->prefill_tokens_per_s,
+                    r->weight_bytes, r->threads);
 }

@@ -31,7 +31,8 @@ trit_status trit_sample_config_check(const trit_sample_config *c) {
                           "sampler: temperature must be >= 0 (got %g), top-k >= 0 (got %lld), top-p in "
                           "(0, 1] (got %g)", c->temperature, (long long)c->top_k, c->top_p);
     if (c->kv_cache != TRIT_F32 && c->kv_cache != TRIT_F16)
-        return trit_error(TRIT_ERR_INVALID, "sampler: the KV cache is f32 or f16, not %s", trit_dtype_name(c->kv_cache));
+        return trit_error(TRIT_ERR_INVALID, "sampler: the KV cache is f32 or f16, not %s",
+                          trit_dtype_name(c->kv_cache));
     return TRIT_OK;
 }
 

@@ -574,7 +574,8 @@ int main(void) {
         cmocka_unit_test(test_adam),            cmocka_unit_test(test_adam_large),
         cmocka_unit_test(test_ce_dlogits),
         cmocka_unit_test(test_gelu_known_values), cmocka_unit_test(test_exp_accuracy),
-        cmocka_unit_test(test_gelu_bwd_in_place), cmocka_unit_test(test_attend),          cmocka_unit_test(test_dispatch),
+        cmocka_unit_test(test_gelu_bwd_in_place), cmocka_unit_test(test_attend),
+        cmocka_unit_test(test_dispatch),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -45,8 +45,9 @@ static inline void t2_group(int R, const int8_t *q, const uint8_t *w, size_t row
     const __m256i m0 = _mm256_set1_epi8(0x03), m1 = _mm256_set1_epi8(0x0C), m2 = _mm256_set1_epi8(0x30),
                   m3 = _mm256_set1_epi8((char)0xC0);
     for (; k < end; k += 128) {
-        const __m256i x0 = _mm256_loadu_si256((const __m256i *)(q + k)), x1 = _mm256_loadu_si256((const __m256i *)(q + k + 32));
-        const __m256i x2 = _mm256_loadu_si256((const __m256i *)(q + k + 64)), x3 = _mm256_loadu_si256((const __m256i *)(q + k + 96));
+        const __m256i *x = (const __m256i *)(q + k);  // the four runs of 32
+        const __m256i x0 = _mm256_loadu_si256(x), x1 = _mm256_loadu_si256(x + 1);
+        const __m256i x2 = _mm256_loadu_si256(x + 2), x3 = _mm256_loadu_si256(x + 3);
         for (int r = 0; r < R; r++) {
             const __m256i b = _mm256_loadu_si256((const __m256i *)(w + r * row_bytes + k / 4));
             t[r][0] = _mm256_dpbusd_epi32(t[r][0], _mm256_and_si256(b, m0), x0);
@@ -56,8 +57,9 @@ static inline void t2_group(int R, const int8_t *q, const uint8_t *w, size_t row
         }
     }
     for (int r = 0; r < R; r++) {
-        const __m256i s = _mm256_add_epi32(_mm256_add_epi32(t[r][0], _mm256_srai_epi32(t[r][1], 2)),
-                                           _mm256_add_epi32(_mm256_srai_epi32(t[r][2], 4), _mm256_srai_epi32(t[r][3], 6)));
+        const __m256i s01 = _mm256_add_epi32(t[r][0], _mm256_srai_epi32(t[r][1], 2));
+        const __m256i s23 = _mm256_add_epi32(_mm256_srai_epi32(t[r][2], 4), _mm256_srai_epi32(t[r][3], 6));
+        const __m256i s = _mm256_add_epi32(s01, s23);
         a[r] = _mm512_zextsi256_si512(s);
     }
 }
