@@ -64,9 +64,9 @@ static inline void t2_group(int R, const int8_t *q, const uint8_t *w, size_t row
     }
 }
 
-// Each row's integer sums run in two accumulators (even and odd steps) so that consecutive
-// vpdpbusd of one row do not wait on each other: with one token and one row at a time the
-// latency chain, not memory, would bound the speed.
+// Each row's integer sums run in two accumulators (even and odd steps), so consecutive vpdpbusd
+// of one row need not wait on each other; the weight bias leaves each group's exact sum as an
+// integer (one lane), shared by the rows.
 static inline void rows(int R, wkind kind, int64_t K, int64_t G, const int8_t *q, const int32_t *gsum, float xs,
                         const uint8_t *w, size_t row_bytes, const float *ws, float *y) {
     __m512 facc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
