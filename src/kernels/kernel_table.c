@@ -73,6 +73,12 @@ static const trit_kernel_entry table[] = {
     ROW(WGEMM, NF4, F32, AVX512, trit_kernel_nf4_avx512),
     ROW(WGEMM, NF4, F32, AVX2, trit_kernel_nf4_avx2),
     ROW(WGEMM, NF4, F32, 0, trit_kernel_nf4_ref),
+    ROW(WGEMM, F8_E4M3, F32, AVX512, trit_kernel_fp8_e4m3_avx512),
+    ROW(WGEMM, F8_E4M3, F32, AVX2, trit_kernel_fp8_e4m3_avx2),
+    ROW(WGEMM, F8_E4M3, F32, 0, trit_kernel_fp8_e4m3_ref),
+    ROW(WGEMM, F8_E5M2, F32, AVX512, trit_kernel_fp8_e5m2_avx512),
+    ROW(WGEMM, F8_E5M2, F32, AVX2, trit_kernel_fp8_e5m2_avx2),
+    ROW(WGEMM, F8_E5M2, F32, 0, trit_kernel_fp8_e5m2_ref),
 };
 
 const trit_kernel_entry *trit_kernel_table(int *n) {

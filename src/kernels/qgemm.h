@@ -53,6 +53,18 @@ void trit_nf4_act_order(const float *x, int64_t M, int64_t K, float *out);
 void trit_kernel_nf4_gemm(int64_t M, int64_t N, int64_t K, int64_t G, const float *x, const uint8_t *w, const float *ws,
                           float *y, int64_t ldy);
 
+// Weight-only FP8: y (M, N) = x (M, K) W^T with W's bytes (OCP e4m3fn or e5m2, the values of
+// trit_fp8_to_f32, NaN and Inf codes included) times each group's scale ws (N, K / G), x in f32
+// in natural order. G a multiple of 16 dividing K. Same signature as the NF4 kernels.
+typedef trit_kernel_nf4_fn trit_kernel_fp8_fn;
+trit_kernel_fp8_fn trit_kernel_fp8_e4m3_ref, trit_kernel_fp8_e5m2_ref, trit_kernel_fp8_e4m3_avx2,
+    trit_kernel_fp8_e5m2_avx2, trit_kernel_fp8_e4m3_avx512, trit_kernel_fp8_e5m2_avx512;
+// Whether the FP8 kernels take (wdt, K, G).
+bool trit_fp8_gemm_supported(trit_dtype wdt, int64_t K, int64_t G);
+// The kernel table's choice for wdt (TRIT_F8_E4M3 or TRIT_F8_E5M2), outputs split among threads.
+void trit_kernel_fp8_gemm(trit_dtype wdt, int64_t M, int64_t N, int64_t K, int64_t G, const float *x, const uint8_t *w,
+                          const float *ws, float *y, int64_t ldy);
+
 // The kernel table's choice for wdt, run over N split among threads.
 void trit_kernel_qgemm(trit_dtype wdt, int64_t M, int64_t N, int64_t K, int64_t G, const trit_qact *x,
                        const uint8_t *w, const float *ws, float *y, int64_t ldy);

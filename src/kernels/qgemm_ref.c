@@ -171,3 +171,49 @@ void trit_kernel_nf4_gemm(int64_t M, int64_t N, int64_t K, int64_t G, const floa
         fn(M, n0, n1, K, G, x, w, ws, y, ldy);
     }
 }
+
+// ---- weight-only FP8 ------------------------------------------------------------------------
+
+bool trit_fp8_gemm_supported(trit_dtype wdt, int64_t K, int64_t G) {
+    return (wdt == TRIT_F8_E4M3 || wdt == TRIT_F8_E5M2) && G > 0 && G % 16 == 0 && K % G == 0;
+}
+
+static void fp8_ref(trit_fp8_kind kind, int64_t M, int64_t n0, int64_t n1, int64_t K, int64_t G, const float *x,
+                    const uint8_t *w, const float *ws, float *y, int64_t ldy) {
+    const float *value = trit_fp8_table(kind);
+    for (int64_t m = 0; m < M; m++)
+        for (int64_t n = n0; n < n1; n++) {
+            const uint8_t *row = w + (size_t)n * (size_t)K;
+            float sum = 0;
+            for (int64_t g = 0; g < K / G; g++) {
+                float acc = 0;
+                for (int64_t k = g * G; k < (g + 1) * G; k++) acc += value[row[k]] * x[m * K + k];
+                sum += ws[n * (K / G) + g] * acc;
+            }
+            y[m * ldy + n] = sum;
+        }
+}
+
+void trit_kernel_fp8_e4m3_ref(int64_t M, int64_t n0, int64_t n1, int64_t K, int64_t G, const float *x,
+                              const uint8_t *w, const float *ws, float *y, int64_t ldy) {
+    fp8_ref(TRIT_FP8_E4M3, M, n0, n1, K, G, x, w, ws, y, ldy);
+}
+
+void trit_kernel_fp8_e5m2_ref(int64_t M, int64_t n0, int64_t n1, int64_t K, int64_t G, const float *x,
+                              const uint8_t *w, const float *ws, float *y, int64_t ldy) {
+    fp8_ref(TRIT_FP8_E5M2, M, n0, n1, K, G, x, w, ws, y, ldy);
+}
+
+void trit_kernel_fp8_gemm(trit_dtype wdt, int64_t M, int64_t N, int64_t K, int64_t G, const float *x, const uint8_t *w,
+                          const float *ws, float *y, int64_t ldy) {
+    static trit_kernel_slot slot4, slot5;
+    trit_kernel_fp8_fn *fn =
+        wdt == TRIT_F8_E5M2 ? TRIT_KERNEL_FN(trit_kernel_fp8_fn, &slot5, TRIT_KERNEL_WGEMM, TRIT_F8_E5M2, TRIT_F32)
+                            : TRIT_KERNEL_FN(trit_kernel_fp8_fn, &slot4, TRIT_KERNEL_WGEMM, TRIT_F8_E4M3, TRIT_F32);
+    const int64_t blocks = (N + N_BLOCK - 1) / N_BLOCK;
+#pragma omp parallel for schedule(static) if (blocks > 1 && M * N * K > 32768)
+    for (int64_t b = 0; b < blocks; b++) {
+        const int64_t n0 = b * N_BLOCK, n1 = n0 + N_BLOCK < N ? n0 + N_BLOCK : N;
+        fn(M, n0, n1, K, G, x, w, ws, y, ldy);
+    }
+}

@@ -6,7 +6,8 @@
 // attention row kernel (the softmax of the row kernels between two products), so its logits
 // match the graph's at each position to rounding.
 // A weight with an attached quantized copy (trit_gpt_attach_quantized) that the integer kernels
-// take is multiplied by its codes, with the input row quantized per token to int8.
+// take is multiplied by its codes, with the input row quantized per token to int8 (NF4 and FP8
+// weights: the f32 row).
 #include "kernels/gemm.h"
 #include "kernels/qgemm.h"
 #include "kernels/rowops.h"
@@ -62,9 +63,11 @@ struct trit_gpt_cache {
 };
 
 // Whether the decoder multiplies by q's codes: integer kernels (qint8/qint4/ternary, inputs
-// quantized per token) or the weight-only NF4 kernel (f32 inputs), each with its group rule.
+// quantized per token) or the weight-only NF4 and FP8 kernels (f32 inputs), each with its
+// group rule.
 static bool kernel_takes(trit_dtype dt, int64_t K, int64_t G) {
     if (dt == TRIT_NF4) return G % 64 == 0 && K % G == 0;
+    if (dt == TRIT_F8_E4M3 || dt == TRIT_F8_E5M2) return trit_fp8_gemm_supported(dt, K, G);
     return trit_qgemm_supported(dt, K, G);
 }
 
@@ -235,17 +238,27 @@ static int index_of(const trit_gpt *m, const trit_tensor *t) {
     return -1;
 }
 
-// out (R, N) = x (R, K) W^T, W: (N, K), with W's integer codes (x quantized per token) when it
-// has a quantized copy the kernels take, else in f32.
+// Above this many rows the weight-only (NF4, FP8) kernels, which decode every weight again for
+// each row, lose to the f32 GEMM over the parameters' decoded values: a prompt takes that.
+enum { WEIGHT_ONLY_ROWS = 4 };
+
+// out (R, N) = x (R, K) W^T, W: (N, K), with W's codes when it has a quantized copy the kernels
+// take (integer codes with x quantized per token; NF4 and FP8 codes for up to WEIGHT_ONLY_ROWS
+// rows), else in f32.
 static void product(const trit_gpt_cache *c, float *out, const float *x, const trit_tensor *w, int64_t R) {
     const int64_t N = w->shape[0], K = w->shape[1];
     const int i = c->qscales ? index_of(c->m, w) : -1;
-    if (i >= 0 && c->qscales[i]) {
-        const trit_tensor *q = quantized_of(c, i);
+    const trit_tensor *q = i >= 0 && c->qscales[i] ? quantized_of(c, i) : NULL;
+    const bool weight_only = q && (q->dtype == TRIT_NF4 || q->dtype == TRIT_F8_E4M3 || q->dtype == TRIT_F8_E5M2);
+    if (q && (!weight_only || R <= WEIGHT_ONLY_ROWS)) {
         const int64_t G = c->qgroup[i];
         if (q->dtype == TRIT_NF4) {
             trit_nf4_act_order(x, R, K, c->xf);
             trit_kernel_nf4_gemm(R, N, K, G, c->xf, trit_tensor_ptr(q), c->qscales[i], out, N);
+            return;
+        }
+        if (q->dtype == TRIT_F8_E4M3 || q->dtype == TRIT_F8_E5M2) {
+            trit_kernel_fp8_gemm(q->dtype, R, N, K, G, x, trit_tensor_ptr(q), c->qscales[i], out, N);
             return;
         }
         const trit_qact a = {c->xq, c->xscale, c->xgsum};

@@ -201,7 +201,8 @@ static void test_nf4_kernels(void **state) {
                             assert_true(fabs(y - want[m * N + n]) <= 1e-5 * mag + 1e-12);
                         }
                     for (int i = 0; i < nt; i++) {
-                        if (t[i].id != TRIT_KERNEL_WGEMM || t[i].needs == 0 || (t[i].needs & ~trit_cpu_usable_features()))
+                        if (t[i].id != TRIT_KERNEL_WGEMM || t[i].in != TRIT_NF4 || t[i].needs == 0 ||
+                            (t[i].needs & ~trit_cpu_usable_features()))
                             continue;
                         ((trit_kernel_nf4_fn *)t[i].fn)(M, 0, N, K, G, xo, w, ws, got, N);
                         float big = 0;
@@ -213,6 +214,88 @@ static void test_nf4_kernels(void **state) {
                     }
                     free(x), free(xo), free(ws), free(want), free(got), free(w);
                 }
+}
+
+// Weight-only FP8 (e4m3fn and e5m2): every implementation decodes each of the 256 codes to
+// trit_fp8_to_f32's value (one code per row against a one-hot input: NaN codes give NaN, e5m2's
+// Inf codes Inf, subnormals exact), and on random finite codes every usable row agrees with the
+// reference, and the reference with the formula in double, on odd row counts and groups, within
+// 1e-5 (2e-5 between two f32 implementations) of the sum of the terms' magnitudes: e4m3 values
+// reach 448, so outputs are sums with heavy cancellation.
+static void check_fp8_codes(trit_dtype dt, trit_kernel_fp8_fn *fn, const char *name) {
+    enum { K = 16 };
+    const trit_fp8_kind kind = dt == TRIT_F8_E5M2 ? TRIT_FP8_E5M2 : TRIT_FP8_E4M3;
+    uint8_t w[256 * K] = {0};
+    float x[K] = {1.0f}, ws[256], y[256];
+    for (int n = 0; n < 256; n++) w[n * K] = (uint8_t)n, ws[n] = 1.0f;
+    fn(1, 0, 256, K, K, x, w, ws, y, 256);
+    for (int n = 0; n < 256; n++) {
+        const float want = trit_fp8_to_f32((uint8_t)n, kind);
+        if (!(y[n] == want || (isnan(y[n]) && isnan(want))))
+            fail_msg("%s: code 0x%02x gives %g, want %g", name, n, y[n], want);
+    }
+}
+
+static void test_fp8_kernels(void **state) {
+    (void)state;
+    const int64_t Ms[2] = {1, 5}, Ns[3] = {1, 17, 40}, Ks[3] = {16, 208, 768};
+    int nt;
+    const trit_kernel_entry *t = trit_kernel_table(&nt);
+    for (int d = 0; d < 2; d++) {
+        const trit_dtype dt = d ? TRIT_F8_E5M2 : TRIT_F8_E4M3;
+        const trit_fp8_kind kind = d ? TRIT_FP8_E5M2 : TRIT_FP8_E4M3;
+        trit_kernel_fp8_fn *ref = d ? trit_kernel_fp8_e5m2_ref : trit_kernel_fp8_e4m3_ref;
+        check_fp8_codes(dt, ref, d ? "e5m2 reference" : "e4m3 reference");
+        for (int i = 0; i < nt; i++)
+            if (t[i].id == TRIT_KERNEL_WGEMM && t[i].in == dt && t[i].needs && !(t[i].needs & ~trit_cpu_usable_features()))
+                check_fp8_codes(dt, (trit_kernel_fp8_fn *)t[i].fn, t[i].name);
+        for (int a = 0; a < 2; a++)
+            for (int b = 0; b < 3; b++)
+                for (int c = 0; c < 3; c++)
+                    for (int gi = 0; gi < 2; gi++) {
+                        const int64_t M = Ms[a], N = Ns[b], K = Ks[c], G = gi ? K : 16;
+                        float *x = malloc(sizeof(float) * (size_t)(M * K));
+                        float *ws = malloc(sizeof(float) * (size_t)(N * (K / G)));
+                        float *want = malloc(sizeof(float) * (size_t)(M * N)), *got = malloc(sizeof(float) * (size_t)(M * N));
+                        uint8_t *w = malloc((size_t)(N * K));
+                        trit_rng_fill_normal(x, M * K, 6, 1, 0, 0.0f, 1.0f);
+                        trit_rng_fill_uniform(ws, N * (K / G), 6, 2, 0, 0.01f, 0.1f);
+                        for (int64_t i = 0; i < N * K; i++) {  // finite codes only
+                            uint8_t code;
+                            uint64_t draw = (uint64_t)i;
+                            do code = (uint8_t)trit_rng_u32(6, 3, draw), draw += (uint64_t)(N * K);
+                            while (!isfinite(trit_fp8_to_f32(code, kind)));
+                            w[i] = code;
+                        }
+                        double *mag = malloc(sizeof(double) * (size_t)(M * N));  // sum of |terms| of each output
+                        ref(M, 0, N, K, G, x, w, ws, want, N);
+                        for (int64_t m = 0; m < M; m++)
+                            for (int64_t n = 0; n < N; n++) {
+                                double yd = 0;
+                                mag[m * N + n] = 0;
+                                for (int64_t k = 0; k < K; k++) {
+                                    const double v =
+                                        (double)trit_fp8_to_f32(w[n * K + k], kind) * ws[n * (K / G) + k / G] * x[m * K + k];
+                                    yd += v, mag[m * N + n] += fabs(v);
+                                }
+                                assert_true(fabs(yd - want[m * N + n]) <= 1e-5 * mag[m * N + n] + 1e-12);
+                            }
+                        for (int i = 0; i < nt; i++) {
+                            if (t[i].id != TRIT_KERNEL_WGEMM || t[i].in != dt || t[i].needs == 0 ||
+                                (t[i].needs & ~trit_cpu_usable_features()))
+                                continue;
+                            ((trit_kernel_fp8_fn *)t[i].fn)(M, 0, N, K, G, x, w, ws, got, N);
+                            for (int64_t j = 0; j < M * N; j++)  // both within 1e-5 of the terms' magnitude
+                                if (!(fabs((double)got[j] - want[j]) <= 2e-5 * mag[j] + 1e-12))
+                                    fail_msg("%s M=%lld N=%lld K=%lld G=%lld: %g vs %g", t[i].name, (long long)M,
+                                             (long long)N, (long long)K, (long long)G, got[j], want[j]);
+                        }
+                        free(x), free(ws), free(want), free(got), free(w), free(mag);
+                    }
+    }
+    assert_true(trit_fp8_gemm_supported(TRIT_F8_E4M3, 768, 16));
+    assert_false(trit_fp8_gemm_supported(TRIT_F8_E4M3, 768, 24));
+    assert_false(trit_fp8_gemm_supported(TRIT_NF4, 768, 64));
 }
 
 static void test_thread_count_independent(void **state) {
@@ -239,6 +322,7 @@ int main(void) {
         cmocka_unit_test(test_reference_matches_formula),
         cmocka_unit_test(test_every_kernel_matches_reference),
         cmocka_unit_test(test_nf4_kernels),
+        cmocka_unit_test(test_fp8_kernels),
         cmocka_unit_test(test_thread_count_independent),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

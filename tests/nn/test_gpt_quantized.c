@@ -1,5 +1,6 @@
 // Decoding with quantized weights: a GPT quantized to int8 (per channel, token embedding and
-// head too) and to int4 (groups of 64) decodes with the integer kernels; its logits stay close
+// head too) and to int4 (groups of 64) decodes with the integer kernels, and NF4 and FP8 with
+// the weight-only kernels; its logits stay close
 // to the graph's over the decoded f32 weights (the difference is the per-token activation
 // quantization), agree between the portable and the x86 kernels, and come back bit for bit
 // after a save and load of the quantized checkpoint.
@@ -128,6 +129,12 @@ static void test_nf4_weight_only(void **state) {
     check(TRIT_NF4, 64, 1e-3f);  // f32 inputs: only the order of the sums differs from the graph
 }
 
+static void test_fp8_weight_only(void **state) {
+    (void)state;
+    check(TRIT_F8_E4M3, TRIT_QGROUP_CHANNEL, 1e-3f);  // f32 inputs, as NF4
+    check(TRIT_F8_E5M2, TRIT_QGROUP_CHANNEL, 1e-3f);
+}
+
 // Base-3 ternary weights (1.6 bits as stored) decode through the 2-bit ternary kernels after a
 // lossless repack: the same logits, bit for bit, as the 2-bit model; and not the f32 path's
 // (which would match the graph to rounding: the integer path quantizes activations).
@@ -159,6 +166,7 @@ int main(void) {
         cmocka_unit_test(test_int8_per_channel),
         cmocka_unit_test(test_int4_groups),
         cmocka_unit_test(test_nf4_weight_only),
+        cmocka_unit_test(test_fp8_weight_only),
     };
     return cmocka_run_group_tests(tests, tfile_group_setup, tfile_group_teardown);
 }

@@ -1,0 +1,59 @@
+// Weight-only FP8 matmul on AVX2 (see kernels/qgemm.h): the method of x86/fp8_avx512.c in
+// eight lanes (magnitude bits under the f32 fields times 2^(127 - bias), specials by compares,
+// the sign or-ed in), an FMA with the f32 activations, each group's sum scaled.
+#include "kernels/qgemm.h"
+
+#include <immintrin.h>
+#include <math.h>
+
+// The 8 low bytes of b as floats: e4m3fn (e5m2 false) or e5m2.
+static inline __m256 widen(__m128i b, bool e5m2) {
+    const __m256i c = _mm256_cvtepu8_epi32(b), mag = _mm256_and_si256(c, _mm256_set1_epi32(0x7F));
+    __m256 v = _mm256_mul_ps(_mm256_castsi256_ps(_mm256_slli_epi32(mag, e5m2 ? 21 : 20)),
+                             _mm256_set1_ps(e5m2 ? 0x1p112f : 0x1p120f));
+    if (e5m2) {  // exponent field all ones: Inf (mantissa 0) or NaN
+        const __m256i special = _mm256_cmpgt_epi32(mag, _mm256_set1_epi32(0x7B));
+        const __m256i inf = _mm256_cmpeq_epi32(mag, _mm256_set1_epi32(0x7C));
+        v = _mm256_blendv_ps(v, _mm256_set1_ps(NAN), _mm256_castsi256_ps(special));
+        v = _mm256_blendv_ps(v, _mm256_set1_ps(INFINITY), _mm256_castsi256_ps(inf));
+    } else {  // 0x7F: NaN
+        const __m256i nan = _mm256_cmpeq_epi32(mag, _mm256_set1_epi32(0x7F));
+        v = _mm256_blendv_ps(v, _mm256_set1_ps(NAN), _mm256_castsi256_ps(nan));
+    }
+    const __m256i sign = _mm256_slli_epi32(_mm256_and_si256(c, _mm256_set1_epi32(0x80)), 24);
+    return _mm256_castsi256_ps(_mm256_or_si256(_mm256_castps_si256(v), sign));
+}
+
+static void fp8(bool e5m2, int64_t M, int64_t n0, int64_t n1, int64_t K, int64_t G, const float *x, const uint8_t *w,
+                const float *ws, float *y, int64_t ldy) {
+    const int64_t NG = K / G;
+    for (int64_t mi = 0; mi < M; mi++)
+        for (int64_t n = n0; n < n1; n++) {
+            const uint8_t *row = w + (size_t)n * (size_t)K;
+            const float *xr = x + mi * K;
+            __m256 total = _mm256_setzero_ps();
+            for (int64_t g = 0; g < NG; g++) {
+                __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+                for (int64_t k = g * G; k < (g + 1) * G; k += 16) {
+                    const __m128i b = _mm_loadu_si128((const __m128i *)(row + k));
+                    a0 = _mm256_fmadd_ps(widen(b, e5m2), _mm256_loadu_ps(xr + k), a0);
+                    a1 = _mm256_fmadd_ps(widen(_mm_srli_si128(b, 8), e5m2), _mm256_loadu_ps(xr + k + 8), a1);
+                }
+                total = _mm256_fmadd_ps(_mm256_add_ps(a0, a1), _mm256_set1_ps(ws[n * NG + g]), total);
+            }
+            __m128 s = _mm_add_ps(_mm256_castps256_ps128(total), _mm256_extractf128_ps(total, 1));
+            s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+            s = _mm_add_ss(s, _mm_movehdup_ps(s));
+            y[mi * ldy + n] = _mm_cvtss_f32(s);
+        }
+}
+
+void trit_kernel_fp8_e4m3_avx2(int64_t M, int64_t n0, int64_t n1, int64_t K, int64_t G, const float *x,
+                               const uint8_t *w, const float *ws, float *y, int64_t ldy) {
+    fp8(false, M, n0, n1, K, G, x, w, ws, y, ldy);
+}
+
+void trit_kernel_fp8_e5m2_avx2(int64_t M, int64_t n0, int64_t n1, int64_t K, int64_t G, const float *x,
+                               const uint8_t *w, const float *ws, float *y, int64_t ldy) {
+    fp8(true, M, n0, n1, K, G, x, w, ws, y, ldy);
+}
