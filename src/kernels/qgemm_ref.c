@@ -160,16 +160,22 @@ void trit_kernel_nf4_ref(int64_t M, int64_t n0, int64_t n1, int64_t K, int64_t G
         }
 }
 
-void trit_kernel_nf4_gemm(int64_t M, int64_t N, int64_t K, int64_t G, const float *x, const uint8_t *w, const float *ws,
-                          float *y, int64_t ldy) {
-    static trit_kernel_slot slot;
-    trit_kernel_nf4_fn *fn = TRIT_KERNEL_FN(trit_kernel_nf4_fn, &slot, TRIT_KERNEL_WGEMM, TRIT_NF4, TRIT_F32);
+// A weight-only kernel (NF4, FP8) over N split among threads in blocks of N_BLOCK outputs.
+static void weight_only_split(trit_kernel_nf4_fn *fn, int64_t M, int64_t N, int64_t K, int64_t G, const float *x,
+                              const uint8_t *w, const float *ws, float *y, int64_t ldy) {
     const int64_t blocks = (N + N_BLOCK - 1) / N_BLOCK;
 #pragma omp parallel for schedule(static) if (blocks > 1 && M * N * K > 32768)
     for (int64_t b = 0; b < blocks; b++) {
         const int64_t n0 = b * N_BLOCK, n1 = n0 + N_BLOCK < N ? n0 + N_BLOCK : N;
         fn(M, n0, n1, K, G, x, w, ws, y, ldy);
     }
+}
+
+void trit_kernel_nf4_gemm(int64_t M, int64_t N, int64_t K, int64_t G, const float *x, const uint8_t *w, const float *ws,
+                          float *y, int64_t ldy) {
+    static trit_kernel_slot slot;
+    weight_only_split(TRIT_KERNEL_FN(trit_kernel_nf4_fn, &slot, TRIT_KERNEL_WGEMM, TRIT_NF4, TRIT_F32), M, N, K, G, x, w,
+                      ws, y, ldy);
 }
 
 // ---- weight-only FP8 ------------------------------------------------------------------------
@@ -210,10 +216,5 @@ void trit_kernel_fp8_gemm(trit_dtype wdt, int64_t M, int64_t N, int64_t K, int64
     trit_kernel_fp8_fn *fn =
         wdt == TRIT_F8_E5M2 ? TRIT_KERNEL_FN(trit_kernel_fp8_fn, &slot5, TRIT_KERNEL_WGEMM, TRIT_F8_E5M2, TRIT_F32)
                             : TRIT_KERNEL_FN(trit_kernel_fp8_fn, &slot4, TRIT_KERNEL_WGEMM, TRIT_F8_E4M3, TRIT_F32);
-    const int64_t blocks = (N + N_BLOCK - 1) / N_BLOCK;
-#pragma omp parallel for schedule(static) if (blocks > 1 && M * N * K > 32768)
-    for (int64_t b = 0; b < blocks; b++) {
-        const int64_t n0 = b * N_BLOCK, n1 = n0 + N_BLOCK < N ? n0 + N_BLOCK : N;
-        fn(M, n0, n1, K, G, x, w, ws, y, ldy);
-    }
+    weight_only_split(fn, M, N, K, G, x, w, ws, y, ldy);
 }

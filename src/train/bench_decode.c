@@ -39,6 +39,8 @@ trit_status trit_bench_decode(const char *config, const char *format, trit_dtype
     trit_gpt_config c;
     trit_status s = trit_bench_decode_config(config, &c);
     if (s != TRIT_OK) return s;
+    if (kv != TRIT_F32 && kv != TRIT_F16)
+        return trit_error(TRIT_ERR_INVALID, "decode bench: the KV cache is f32 or f16, not %s", trit_dtype_name(kv));
     // "BLOCKS" or "BLOCKS/HEAD": the head (the token embedding) follows the blocks, except that
     // ternary models keep an int8 head as BitNet's keep a higher-precision one.
     char blocks[32] = "", head[32] = "";
