@@ -316,6 +316,35 @@ static void test_thread_count_independent(void **state) {
     }
 }
 
+// A token's outputs do not depend on how many tokens share the call (prefill against decoding):
+// every usable kernel, several tokens at once against one at a time, bit for bit.
+static void test_tokens_alone_or_together(void **state) {
+    (void)state;
+    const uint32_t usable = trit_cpu_usable_features();
+    int nt;
+    const trit_kernel_entry *t = trit_kernel_table(&nt);
+    enum { M = 8, N = 37 };
+    for (int i = 0; i < nt; i++) {
+        if (t[i].id != TRIT_KERNEL_QGEMM || (t[i].needs & ~usable)) continue;
+        trit_kernel_qgemm_fn *fn = (trit_kernel_qgemm_fn *)t[i].fn;
+        const int64_t K = t[i].in == TRIT_TERNARY ? 384 : 192;
+        for (int gi = 0; gi < 2; gi++) {
+            const int64_t G = gi ? K : K / 3;
+            problem p;
+            make(&p, t[i].in, M, N, K, G, 5 + (uint64_t)gi);
+            float together[M * N], alone[M * N];
+            fn(M, 0, N, K, G, &p.a, p.w, p.ws, together, N);
+            for (int64_t m = 0; m < M; m++) {
+                const trit_qact one = {p.a.q + m * K, p.a.scale + m, p.a.gsum + m * (K / G)};
+                fn(1, 0, N, K, G, &one, p.w, p.ws, alone + m * N, N);
+            }
+            if (memcmp(together, alone, sizeof together) != 0)
+                fail_msg("%s G=%lld: tokens together differ from alone", t[i].name, (long long)G);
+            drop(&p);
+        }
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_activation_quantizer),
@@ -324,6 +353,7 @@ int main(void) {
         cmocka_unit_test(test_nf4_kernels),
         cmocka_unit_test(test_fp8_kernels),
         cmocka_unit_test(test_thread_count_independent),
+        cmocka_unit_test(test_tokens_alone_or_together),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,16 +1,18 @@
-// Integer matmuls on AVX2 (see qgemm.h). qint8: vpmaddubsw on |w| and x with w's sign (both
-// within 127, so the pair sums cannot saturate), exact in int32. qint4: the biased nibbles
-// (c + 8, 0..15) are the unsigned operand, so sum (c + 8) x = sum c x + 8 sum x and the group
-// sums of x take the 8 back out. Four rows of W at a time share each activation load.
+// Integer matmuls on AVX2 (see qgemm.h). qint8 for one token: vpmaddubsw on |w| and x with w's
+// sign (both within 127, so the pair sums cannot saturate), exact in int32; for several, int16
+// tiles (below). qint4: the biased nibbles (c + 8, 0..15) are the unsigned operand, so
+// sum (c + 8) x = sum c x + 8 sum x and the group sums of x take the 8 back out. Four rows of W
+// at a time share each activation load.
 #include "kernels/x86/qgemm_driver.h"
 
 #include <immintrin.h>
+#include <math.h>
 
-static inline float hsum8(__m256 v) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
+// a + p computed into a's register: written as an intrinsic, gcc 12 adds into a new register
+// and copies every accumulator back on each pass (8 moves per 8 multiplies here).
+static inline __m256i add_in_place(__m256i a, __m256i p) {
+    __asm__("vpaddd %1, %0, %0" : "+x"(a) : "x"(p));
+    return a;
 }
 
 static inline __m256i dot_q8(__m256i w, __m256i x) {
@@ -52,9 +54,10 @@ static inline __m256i dot_u8(const uint8_t *w, const int8_t *x) {
 
 static inline void rows(int R, wkind kind, int64_t K, int64_t G, const int8_t *q, const int32_t *gsum, float xs,
                         const uint8_t *w, size_t row_bytes, const float *ws, float *y) {
-    __m256 facc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
-    float corr[4] = {0, 0, 0, 0};
+    __m128 f = _mm_setzero_ps();
+    float f1 = 0;
     const int64_t NG = K / G;
+    const int32_t bias = kind == W_Q4 || kind == W_U4 ? 8 : kind == W_T2 || kind == W_U2 ? 1 : 0;
     for (int64_t g = 0; g < NG; g++) {
         __m256i iacc[4] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256()};
         for (int64_t k = g * G; k < (g + 1) * G; k += kind == W_T2 || kind == W_U2 ? 128 : 64) {
@@ -79,13 +82,78 @@ static inline void rows(int R, wkind kind, int64_t K, int64_t G, const int8_t *q
                 }
             }
         }
-        for (int r = 0; r < R; r++) {
-            const float s = ws[r * NG + g];
-            facc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(iacc[r]), _mm256_set1_ps(s), facc[r]);
-            if (kind != W_Q8) corr[r] += s * (float)((kind == W_Q4 || kind == W_U4 ? 8 : 1) * gsum[g]);
-        }
+        if (R == 1)  // one row's epilogue, the bits of the four-row one
+            f1 = fmaf(group_sum1(iacc[0], bias * gsum[g]), ws[g], f1);
+        else
+            f = scale_group(f, group_sums4(iacc[0], iacc[1], iacc[2], iacc[3], bias * gsum[g]), R, ws, NG, g);
     }
-    for (int r = 0; r < R; r++) y[r] = xs * (hsum8(facc[r]) - corr[r]);
+    if (R == 1)
+        y[0] = f1 * xs;
+    else
+        store_rows(R, xs, f, y);
+}
+
+// ---- qint8 against several tokens ---------------------------------------------------------
+// The sign trick costs two multiplies (vpmaddubsw, then vpmaddwd to widen) per 32 products,
+// and on the CPUs measured the integer multiplies issue on the same two ports as the FMAs, so
+// it is no faster than f32. Widened to int16 both ways, one vpmaddwd makes 16 exact products
+// in int32 pairs with nothing else to fix. The block's weight rows are widened once per call;
+// the activations as they are loaded. A tile is 3 tokens x 4 rows (12 accumulators).
+enum { TILE_M = 3, TILE_N = 4, TOKEN_BLOCK = 48 };
+
+static _Thread_local float *wide_mem;
+static _Thread_local size_t wide_floats;
+
+
+// y rows m.. (mt <= 3 valid) x columns n.. (nt <= 4 valid) from int8 tokens x (stride K) and
+// int16 weight rows w (stride K); missing tokens and rows repeat the first ones (not stored).
+static void q8_tile(int mt, int nt, int64_t K, int64_t G, const int8_t *x /* (mt, K) */,
+                    const float *xs /* (mt) */, const int16_t *w /* (nt, K) */, const float *ws /* (nt, K / G) */,
+                    float *y /* (mt, ldy) */, int64_t ldy) {
+    const int64_t NG = K / G;
+    const int8_t *xr[TILE_M];
+    const int16_t *wr[TILE_N];
+    for (int i = 0; i < TILE_M; i++) xr[i] = x + (i < mt ? i : 0) * K;
+    for (int j = 0; j < TILE_N; j++) wr[j] = w + (j < nt ? j : 0) * K;
+    __m128 f[TILE_M] = {_mm_setzero_ps(), _mm_setzero_ps(), _mm_setzero_ps()};
+    for (int64_t g = 0; g < NG; g++) {
+        __m256i a[TILE_M][TILE_N];
+        for (int i = 0; i < TILE_M; i++)
+            for (int j = 0; j < TILE_N; j++) a[i][j] = _mm256_setzero_si256();
+        for (int64_t k = g * G; k < (g + 1) * G; k += 16)
+            for (int i = 0; i < TILE_M; i++) {
+                const __m256i xv = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(xr[i] + k)));
+                for (int j = 0; j < TILE_N; j++) {
+                    const __m256i wv = _mm256_loadu_si256((const __m256i *)(wr[j] + k));
+                    a[i][j] = add_in_place(a[i][j], _mm256_madd_epi16(xv, wv));
+                }
+            }
+        for (int i = 0; i < TILE_M; i++)
+            f[i] = scale_group(f[i], group_sums4(a[i][0], a[i][1], a[i][2], a[i][3], 0), nt, ws, NG, g);
+    }
+    for (int i = 0; i < mt; i++) store_rows(nt, xs[i], f[i], y + i * ldy);
+}
+
+// Rows [n0, n1) of qint8 W against all M tokens by tiles; false when out of memory.
+static bool q8_tiles(int64_t M, int64_t n0, int64_t n1, int64_t K, int64_t G, const trit_qact *x,
+                     const uint8_t *w, const float *ws, float *y, int64_t ldy) {
+    const int64_t rows = n1 - n0;
+    int16_t *wide = (int16_t *)trit_thread_buffer(&wide_mem, &wide_floats, (size_t)((rows * K + 1) / 2));
+    if (!wide) return false;
+    const int8_t *src = (const int8_t *)(w + n0 * K);
+    for (int64_t i = 0; i < rows * K; i += 16)
+        _mm256_storeu_si256((__m256i *)(wide + i), _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(src + i))));
+    const int64_t NG = K / G;
+    // A block of tokens (24 KB at K = 1024) is read once from memory, then from cache by every
+    // tile of the weight rows.
+    for (int64_t mb = 0; mb < M; mb += TOKEN_BLOCK)
+        for (int64_t n = n0; n < n1; n += TILE_N)
+            for (int64_t m = mb; m < M && m < mb + TOKEN_BLOCK; m += TILE_M) {
+                const int mt = M - m < TILE_M ? (int)(M - m) : TILE_M, nt = n1 - n < TILE_N ? (int)(n1 - n) : TILE_N;
+                q8_tile(mt, nt, K, G, x->q + m * K, x->scale + m, wide + (n - n0) * K, ws + n * NG, y + m * ldy + n,
+                        ldy);
+            }
+    return true;
 }
 
 // One packed row to K biased bytes in the activations' order (64-blocks: even codes, then odd;
@@ -105,4 +173,11 @@ static void unpack_row(wkind kind, const uint8_t *w, int64_t K, uint8_t *dst) {
     }
 }
 
-QGEMM_ENTRY_POINTS(avx2)
+QGEMM_ENTRY(trit_kernel_qgemm_q4_avx2, W_Q4)
+QGEMM_ENTRY(trit_kernel_qgemm_t2_avx2, W_T2)
+
+// Several tokens take the int16 tiles (K is a multiple of 64: whole vectors of 16).
+void trit_kernel_qgemm_q8_avx2(int64_t M, int64_t n0, int64_t n1, int64_t K, int64_t G, const trit_qact *x,
+                               const uint8_t *w, const float *ws, float *y, int64_t ldy) {
+    if (M < 2 || !q8_tiles(M, n0, n1, K, G, x, w, ws, y, ldy)) qgemm(W_Q8, M, n0, n1, K, G, x, w, ws, y, ldy);
+}

@@ -5,6 +5,7 @@
 #include "kernels/x86/qgemm_driver.h"
 
 #include <immintrin.h>
+#include <math.h>
 
 static inline __m512i load_q8(const uint8_t *w) {
     return _mm512_xor_si512(_mm512_loadu_si512(w), _mm512_set1_epi8((char)0x80));
@@ -65,11 +66,11 @@ static inline void t2_group(int R, const int8_t *q, const uint8_t *w, size_t row
 }
 
 // Each row's integer sums run in two accumulators (even and odd steps), so consecutive vpdpbusd
-// of one row need not wait on each other; the weight bias leaves each group's exact sum as an
-// integer (one lane), shared by the rows.
+// of one row need not wait on each other.
 static inline void rows(int R, wkind kind, int64_t K, int64_t G, const int8_t *q, const int32_t *gsum, float xs,
                         const uint8_t *w, size_t row_bytes, const float *ws, float *y) {
-    __m512 facc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+    __m128 f = _mm_setzero_ps();
+    float f1 = 0;
     const int64_t NG = K / G;
     const int32_t bias = kind == W_Q4 || kind == W_U4 ? 8 : kind == W_T2 || kind == W_U2 ? 1 : 128;
     for (int64_t g = 0; g < NG; g++) {
@@ -92,15 +93,20 @@ static inline void rows(int R, wkind kind, int64_t K, int64_t G, const int8_t *q
                 for (int r = 0; r < R; r++) a[r] = _mm512_dpbusd_epi32(a[r], codes64(kind, w + r * row_bytes, k), x0);
             }
         }
-        // The bias comes out of the group's exact integer sum (in one lane), shared by the rows:
-        // bias * gsum fits int32 for any group trit_qgemm_supported allows.
-        const __m512i unbias = _mm512_maskz_set1_epi32(1, bias * gsum[g]);
-        for (int r = 0; r < R; r++) {
-            const __m512i sum = _mm512_sub_epi32(_mm512_add_epi32(a[r], b[r]), unbias);
-            facc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_set1_ps(ws[r * NG + g]), facc[r]);
+        __m256i s[4];  // each row's 512-bit sums as 256
+        for (int r = 0; r < 4; r++) {
+            const __m512i ab = _mm512_add_epi32(a[r], b[r]);
+            s[r] = _mm256_add_epi32(_mm512_castsi512_si256(ab), _mm512_extracti64x4_epi64(ab, 1));
         }
+        if (R == 1)  // one row's epilogue, the bits of the four-row one
+            f1 = fmaf(group_sum1(s[0], bias * gsum[g]), ws[g], f1);
+        else
+            f = scale_group(f, group_sums4(s[0], s[1], s[2], s[3], bias * gsum[g]), R, ws, NG, g);
     }
-    for (int r = 0; r < R; r++) y[r] = xs * _mm512_reduce_add_ps(facc[r]);
+    if (R == 1)
+        y[0] = f1 * xs;
+    else
+        store_rows(R, xs, f, y);
 }
 
 // One packed row to K biased bytes in the activations' order.
