@@ -5,7 +5,12 @@
 #include "kernels/x86/qgemm_driver.h"
 
 #include <immintrin.h>
-#include <math.h>
+
+static inline float hsum8(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
+}
 
 static inline __m512i load_q8(const uint8_t *w) {
     return _mm512_xor_si512(_mm512_loadu_si512(w), _mm512_set1_epi8((char)0x80));
@@ -69,8 +74,7 @@ static inline void t2_group(int R, const int8_t *q, const uint8_t *w, size_t row
 // of one row need not wait on each other.
 static inline void rows(int R, wkind kind, int64_t K, int64_t G, const int8_t *q, const int32_t *gsum, float xs,
                         const uint8_t *w, size_t row_bytes, const float *ws, float *y) {
-    __m128 f = _mm_setzero_ps();
-    float f1 = 0;
+    __m256 facc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
     const int64_t NG = K / G;
     const int32_t bias = kind == W_Q4 || kind == W_U4 ? 8 : kind == W_T2 || kind == W_U2 ? 1 : 128;
     for (int64_t g = 0; g < NG; g++) {
@@ -93,20 +97,17 @@ static inline void rows(int R, wkind kind, int64_t K, int64_t G, const int8_t *q
                 for (int r = 0; r < R; r++) a[r] = _mm512_dpbusd_epi32(a[r], codes64(kind, w + r * row_bytes, k), x0);
             }
         }
-        __m256i s[4];  // each row's 512-bit sums as 256
-        for (int r = 0; r < 4; r++) {
+        // The exact sums folded to 8 lanes hold the same integers whichever path made them
+        // (packed or unpacked codes, runs of 32 or 64), so the float rounding is the same too.
+        const __m256i unbias = _mm256_setr_epi32(bias * gsum[g], 0, 0, 0, 0, 0, 0, 0);
+        for (int r = 0; r < R; r++) {
             const __m512i ab = _mm512_add_epi32(a[r], b[r]);
-            s[r] = _mm256_add_epi32(_mm512_castsi512_si256(ab), _mm512_extracti64x4_epi64(ab, 1));
+            const __m256i sum = _mm256_add_epi32(_mm512_castsi512_si256(ab), _mm512_extracti64x4_epi64(ab, 1));
+            facc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(sum, unbias)), _mm256_set1_ps(ws[r * NG + g]),
+                                      facc[r]);
         }
-        if (R == 1)  // one row's epilogue, the bits of the four-row one
-            f1 = fmaf(group_sum1(s[0], bias * gsum[g]), ws[g], f1);
-        else
-            f = scale_group(f, group_sums4(s[0], s[1], s[2], s[3], bias * gsum[g]), R, ws, NG, g);
     }
-    if (R == 1)
-        y[0] = f1 * xs;
-    else
-        store_rows(R, xs, f, y);
+    for (int r = 0; r < R; r++) y[r] = xs * hsum8(facc[r]);
 }
 
 // One packed row to K biased bytes in the activations' order.
