@@ -15,6 +15,39 @@ static inline __m256i add_in_place(__m256i a, __m256i p) {
     return a;
 }
 
+// Every path (one token, several, unpacked rows, the qint8 tiles) finishes a group the same
+// way, so a token's outputs have the same bits alone or in a prompt: the lanes of each of the
+// four rows' vectors are added (rows past R are zero vectors), the weight bias times the
+// activations' group sum comes out in int32, and one multiply-add scales the four sums.
+// bias * gsum fits int32 for any group trit_qgemm_supported allows.
+static inline __m128 group_sums4(__m256i a0, __m256i a1, __m256i a2, __m256i a3, int32_t unbias) {
+    const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(a0, a1), _mm256_hadd_epi32(a2, a3));
+    const __m128i s = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+    return _mm_cvtepi32_ps(_mm_sub_epi32(s, _mm_set1_epi32(unbias)));
+}
+
+// One row's group sum, as group_sums4 gives it (an exact integer, so in any order).
+static inline float group_sum1(__m256i a, int32_t unbias) {
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(a), _mm256_extracti128_si256(a, 1));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
+    return (float)(_mm_cvtsi128_si32(s) - unbias);
+}
+
+// f + the group sums times the scales of rows r < R of group g (ws: (R, NG)).
+static inline __m128 scale_group(__m128 f, __m128 sums, int R, const float *ws, int64_t NG, int64_t g) {
+    float sc[4] = {0, 0, 0, 0};
+    for (int r = 0; r < R; r++) sc[r] = ws[r * NG + g];
+    return _mm_fmadd_ps(sums, _mm_loadu_ps(sc), f);
+}
+
+// y[r] = xs * f[r] for r < R.
+static inline void store_rows(int R, float xs, __m128 f, float *y) {
+    float out[4];
+    _mm_storeu_ps(out, _mm_mul_ps(f, _mm_set1_ps(xs)));
+    for (int r = 0; r < R; r++) y[r] = out[r];
+}
+
 static inline __m256i dot_q8(__m256i w, __m256i x) {
     const __m256i p = _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w));
     return _mm256_madd_epi16(p, _mm256_set1_epi16(1));
@@ -104,7 +137,6 @@ enum { TILE_M = 3, TILE_N = 4, TOKEN_BLOCK = 48 };
 static _Thread_local float *wide_mem;
 static _Thread_local size_t wide_floats;
 
-
 // y rows m.. (mt <= 3 valid) x columns n.. (nt <= 4 valid) from int8 tokens x (stride K) and
 // int16 weight rows w (stride K); missing tokens and rows repeat the first ones (not stored).
 static void q8_tile(int mt, int nt, int64_t K, int64_t G, const int8_t *x /* (mt, K) */,
@@ -144,7 +176,7 @@ static bool q8_tiles(int64_t M, int64_t n0, int64_t n1, int64_t K, int64_t G, co
     for (int64_t i = 0; i < rows * K; i += 16)
         _mm256_storeu_si256((__m256i *)(wide + i), _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(src + i))));
     const int64_t NG = K / G;
-    // A block of tokens (24 KB at K = 1024) is read once from memory, then from cache by every
+    // A block of tokens (48 KB at K = 1024) is read once from memory, then from cache by every
     // tile of the weight rows.
     for (int64_t mb = 0; mb < M; mb += TOKEN_BLOCK)
         for (int64_t n = n0; n < n1; n += TILE_N)
