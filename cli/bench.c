@@ -30,15 +30,15 @@ static void usage(FILE *fp) {
             "                  peak_rss_bytes (the memory reports go to stderr)\n"
             "  --scaling       ms/step and peak memory of the config's model for T = 64, 256, 1024,\n"
             "                  2048 at 8192 tokens per step, flash vs straightforward attention\n"
-            "  --decode        batch-1 decoding with the KV cache of a random model (default config gpt2:\n"
-            "                  L=12 H=12 C=768 T=1024 V=50257): prefill and decode tokens/s and the\n"
-            "                  weight bytes; --format fp32 (default), int8, int4, int2, nf4, fp8,\n"
-            "                  fp8-e5m2, ternary, ternary-b3, or BLOCKS/HEAD (ternary/int8 is the default\n"
-            "                  for ternary), or a comma list of those (default groups); --tokens N\n"
-            "                  prompt and generated\n"
-            "                  tokens each (128); --kv-cache f32 (default) or f16 keys and values;\n"
-            "                  --json: config, format, kv_cache, decode_tokens_per_s,\n"
-            "                  prefill_tokens_per_s, weight_bytes, threads\n");
+            "  --decode        batch-1 decoding with the KV cache of a random model (default config\n"
+            "                  gpt2: L=12 H=12 C=768 T=1024 V=50257): prefill and decode tokens/s\n"
+            "                  (means of 3 passes after a warm-up one) and the weight bytes;\n"
+            "                  --format fp32 (default), int8, int4, int2, nf4, fp8, fp8-e5m2,\n"
+            "                  ternary, ternary-b3, or BLOCKS/HEAD (ternary/int8 is the default for\n"
+            "                  ternary), or a comma list of those (default groups); --tokens N\n"
+            "                  prompt and generated tokens each (128); --kv-cache f32 (default)\n"
+            "                  or f16 keys and values; --json: config, format, kv_cache,\n"
+            "                  decode_tokens_per_s, prefill_tokens_per_s, weight_bytes, threads\n");
 }
 
 typedef struct bench_args {
