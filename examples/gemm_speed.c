@@ -8,7 +8,7 @@
 #define _POSIX_C_SOURCE 200809L  // clock_gettime
 #include "trit/base.h"
 
-#include "../src/kernels/gemm.h"
+#include "kernels/gemm.h"
 
 #include <stdio.h>
 #include <stdlib.h>

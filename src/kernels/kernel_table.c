@@ -5,6 +5,7 @@
 #include "kernels/gemm.h"
 #include "kernels/gemm_lowp.h"
 #include "kernels/qgemm.h"
+#include "kernels/qgemm_panel.h"
 #include "kernels/rowops.h"
 
 #define ROW(id, in, out, needs, fn) {TRIT_KERNEL_##id, TRIT_##in, TRIT_##out, needs, #fn, (trit_kernel_fn)fn}
@@ -69,6 +70,10 @@ static const trit_kernel_entry table[] = {
     ROW(QGEMM, TERNARY, F32, AVX512 | TRIT_FEAT_AVX512_VNNI, trit_kernel_qgemm_t2_avx512vnni),
     ROW(QGEMM, TERNARY, F32, AVX2, trit_kernel_qgemm_t2_avx2),
     ROW(QGEMM, TERNARY, F32, 0, trit_kernel_qgemm_t2_ref),
+    // The same over 16-row panels: one function per ISA takes every integer dtype (the panels
+    // say which), so the key's dtype is qint8 for all.
+    ROW(QPANEL, QINT8, F32, AVX512 | TRIT_FEAT_AVX512_VNNI, trit_kernel_qpanel_avx512vnni),
+    ROW(QPANEL, QINT8, F32, 0, trit_kernel_qpanel_ref),
     // Weight-only codes times f32 activations.
     ROW(WGEMM, NF4, F32, AVX512, trit_kernel_nf4_avx512),
     ROW(WGEMM, NF4, F32, AVX2, trit_kernel_nf4_avx2),

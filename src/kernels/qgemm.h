@@ -23,6 +23,19 @@ typedef struct trit_qact {
     int32_t *gsum;  // (M, K / G): sum of the codes of each group (for kernels that bias weights)
 } trit_qact;
 
+// Position of element k of a row in wdt's activation order.
+static inline int64_t trit_qact_pos(trit_dtype wdt, int64_t k) {
+    if (wdt == TRIT_QINT4) {
+        const int64_t j = k & 63;
+        return (k - j) + (j & 1 ? 32 + (j >> 1) : j >> 1);
+    }
+    if (wdt == TRIT_TERNARY) {
+        const int64_t j = k & 127;
+        return (k - j) + (j & 3) * 32 + (j >> 2);
+    }
+    return k;
+}
+
 // Whether the integer kernels take (dtype, K, G): qint8/qint4 with G a multiple of 64 dividing K
 // (ternary: of 128), and G <= 131072 so an int32 group sum cannot overflow.
 bool trit_qgemm_supported(trit_dtype wdt, int64_t K, int64_t G);

@@ -12,19 +12,6 @@ bool trit_qgemm_supported(trit_dtype wdt, int64_t K, int64_t G) {
            G <= 131072;
 }
 
-// Position of element k of a row in wdt's activation order.
-static inline int64_t act_pos(trit_dtype wdt, int64_t k) {
-    if (wdt == TRIT_QINT4) {
-        const int64_t j = k & 63;
-        return (k - j) + (j & 1 ? 32 + (j >> 1) : j >> 1);
-    }
-    if (wdt == TRIT_TERNARY) {
-        const int64_t j = k & 127;
-        return (k - j) + (j & 3) * 32 + (j >> 2);
-    }
-    return k;
-}
-
 // The code of v = x / scale: nearest even integer in [-127, 127], 0 for NaN. Adding and removing
 // 1.5 * 2^23 rounds to nearest even exactly for |v| < 2^22 (here |v| <= 127.5) and, unlike
 // nearbyintf on a plain x86-64 build, vectorises.
@@ -96,8 +83,11 @@ static void qgemm_ref(trit_dtype wdt, int64_t M, int64_t n0, int64_t n1, int64_t
             float sum = 0;
             for (int64_t g = 0; g < K / G; g++) {
                 int32_t acc = 0;
-                for (int64_t k = g * G; k < (g + 1) * G; k++) acc += code_at(wdt, row, k) * q[act_pos(wdt, k)];
-                sum += ws[n * (K / G) + g] * (float)acc;
+                for (int64_t k = g * G; k < (g + 1) * G; k++) acc += code_at(wdt, row, k) * q[trit_qact_pos(wdt, k)];
+                // Two statements, so that no compiler fuses them: the panel kernels (qgemm_panel.h) round
+                // the product and the sum apart, as here, and give these bits.
+                const float part = ws[n * (K / G) + g] * (float)acc;
+                sum += part;
             }
             y[m * ldy + n] = x->scale[m] * sum;
         }
@@ -141,7 +131,7 @@ void trit_kernel_qgemm(trit_dtype wdt, int64_t M, int64_t N, int64_t K, int64_t 
 // ---- weight-only NF4 ------------------------------------------------------------------------
 
 void trit_nf4_act_order(const float *x, int64_t M, int64_t K, float *out) {
-    for (int64_t i = 0; i < M * K; i++) out[(i / K) * K + act_pos(TRIT_QINT4, i % K)] = x[i];
+    for (int64_t i = 0; i < M * K; i++) out[(i / K) * K + trit_qact_pos(TRIT_QINT4, i % K)] = x[i];
 }
 
 void trit_kernel_nf4_ref(int64_t M, int64_t n0, int64_t n1, int64_t K, int64_t G, const float *x, const uint8_t *w,
@@ -153,7 +143,8 @@ void trit_kernel_nf4_ref(int64_t M, int64_t n0, int64_t n1, int64_t K, int64_t G
             for (int64_t g = 0; g < K / G; g++) {
                 float acc = 0;
                 for (int64_t k = g * G; k < (g + 1) * G; k++)
-                    acc += trit_nf4_values[(row[k >> 1] >> ((k & 1) * 4)) & 15] * x[m * K + act_pos(TRIT_QINT4, k)];
+                    acc += trit_nf4_values[(row[k >> 1] >> ((k & 1) * 4)) & 15] *
+                           x[m * K + trit_qact_pos(TRIT_QINT4, k)];
                 sum += ws[n * (K / G) + g] * acc;
             }
             y[m * ldy + n] = sum;

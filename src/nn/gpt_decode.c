@@ -10,6 +10,7 @@
 // weights: the f32 row).
 #include "kernels/gemm.h"
 #include "kernels/qgemm.h"
+#include "kernels/qgemm_panel.h"
 #include "kernels/rowops.h"
 #include "nn/gpt_internal.h"
 #include "ops/rope.h"
@@ -60,6 +61,10 @@ struct trit_gpt_cache {
     float *xf;       // (ROWS, max K): input rows reordered for the weight-only NF4 kernel
     // (n_tensors) or NULL: 2-bit copies of base-3 ternary weights, which the 2-bit kernels take.
     trit_tensor **repacked;
+    // (n_tensors) or NULL: integer codes in 16-row panels, where the CPU prefers them
+    // (qgemm_panel.h); a parameter's entry has codes == NULL when it has none. A base-3
+    // parameter's 2-bit repack is dropped once its panels are made.
+    trit_qpanels *panels;
 };
 
 // Whether the decoder multiplies by q's codes: integer kernels (qint8/qint4/ternary, inputs
@@ -140,6 +145,14 @@ static trit_status setup_quantized(trit_gpt_cache *k, const trit_gpt *m) {
         for (int64_t j = 0; j < N * (K / G); j++) k->qscales[i][j] = trit_quant_info_scale(q->quant, j * G / gs);
         k->qgroup[i] = G;
         if (K > maxk) maxk = K;
+        if (trit_qgemm_supported(q->dtype, K, G) && trit_qpanels_preferred()) {
+            if (!k->panels && !(k->panels = calloc((size_t)m->n_tensors, sizeof *k->panels))) goto oom;
+            if (trit_qpanels_pack(q->dtype, N, K, G, trit_tensor_ptr(q), k->qscales[i], &k->panels[i]) != TRIT_OK)
+                return trit_error(TRIT_ERR_NOMEM, "gpt cache: out of memory for the panels of '%s'",
+                                  m->tensors[i]->name);
+            trit_tensor_free(k->repacked[i]);
+            k->repacked[i] = NULL;
+        }
     }
     if (maxk && (!(k->xq = trit_aligned_alloc((size_t)(ROWS * maxk))) || !(k->xscale = malloc(sizeof(float) * ROWS)) ||
                  !(k->xgsum = malloc(sizeof(int32_t) * (size_t)(ROWS * maxk / 64))) ||
@@ -209,6 +222,8 @@ void trit_gpt_cache_free(trit_gpt_cache *c) {
     free(c->qgroup);
     for (int i = 0; c->repacked && i < c->m->n_tensors; i++) trit_tensor_free(c->repacked[i]);
     free(c->repacked);
+    for (int i = 0; c->panels && i < c->m->n_tensors; i++) trit_qpanels_free(&c->panels[i]);
+    free(c->panels);
     trit_aligned_free(c->xq);
     free(c->xscale);
     free(c->xgsum);
@@ -248,6 +263,12 @@ enum { WEIGHT_ONLY_ROWS = 4 };
 static void product(const trit_gpt_cache *c, float *out, const float *x, const trit_tensor *w, int64_t R) {
     const int64_t N = w->shape[0], K = w->shape[1];
     const int i = c->qscales ? index_of(c->m, w) : -1;
+    if (i >= 0 && c->panels && c->panels[i].codes) {
+        const trit_qact a = {c->xq, c->xscale, c->xgsum};
+        trit_qact_quantize(x, R, K, c->panels[i].G, c->panels[i].wdt, &a);
+        trit_kernel_qgemm_panels(&c->panels[i], R, &a, out, N);
+        return;
+    }
     const trit_tensor *q = i >= 0 && c->qscales[i] ? quantized_of(c, i) : NULL;
     const bool weight_only = q && (q->dtype == TRIT_NF4 || q->dtype == TRIT_F8_E4M3 || q->dtype == TRIT_F8_E5M2);
     if (q && (!weight_only || R <= WEIGHT_ONLY_ROWS)) {

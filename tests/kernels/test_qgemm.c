@@ -1,7 +1,8 @@
 // Integer matmuls for quantized inference: every implementation in the kernel table that this
 // CPU can run against the portable reference, and the reference against an fp64 evaluation of
-// the stated formula, on odd M and N, several K and group sizes, both weight dtypes; the
-// activation quantizer's codes, order and group sums; thread-count independence.
+// the stated formula, on odd M and N, several K and group sizes, every weight dtype; the
+// activation quantizer's codes, order and group sums; thread-count independence; the 16-row
+// panel kernels bit for bit against the reference.
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -10,6 +11,7 @@
 
 #include "kernels/kernel_table.h"
 #include "kernels/qgemm.h"
+#include "kernels/qgemm_panel.h"
 #include "trit/trit.h"
 
 #include <math.h>
@@ -345,6 +347,81 @@ static void test_tokens_alone_or_together(void **state) {
     }
 }
 
+// Panels: every usable panel kernel (the portable one included) gives the plain reference's bits,
+// over odd M and N (a partial last panel), groups of one step and of the whole row, in two calls
+// split as the threads split; the entry point likewise on 1 and 2 threads. Columns past N and
+// past the call's panels are left alone.
+static void check_panels(trit_kernel_qpanel_fn *fn, const char *name, trit_dtype wdt, int64_t M, int64_t N, int64_t K,
+                         int64_t G) {
+    problem p;
+    make(&p, wdt, M, N, K, G, (uint64_t)(M * 1000 + N * 10 + K + G));
+    ref_of(wdt)(M, 0, N, K, G, &p.a, p.w, p.ws, p.want, N);
+    trit_qpanels w;
+    assert_int_equal(trit_qpanels_pack(wdt, N, K, G, p.w, p.ws, &w), TRIT_OK);
+    const int64_t ldy = N + 3;
+    float *got = malloc(sizeof(float) * (size_t)(M * ldy));
+    for (int pass = 0; pass < 3; pass++) {
+        for (int64_t j = 0; j < M * ldy; j++) got[j] = -7.0f;
+        if (pass == 0) {
+            fn(M, 0, w.panels / 2, &w, &p.a, got, ldy);
+            fn(M, w.panels / 2, w.panels, &w, &p.a, got, ldy);
+        } else {
+            trit_threads_set(pass);
+            trit_kernel_qgemm_panels(&w, M, &p.a, got, ldy);
+            trit_threads_set(0);
+        }
+        for (int64_t m = 0; m < M; m++) {
+            if (memcmp(got + m * ldy, p.want + m * N, sizeof(float) * (size_t)N) != 0)
+                fail_msg("%s %s M=%lld N=%lld K=%lld G=%lld pass %d: token %lld differs from the reference", name,
+                         trit_dtype_name(wdt), (long long)M, (long long)N, (long long)K, (long long)G, pass,
+                         (long long)m);
+            for (int64_t j = N; j < ldy; j++) assert_true(got[m * ldy + j] == -7.0f);
+        }
+    }
+    free(got);
+    trit_qpanels_free(&w);
+    drop(&p);
+}
+
+static void test_panels_match_reference(void **state) {
+    (void)state;
+    const uint32_t usable = trit_cpu_usable_features();
+    int nt, tested = 0;
+    const trit_kernel_entry *t = trit_kernel_table(&nt);
+    const trit_dtype dts[3] = {TRIT_QINT8, TRIT_QINT4, TRIT_TERNARY};
+    const int64_t Ms[5] = {1, 3, 4, 6, 9}, Ns[4] = {1, 16, 37, 70};
+    for (int i = 0; i < nt; i++) {
+        if (t[i].id != TRIT_KERNEL_QPANEL) continue;
+        if (t[i].needs & ~usable) {
+            printf("  %s: this CPU lacks its features, skipped\n", t[i].name);
+            continue;
+        }
+        for (int d = 0; d < 3; d++) {
+            const int64_t step = dts[d] == TRIT_TERNARY ? 128 : 64;
+            for (int a = 0; a < 5; a++)
+                for (int b = 0; b < 4; b++) {
+                    check_panels((trit_kernel_qpanel_fn *)t[i].fn, t[i].name, dts[d], Ms[a], Ns[b], 3 * step, step);
+                    check_panels((trit_kernel_qpanel_fn *)t[i].fn, t[i].name, dts[d], Ms[a], Ns[b], 6 * step, 6 * step);
+                }
+        }
+        tested++;
+    }
+    assert_true(tested >= 1);
+    printf("  %d panel kernels checked\n", tested);
+}
+
+static void test_panels_refuse_bad_shapes(void **state) {
+    (void)state;
+    uint8_t w[64] = {0};
+    float ws[4] = {1, 1, 1, 1};
+    trit_qpanels p;
+    assert_int_equal(trit_qpanels_pack(TRIT_QINT4, 1, 96, 96, w, ws, &p), TRIT_ERR_INVALID);
+    assert_null(p.codes);
+    assert_int_equal(trit_qpanels_pack(TRIT_TERNARY, 1, 128, 64, w, ws, &p), TRIT_ERR_INVALID);
+    assert_int_equal(trit_qpanels_pack(TRIT_NF4, 1, 64, 64, w, ws, &p), TRIT_ERR_INVALID);
+    assert_int_equal(trit_qpanels_pack(TRIT_QINT8, 0, 64, 64, w, ws, &p), TRIT_ERR_INVALID);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_activation_quantizer),
@@ -354,6 +431,8 @@ int main(void) {
         cmocka_unit_test(test_fp8_kernels),
         cmocka_unit_test(test_thread_count_independent),
         cmocka_unit_test(test_tokens_alone_or_together),
+        cmocka_unit_test(test_panels_match_reference),
+        cmocka_unit_test(test_panels_refuse_bad_shapes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,119 @@
+// Packing weights into 16-row panels, the portable panel kernel (the oracle of the x86 one) and
+// the entry point that splits panels among threads (see qgemm_panel.h).
+#include "kernels/qgemm_panel.h"
+#include "kernels/kernel_table.h"
+
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+bool trit_qpanels_preferred(void) {
+    const uint32_t need = TRIT_FEAT_AVX2 | TRIT_FEAT_AVX512 | TRIT_FEAT_AVX512_VNNI;
+    return (trit_cpu_usable_features() & need) == need;
+}
+
+// Dwords of codes per 64-byte step, and bits per code.
+static int dwords_per_step(trit_dtype wdt) { return wdt == TRIT_QINT8 ? 1 : wdt == TRIT_QINT4 ? 2 : 4; }
+static int code_bits(trit_dtype wdt) { return 8 / dwords_per_step(wdt); }
+static int code_bias(trit_dtype wdt) { return wdt == TRIT_QINT8 ? 128 : wdt == TRIT_QINT4 ? 8 : 1; }
+
+// Unbiased code of element k of a row as stored.
+static int stored_code(trit_dtype wdt, const uint8_t *row, int64_t k) {
+    if (wdt == TRIT_QINT8) return (int8_t)row[k];
+    if (wdt == TRIT_TERNARY) return ((row[k >> 2] >> ((k & 3) * 2)) & 3) - 1;
+    return ((row[k >> 1] >> ((k & 1) * 4)) & 15) - 8;
+}
+
+// Byte of a panel and bit shift at which row l's code for activation position pos goes.
+static size_t panel_at(trit_dtype wdt, int l, int64_t pos, int *shift) {
+    const int S = dwords_per_step(wdt);
+    const int64_t dword = pos / 4;
+    *shift = (int)(dword % S) * code_bits(wdt);
+    return (size_t)(dword / S) * TRIT_QPANEL_STEP + (size_t)(4 * l) + (size_t)(pos % 4);
+}
+
+static void pack_panel(const trit_qpanels *p, int64_t panel, const uint8_t *w, const float *ws) {
+    const trit_dtype wdt = p->wdt;
+    const int64_t K = p->K, NG = K / p->G;
+    const size_t row_bytes = trit_dtype_nbytes(wdt, K);
+    uint8_t *dst = p->codes + (size_t)panel * p->panel_bytes;
+    float *sc = p->scales + panel * NG * TRIT_QPANEL_ROWS;
+    for (int l = 0; l < TRIT_QPANEL_ROWS; l++) {
+        const int64_t n = panel * TRIT_QPANEL_ROWS + l;
+        for (int64_t k = 0; k < K; k++) {
+            int shift;
+            const size_t at = panel_at(wdt, l, trit_qact_pos(wdt, k), &shift);
+            const int c = n < p->N ? stored_code(wdt, w + (size_t)n * row_bytes, k) : 0;
+            dst[at] |= (uint8_t)((c + code_bias(wdt)) << shift);
+        }
+        for (int64_t g = 0; g < NG; g++) sc[g * TRIT_QPANEL_ROWS + l] = n < p->N ? ws[n * NG + g] : 0.0f;
+    }
+}
+
+trit_status trit_qpanels_pack(trit_dtype wdt, int64_t N, int64_t K, int64_t G, const uint8_t *w, const float *ws,
+                              trit_qpanels *out) {
+    memset(out, 0, sizeof *out);
+    if (N <= 0 || !w || !ws || !trit_qgemm_supported(wdt, K, G))
+        return trit_error(TRIT_ERR_INVALID, "qgemm panels: cannot pack %s (%lld, %lld) in groups of %lld",
+                          trit_dtype_name(wdt), (long long)N, (long long)K, (long long)G);
+    out->wdt = wdt, out->N = N, out->K = K, out->G = G;
+    out->panels = (N + TRIT_QPANEL_ROWS - 1) / TRIT_QPANEL_ROWS;
+    out->panel_bytes = (size_t)(TRIT_QPANEL_ROWS * K) * (size_t)code_bits(wdt) / 8;
+    out->codes = trit_aligned_alloc((size_t)out->panels * out->panel_bytes);  // zeroed: codes are or-ed in
+    out->scales = trit_aligned_alloc(sizeof(float) * (size_t)(out->panels * (K / G) * TRIT_QPANEL_ROWS));
+    if (!out->codes || !out->scales) {
+        trit_qpanels_free(out);
+        return trit_error(TRIT_ERR_NOMEM, "qgemm panels: out of memory for %lld x %lld codes", (long long)N,
+                          (long long)K);
+    }
+#pragma omp parallel for schedule(static) if (N * K >= (1 << 20) && !omp_in_parallel())
+    for (int64_t p = 0; p < out->panels; p++) pack_panel(out, p, w, ws);
+    return TRIT_OK;
+}
+
+void trit_qpanels_free(trit_qpanels *p) {
+    if (!p) return;
+    trit_aligned_free(p->codes);
+    trit_aligned_free(p->scales);
+    memset(p, 0, sizeof *p);
+}
+
+// The biased code of row l at activation position pos.
+static int panel_code(const trit_qpanels *w, const uint8_t *panel, int l, int64_t pos) {
+    int shift;
+    const uint8_t byte = panel[panel_at(w->wdt, l, pos, &shift)];
+    return (byte >> shift) & ((1 << code_bits(w->wdt)) - 1);
+}
+
+void trit_kernel_qpanel_ref(int64_t M, int64_t p0, int64_t p1, const trit_qpanels *w, const trit_qact *x, float *y,
+                            int64_t ldy) {
+    const int64_t K = w->K, G = w->G, NG = K / G;
+    const int bias = code_bias(w->wdt);
+    for (int64_t m = 0; m < M; m++)
+        for (int64_t p = p0; p < p1; p++) {
+            const uint8_t *panel = w->codes + (size_t)p * w->panel_bytes;
+            for (int l = 0; l < TRIT_QPANEL_ROWS && p * TRIT_QPANEL_ROWS + l < w->N; l++) {
+                float sum = 0;
+                for (int64_t g = 0; g < NG; g++) {
+                    int64_t acc = -(int64_t)bias * x->gsum[m * NG + g];  // biased partial sums can pass 2^31
+                    for (int64_t pos = g * G; pos < (g + 1) * G; pos++)
+                        acc += panel_code(w, panel, l, pos) * x->q[m * K + pos];
+                    const float part = w->scales[(p * NG + g) * TRIT_QPANEL_ROWS + l] * (float)acc;
+                    sum += part;  // apart from the product: no fused multiply-add
+                }
+                y[m * ldy + p * TRIT_QPANEL_ROWS + l] = x->scale[m] * sum;
+            }
+        }
+}
+
+void trit_kernel_qgemm_panels(const trit_qpanels *w, int64_t M, const trit_qact *x, float *y, int64_t ldy) {
+    static trit_kernel_slot slot;
+    trit_kernel_qpanel_fn *fn = TRIT_KERNEL_FN(trit_kernel_qpanel_fn, &slot, TRIT_KERNEL_QPANEL, TRIT_QINT8, TRIT_F32);
+    // Each thread takes one contiguous run of panels, so one token streams each run once.
+    const bool par = w->panels > 1 && M * w->N * w->K > 32768 && !omp_in_parallel();
+#pragma omp parallel if (par)
+    {
+        const int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
+        fn(M, w->panels * t / nt, w->panels * (t + 1) / nt, w, x, y, ldy);
+    }
+}

@@ -1,0 +1,52 @@
+// Integer matmuls over weights repacked into panels of 16 rows (the formula of qgemm.h, the same
+// activations): one int32 lane per weight row, so a vector of exact group sums needs no
+// horizontal reduction and its float finish is one multiply and one add per 16 outputs. The
+// plain layout leaves each row's sum spread over lanes, and folding them cost more than the dot
+// products at groups of 128 when several tokens share the weights.
+//
+// Layout. Panel p holds rows 16p .. 16p + 15 (rows past N have code 0 and scale 0). Its codes
+// run in steps of 64 bytes; byte 4l + b of a step belongs to row l and pairs with activation
+// byte b of a dword (4 consecutive codes, in the activations' order of qgemm.h). A step covers
+// S dwords: qint8 S = 1 (code + 128); qint4 S = 2 (code + 8, the first dword's in the low
+// nibble); ternary S = 4 (code + 1, dword i's in bits 2i). The scales of panel p, group g are
+// 16 floats at scales + (p * K / G + g) * 16.
+//
+// Every implementation computes, for each output, the exact integer sum of each group, and adds
+// scale x sum (one rounded product, one rounded add) in group order, times the token's scale at
+// the end: the portable qgemm reference's arithmetic, so all of them give the same bits, for
+// one token or a prompt.
+#ifndef TRIT_KERNELS_QGEMM_PANEL_H
+#define TRIT_KERNELS_QGEMM_PANEL_H
+
+#include "kernels/qgemm.h"
+
+enum { TRIT_QPANEL_ROWS = 16, TRIT_QPANEL_STEP = 64 };
+
+typedef struct trit_qpanels {
+    trit_dtype wdt;      // TRIT_QINT8, TRIT_QINT4 or TRIT_TERNARY
+    int64_t N, K, G;     // W (N, K), groups of G codes
+    int64_t panels;      // ceil(N / 16)
+    size_t panel_bytes;  // codes of one panel: 16 K bits / 8 x bits per code
+    uint8_t *codes;      // (panels, panel_bytes), 64-byte aligned
+    float *scales;       // (panels, K / G, 16), 64-byte aligned
+} trit_qpanels;
+
+// Whether this CPU runs a panel kernel faster than the plain-layout ones (AVX512-VNNI usable).
+bool trit_qpanels_preferred(void);
+
+// W's codes as stored (trit_dtype_nbytes(wdt, K) bytes per row) and scales ws (N, K / G) into
+// panels; (wdt, K, G) as trit_qgemm_supported allows. Free with trit_qpanels_free.
+trit_status trit_qpanels_pack(trit_dtype wdt, int64_t N, int64_t K, int64_t G, const uint8_t *w, const float *ws,
+                              trit_qpanels *out);
+void trit_qpanels_free(trit_qpanels *p);
+
+// One implementation over panels p0 <= p < p1 (all M rows of x): y (M, ldy) columns
+// [16 p0, min(16 p1, N)).
+typedef void trit_kernel_qpanel_fn(int64_t M, int64_t p0, int64_t p1, const trit_qpanels *w, const trit_qact *x,
+                                   float *y, int64_t ldy);
+trit_kernel_qpanel_fn trit_kernel_qpanel_ref, trit_kernel_qpanel_avx512vnni;
+
+// y (M, N) = x (M, K) W^T on the kernel table's choice, panels split among threads.
+void trit_kernel_qgemm_panels(const trit_qpanels *w, int64_t M, const trit_qact *x, float *y, int64_t ldy);
+
+#endif

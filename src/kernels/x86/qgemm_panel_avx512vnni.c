@@ -1,0 +1,100 @@
+// The panel integer matmul (qgemm_panel.h) on AVX512-VNNI. A step's 64 bytes hold 4 biased
+// codes of each of 16 rows; vpdpbusd against one token's dword, broadcast, adds each row's 4
+// products into that row's lane. A tile of T tokens x P panels shares each step's weights among
+// the T tokens and each broadcast among the P panels; the group finish (remove the bias, convert,
+// scale, add) is four operations per 16 outputs.
+#include "kernels/qgemm_panel.h"
+
+#include <immintrin.h>
+#include <string.h>
+
+#define INLINE static inline __attribute__((always_inline))
+
+INLINE __m512i broadcast_dword(const int8_t *q) {
+    int32_t v;
+    memcpy(&v, q, sizeof v);
+    return _mm512_set1_epi32(v);
+}
+
+// The biased codes of dword i of a step v, one per byte.
+INLINE __m512i codes_of(trit_dtype wdt, __m512i v, int i) {
+    if (wdt == TRIT_QINT8) return v;
+    const int bits = wdt == TRIT_QINT4 ? 4 : 2;
+    const __m512i mask = _mm512_set1_epi8((char)((1 << bits) - 1));
+    return _mm512_and_si512(i ? _mm512_srli_epi16(v, (unsigned)(bits * i)) : v, mask);
+}
+
+// Tokens m0 .. m0 + T - 1 against panels p .. p + P - 1.
+INLINE void tile(trit_dtype wdt, int T, int P, const trit_qpanels *w, int64_t p, const trit_qact *x, int64_t m0,
+                 float *y, int64_t ldy) {
+    const int64_t K = w->K, G = w->G, NG = K / G;
+    const int S = wdt == TRIT_QINT8 ? 1 : wdt == TRIT_QINT4 ? 2 : 4;
+    const int32_t bias = wdt == TRIT_QINT8 ? 128 : wdt == TRIT_QINT4 ? 8 : 1;
+    const uint8_t *codes = w->codes + (size_t)p * w->panel_bytes;
+    __m512 f[4][4];
+    for (int t = 0; t < T; t++)
+        for (int j = 0; j < P; j++) f[t][j] = _mm512_setzero_ps();
+    for (int64_t g = 0; g < NG; g++) {
+        __m512i a[4][4];
+        for (int t = 0; t < T; t++)
+            for (int j = 0; j < P; j++) a[t][j] = _mm512_setzero_si512();
+        for (int64_t d = g * G / 4; d < (g + 1) * G / 4; d += S) {  // d: the step's first dword
+            const uint8_t *step = codes + (size_t)(d / S) * TRIT_QPANEL_STEP;
+            __m512i v[4];
+            for (int j = 0; j < P; j++) v[j] = _mm512_load_si512(step + (size_t)j * w->panel_bytes);
+            for (int i = 0; i < S; i++) {
+                __m512i u[4];
+                for (int j = 0; j < P; j++) u[j] = codes_of(wdt, v[j], i);
+                for (int t = 0; t < T; t++) {
+                    const __m512i xb = broadcast_dword(x->q + (m0 + t) * K + 4 * (d + i));
+                    for (int j = 0; j < P; j++) a[t][j] = _mm512_dpbusd_epi32(a[t][j], u[j], xb);
+                }
+            }
+        }
+        for (int t = 0; t < T; t++) {
+            const __m512i unbias = _mm512_set1_epi32(bias * x->gsum[(m0 + t) * NG + g]);
+            for (int j = 0; j < P; j++) {
+                const __m512 s = _mm512_load_ps(w->scales + ((p + j) * NG + g) * TRIT_QPANEL_ROWS);
+                const __m512 part = _mm512_mul_ps(s, _mm512_cvtepi32_ps(_mm512_sub_epi32(a[t][j], unbias)));
+                f[t][j] = _mm512_add_ps(f[t][j], part);
+            }
+        }
+    }
+    for (int t = 0; t < T; t++) {
+        const __m512 xs = _mm512_set1_ps(x->scale[m0 + t]);
+        for (int j = 0; j < P; j++) {
+            const int64_t n = (p + j) * TRIT_QPANEL_ROWS, cols = w->N - n < 16 ? w->N - n : 16;
+            _mm512_mask_storeu_ps(y + (m0 + t) * ldy + n, (__mmask16)((1u << cols) - 1), _mm512_mul_ps(f[t][j], xs));
+        }
+    }
+}
+
+// All M tokens against panels p, p + P - 1: four tokens at a time, then the rest.
+INLINE void tokens(trit_dtype wdt, int P, int64_t M, const trit_qpanels *w, int64_t p, const trit_qact *x, float *y,
+                   int64_t ldy) {
+    int64_t m = 0;
+    for (; m + 4 <= M; m += 4) tile(wdt, 4, P, w, p, x, m, y, ldy);
+    if (M - m == 3) tile(wdt, 3, P, w, p, x, m, y, ldy);
+    else if (M - m == 2) tile(wdt, 2, P, w, p, x, m, y, ldy);
+    else if (M - m == 1) tile(wdt, 1, P, w, p, x, m, y, ldy);
+}
+
+INLINE void panels(trit_dtype wdt, int64_t M, int64_t p0, int64_t p1, const trit_qpanels *w, const trit_qact *x,
+                   float *y, int64_t ldy) {
+    int64_t p = p0;
+    if (M == 1) {  // decoding: four panels' streams at once keep four accumulators busy
+        for (; p + 4 <= p1; p += 4) tile(wdt, 1, 4, w, p, x, 0, y, ldy);
+        for (; p < p1; p++) tile(wdt, 1, 1, w, p, x, 0, y, ldy);
+        return;
+    }
+    // Two panels' codes (at most 2 x 16 K bytes) stay in L1 while every token passes over them.
+    for (; p + 2 <= p1; p += 2) tokens(wdt, 2, M, w, p, x, y, ldy);
+    if (p < p1) tokens(wdt, 1, M, w, p, x, y, ldy);
+}
+
+void trit_kernel_qpanel_avx512vnni(int64_t M, int64_t p0, int64_t p1, const trit_qpanels *w, const trit_qact *x,
+                                   float *y, int64_t ldy) {
+    if (w->wdt == TRIT_QINT8) panels(TRIT_QINT8, M, p0, p1, w, x, y, ldy);
+    else if (w->wdt == TRIT_QINT4) panels(TRIT_QINT4, M, p0, p1, w, x, y, ldy);
+    else panels(TRIT_TERNARY, M, p0, p1, w, x, y, ldy);
+}
