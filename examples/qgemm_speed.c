@@ -1,7 +1,8 @@
 // Integer matmul speed: y = x W^T for W in qint8, qint4 and ternary codes (per-channel scales)
 // and x quantized per token to int8, against trit's f32 GEMM on the same shapes, in GOP/s
 // (2 M N K operations per product; the activation quantization is timed separately). Where the
-// CPU prefers 16-row panels (qgemm_panel.h), a second row per shape times them on the same codes.
+// CPU has 16-row panel kernels (qgemm_panel.h), a second row per shape times them on the same
+// codes (for a dtype without one there, qint8 on AVX2, the rows kernel again).
 // Scales per channel, and int4 also in groups of 128 ("int4/128").
 //
 //   qgemm_speed [ref|avx2|avx512|amx] [threads]
@@ -77,7 +78,7 @@ int main(int argc, char **argv) {
         double tf, tq, t[2][4];
         BEST_TIME(trit_kernel_gemm_f32(false, true, M, N, K, x, K, w, K, y, N, false), flop, tf);
         BEST_TIME(trit_qact_quantize(x, M, K, K, TRIT_QINT8, &a), 4.0 * (double)M * (double)K, tq);
-        const int layouts = trit_qpanels_preferred() ? 2 : 1;
+        const int layouts = trit_qpanels_preferred(TRIT_QINT4) ? 2 : 1;
         for (int d = 0; d < 4; d++) {
             const int64_t G = d == 2 ? 128 : K;
             trit_qact_quantize(x, M, K, G, dts[d], &a);
@@ -86,6 +87,7 @@ int main(int argc, char **argv) {
             if (layouts == 2 && trit_qpanels_pack(dts[d], N, K, G, codes, ws, &p) != TRIT_OK) return 1;
             if (layouts == 2) BEST_TIME(trit_kernel_qgemm_panels(&p, M, &a, y, N), flop, t[1][d]);
             if (layouts == 2) trit_qpanels_free(&p);
+            if (layouts == 2 && !trit_qpanels_preferred(dts[d])) t[1][d] = t[0][d];  // rows serve it
         }
         for (int l = 0; l < layouts; l++) {
             printf("%5lld %5lld %5lld %6s | %8.1f", (long long)M, (long long)N, (long long)K, l ? "panels" : "rows",

@@ -70,10 +70,16 @@ static const trit_kernel_entry table[] = {
     ROW(QGEMM, TERNARY, F32, AVX512 | TRIT_FEAT_AVX512_VNNI, trit_kernel_qgemm_t2_avx512vnni),
     ROW(QGEMM, TERNARY, F32, AVX2, trit_kernel_qgemm_t2_avx2),
     ROW(QGEMM, TERNARY, F32, 0, trit_kernel_qgemm_t2_ref),
-    // The same over 16-row panels: one function per ISA takes every integer dtype (the panels
-    // say which), so the key's dtype is qint8 for all.
+    // The same over 16-row panels; one function per ISA takes every dtype it is listed for (the
+    // panels say which). AVX2 has none for qint8, whose biased codes would saturate vpmaddubsw.
     ROW(QPANEL, QINT8, F32, AVX512 | TRIT_FEAT_AVX512_VNNI, trit_kernel_qpanel_avx512vnni),
     ROW(QPANEL, QINT8, F32, 0, trit_kernel_qpanel_ref),
+    ROW(QPANEL, QINT4, F32, AVX512 | TRIT_FEAT_AVX512_VNNI, trit_kernel_qpanel_avx512vnni),
+    ROW(QPANEL, QINT4, F32, AVX2, trit_kernel_qpanel_avx2),
+    ROW(QPANEL, QINT4, F32, 0, trit_kernel_qpanel_ref),
+    ROW(QPANEL, TERNARY, F32, AVX512 | TRIT_FEAT_AVX512_VNNI, trit_kernel_qpanel_avx512vnni),
+    ROW(QPANEL, TERNARY, F32, AVX2, trit_kernel_qpanel_avx2),
+    ROW(QPANEL, TERNARY, F32, 0, trit_kernel_qpanel_ref),
     // Weight-only codes times f32 activations.
     ROW(WGEMM, NF4, F32, AVX512, trit_kernel_nf4_avx512),
     ROW(WGEMM, NF4, F32, AVX2, trit_kernel_nf4_avx2),

@@ -7,9 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-bool trit_qpanels_preferred(void) {
-    const uint32_t need = TRIT_FEAT_AVX2 | TRIT_FEAT_AVX512 | TRIT_FEAT_AVX512_VNNI;
-    return (trit_cpu_usable_features() & need) == need;
+bool trit_qpanels_preferred(trit_dtype wdt) {
+    if (wdt != TRIT_QINT8 && wdt != TRIT_QINT4 && wdt != TRIT_TERNARY) return false;
+    return trit_kernel_find(TRIT_KERNEL_QPANEL, wdt, TRIT_F32)->needs != 0;
 }
 
 // Dwords of codes per 64-byte step, and bits per code.
@@ -107,8 +107,10 @@ void trit_kernel_qpanel_ref(int64_t M, int64_t p0, int64_t p1, const trit_qpanel
 }
 
 void trit_kernel_qgemm_panels(const trit_qpanels *w, int64_t M, const trit_qact *x, float *y, int64_t ldy) {
-    static trit_kernel_slot slot;
-    trit_kernel_qpanel_fn *fn = TRIT_KERNEL_FN(trit_kernel_qpanel_fn, &slot, TRIT_KERNEL_QPANEL, TRIT_QINT8, TRIT_F32);
+    static trit_kernel_slot slot8, slot4, slot2;
+    const trit_dtype wdt = w->wdt;
+    trit_kernel_slot *slot = wdt == TRIT_QINT8 ? &slot8 : wdt == TRIT_QINT4 ? &slot4 : &slot2;
+    trit_kernel_qpanel_fn *fn = TRIT_KERNEL_FN(trit_kernel_qpanel_fn, slot, TRIT_KERNEL_QPANEL, wdt, TRIT_F32);
     // Each thread takes one contiguous run of panels, so one token streams each run once.
     const bool par = w->panels > 1 && M * w->N * w->K > 32768 && !omp_in_parallel();
 #pragma omp parallel if (par)

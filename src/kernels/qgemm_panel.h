@@ -31,8 +31,9 @@ typedef struct trit_qpanels {
     float *scales;       // (panels, K / G, 16), 64-byte aligned
 } trit_qpanels;
 
-// Whether this CPU runs a panel kernel faster than the plain-layout ones (AVX512-VNNI usable).
-bool trit_qpanels_preferred(void);
+// Whether this CPU has a panel kernel for wdt (AVX512-VNNI: qint8, qint4, ternary; AVX2: qint4,
+// ternary), which then beats the plain-layout ones.
+bool trit_qpanels_preferred(trit_dtype wdt);
 
 // W's codes as stored (trit_dtype_nbytes(wdt, K) bytes per row) and scales ws (N, K / G) into
 // panels; (wdt, K, G) as trit_qgemm_supported allows. Free with trit_qpanels_free.
@@ -44,7 +45,7 @@ void trit_qpanels_free(trit_qpanels *p);
 // [16 p0, min(16 p1, N)).
 typedef void trit_kernel_qpanel_fn(int64_t M, int64_t p0, int64_t p1, const trit_qpanels *w, const trit_qact *x,
                                    float *y, int64_t ldy);
-trit_kernel_qpanel_fn trit_kernel_qpanel_ref, trit_kernel_qpanel_avx512vnni;
+trit_kernel_qpanel_fn trit_kernel_qpanel_ref, trit_kernel_qpanel_avx2, trit_kernel_qpanel_avx512vnni;
 
 // y (M, N) = x (M, K) W^T on the kernel table's choice, panels split among threads.
 void trit_kernel_qgemm_panels(const trit_qpanels *w, int64_t M, const trit_qact *x, float *y, int64_t ldy);

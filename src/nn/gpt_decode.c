@@ -61,8 +61,8 @@ struct trit_gpt_cache {
     float *xf;       // (ROWS, max K): input rows reordered for the weight-only NF4 kernel
     // (n_tensors) or NULL: 2-bit copies of base-3 ternary weights, which the 2-bit kernels take.
     trit_tensor **repacked;
-    // (n_tensors) or NULL: integer codes in 16-row panels, where the CPU prefers them
-    // (qgemm_panel.h); a parameter's entry has codes == NULL when it has none. A base-3
+    // (n_tensors) or NULL: integer codes in 16-row panels, for the dtypes the CPU has panel
+    // kernels for (qgemm_panel.h); a parameter's entry has codes == NULL when it has none. A base-3
     // parameter's 2-bit repack is dropped once its panels are made.
     trit_qpanels *panels;
 };
@@ -145,7 +145,7 @@ static trit_status setup_quantized(trit_gpt_cache *k, const trit_gpt *m) {
         for (int64_t j = 0; j < N * (K / G); j++) k->qscales[i][j] = trit_quant_info_scale(q->quant, j * G / gs);
         k->qgroup[i] = G;
         if (K > maxk) maxk = K;
-        if (trit_qgemm_supported(q->dtype, K, G) && trit_qpanels_preferred()) {
+        if (trit_qgemm_supported(q->dtype, K, G) && trit_qpanels_preferred(q->dtype)) {
             if (!k->panels && !(k->panels = calloc((size_t)m->n_tensors, sizeof *k->panels))) goto oom;
             if (trit_qpanels_pack(q->dtype, N, K, G, trit_tensor_ptr(q), k->qscales[i], &k->panels[i]) != TRIT_OK)
                 return trit_error(TRIT_ERR_NOMEM, "gpt cache: out of memory for the panels of '%s'",

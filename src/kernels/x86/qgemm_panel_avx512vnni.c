@@ -79,12 +79,46 @@ INLINE void tokens(trit_dtype wdt, int P, int64_t M, const trit_qpanels *w, int6
     else if (M - m == 1) tile(wdt, 1, P, w, p, x, m, y, ldy);
 }
 
+// One token against panel p, read as one stream: four dwords of codes per pass go to four
+// accumulators, so consecutive vpdpbusd do not wait on each other. Ternary masks each field in
+// place (4^i times the code, as qgemm_avx512vnni.c does) and shifts the four sums back exactly.
+INLINE void gemv(trit_dtype wdt, const trit_qpanels *w, int64_t p, const trit_qact *x, float *y) {
+    const int64_t K = w->K, G = w->G, NG = K / G, n = p * TRIT_QPANEL_ROWS;
+    const int S = wdt == TRIT_QINT8 ? 1 : wdt == TRIT_QINT4 ? 2 : 4;
+    const int32_t bias = wdt == TRIT_QINT8 ? 128 : wdt == TRIT_QINT4 ? 8 : 1;
+    const uint8_t *codes = w->codes + (size_t)p * w->panel_bytes;
+    __m512 f = _mm512_setzero_ps();
+    for (int64_t g = 0; g < NG; g++) {
+        __m512i a[4] = {_mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512()};
+        for (int64_t d = g * G / 4; d < (g + 1) * G / 4; d += 4) {  // G / 4 is a multiple of 16
+            const uint8_t *step = codes + (size_t)(d / S) * TRIT_QPANEL_STEP;
+            for (int j = 0; j < 4; j++) {  // dword d + j
+                const __m512i v = _mm512_load_si512(step + (size_t)(j / S) * TRIT_QPANEL_STEP);
+                const int i = j % S;
+                const __m512i u = wdt == TRIT_TERNARY ? _mm512_and_si512(v, _mm512_set1_epi8((char)(3 << (2 * i))))
+                                                      : codes_of(wdt, v, i);
+                a[j] = _mm512_dpbusd_epi32(a[j], u, broadcast_dword(x->q + 4 * (d + j)));
+            }
+        }
+        __m512i sum;
+        if (wdt == TRIT_TERNARY)
+            sum = _mm512_add_epi32(_mm512_add_epi32(a[0], _mm512_srai_epi32(a[1], 2)),
+                                   _mm512_add_epi32(_mm512_srai_epi32(a[2], 4), _mm512_srai_epi32(a[3], 6)));
+        else
+            sum = _mm512_add_epi32(_mm512_add_epi32(a[0], a[1]), _mm512_add_epi32(a[2], a[3]));
+        const __m512 s = _mm512_load_ps(w->scales + (p * NG + g) * TRIT_QPANEL_ROWS);
+        const __m512i unbias = _mm512_set1_epi32(bias * x->gsum[g]);
+        f = _mm512_add_ps(f, _mm512_mul_ps(s, _mm512_cvtepi32_ps(_mm512_sub_epi32(sum, unbias))));
+    }
+    const int64_t cols = w->N - n < 16 ? w->N - n : 16;
+    _mm512_mask_storeu_ps(y + n, (__mmask16)((1u << cols) - 1), _mm512_mul_ps(f, _mm512_set1_ps(x->scale[0])));
+}
+
 INLINE void panels(trit_dtype wdt, int64_t M, int64_t p0, int64_t p1, const trit_qpanels *w, const trit_qact *x,
                    float *y, int64_t ldy) {
     int64_t p = p0;
-    if (M == 1) {  // decoding: four panels' streams at once keep four accumulators busy
-        for (; p + 4 <= p1; p += 4) tile(wdt, 1, 4, w, p, x, 0, y, ldy);
-        for (; p < p1; p++) tile(wdt, 1, 1, w, p, x, 0, y, ldy);
+    if (M == 1) {  // decoding: one panel after another, a single stream through the codes
+        for (; p < p1; p++) gemv(wdt, w, p, x, y);
         return;
     }
     // Two panels' codes (at most 2 x 16 K bytes) stay in L1 while every token passes over them.

@@ -1,0 +1,90 @@
+// The panel integer matmul (qgemm_panel.h) on AVX2, for qint4 and ternary codes: each 64-byte
+// step is two halves of 8 rows, one 256-bit vector each. vpmaddubsw multiplies a half's biased
+// codes by one token's broadcast dword and adds pairs into int16; the S dwords of a step are
+// summed in int16 (at most 4 x 2 x 15 x 127, far from saturating), and one vpmaddwd by ones
+// widens them into each row's int32 lane. qint8's biased codes (up to 255) would saturate
+// vpmaddubsw's pair sums, so qint8 keeps the plain-layout int16 tiles on AVX2.
+// Tiles of up to 4 tokens x 1 panel: AVX2 has 16 vector registers, so each token's running
+// float sums live in a small array, added in group order as in the reference.
+#include "kernels/qgemm_panel.h"
+
+#include <immintrin.h>
+#include <string.h>
+
+#define INLINE static inline __attribute__((always_inline))
+
+INLINE __m256i broadcast_dword(const int8_t *q) {
+    int32_t v;
+    memcpy(&v, q, sizeof v);
+    return _mm256_set1_epi32(v);
+}
+
+// The biased codes of dword i of a half-step v, one per byte.
+INLINE __m256i codes_of(trit_dtype wdt, __m256i v, int i) {
+    const int bits = wdt == TRIT_QINT4 ? 4 : 2;
+    const __m256i mask = _mm256_set1_epi8((char)((1 << bits) - 1));
+    return _mm256_and_si256(i ? _mm256_srli_epi16(v, bits * i) : v, mask);
+}
+
+// Tokens m0 .. m0 + T - 1 against panel p; their outputs' running sums in y.
+INLINE void tile(trit_dtype wdt, int T, const trit_qpanels *w, int64_t p, const trit_qact *x, int64_t m0, float *y,
+                 int64_t ldy) {
+    const int64_t K = w->K, G = w->G, NG = K / G, n = p * TRIT_QPANEL_ROWS;
+    const int S = wdt == TRIT_QINT4 ? 2 : 4;
+    const int32_t bias = wdt == TRIT_QINT4 ? 8 : 1;
+    const int cols = w->N - n < 16 ? (int)(w->N - n) : 16;
+    const uint8_t *codes = w->codes + (size_t)p * w->panel_bytes;
+    const __m256i ones = _mm256_set1_epi16(1);
+    float sum[4][16];
+    memset(sum, 0, sizeof sum);
+    for (int64_t g = 0; g < NG; g++) {
+        __m256i a[4][2];
+        for (int t = 0; t < T; t++) a[t][0] = a[t][1] = _mm256_setzero_si256();
+        for (int64_t d = g * G / 4; d < (g + 1) * G / 4; d += S) {
+            const uint8_t *step = codes + (size_t)(d / S) * TRIT_QPANEL_STEP;
+            for (int h = 0; h < 2; h++) {
+                const __m256i v = _mm256_load_si256((const __m256i *)(step + 32 * h));
+                __m256i u[4];
+                for (int i = 0; i < S; i++) u[i] = codes_of(wdt, v, i);
+                for (int t = 0; t < T; t++) {
+                    const int8_t *q = x->q + (m0 + t) * K + 4 * d;
+                    __m256i s16 = _mm256_maddubs_epi16(u[0], broadcast_dword(q));
+                    for (int i = 1; i < S; i++)
+                        s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(u[i], broadcast_dword(q + 4 * i)));
+                    a[t][h] = _mm256_add_epi32(a[t][h], _mm256_madd_epi16(s16, ones));
+                }
+            }
+        }
+        const float *sc = w->scales + (p * NG + g) * TRIT_QPANEL_ROWS;
+        for (int t = 0; t < T; t++) {
+            const __m256i unbias = _mm256_set1_epi32(bias * x->gsum[(m0 + t) * NG + g]);
+            for (int h = 0; h < 2; h++) {
+                const __m256 c = _mm256_cvtepi32_ps(_mm256_sub_epi32(a[t][h], unbias));
+                const __m256 part = _mm256_mul_ps(_mm256_load_ps(sc + 8 * h), c);
+                _mm256_storeu_ps(sum[t] + 8 * h, _mm256_add_ps(_mm256_loadu_ps(sum[t] + 8 * h), part));
+            }
+        }
+    }
+    for (int t = 0; t < T; t++) {
+        const float xs = x->scale[m0 + t];
+        float *yr = y + (m0 + t) * ldy + n;
+        for (int l = 0; l < cols; l++) yr[l] = xs * sum[t][l];
+    }
+}
+
+INLINE void panels(trit_dtype wdt, int64_t M, int64_t p0, int64_t p1, const trit_qpanels *w, const trit_qact *x,
+                   float *y, int64_t ldy) {
+    for (int64_t p = p0; p < p1; p++) {
+        int64_t m = 0;
+        for (; m + 4 <= M; m += 4) tile(wdt, 4, w, p, x, m, y, ldy);
+        if (M - m == 3) tile(wdt, 3, w, p, x, m, y, ldy);
+        else if (M - m == 2) tile(wdt, 2, w, p, x, m, y, ldy);
+        else if (M - m == 1) tile(wdt, 1, w, p, x, m, y, ldy);
+    }
+}
+
+void trit_kernel_qpanel_avx2(int64_t M, int64_t p0, int64_t p1, const trit_qpanels *w, const trit_qact *x, float *y,
+                             int64_t ldy) {
+    if (w->wdt == TRIT_QINT4) panels(TRIT_QINT4, M, p0, p1, w, x, y, ldy);
+    else if (w->wdt == TRIT_TERNARY) panels(TRIT_TERNARY, M, p0, p1, w, x, y, ldy);
+}
