@@ -1,7 +1,8 @@
 // The panel integer matmul (qgemm_panel.h) on AVX512-VNNI. A step's 64 bytes hold 4 biased
 // codes of each of 16 rows; vpdpbusd against one token's dword, broadcast, adds each row's 4
-// products into that row's lane. A tile of T tokens x P panels shares each step's weights among
-// the T tokens and each broadcast among the P panels; the group finish (remove the bias, convert,
+// products into that row's lane. A prompt runs in tiles of T tokens x P panels (up to 4 x 2),
+// which share each step's weights among the T tokens and each broadcast among the P panels; one
+// token streams through one panel at a time (gemv). The group finish (remove the bias, convert,
 // scale, add) is four operations per 16 outputs.
 #include "kernels/qgemm_panel.h"
 
@@ -24,26 +25,26 @@ INLINE __m512i codes_of(trit_dtype wdt, __m512i v, int i) {
     return _mm512_and_si512(i ? _mm512_srli_epi16(v, (unsigned)(bits * i)) : v, mask);
 }
 
-// Tokens m0 .. m0 + T - 1 against panels p .. p + P - 1.
+// Tokens m0 .. m0 + T - 1 (T <= 4) against panels p .. p + P - 1 (P <= 2).
 INLINE void tile(trit_dtype wdt, int T, int P, const trit_qpanels *w, int64_t p, const trit_qact *x, int64_t m0,
                  float *y, int64_t ldy) {
     const int64_t K = w->K, G = w->G, NG = K / G;
     const int S = wdt == TRIT_QINT8 ? 1 : wdt == TRIT_QINT4 ? 2 : 4;
     const int32_t bias = wdt == TRIT_QINT8 ? 128 : wdt == TRIT_QINT4 ? 8 : 1;
     const uint8_t *codes = w->codes + (size_t)p * w->panel_bytes;
-    __m512 f[4][4];
+    __m512 f[4][2];
     for (int t = 0; t < T; t++)
         for (int j = 0; j < P; j++) f[t][j] = _mm512_setzero_ps();
     for (int64_t g = 0; g < NG; g++) {
-        __m512i a[4][4];
+        __m512i a[4][2];
         for (int t = 0; t < T; t++)
             for (int j = 0; j < P; j++) a[t][j] = _mm512_setzero_si512();
         for (int64_t d = g * G / 4; d < (g + 1) * G / 4; d += S) {  // d: the step's first dword
             const uint8_t *step = codes + (size_t)(d / S) * TRIT_QPANEL_STEP;
-            __m512i v[4];
+            __m512i v[2];
             for (int j = 0; j < P; j++) v[j] = _mm512_load_si512(step + (size_t)j * w->panel_bytes);
             for (int i = 0; i < S; i++) {
-                __m512i u[4];
+                __m512i u[2];
                 for (int j = 0; j < P; j++) u[j] = codes_of(wdt, v[j], i);
                 for (int t = 0; t < T; t++) {
                     const __m512i xb = broadcast_dword(x->q + (m0 + t) * K + 4 * (d + i));
