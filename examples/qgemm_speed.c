@@ -83,11 +83,12 @@ int main(int argc, char **argv) {
             const int64_t G = d == 2 ? 128 : K;
             trit_qact_quantize(x, M, K, G, dts[d], &a);
             BEST_TIME(trit_kernel_qgemm(dts[d], M, N, K, G, &a, codes, ws, y, N), flop, t[0][d]);
+            t[1][d] = t[0][d];  // a dtype without a panel kernel here keeps the rows
+            if (layouts < 2 || !trit_qpanels_preferred(dts[d])) continue;
             trit_qpanels p;
-            if (layouts == 2 && trit_qpanels_pack(dts[d], N, K, G, codes, ws, &p) != TRIT_OK) return 1;
-            if (layouts == 2) BEST_TIME(trit_kernel_qgemm_panels(&p, M, &a, y, N), flop, t[1][d]);
-            if (layouts == 2) trit_qpanels_free(&p);
-            if (layouts == 2 && !trit_qpanels_preferred(dts[d])) t[1][d] = t[0][d];  // rows serve it
+            if (trit_qpanels_pack(dts[d], N, K, G, codes, ws, &p) != TRIT_OK) return 1;
+            BEST_TIME(trit_kernel_qgemm_panels(&p, M, &a, y, N), flop, t[1][d]);
+            trit_qpanels_free(&p);
         }
         for (int l = 0; l < layouts; l++) {
             printf("%5lld %5lld %5lld %6s | %8.1f", (long long)M, (long long)N, (long long)K, l ? "panels" : "rows",
