@@ -87,6 +87,7 @@ int main(int argc, char **argv) {
             if (layouts < 2 || !trit_qpanels_preferred(dts[d])) continue;
             trit_qpanels p;
             if (trit_qpanels_pack(dts[d], N, K, G, codes, ws, &p) != TRIT_OK) return 1;
+            trit_qpanels_quantize(&p, x, M, &a);
             BEST_TIME(trit_kernel_qgemm_panels(&p, M, &a, y, N), flop, t[1][d]);
             trit_qpanels_free(&p);
         }

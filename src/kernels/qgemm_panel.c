@@ -42,7 +42,7 @@ static void pack_panel(const trit_qpanels *p, int64_t panel, const uint8_t *w, c
         const int64_t n = panel * TRIT_QPANEL_ROWS + l;
         for (int64_t k = 0; k < K; k++) {
             int shift;
-            const size_t at = panel_at(wdt, l, trit_qact_pos(wdt, k), &shift);
+            const size_t at = panel_at(wdt, l, k, &shift);
             const int c = n < p->N ? stored_code(wdt, w + (size_t)n * row_bytes, k) : 0;
             dst[at] |= (uint8_t)((c + code_bias(wdt)) << shift);
         }
@@ -76,6 +76,10 @@ void trit_qpanels_free(trit_qpanels *p) {
     trit_aligned_free(p->codes);
     trit_aligned_free(p->scales);
     memset(p, 0, sizeof *p);
+}
+
+void trit_qpanels_quantize(const trit_qpanels *w, const float *x, int64_t M, const trit_qact *a) {
+    trit_qact_quantize(x, M, w->K, w->G, TRIT_QINT8, a);  // qint8's order is the natural one
 }
 
 // The biased code of row l at activation position pos.

@@ -6,7 +6,8 @@
 //
 // Layout. Panel p holds rows 16p .. 16p + 15 (rows past N have code 0 and scale 0). Its codes
 // run in steps of 64 bytes; byte 4l + b of a step belongs to row l and pairs with activation
-// byte b of a dword (4 consecutive codes, in the activations' order of qgemm.h). A step covers
+// byte b of a dword (4 consecutive codes of the row in natural order, whatever wdt: panels take
+// activations from trit_qpanels_quantize, not qgemm.h's per-dtype orders). A step covers
 // S dwords: qint8 S = 1 (code + 128); qint4 S = 2 (code + 8, the first dword's in the low
 // nibble); ternary S = 4 (code + 1, dword i's in bits 2i). The scales of panel p, group g are
 // 16 floats at scales + (p * K / G + g) * 16.
@@ -40,6 +41,10 @@ bool trit_qpanels_preferred(trit_dtype wdt);
 trit_status trit_qpanels_pack(trit_dtype wdt, int64_t N, int64_t K, int64_t G, const uint8_t *w, const float *ws,
                               trit_qpanels *out);
 void trit_qpanels_free(trit_qpanels *p);
+
+// x (M, K) quantized per token for w's kernels (natural order, w's groups): the codes, scales and
+// group sums trit_qact_quantize gives, without its per-dtype reordering.
+void trit_qpanels_quantize(const trit_qpanels *w, const float *x /* (M, K) */, int64_t M, const trit_qact *a);
 
 // One implementation over panels p0 <= p < p1 (all M rows of x): y (M, ldy) columns
 // [16 p0, min(16 p1, N)).

@@ -265,7 +265,7 @@ static void product(const trit_gpt_cache *c, float *out, const float *x, const t
     const int i = c->qscales ? index_of(c->m, w) : -1;
     if (i >= 0 && c->panels && c->panels[i].codes) {
         const trit_qact a = {c->xq, c->xscale, c->xgsum};
-        trit_qact_quantize(x, R, K, c->panels[i].G, c->panels[i].wdt, &a);
+        trit_qpanels_quantize(&c->panels[i], x, R, &a);
         trit_kernel_qgemm_panels(&c->panels[i], R, &a, out, N);
         return;
     }
@@ -325,23 +325,56 @@ static void rope_rows(const trit_gpt *m, trit_gpt_cache *c, float *qkv, int64_t 
     }
 }
 
+// Stores head h's keys and values of the R positions from pos0 (rows of the fused qkv (R, 3C)) in
+// layer l's cache: keys into their columns of the head's transposed block, values into their rows.
+// A key column touches hs cache lines that the weights streamed since the last token have
+// evicted: the thread that attends with head h takes those misses, in parallel with the others.
+static void store_head(const trit_gpt *m, trit_gpt_cache *c, int64_t l, int64_t h, int64_t pos0, int64_t R,
+                       const float *qkv) {
+    const int64_t C = m->cfg.n_embd, T = m->cfg.seq_len, H = m->cfg.n_head, hs = C / H, ldk = key_ld(&m->cfg);
+    const int64_t kh = l * C * ldk + h * hs * ldk, vh = l * T * C + h * T * hs;  // (hs, ldk) and (T, hs)
+    const bool f16 = c->kv == TRIT_F16;
+    for (int64_t r = 0; r < R; r++) {
+        const float *key = qkv + r * 3 * C + C + h * hs, *val = key + C;
+        const int64_t at = pos0 + r;
+        for (int64_t i0 = 0; i0 < hs; i0 += 64) {
+            const int64_t n = hs - i0 < 64 ? hs - i0 : 64;
+            uint16_t half[64];
+            if (f16) trit_f32_to_f16_n(half, key + i0, n);
+            for (int64_t i = 0; i < n; i++) {
+                if (f16)
+                    ((uint16_t *)c->k)[kh + (i0 + i) * ldk + at] = half[i];
+                else
+                    ((float *)c->k)[kh + (i0 + i) * ldk + at] = key[i0 + i];
+            }
+        }
+        if (f16)
+            trit_f32_to_f16_n((uint16_t *)c->v + vh + at * hs, val, hs);
+        else
+            memcpy((float *)c->v + vh + at * hs, val, sizeof(float) * (size_t)hs);
+    }
+}
+
 // Below this many multiply-adds (heads x rows x keys x head size) attention runs on one thread.
 #define ATTEND_PARALLEL_MIN ((int64_t)1 << 15)
 
-// y (R, C) = causal attention of the R queries q (R, 3C rows, the fused qkv) at positions
-// pos0.. against the cached keys and values of positions 0..pos0 + r of layer l: the attention
-// row kernel per (query, head), heads split among threads (each head's rows on one thread, in
-// order, so results do not depend on the thread count).
-static void attend(const trit_gpt *m, trit_gpt_cache *c, int64_t l, int64_t pos0, int64_t R, const float *q, float *y) {
+// y (R, C) = causal attention of the R queries at positions pos0.. (rows of the fused qkv (R, 3C),
+// whose keys and values are stored in layer l's cache first) against the cached keys and values
+// of positions 0..pos0 + r: the attention row kernel per (query, head), heads split among
+// threads (each head's rows on one thread, in order, so results do not depend on the thread
+// count).
+static void attend(const trit_gpt *m, trit_gpt_cache *c, int64_t l, int64_t pos0, int64_t R, const float *qkv,
+                   float *y) {
     const int64_t C = m->cfg.n_embd, T = m->cfg.seq_len, H = m->cfg.n_head, hs = C / H, ldk = key_ld(&m->cfg);
     const int64_t ko = l * C * ldk, vo = l * T * C;  // layer l's keys (H, hs, ldk) and values (H, T, hs)
     const float scale = (float)(1.0 / sqrt((double)hs));
     const bool par = H * R * (pos0 + R) * hs >= ATTEND_PARALLEL_MIN && !omp_in_parallel();
 #pragma omp parallel for schedule(static) if (par)
-    for (int64_t h = 0; h < H; h++)
+    for (int64_t h = 0; h < H; h++) {
+        store_head(m, c, l, h, pos0, R, qkv);
         for (int64_t r = 0; r < R; r++) {
             float *yr = y + r * C + h * hs, *p = c->p + h * T;
-            const float *qr = q + r * 3 * C + h * hs;
+            const float *qr = qkv + r * 3 * C + h * hs;
             const int64_t kh = ko + h * hs * ldk, vh = vo + h * T * hs, n = pos0 + r + 1;
             if (c->kv == TRIT_F16)
                 trit_kernel_attend_f16(yr, p, qr, (const uint16_t *)c->k + kh, ldk, (const uint16_t *)c->v + vh, hs, n,
@@ -349,31 +382,6 @@ static void attend(const trit_gpt *m, trit_gpt_cache *c, int64_t l, int64_t pos0
             else
                 trit_kernel_attend_f32(yr, p, qr, (const float *)c->k + kh, ldk, (const float *)c->v + vh, hs, n, hs,
                                        scale);
-        }
-}
-
-// Stores the keys and values of the R positions from pos0 (rows of the fused qkv (R, 3C)) in
-// layer l's cache: keys into their columns of the transposed per-head blocks, values into
-// their rows of the per-head blocks.
-static void cache_store(const trit_gpt *m, trit_gpt_cache *c, int64_t l, int64_t pos0, int64_t R, const float *qkv) {
-    const int64_t C = m->cfg.n_embd, T = m->cfg.seq_len, H = m->cfg.n_head, hs = C / H, ldk = key_ld(&m->cfg);
-    const int64_t ko = l * C * ldk, vo = l * T * C;  // (C, ldk): head h's keys are rows h hs .. (h + 1) hs
-    const bool f16 = c->kv == TRIT_F16;
-    for (int64_t r = 0; r < R; r++) {
-        const float *key = qkv + r * 3 * C + C, *val = key + C;
-        for (int64_t i = 0; i < C; i++) {
-            const int64_t at = ko + i * ldk + pos0 + r;
-            if (f16)
-                ((uint16_t *)c->k)[at] = trit_f32_to_f16(key[i]);
-            else
-                ((float *)c->k)[at] = key[i];
-        }
-        for (int64_t h = 0; h < H; h++) {
-            const int64_t at = vo + (h * T + pos0 + r) * hs;
-            if (f16)
-                trit_f32_to_f16_n((uint16_t *)c->v + at, val + h * hs, hs);
-            else
-                memcpy((float *)c->v + at, val + h * hs, sizeof(float) * (size_t)hs);
         }
     }
 }
@@ -385,7 +393,6 @@ static void block_forward(const trit_gpt *m, trit_gpt_cache *c, int64_t l, int64
     norm(c, c->h, c->x, k->ln1_w, k->ln1_b, R);
     matmul(c, c->qkv, c->h, k->attn_w, k->attn_b, R);
     if (m->cfg.pos == TRIT_POS_ROPE) rope_rows(m, c, c->qkv, pos0, R);
-    cache_store(m, c, l, pos0, R, c->qkv);
     attend(m, c, l, pos0, R, c->qkv, c->y);
     const float *in = c->y;
     if (k->sub1_w) {

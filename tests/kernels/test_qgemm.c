@@ -358,16 +358,24 @@ static void check_panels(trit_kernel_qpanel_fn *fn, const char *name, trit_dtype
     ref_of(wdt)(M, 0, N, K, G, &p.a, p.w, p.ws, p.want, N);
     trit_qpanels w;
     assert_int_equal(trit_qpanels_pack(wdt, N, K, G, p.w, p.ws, &w), TRIT_OK);
+    // The same codes in the panels' (natural) order.
+    int8_t *q = malloc((size_t)(M * K));
+    float *scale = malloc(sizeof(float) * (size_t)M);
+    int32_t *gsum = malloc(sizeof(int32_t) * (size_t)(M * (K / G)));
+    const trit_qact a = {q, scale, gsum};
+    trit_qpanels_quantize(&w, p.x, M, &a);
+    for (int64_t m = 0; m < M; m++)
+        for (int64_t k = 0; k < K; k++) assert_int_equal(q[m * K + k], p.a.q[m * K + trit_qact_pos(wdt, k)]);
     const int64_t ldy = N + 3;
     float *got = malloc(sizeof(float) * (size_t)(M * ldy));
     for (int pass = 0; pass < 3; pass++) {
         for (int64_t j = 0; j < M * ldy; j++) got[j] = -7.0f;
         if (pass == 0) {
-            fn(M, 0, w.panels / 2, &w, &p.a, got, ldy);
-            fn(M, w.panels / 2, w.panels, &w, &p.a, got, ldy);
+            fn(M, 0, w.panels / 2, &w, &a, got, ldy);
+            fn(M, w.panels / 2, w.panels, &w, &a, got, ldy);
         } else {
             trit_threads_set(pass);
-            trit_kernel_qgemm_panels(&w, M, &p.a, got, ldy);
+            trit_kernel_qgemm_panels(&w, M, &a, got, ldy);
             trit_threads_set(0);
         }
         for (int64_t m = 0; m < M; m++) {
@@ -378,7 +386,7 @@ static void check_panels(trit_kernel_qpanel_fn *fn, const char *name, trit_dtype
             for (int64_t j = N; j < ldy; j++) assert_true(got[m * ldy + j] == -7.0f);
         }
     }
-    free(got);
+    free(got), free(q), free(scale), free(gsum);
     trit_qpanels_free(&w);
     drop(&p);
 }
