@@ -80,6 +80,10 @@ static const trit_kernel_entry table[] = {
     ROW(QPANEL, TERNARY, F32, AVX512 | TRIT_FEAT_AVX512_VNNI, trit_kernel_qpanel_avx512vnni),
     ROW(QPANEL, TERNARY, F32, AVX2, trit_kernel_qpanel_avx2),
     ROW(QPANEL, TERNARY, F32, 0, trit_kernel_qpanel_ref),
+    // The per-token activation quantizer of the integer kernels, keyed f32 -> qint8 codes.
+    ROW(QACT, F32, QINT8, AVX512, trit_kernel_qact_avx512),
+    ROW(QACT, F32, QINT8, AVX2, trit_kernel_qact_avx2),
+    ROW(QACT, F32, QINT8, 0, trit_kernel_qact_ref),
     // Weight-only codes times f32 activations.
     ROW(WGEMM, NF4, F32, AVX512, trit_kernel_nf4_avx512),
     ROW(WGEMM, NF4, F32, AVX2, trit_kernel_nf4_avx2),

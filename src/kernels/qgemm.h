@@ -45,6 +45,11 @@ bool trit_qgemm_supported(trit_dtype wdt, int64_t K, int64_t G);
 void trit_qact_quantize(const float *x /* (M, K) */, int64_t M, int64_t K, int64_t G, trit_dtype wdt,
                         const trit_qact *a);
 
+// One row x (K) in natural order: q (K) the codes, *scale, gsum (K / G) the group sums. Every
+// implementation gives the same bits (qgemm_ref.c's rounding rule).
+typedef void trit_kernel_qact_fn(const float *x, int64_t K, int64_t G, int8_t *q, float *scale, int32_t *gsum);
+trit_kernel_qact_fn trit_kernel_qact_ref, trit_kernel_qact_avx2, trit_kernel_qact_avx512;
+
 // One implementation over outputs n0 <= n < n1 (all M rows). w: codes of W (N, K) as stored
 // (trit_dtype_nbytes(wdt, K) bytes per row); ws: (N, K / G); y: (M, ldy).
 typedef void trit_kernel_qgemm_fn(int64_t M, int64_t n0, int64_t n1, int64_t K, int64_t G, const trit_qact *x,

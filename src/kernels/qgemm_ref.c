@@ -33,37 +33,51 @@ static float row_absmax(const float *r, int64_t n) {
     return m[0];
 }
 
+// Group sums of a row's codes q (K) into gs (K / G).
+static void group_sums(const int8_t *q, int64_t K, int64_t G, int32_t *gs) {
+    for (int64_t g = 0; g < K / G; g++) {
+        int32_t sum = 0;
+#pragma omp simd reduction(+ : sum)
+        for (int64_t k = g * G; k < (g + 1) * G; k++) sum += q[k];
+        gs[g] = sum;
+    }
+}
+
+void trit_kernel_qact_ref(const float *x, int64_t K, int64_t G, int8_t *q, float *scale, int32_t *gsum) {
+    const float amax = row_absmax(x, K);
+    const float s = amax / 127.0f, inv = s > 0 ? 1.0f / s : 0.0f;
+    *scale = s;
+#pragma omp simd
+    for (int64_t k = 0; k < K; k++) q[k] = act_code(x[k] * inv);
+    group_sums(q, K, G, gsum);
+}
+
 // Below this many values one thread quantizes them all (a decoded token's row, say).
 #define QACT_PARALLEL_MIN ((int64_t)1 << 15)
 
 void trit_qact_quantize(const float *x, int64_t M, int64_t K, int64_t G, trit_dtype wdt, const trit_qact *a) {
+    static trit_kernel_slot slot;
+    trit_kernel_qact_fn *natural = TRIT_KERNEL_FN(trit_kernel_qact_fn, &slot, TRIT_KERNEL_QACT, TRIT_F32, TRIT_QINT8);
     // Rows are independent, so the split among threads cannot change a code.
 #pragma omp parallel for schedule(static) if (M * K >= QACT_PARALLEL_MIN && !omp_in_parallel())
     for (int64_t m = 0; m < M; m++) {
         const float *r = x + m * K;
+        int8_t *q = a->q + m * K;
+        if (wdt == TRIT_QINT8) {
+            natural(r, K, G, q, &a->scale[m], a->gsum + m * (K / G));
+            continue;
+        }
         const float amax = row_absmax(r, K);
         const float s = amax / 127.0f, inv = s > 0 ? 1.0f / s : 0.0f;
         a->scale[m] = s;
-        int8_t *q = a->q + m * K;
-        if (wdt == TRIT_QINT8) {
-#pragma omp simd
-            for (int64_t k = 0; k < K; k++) q[k] = act_code(r[k] * inv);
-        } else {
-            // Written in act_pos order, one run of the block at a time, so the stores are
-            // sequential and the strided reads vectorise.
-            const int64_t B = wdt == TRIT_QINT4 ? 64 : 128, S = wdt == TRIT_QINT4 ? 2 : 4;
-            for (int64_t b = 0; b < K; b += B)
-                for (int64_t j = 0; j < S; j++)
-                    for (int64_t i = 0; i < B / S; i++) q[b + j * (B / S) + i] = act_code(r[b + i * S + j] * inv);
-        }
+        // Written in act_pos order, one run of the block at a time, so the stores are
+        // sequential and the strided reads vectorise.
+        const int64_t B = wdt == TRIT_QINT4 ? 64 : 128, S = wdt == TRIT_QINT4 ? 2 : 4;
+        for (int64_t b = 0; b < K; b += B)
+            for (int64_t j = 0; j < S; j++)
+                for (int64_t i = 0; i < B / S; i++) q[b + j * (B / S) + i] = act_code(r[b + i * S + j] * inv);
         // The reordering stays within 64- or 128-element blocks, so a group's codes are its own.
-        int32_t *gs = a->gsum + m * (K / G);
-        for (int64_t g = 0; g < K / G; g++) {
-            int32_t sum = 0;
-#pragma omp simd reduction(+ : sum)
-            for (int64_t k = g * G; k < (g + 1) * G; k++) sum += q[k];
-            gs[g] = sum;
-        }
+        group_sums(q, K, G, a->gsum + m * (K / G));
     }
 }
 

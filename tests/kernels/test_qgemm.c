@@ -415,6 +415,65 @@ static void test_panels_match_reference(void **state) {
     printf("  %d (panel kernel, dtype) rows checked\n", tested);
 }
 
+// Every usable activation quantizer gives the portable one's bits, which follow the stated rule:
+// scale absmax / 127 (NaN ignored), codes round-to-nearest-even of x / scale in [-127, 127] with
+// NaN to 0, exact group sums; on rows of plain values, ties, NaN and Inf, all zeros, subnormals
+// only, and lengths that end in a partial vector.
+static void fill_row(float *x, int64_t K, int kind, uint64_t seed) {
+    trit_rng_fill_normal(x, K, seed, 7, 0, 0.0f, 3.0f);
+    for (int64_t k = 0; k < K; k++) {
+        if (kind == 1) x[k] = (float)(k % 255 - 127) + (k % 3 ? 0.5f : 0.0f);  // scale 1, ties
+        if (kind == 2) x[k] = 0.0f;
+        if (kind == 3) x[k] = (float)(k % 7) * 1e-41f;
+    }
+    if (kind == 1) x[0] = 127.0f;
+    if (kind == 4) x[K / 3] = NAN, x[K / 2] = -INFINITY;
+    if (kind == 5) x[K - 1] = NAN;  // a NaN in the last (partial) vector, otherwise plain
+}
+
+static void test_qact_kernels_match_reference(void **state) {
+    (void)state;
+    const uint32_t usable = trit_cpu_usable_features();
+    int nt, tested = 0;
+    const trit_kernel_entry *t = trit_kernel_table(&nt);
+    const int64_t Ks[4] = {64, 136, 768, 3072}, Gs[4] = {64, 136, 64, 3072};
+    float x[3072];
+    int8_t want[3072], got[3072];
+    float ws, gs;
+    int32_t wsum[48], gsum[48];
+    for (int kind = 0; kind < 6; kind++)
+        for (int s = 0; s < 4; s++) {
+            const int64_t K = Ks[s], G = Gs[s];
+            fill_row(x, K, kind, (uint64_t)(10 * kind + s));
+            trit_kernel_qact_ref(x, K, G, want, &ws, wsum);
+            float amax = 0;
+            for (int64_t k = 0; k < K; k++) amax = isnan(x[k]) ? amax : fmaxf(amax, fabsf(x[k]));
+            assert_true(ws == amax / 127.0f);
+            for (int64_t k = 0; k < K; k++) {
+                const float v = x[k] * (ws > 0 ? 1.0f / ws : 0.0f);
+                const float c = isnan(v) ? 0.0f : fminf(127.0f, fmaxf(-127.0f, nearbyintf(v)));
+                if ((float)want[k] != c) fail_msg("kind %d K=%lld: code %lld is %d, want %g", kind, (long long)K, (long long)k, want[k], c);
+            }
+            for (int i = 0; i < nt; i++) {
+                if (t[i].id != TRIT_KERNEL_QACT) continue;
+                if (t[i].needs & ~usable) {
+                    if (kind == 0 && s == 0) printf("  %s: this CPU lacks its features, skipped\n", t[i].name);
+                    continue;
+                }
+                memset(got, 0x55, sizeof got);
+                ((trit_kernel_qact_fn *)t[i].fn)(x, K, G, got, &gs, gsum);
+                if (memcmp(got, want, (size_t)K) != 0 || memcmp(&gs, &ws, sizeof ws) != 0 ||
+                    memcmp(gsum, wsum, sizeof(int32_t) * (size_t)(K / G)) != 0)
+                    fail_msg("%s kind %d K=%lld G=%lld differs from the reference", t[i].name, kind, (long long)K,
+                             (long long)G);
+                if (K < 3072) assert_int_equal(got[K], 0x55);  // nothing written past the row
+                tested += kind == 0 && s == 0;
+            }
+        }
+    assert_true(tested >= 1);
+    printf("  %d activation quantizers checked\n", tested);
+}
+
 static void test_panels_refuse_bad_shapes(void **state) {
     (void)state;
     uint8_t w[64] = {0};
@@ -438,6 +497,7 @@ int main(void) {
         cmocka_unit_test(test_tokens_alone_or_together),
         cmocka_unit_test(test_panels_match_reference),
         cmocka_unit_test(test_panels_refuse_bad_shapes),
+        cmocka_unit_test(test_qact_kernels_match_reference),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -80,8 +80,23 @@ static inline float vreduce_max(vf a) {
 
 static inline vpred vge0(vf a) { return _mm256_cmp_ps(a, _mm256_setzero_ps(), _CMP_GE_OQ); }
 static inline vpred vne0(vf a) { return _mm256_cmp_ps(a, _mm256_setzero_ps(), _CMP_NEQ_UQ); }
+static inline vpred vordered(vf a) { return _mm256_cmp_ps(a, a, _CMP_ORD_Q); }  // not NaN
 static inline vf vselect(vpred p, vf if_false, vf if_true) { return _mm256_blendv_ps(if_false, if_true, p); }
 static inline vf vadd_where(vpred p, vf a, vf b) { return _mm256_add_ps(a, _mm256_and_ps(p, b)); }
+
+// The first k lanes of v, whole numbers in [-128, 127], stored as int8.
+static inline void vstore_i8(int8_t *p, vtail k, vf v) {
+    const __m128i w = _mm_packs_epi32(_mm256_castsi256_si128(_mm256_cvtps_epi32(v)),
+                                      _mm256_extracti128_si256(_mm256_cvtps_epi32(v), 1));
+    const __m128i b = _mm_packs_epi16(w, w);
+    if (k == 8) {
+        _mm_storel_epi64((__m128i *)p, b);
+        return;
+    }
+    int8_t t[16];
+    _mm_storeu_si128((__m128i *)t, b);
+    for (int i = 0; i < k; i++) p[i] = t[i];
+}
 
 static inline vd vd_zero(void) { return _mm256_setzero_pd(); }
 static inline vd vd_set1(double v) { return _mm256_set1_pd(v); }

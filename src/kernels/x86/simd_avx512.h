@@ -47,8 +47,12 @@ static inline float vreduce_max(vf a) { return _mm512_reduce_max_ps(a); }
 
 static inline vpred vge0(vf a) { return _mm512_cmp_ps_mask(a, _mm512_setzero_ps(), _CMP_GE_OQ); }
 static inline vpred vne0(vf a) { return _mm512_cmp_ps_mask(a, _mm512_setzero_ps(), _CMP_NEQ_UQ); }
+static inline vpred vordered(vf a) { return _mm512_cmp_ps_mask(a, a, _CMP_ORD_Q); }  // not NaN
 static inline vf vselect(vpred p, vf if_false, vf if_true) { return _mm512_mask_blend_ps(p, if_false, if_true); }
 static inline vf vadd_where(vpred p, vf a, vf b) { return _mm512_mask_add_ps(a, p, a, b); }
+
+// The first k lanes of v, whole numbers in [-128, 127], stored as int8.
+static inline void vstore_i8(int8_t *p, vtail k, vf v) { _mm512_mask_cvtsepi32_storeu_epi8(p, k, _mm512_cvtps_epi32(v)); }
 
 static inline vd vd_zero(void) { return _mm512_setzero_pd(); }
 static inline vd vd_set1(double v) { return _mm512_set1_pd(v); }
