@@ -88,7 +88,7 @@ int main(int argc, char **argv) {
             trit_qpanels p;
             if (trit_qpanels_pack(dts[d], N, K, G, codes, ws, &p) != TRIT_OK) return 1;
             trit_qpanels_quantize(&p, x, M, &a);
-            BEST_TIME(trit_kernel_qgemm_panels(&p, M, &a, y, N), flop, t[1][d]);
+            BEST_TIME(trit_kernel_qgemm_panels(&p, M, &a, y, N, NULL), flop, t[1][d]);
             trit_qpanels_free(&p);
         }
         for (int l = 0; l < layouts; l++) {

@@ -110,7 +110,19 @@ void trit_kernel_qpanel_ref(int64_t M, int64_t p0, int64_t p1, const trit_qpanel
         }
 }
 
-void trit_kernel_qgemm_panels(const trit_qpanels *w, int64_t M, const trit_qact *x, float *y, int64_t ldy) {
+// The epilogue over columns [n0, n1) of every row.
+static void finish(const trit_qpanel_epilogue *e, int64_t M, int64_t n0, int64_t n1, float *y, int64_t ldy) {
+    for (int64_t m = 0; m < M; m++) {
+        float *ym = y + m * ldy, *rm = e->res ? e->res + m * e->ldr : NULL;
+        if (e->bias)
+            for (int64_t n = n0; n < n1; n++) ym[n] += e->bias[n];
+        if (rm)
+            for (int64_t n = n0; n < n1; n++) rm[n] += ym[n];
+    }
+}
+
+void trit_kernel_qgemm_panels(const trit_qpanels *w, int64_t M, const trit_qact *x, float *y, int64_t ldy,
+                              const trit_qpanel_epilogue *e) {
     static trit_kernel_slot slot8, slot4, slot2;
     const trit_dtype wdt = w->wdt;
     trit_kernel_slot *slot = wdt == TRIT_QINT8 ? &slot8 : wdt == TRIT_QINT4 ? &slot4 : &slot2;
@@ -120,6 +132,9 @@ void trit_kernel_qgemm_panels(const trit_qpanels *w, int64_t M, const trit_qact 
 #pragma omp parallel if (par)
     {
         const int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
-        fn(M, w->panels * t / nt, w->panels * (t + 1) / nt, w, x, y, ldy);
+        const int64_t p0 = w->panels * t / nt, p1 = w->panels * (t + 1) / nt;
+        fn(M, p0, p1, w, x, y, ldy);
+        const int64_t n0 = p0 * TRIT_QPANEL_ROWS, n1 = p1 * TRIT_QPANEL_ROWS < w->N ? p1 * TRIT_QPANEL_ROWS : w->N;
+        if (e && (e->bias || e->res)) finish(e, M, n0, n1, y, ldy);
     }
 }

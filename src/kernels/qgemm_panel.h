@@ -52,7 +52,19 @@ typedef void trit_kernel_qpanel_fn(int64_t M, int64_t p0, int64_t p1, const trit
                                    float *y, int64_t ldy);
 trit_kernel_qpanel_fn trit_kernel_qpanel_ref, trit_kernel_qpanel_avx2, trit_kernel_qpanel_avx512vnni;
 
-// y (M, N) = x (M, K) W^T on the kernel table's choice, panels split among threads.
-void trit_kernel_qgemm_panels(const trit_qpanels *w, int64_t M, const trit_qact *x, float *y, int64_t ldy);
+// What the entry point does to each thread's columns after their products: y += bias, then
+// res += y: a linear layer's bias and a residual add, done by the thread that wrote the columns
+// while they are in its cache instead of on one thread afterwards (a decoded token's matmuls
+// are short enough that such serial tails showed in its time).
+typedef struct trit_qpanel_epilogue {
+    const float *bias;  // (N) or NULL
+    float *res;         // (M, ldr) or NULL
+    int64_t ldr;
+} trit_qpanel_epilogue;
+
+// y (M, N) = x (M, K) W^T on the kernel table's choice, panels split among threads, then the
+// epilogue e (NULL: none).
+void trit_kernel_qgemm_panels(const trit_qpanels *w, int64_t M, const trit_qact *x, float *y, int64_t ldy,
+                              const trit_qpanel_epilogue *e);
 
 #endif

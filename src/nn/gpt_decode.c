@@ -259,14 +259,15 @@ enum { WEIGHT_ONLY_ROWS = 4 };
 
 // out (R, N) = x (R, K) W^T, W: (N, K), with W's codes when it has a quantized copy the kernels
 // take (integer codes with x quantized per token; NF4 and FP8 codes for up to WEIGHT_ONLY_ROWS
-// rows), else in f32.
-static void product(const trit_gpt_cache *c, float *out, const float *x, const trit_tensor *w, int64_t R) {
+// rows), else in f32. e: the panel kernels' epilogue, given only for a w that has panels.
+static void product(const trit_gpt_cache *c, float *out, const float *x, const trit_tensor *w, int64_t R,
+                    const trit_qpanel_epilogue *e) {
     const int64_t N = w->shape[0], K = w->shape[1];
     const int i = c->qscales ? index_of(c->m, w) : -1;
     if (i >= 0 && c->panels && c->panels[i].codes) {
         const trit_qact a = {c->xq, c->xscale, c->xgsum};
         trit_qpanels_quantize(&c->panels[i], x, R, &a);
-        trit_kernel_qgemm_panels(&c->panels[i], R, &a, out, N);
+        trit_kernel_qgemm_panels(&c->panels[i], R, &a, out, N, e);
         return;
     }
     const trit_tensor *q = i >= 0 && c->qscales[i] ? quantized_of(c, i) : NULL;
@@ -294,15 +295,27 @@ static void product(const trit_gpt_cache *c, float *out, const float *x, const t
 // Below this many values a bias is added on one thread.
 #define ADD_PARALLEL_MIN ((int64_t)1 << 15)
 
-// out (R, N) = x (R, K) W^T + b, W: (N, K), b: (N) or NULL.
+// out (R, N) = x (R, K) W^T + b, W: (N, K), b: (N) or NULL; then res (R, N) += out when res is
+// given (the residual stream).
 static void matmul(const trit_gpt_cache *c, float *out, const float *x, const trit_tensor *w, const trit_tensor *b,
-                   int64_t R) {
+                   int64_t R, float *res) {
     const int64_t N = w->shape[0];
-    product(c, out, x, w, R);
     const float *bd = data_of(c, b);
-#pragma omp parallel for schedule(static) if (bd && R * N >= ADD_PARALLEL_MIN && !omp_in_parallel())
-    for (int64_t r = 0; r < (bd ? R : 0); r++)
-        for (int64_t i = 0; i < N; i++) out[r * N + i] += bd[i];
+    const int i = c->panels ? index_of(c->m, w) : -1;
+    if (i >= 0 && c->panels[i].codes) {  // the panel kernels' threads add both to their columns
+        const trit_qpanel_epilogue e = {bd, res, N};
+        product(c, out, x, w, R, &e);
+        return;
+    }
+    product(c, out, x, w, R, NULL);
+#pragma omp parallel for schedule(static) if ((bd || res) && R * N >= ADD_PARALLEL_MIN && !omp_in_parallel())
+    for (int64_t r = 0; r < R; r++) {
+        float *o = out + r * N;
+        if (bd)
+            for (int64_t j = 0; j < N; j++) o[j] += bd[j];
+        if (res)
+            for (int64_t j = 0; j < N; j++) res[r * N + j] += o[j];
+    }
 }
 
 // LayerNorm or RMSNorm of R rows of x (R, w's length) into out: the training graph's norm kernel.
@@ -389,9 +402,9 @@ static void attend(const trit_gpt *m, trit_gpt_cache *c, int64_t l, int64_t pos0
 // Layer l for the R positions pos0.. held in c->x.
 static void block_forward(const trit_gpt *m, trit_gpt_cache *c, int64_t l, int64_t pos0, int64_t R) {
     const trit_gpt_block *k = &m->blocks[l];
-    const int64_t C = m->cfg.n_embd, hid = m->hidden, F = m->cfg.mlp == TRIT_MLP_SWIGLU ? 2 * hid : hid;
+    const int64_t hid = m->hidden, F = m->cfg.mlp == TRIT_MLP_SWIGLU ? 2 * hid : hid;
     norm(c, c->h, c->x, k->ln1_w, k->ln1_b, R);
-    matmul(c, c->qkv, c->h, k->attn_w, k->attn_b, R);
+    matmul(c, c->qkv, c->h, k->attn_w, k->attn_b, R, NULL);
     if (m->cfg.pos == TRIT_POS_ROPE) rope_rows(m, c, c->qkv, pos0, R);
     attend(m, c, l, pos0, R, c->qkv, c->y);
     const float *in = c->y;
@@ -399,11 +412,10 @@ static void block_forward(const trit_gpt *m, trit_gpt_cache *c, int64_t l, int64
         norm(c, c->qkv, c->y, k->sub1_w, k->sub1_b, R);  // the queries are spent: qkv is scratch now
         in = c->qkv;
     }
-    matmul(c, c->h, in, k->proj_w, k->proj_b, R);
-    for (int64_t j = 0; j < R * C; j++) c->x[j] += c->h[j];
+    matmul(c, c->h, in, k->proj_w, k->proj_b, R, c->x);
 
     norm(c, c->h, c->x, k->ln2_w, k->ln2_b, R);
-    matmul(c, c->fc, c->h, k->fc_w, k->fc_b, R);
+    matmul(c, c->fc, c->h, k->fc_w, k->fc_b, R, NULL);
     if (m->cfg.mlp == TRIT_MLP_SWIGLU) {
         for (int64_t r = 0; r < R; r++)  // the training graph's SwiGLU row
             trit_swiglu_row_f32(c->act + r * hid, c->fc + r * F, 1, c->fc + r * F + hid, 1, hid);
@@ -415,8 +427,7 @@ static void block_forward(const trit_gpt *m, trit_gpt_cache *c, int64_t l, int64
         norm(c, c->fc, c->act, k->sub2_w, k->sub2_b, R);  // (R, hidden) fits in fc's (R, F)
         in = c->fc;
     }
-    matmul(c, c->y, in, k->mlp_w, k->mlp_b, R);
-    for (int64_t j = 0; j < R * C; j++) c->x[j] += c->y[j];
+    matmul(c, c->y, in, k->mlp_w, k->mlp_b, R, c->x);
 }
 
 // Feeds R <= ROWS tokens at the next positions; logits (V) of the last one when asked.
@@ -429,7 +440,7 @@ static void forward_rows(const trit_gpt *m, trit_gpt_cache *c, const int32_t *to
     for (int64_t l = 0; l < m->cfg.n_layer; l++) block_forward(m, c, l, pos0, R);
     if (logits) {
         norm(c, c->h, c->x + (R - 1) * C, m->lnf_w, m->lnf_b, 1);
-        product(c, logits, c->h, m->wte, 1);
+        product(c, logits, c->h, m->wte, 1, NULL);
     }
     c->len += R;
 }

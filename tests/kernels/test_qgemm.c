@@ -368,16 +368,29 @@ static void check_panels(trit_kernel_qpanel_fn *fn, const char *name, trit_dtype
         for (int64_t k = 0; k < K; k++) assert_int_equal(q[m * K + k], p.a.q[m * K + trit_qact_pos(wdt, k)]);
     const int64_t ldy = N + 3;
     float *got = malloc(sizeof(float) * (size_t)(M * ldy));
-    for (int pass = 0; pass < 3; pass++) {
-        for (int64_t j = 0; j < M * ldy; j++) got[j] = -7.0f;
+    // The epilogue's bias and residual (pass 3): the bits of the same adds done afterwards.
+    float *bias = malloc(sizeof(float) * (size_t)N), *res = malloc(sizeof(float) * (size_t)(M * ldy));
+    trit_rng_fill_normal(bias, N, 5, 1, 0, 0.0f, 1.0f);
+    for (int pass = 0; pass < 4; pass++) {
+        for (int64_t j = 0; j < M * ldy; j++) got[j] = -7.0f, res[j] = (float)j * 0.25f;
         if (pass == 0) {
             fn(M, 0, w.panels / 2, &w, &a, got, ldy);
             fn(M, w.panels / 2, w.panels, &w, &a, got, ldy);
         } else {
-            trit_threads_set(pass);
-            trit_kernel_qgemm_panels(&w, M, &a, got, ldy);
+            const trit_qpanel_epilogue e = {bias, res, ldy};
+            trit_threads_set(pass == 3 ? 2 : pass);
+            trit_kernel_qgemm_panels(&w, M, &a, got, ldy, pass == 3 ? &e : NULL);
             trit_threads_set(0);
         }
+        if (pass == 3)
+            for (int64_t m = 0; m < M; m++)
+                for (int64_t n = 0; n < ldy; n++) {
+                    const float y = n < N ? got[m * ldy + n] : 0.0f, want = n < N ? p.want[m * N + n] + bias[n] : 0.0f;
+                    assert_true(memcmp(&y, &want, sizeof y) == 0);
+                    const float r = (float)(m * ldy + n) * 0.25f + want;
+                    assert_true(memcmp(&res[m * ldy + n], &r, sizeof r) == 0);  // columns past N untouched
+                    if (n < N) got[m * ldy + n] = p.want[m * N + n];  // for the checks below
+                }
         for (int64_t m = 0; m < M; m++) {
             if (memcmp(got + m * ldy, p.want + m * N, sizeof(float) * (size_t)N) != 0)
                 fail_msg("%s %s M=%lld N=%lld K=%lld G=%lld pass %d: token %lld differs from the reference", name,
@@ -386,7 +399,7 @@ static void check_panels(trit_kernel_qpanel_fn *fn, const char *name, trit_dtype
             for (int64_t j = N; j < ldy; j++) assert_true(got[m * ldy + j] == -7.0f);
         }
     }
-    free(got), free(q), free(scale), free(gsum);
+    free(got), free(q), free(scale), free(gsum), free(bias), free(res);
     trit_qpanels_free(&w);
     drop(&p);
 }
