@@ -122,19 +122,27 @@ void trit_kernel_log_softmax_bwd_ref_f64(double *dx, const double *y, const doub
 // ---- attention of one query over cached keys (decoding) --------------------------------------
 // y (hs) = sum_j p_j v_j / sum_j p_j with p_j = exp(s_j - max s), s_j = scale * (q . k_j), over the
 // n keys before it: the softmax row of the forward with its two products. Keys are stored
-// transposed, kt (hs, n) with rows ldk apart (a new position writes one column), so a vector of
-// consecutive keys' scores is one multiply-add per head dimension; v (n, hs) rows ldv apart.
-// p: (n) scratch, left holding exp(s_j - max). The sum is taken in double. n >= 1.
-typedef void trit_kernel_attend_fn(float *y, float *p, const float *q, const float *kt, int64_t ldk,
-                                   const float *v, int64_t ldv, int64_t n, int64_t hs, float scale);
+// transposed in blocks of TRIT_ATTEND_KEY_BLOCK positions, kt (ceil(n / B), hs, B): dimension d of
+// key j at trit_attend_key_at(d, j, hs), so a vector of consecutive keys' scores is one
+// multiply-add per head dimension and a block's keys are one contiguous run (a plain transposed
+// (hs, n) array made hs short strided streams, which the prefetchers did not follow); a new
+// position writes one column of its block. v (n, hs) rows ldv apart. p: (n) scratch, left holding
+// exp(s_j - max). The sum is taken in double. n >= 1.
+enum { TRIT_ATTEND_KEY_BLOCK = 64 };
+static inline int64_t trit_attend_key_at(int64_t d, int64_t j, int64_t hs) {
+    return (j / TRIT_ATTEND_KEY_BLOCK) * hs * TRIT_ATTEND_KEY_BLOCK + d * TRIT_ATTEND_KEY_BLOCK +
+           j % TRIT_ATTEND_KEY_BLOCK;
+}
+typedef void trit_kernel_attend_fn(float *y, float *p, const float *q, const float *kt, const float *v, int64_t ldv,
+                                   int64_t n, int64_t hs, float scale);
 trit_kernel_attend_fn trit_kernel_attend_f32, trit_kernel_attend_ref_f32, trit_kernel_attend_avx512,
     trit_kernel_attend_avx2;
-void trit_kernel_attend_ref_f64(double *y, double *p, const double *q, const double *kt, int64_t ldk,
-                                const double *v, int64_t ldv, int64_t n, int64_t hs, double scale);
+void trit_kernel_attend_ref_f64(double *y, double *p, const double *q, const double *kt, const double *v,
+                                int64_t ldv, int64_t n, int64_t hs, double scale);
 // The same with keys and values stored in f16 (IEEE binary16), widened to f32 as they are read:
 // the decoder's 16-bit KV cache.
-typedef void trit_kernel_attend_f16_fn(float *y, float *p, const float *q, const uint16_t *kt, int64_t ldk,
-                                       const uint16_t *v, int64_t ldv, int64_t n, int64_t hs, float scale);
+typedef void trit_kernel_attend_f16_fn(float *y, float *p, const float *q, const uint16_t *kt, const uint16_t *v,
+                                       int64_t ldv, int64_t n, int64_t hs, float scale);
 trit_kernel_attend_f16_fn trit_kernel_attend_f16, trit_kernel_attend_f16_ref_f32, trit_kernel_attend_f16_avx512,
     trit_kernel_attend_f16_avx2;
 

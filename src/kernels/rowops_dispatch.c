@@ -81,14 +81,14 @@ void trit_kernel_adam_f32(float *p, const float *g, float *m, float *v, int64_t 
     DISPATCH(ADAM, adam, p, g, m, v, n, s, decoupled);
 }
 
-void trit_kernel_attend_f32(float *y, float *p, const float *q, const float *kt, int64_t ldk, const float *v,
-                            int64_t ldv, int64_t n, int64_t hs, float scale) {
-    DISPATCH(ATTEND, attend, y, p, q, kt, ldk, v, ldv, n, hs, scale);
+void trit_kernel_attend_f32(float *y, float *p, const float *q, const float *kt, const float *v, int64_t ldv,
+                            int64_t n, int64_t hs, float scale) {
+    DISPATCH(ATTEND, attend, y, p, q, kt, v, ldv, n, hs, scale);
 }
 
-void trit_kernel_attend_f16(float *y, float *p, const float *q, const uint16_t *kt, int64_t ldk, const uint16_t *v,
-                            int64_t ldv, int64_t n, int64_t hs, float scale) {
+void trit_kernel_attend_f16(float *y, float *p, const float *q, const uint16_t *kt, const uint16_t *v, int64_t ldv,
+                            int64_t n, int64_t hs, float scale) {
     static trit_kernel_slot slot;
     TRIT_KERNEL_FN(trit_kernel_attend_f16_fn, &slot, TRIT_KERNEL_ATTEND, TRIT_F16, TRIT_F32)
-    (y, p, q, kt, ldk, v, ldv, n, hs, scale);
+    (y, p, q, kt, v, ldv, n, hs, scale);
 }

@@ -24,16 +24,17 @@
 // Positions a forward handles at once: a prompt's matmuls run as (ROWS x K) GEMMs.
 enum { ROWS = 64 };
 
-// Floats between rows of the transposed key cache: the context rounded up to 16, plus 16, so
-// a head's rows (read together by each query) are not a power of two apart, which would put
-// them all in one L1 cache set.
-static int64_t key_ld(const trit_gpt_config *c) { return (c->seq_len + 15) / 16 * 16 + 16; }
+// Key positions a head's cache holds: the context rounded up to whole key blocks (rowops.h).
+static int64_t key_positions(const trit_gpt_config *c) {
+    return (c->seq_len + TRIT_ATTEND_KEY_BLOCK - 1) / TRIT_ATTEND_KEY_BLOCK * TRIT_ATTEND_KEY_BLOCK;
+}
 
 struct trit_gpt_cache {
     const trit_gpt *m;
     int64_t len;           // tokens decoded so far
     trit_dtype kv;         // TRIT_F32 or TRIT_F16: how keys and values are stored
-    void *k;               // (L, H, hs, ldk) keys (after RoPE), transposed per head: position j is column j
+    void *k;               // (L, H, Tk / 64, hs, 64) keys (after RoPE), Tk = key_positions: per head
+                           // the attention kernel's transposed key blocks
     void *v;               // (L, H, T, hs) values, each head's positions contiguous
     // Work buffers for up to ROWS positions fed at once (a prompt is fed in chunks of ROWS).
     float *x;              // (ROWS, C) residual stream
@@ -174,7 +175,7 @@ trit_gpt_cache *trit_gpt_cache_new_kv(const trit_gpt *m, trit_dtype kv) {
     const trit_gpt_config *c = &m->cfg;
     const int64_t L = c->n_layer, T = c->seq_len, C = c->n_embd, hid = m->hidden;
     const int64_t F = c->mlp == TRIT_MLP_SWIGLU ? 2 * hid : hid;
-    const int64_t keys = L * C * key_ld(c), values = L * T * C;  // elements, stored in kv
+    const int64_t keys = L * C * key_positions(c), values = L * T * C;  // elements, stored in kv
     // Sizes in floats; each buffer is rounded up to 16 floats so every one starts 64-byte aligned.
     const int64_t sizes[9] = {kv == TRIT_F16 ? (keys + 1) / 2 : keys, kv == TRIT_F16 ? (values + 1) / 2 : values,
                               ROWS * C, ROWS * C, ROWS * 3 * C, ROWS * C, ROWS * F, ROWS * hid, c->n_head * T};
@@ -344,8 +345,8 @@ static void rope_rows(const trit_gpt *m, trit_gpt_cache *c, float *qkv, int64_t 
 // evicted: the thread that attends with head h takes those misses, in parallel with the others.
 static void store_head(const trit_gpt *m, trit_gpt_cache *c, int64_t l, int64_t h, int64_t pos0, int64_t R,
                        const float *qkv) {
-    const int64_t C = m->cfg.n_embd, T = m->cfg.seq_len, H = m->cfg.n_head, hs = C / H, ldk = key_ld(&m->cfg);
-    const int64_t kh = l * C * ldk + h * hs * ldk, vh = l * T * C + h * T * hs;  // (hs, ldk) and (T, hs)
+    const int64_t C = m->cfg.n_embd, T = m->cfg.seq_len, H = m->cfg.n_head, hs = C / H, Tk = key_positions(&m->cfg);
+    const int64_t kh = l * C * Tk + h * hs * Tk, vh = l * T * C + h * T * hs;  // (Tk / 64, hs, 64) and (T, hs)
     const bool f16 = c->kv == TRIT_F16;
     for (int64_t r = 0; r < R; r++) {
         const float *key = qkv + r * 3 * C + C + h * hs, *val = key + C;
@@ -356,9 +357,9 @@ static void store_head(const trit_gpt *m, trit_gpt_cache *c, int64_t l, int64_t 
             if (f16) trit_f32_to_f16_n(half, key + i0, n);
             for (int64_t i = 0; i < n; i++) {
                 if (f16)
-                    ((uint16_t *)c->k)[kh + (i0 + i) * ldk + at] = half[i];
+                    ((uint16_t *)c->k)[kh + trit_attend_key_at(i0 + i, at, hs)] = half[i];
                 else
-                    ((float *)c->k)[kh + (i0 + i) * ldk + at] = key[i0 + i];
+                    ((float *)c->k)[kh + trit_attend_key_at(i0 + i, at, hs)] = key[i0 + i];
             }
         }
         if (f16)
@@ -378,8 +379,8 @@ static void store_head(const trit_gpt *m, trit_gpt_cache *c, int64_t l, int64_t 
 // count).
 static void attend(const trit_gpt *m, trit_gpt_cache *c, int64_t l, int64_t pos0, int64_t R, const float *qkv,
                    float *y) {
-    const int64_t C = m->cfg.n_embd, T = m->cfg.seq_len, H = m->cfg.n_head, hs = C / H, ldk = key_ld(&m->cfg);
-    const int64_t ko = l * C * ldk, vo = l * T * C;  // layer l's keys (H, hs, ldk) and values (H, T, hs)
+    const int64_t C = m->cfg.n_embd, T = m->cfg.seq_len, H = m->cfg.n_head, hs = C / H, Tk = key_positions(&m->cfg);
+    const int64_t ko = l * C * Tk, vo = l * T * C;  // layer l's keys (H, Tk / 64, hs, 64) and values (H, T, hs)
     const float scale = (float)(1.0 / sqrt((double)hs));
     const bool par = H * R * (pos0 + R) * hs >= ATTEND_PARALLEL_MIN && !omp_in_parallel();
 #pragma omp parallel for schedule(static) if (par)
@@ -388,13 +389,12 @@ static void attend(const trit_gpt *m, trit_gpt_cache *c, int64_t l, int64_t pos0
         for (int64_t r = 0; r < R; r++) {
             float *yr = y + r * C + h * hs, *p = c->p + h * T;
             const float *qr = qkv + r * 3 * C + h * hs;
-            const int64_t kh = ko + h * hs * ldk, vh = vo + h * T * hs, n = pos0 + r + 1;
+            const int64_t kh = ko + h * hs * Tk, vh = vo + h * T * hs, n = pos0 + r + 1;
             if (c->kv == TRIT_F16)
-                trit_kernel_attend_f16(yr, p, qr, (const uint16_t *)c->k + kh, ldk, (const uint16_t *)c->v + vh, hs, n,
-                                       hs, scale);
-            else
-                trit_kernel_attend_f32(yr, p, qr, (const float *)c->k + kh, ldk, (const float *)c->v + vh, hs, n, hs,
+                trit_kernel_attend_f16(yr, p, qr, (const uint16_t *)c->k + kh, (const uint16_t *)c->v + vh, hs, n, hs,
                                        scale);
+            else
+                trit_kernel_attend_f32(yr, p, qr, (const float *)c->k + kh, (const float *)c->v + vh, hs, n, hs, scale);
         }
     }
 }

@@ -469,29 +469,30 @@ static uint16_t *to_f16(float *x, int64_t n) {  // x rounded to f16 in place; it
 }
 
 static void check_attend(int impl, int64_t n, int64_t hs, bool f16) {
-    const int64_t ldk = n + 5, ldv = hs + 3;
-    float *q = rnd(hs, 71, -1, 1), *kt = rnd(hs * ldk, 72, -1, 1), *v = rnd(n * ldv, 73, -1, 1);
+    // Keys in whole blocks (rowops.h): positions past n in the last block are sentinels.
+    const int64_t nk = (n + TRIT_ATTEND_KEY_BLOCK - 1) / TRIT_ATTEND_KEY_BLOCK * TRIT_ATTEND_KEY_BLOCK, ldv = hs + 3;
+    float *q = rnd(hs, 71, -1, 1), *kt = rnd(hs * nk, 72, -1, 1), *v = rnd(n * ldv, 73, -1, 1);
     float *y = malloc(sizeof(float) * (size_t)hs), *p = malloc(sizeof(float) * (size_t)n);
     double *s = malloc(sizeof(double) * (size_t)n), *yd = malloc(sizeof(double) * (size_t)hs);
     double *pd = malloc(sizeof(double) * (size_t)n), *qd = malloc(sizeof(double) * (size_t)hs);
-    double *ktd = malloc(sizeof(double) * (size_t)(hs * ldk)), *vd = malloc(sizeof(double) * (size_t)(n * ldv));
+    double *ktd = malloc(sizeof(double) * (size_t)(hs * nk)), *vd = malloc(sizeof(double) * (size_t)(n * ldv));
     assert_true(y && p && s && yd && pd && qd && ktd && vd);
     const float sentinel = f16 ? 60000.0f : 1e30f;
     for (int64_t d = 0; d < hs; d++) {
         q[d] *= 4.0f;
-        for (int64_t j = n; j < ldk; j++) kt[d * ldk + j] = sentinel;  // past the last key
+        for (int64_t j = n; j < nk; j++) kt[trit_attend_key_at(d, j, hs)] = sentinel;  // past the last key
     }
     for (int64_t j = 0; j < n; j++)
         for (int64_t d = hs; d < ldv; d++) v[j * ldv + d] = sentinel;
-    uint16_t *kt16 = f16 ? to_f16(kt, hs * ldk) : NULL, *v16 = f16 ? to_f16(v, n * ldv) : NULL;
+    uint16_t *kt16 = f16 ? to_f16(kt, hs * nk) : NULL, *v16 = f16 ? to_f16(v, n * ldv) : NULL;
     const double scale = 1.0 / sqrt((double)hs);
     double mx = -INFINITY, sum = 0, worst = 0;  // worst: the largest score error bound
     for (int64_t j = 0; j < n; j++) {
         double abs_sum = 0;
         s[j] = 0;
         for (int64_t d = 0; d < hs; d++) {
-            s[j] += (double)q[d] * (double)kt[d * ldk + j];
-            abs_sum += fabs((double)q[d] * (double)kt[d * ldk + j]);
+            s[j] += (double)q[d] * (double)kt[trit_attend_key_at(d, j, hs)];
+            abs_sum += fabs((double)q[d] * (double)kt[trit_attend_key_at(d, j, hs)]);
         }
         s[j] *= scale;
         mx = fmax(mx, s[j]);
@@ -500,13 +501,13 @@ static void check_attend(int impl, int64_t n, int64_t hs, bool f16) {
     const double tol_p = 2 * worst + 1e-6, tol_y = 2 * tol_p + 1e-6;
     for (int64_t j = 0; j < n; j++) sum += exp(s[j] - mx);
     if (f16)
-        PICK_F16(impl)(y, p, q, kt16, ldk, v16, ldv, n, hs, (float)scale);
+        PICK_F16(impl)(y, p, q, kt16, v16, ldv, n, hs, (float)scale);
     else
-        PICK(attend, impl)(y, p, q, kt, ldk, v, ldv, n, hs, (float)scale);
+        PICK(attend, impl)(y, p, q, kt, v, ldv, n, hs, (float)scale);
     for (int64_t i = 0; i < hs; i++) qd[i] = q[i];
-    for (int64_t i = 0; i < hs * ldk; i++) ktd[i] = kt[i];
+    for (int64_t i = 0; i < hs * nk; i++) ktd[i] = kt[i];
     for (int64_t i = 0; i < n * ldv; i++) vd[i] = v[i];
-    trit_kernel_attend_ref_f64(yd, pd, qd, ktd, ldk, vd, ldv, n, hs, scale);
+    trit_kernel_attend_ref_f64(yd, pd, qd, ktd, vd, ldv, n, hs, scale);
     for (int64_t j = 0; j < n; j++) {
         const double want = exp(s[j] - mx);
         if (!(fabs(p[j] - want) <= tol_p * want))
@@ -550,8 +551,8 @@ static void test_dispatch(void **state) {
         PICK(softmax_fwd, l)(want, f.a, 3, 129);
         trit_kernel_softmax_fwd_f32(got, f.a, 3, 129);
         assert_memory_equal(want, got, sizeof(float) * (size_t)n);
-        PICK(attend, l)(want, want + 3, f.a, f.b, 129, f.c, 3, 100, 3, 0.25f);  // kt (3, 100) of b, v (100, 3) of c
-        trit_kernel_attend_f32(got, got + 3, f.a, f.b, 129, f.c, 3, 100, 3, 0.25f);
+        PICK(attend, l)(want, want + 3, f.a, f.b, f.c, 3, 100, 3, 0.25f);  // kt (2, 3, 64) of b, v (100, 3) of c
+        trit_kernel_attend_f32(got, got + 3, f.a, f.b, f.c, 3, 100, 3, 0.25f);
         assert_memory_equal(want, got, sizeof(float) * 103);
         PICK(gelu_fwd, l)(want, f.a, f.bias, 3, 129);
         trit_kernel_gelu_fwd_f32(got, f.a, f.bias, 3, 129);

@@ -191,7 +191,7 @@ void R(trit_kernel_softmax_fwd_ref)(real *y, const real *x, int64_t rows, int64_
     do {                                                                                      \
         for (int64_t j = 0; j < n; j++) {                                                     \
             real s = 0;                                                                       \
-            for (int64_t d = 0; d < hs; d++) s += q[d] * (real)LOAD(kt, d * ldk + j);         \
+            for (int64_t d = 0; d < hs; d++) s += q[d] * (real)LOAD(kt, trit_attend_key_at(d, j, hs)); \
             p[j] = scale * s;                                                                 \
         }                                                                                     \
         double sum;                                                                           \
@@ -205,12 +205,12 @@ void R(trit_kernel_softmax_fwd_ref)(real *y, const real *x, int64_t rows, int64_
 #define LOAD_REAL(a, i) ((a)[i])
 #define LOAD_F16(a, i) trit_f16_to_f32((a)[i])
 
-void R(trit_kernel_attend_ref)(real *y, real *p, const real *q, const real *kt, int64_t ldk, const real *v,
-                               int64_t ldv, int64_t n, int64_t hs, real scale) {
+void R(trit_kernel_attend_ref)(real *y, real *p, const real *q, const real *kt, const real *v, int64_t ldv,
+                               int64_t n, int64_t hs, real scale) {
     ATTEND_REF_BODY(LOAD_REAL);
 }
 
-void R(trit_kernel_attend_f16_ref)(real *y, real *p, const real *q, const uint16_t *kt, int64_t ldk, const uint16_t *v,
+void R(trit_kernel_attend_f16_ref)(real *y, real *p, const real *q, const uint16_t *kt, const uint16_t *v,
                                    int64_t ldv, int64_t n, int64_t hs, real scale) {
     ATTEND_REF_BODY(LOAD_F16);
 }

@@ -494,19 +494,19 @@ void ROWOPS_FN(adam)(float *p, const float *g, float *m, float *v, int64_t n, co
 static inline vf vload_f32(vtail k, const float *p) { return vload(k, p); }
 
 // ATTEND_PARTS(T, LOAD) defines, for elements of type T read by LOAD:
-// attend_scores_T: p[j0, j0 + 4 VL) = scale * (q . k_j), four vectors of consecutive keys, each
-//   one multiply-add per head dimension (lanes past n masked);
+// attend_scores_T: p[j0, j0 + 4 VL) = scale * (q . k_j), four vectors of consecutive keys of one
+//   key block (4 VL divides it), each one multiply-add per head dimension (lanes past n masked);
 // attend_values_T: y[d0, d0 + 4 VL) = inv * sum_j p_j v_j over the head dimensions from d0
 //   (lanes past hs masked);
 // attend_T: the row (contract in kernels/rowops.h).
 #define ATTEND_PARTS(T, LOAD)                                                                                  \
-    static void attend_scores_##T(float *p, const float *q, const T *kt, int64_t ldk, int64_t j0, int64_t n,   \
-                                  int64_t hs, float scale) {                                                   \
+    static void attend_scores_##T(float *p, const float *q, const T *kt, int64_t j0, int64_t n, int64_t hs,    \
+                                  float scale) {                                                               \
         const vtail k0 = vtail_of(n - j0), k1 = vtail_of(n - j0 - VL), k2 = vtail_of(n - j0 - 2 * VL),         \
                     k3 = vtail_of(n - j0 - 3 * VL);                                                            \
         vf s0 = vzero(), s1 = vzero(), s2 = vzero(), s3 = vzero();                                             \
         for (int64_t d = 0; d < hs; d++) {                                                                     \
-            const T *row = kt + d * ldk + j0;                                                                  \
+            const T *row = kt + trit_attend_key_at(d, j0, hs);                                                 \
             const vf qd = vset1(q[d]);                                                                         \
             s0 = vfmadd(qd, LOAD(k0, row), s0);                                                                \
             s1 = vfmadd(qd, LOAD(k1, row + VL), s1);                                                           \
@@ -538,9 +538,9 @@ static inline vf vload_f32(vtail k, const float *p) { return vload(k, p); }
         vstore(y + d0 + 2 * VL, k2, vmul(a2, s));                                                              \
         vstore(y + d0 + 3 * VL, k3, vmul(a3, s));                                                              \
     }                                                                                                          \
-    static inline void attend_##T(float *y, float *p, const float *q, const T *kt, int64_t ldk, const T *v,    \
-                                  int64_t ldv, int64_t n, int64_t hs, float scale) {                           \
-        for (int64_t j0 = 0; j0 < n; j0 += 4 * VL) attend_scores_##T(p, q, kt, ldk, j0, n, hs, scale);         \
+    static inline void attend_##T(float *y, float *p, const float *q, const T *kt, const T *v, int64_t ldv,    \
+                                  int64_t n, int64_t hs, float scale) {                                        \
+        for (int64_t j0 = 0; j0 < n; j0 += 4 * VL) attend_scores_##T(p, q, kt, j0, n, hs, scale);              \
         const float inv = (float)(1.0 / row_sumexp(p, p, row_max(p, n), n));                                   \
         for (int64_t d0 = 0; d0 < hs; d0 += 4 * VL) attend_values_##T(y, p, v, ldv, n, d0, hs, inv);           \
     }
@@ -548,12 +548,12 @@ static inline vf vload_f32(vtail k, const float *p) { return vload(k, p); }
 ATTEND_PARTS(float, vload_f32)
 ATTEND_PARTS(uint16_t, vload_f16)
 
-void ROWOPS_FN(attend)(float *y, float *p, const float *q, const float *kt, int64_t ldk, const float *v, int64_t ldv,
-                       int64_t n, int64_t hs, float scale) {
-    attend_float(y, p, q, kt, ldk, v, ldv, n, hs, scale);
+void ROWOPS_FN(attend)(float *y, float *p, const float *q, const float *kt, const float *v, int64_t ldv, int64_t n,
+                       int64_t hs, float scale) {
+    attend_float(y, p, q, kt, v, ldv, n, hs, scale);
 }
 
-void ROWOPS_FN(attend_f16)(float *y, float *p, const float *q, const uint16_t *kt, int64_t ldk, const uint16_t *v,
-                           int64_t ldv, int64_t n, int64_t hs, float scale) {
-    attend_uint16_t(y, p, q, kt, ldk, v, ldv, n, hs, scale);
+void ROWOPS_FN(attend_f16)(float *y, float *p, const float *q, const uint16_t *kt, const uint16_t *v, int64_t ldv,
+                           int64_t n, int64_t hs, float scale) {
+    attend_uint16_t(y, p, q, kt, v, ldv, n, hs, scale);
 }
