@@ -71,8 +71,9 @@ static const trit_kernel_entry table[] = {
     ROW(QGEMM, TERNARY, F32, AVX2, trit_kernel_qgemm_t2_avx2),
     ROW(QGEMM, TERNARY, F32, 0, trit_kernel_qgemm_t2_ref),
     // The same over 16-row panels; one function per ISA takes every dtype it is listed for (the
-    // panels say which). AVX2 has none for qint8, whose biased codes would saturate vpmaddubsw.
+    // panels say which).
     ROW(QPANEL, QINT8, F32, AVX512 | TRIT_FEAT_AVX512_VNNI, trit_kernel_qpanel_avx512vnni),
+    ROW(QPANEL, QINT8, F32, AVX2, trit_kernel_qpanel_avx2),
     ROW(QPANEL, QINT8, F32, 0, trit_kernel_qpanel_ref),
     ROW(QPANEL, QINT4, F32, AVX512 | TRIT_FEAT_AVX512_VNNI, trit_kernel_qpanel_avx512vnni),
     ROW(QPANEL, QINT4, F32, AVX2, trit_kernel_qpanel_avx2),

@@ -32,8 +32,8 @@ typedef struct trit_qpanels {
     float *scales;       // (panels, K / G, 16), 64-byte aligned
 } trit_qpanels;
 
-// Whether this CPU has a panel kernel for wdt (AVX512-VNNI: qint8, qint4, ternary; AVX2: qint4,
-// ternary), which then beats the plain-layout ones.
+// Whether this CPU has a panel kernel for wdt (AVX512-VNNI or AVX2: qint8, qint4, ternary), which
+// then beats the plain-layout ones.
 bool trit_qpanels_preferred(trit_dtype wdt);
 
 // W's codes as stored (trit_dtype_nbytes(wdt, K) bytes per row) and scales ws (N, K / G) into

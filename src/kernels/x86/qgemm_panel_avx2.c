@@ -1,9 +1,10 @@
-// The panel integer matmul (qgemm_panel.h) on AVX2, for qint4 and ternary codes: each 64-byte
-// step is two halves of 8 rows, one 256-bit vector each. vpmaddubsw multiplies a half's biased
-// codes by one token's broadcast dword and adds pairs into int16; the S dwords of a step are
-// summed in int16 (at most 4 x 2 x 15 x 127, far from saturating), and one vpmaddwd by ones
-// widens them into each row's int32 lane. qint8's biased codes (up to 255) would saturate
-// vpmaddubsw's pair sums, so qint8 keeps the plain-layout int16 tiles on AVX2.
+// The panel integer matmul (qgemm_panel.h) on AVX2: each 64-byte step is two halves of 8 rows,
+// one 256-bit vector each. For qint4 and ternary, vpmaddubsw multiplies a half's biased codes by
+// one token's broadcast dword and adds pairs into int16; the S dwords of a step are summed in
+// int16 (at most 4 x 2 x 15 x 127, far from saturating), and one vpmaddwd by ones widens them
+// into each row's int32 lane. qint8's biased codes (up to 255) would saturate those pair sums
+// (2 x 255 x 127), so its codes are unbiased (xor 0x80) and the sign moves to them instead:
+// vpmaddubsw(|a|, sign(a) w), pairs at most 2 x 127 x 127, with no group-sum correction.
 // Tiles of up to 4 tokens x 1 panel: AVX2 has 16 vector registers, so each token's running
 // float sums live in a small array, added in group order as in the reference.
 #include "kernels/qgemm_panel.h"
@@ -30,8 +31,8 @@ INLINE __m256i codes_of(trit_dtype wdt, __m256i v, int i) {
 INLINE void tile(trit_dtype wdt, int T, const trit_qpanels *w, int64_t p, const trit_qact *x, int64_t m0, float *y,
                  int64_t ldy) {
     const int64_t K = w->K, G = w->G, NG = K / G, n = p * TRIT_QPANEL_ROWS;
-    const int S = wdt == TRIT_QINT4 ? 2 : 4;
-    const int32_t bias = wdt == TRIT_QINT4 ? 8 : 1;
+    const int S = wdt == TRIT_QINT8 ? 1 : wdt == TRIT_QINT4 ? 2 : 4;
+    const int32_t bias = wdt == TRIT_QINT8 ? 0 : wdt == TRIT_QINT4 ? 8 : 1;
     const int cols = w->N - n < 16 ? (int)(w->N - n) : 16;
     const uint8_t *codes = w->codes + (size_t)p * w->panel_bytes;
     const __m256i ones = _mm256_set1_epi16(1);
@@ -42,6 +43,19 @@ INLINE void tile(trit_dtype wdt, int T, const trit_qpanels *w, int64_t p, const 
         for (int t = 0; t < T; t++) a[t][0] = a[t][1] = _mm256_setzero_si256();
         for (int64_t d = g * G / 4; d < (g + 1) * G / 4; d += S) {
             const uint8_t *step = codes + (size_t)(d / S) * TRIT_QPANEL_STEP;
+            if (wdt == TRIT_QINT8) {
+                const __m256i flip = _mm256_set1_epi8((char)0x80);  // biased -> signed codes
+                const __m256i c0 = _mm256_xor_si256(_mm256_load_si256((const __m256i *)step), flip);
+                const __m256i c1 = _mm256_xor_si256(_mm256_load_si256((const __m256i *)(step + 32)), flip);
+                for (int t = 0; t < T; t++) {
+                    const __m256i q = broadcast_dword(x->q + (m0 + t) * K + 4 * d), qa = _mm256_sign_epi8(q, q);
+                    a[t][0] = _mm256_add_epi32(
+                        a[t][0], _mm256_madd_epi16(_mm256_maddubs_epi16(qa, _mm256_sign_epi8(c0, q)), ones));
+                    a[t][1] = _mm256_add_epi32(
+                        a[t][1], _mm256_madd_epi16(_mm256_maddubs_epi16(qa, _mm256_sign_epi8(c1, q)), ones));
+                }
+                continue;
+            }
             for (int h = 0; h < 2; h++) {
                 const __m256i v = _mm256_load_si256((const __m256i *)(step + 32 * h));
                 __m256i u[4];
@@ -85,6 +99,7 @@ INLINE void panels(trit_dtype wdt, int64_t M, int64_t p0, int64_t p1, const trit
 
 void trit_kernel_qpanel_avx2(int64_t M, int64_t p0, int64_t p1, const trit_qpanels *w, const trit_qact *x, float *y,
                              int64_t ldy) {
-    if (w->wdt == TRIT_QINT4) panels(TRIT_QINT4, M, p0, p1, w, x, y, ldy);
+    if (w->wdt == TRIT_QINT8) panels(TRIT_QINT8, M, p0, p1, w, x, y, ldy);
+    else if (w->wdt == TRIT_QINT4) panels(TRIT_QINT4, M, p0, p1, w, x, y, ldy);
     else if (w->wdt == TRIT_TERNARY) panels(TRIT_TERNARY, M, p0, p1, w, x, y, ldy);
 }
