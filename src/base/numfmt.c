@@ -94,8 +94,8 @@ void trit_bf16_to_f32_n(float *out, const uint16_t *in, int64_t n) {
 }
 
 // F16C converts 8 values per instruction with exactly the rounding, NaN and subnormal rules
-// above (MXCSR's default flags, which trit never changes), so rows take it where the CPU has it:
-// the KV cache stores every key and value through here.
+// above (MXCSR's default flags, which trit never changes), so rows take it where the CPU has it
+// and trit may use it: the KV cache stores every key and value through here.
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
 #define F16C_ROWS 1
@@ -110,11 +110,8 @@ __attribute__((target("avx,f16c"))) static int64_t f16_to_f32_f16c(float *out, c
     for (; i + 8 <= n; i += 8) _mm256_storeu_ps(out + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(in + i))));
     return i;
 }
-static bool has_f16c(void) {
-    static int known = -1;  // a benign race: every thread computes the same answer
-    if (known < 0) known = __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c");
-    return known;
-}
+// The AVX2 feature level includes F16C; TRIT_CPU=ref keeps rows on the portable code.
+static bool has_f16c(void) { return (trit_cpu_usable_features() & TRIT_FEAT_AVX2) != 0; }
 #else
 #define F16C_ROWS 0
 #endif
