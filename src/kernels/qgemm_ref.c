@@ -43,10 +43,15 @@ static void group_sums(const int8_t *q, int64_t K, int64_t G, int32_t *gs) {
     }
 }
 
-void trit_kernel_qact_ref(const float *x, int64_t K, int64_t G, int8_t *q, float *scale, int32_t *gsum) {
-    const float amax = row_absmax(x, K);
-    const float s = amax / 127.0f, inv = s > 0 ? 1.0f / s : 0.0f;
+// A row's scale absmax / 127 into *scale; returns the factor its codes take (0 for a zero scale).
+static float row_scale(const float *r, int64_t K, float *scale) {
+    const float s = row_absmax(r, K) / 127.0f;
     *scale = s;
+    return s > 0 ? 1.0f / s : 0.0f;
+}
+
+void trit_kernel_qact_ref(const float *x, int64_t K, int64_t G, int8_t *q, float *scale, int32_t *gsum) {
+    const float inv = row_scale(x, K, scale);
 #pragma omp simd
     for (int64_t k = 0; k < K; k++) q[k] = act_code(x[k] * inv);
     group_sums(q, K, G, gsum);
@@ -67,9 +72,7 @@ void trit_qact_quantize(const float *x, int64_t M, int64_t K, int64_t G, trit_dt
             natural(r, K, G, q, &a->scale[m], a->gsum + m * (K / G));
             continue;
         }
-        const float amax = row_absmax(r, K);
-        const float s = amax / 127.0f, inv = s > 0 ? 1.0f / s : 0.0f;
-        a->scale[m] = s;
+        const float inv = row_scale(r, K, &a->scale[m]);
         // Written in act_pos order, one run of the block at a time, so the stores are
         // sequential and the strided reads vectorise.
         const int64_t B = wdt == TRIT_QINT4 ? 64 : 128, S = wdt == TRIT_QINT4 ? 2 : 4;

@@ -260,8 +260,9 @@ enum { WEIGHT_ONLY_ROWS = 4 };
 
 // out (R, N) = x (R, K) W^T, W: (N, K), with W's codes when it has a quantized copy the kernels
 // take (integer codes with x quantized per token; NF4 and FP8 codes for up to WEIGHT_ONLY_ROWS
-// rows), else in f32. e: the panel kernels' epilogue, given only for a w that has panels.
-static void product(const trit_gpt_cache *c, float *out, const float *x, const trit_tensor *w, int64_t R,
+// rows), else in f32. e (or NULL): an epilogue the panel kernels apply when w has panels; returns
+// whether it was applied.
+static bool product(const trit_gpt_cache *c, float *out, const float *x, const trit_tensor *w, int64_t R,
                     const trit_qpanel_epilogue *e) {
     const int64_t N = w->shape[0], K = w->shape[1];
     const int i = c->qscales ? index_of(c->m, w) : -1;
@@ -269,7 +270,7 @@ static void product(const trit_gpt_cache *c, float *out, const float *x, const t
         const trit_qact a = {c->xq, c->xscale, c->xgsum};
         trit_qpanels_quantize(&c->panels[i], x, R, &a);
         trit_kernel_qgemm_panels(&c->panels[i], R, &a, out, N, e);
-        return;
+        return e != NULL;
     }
     const trit_tensor *q = i >= 0 && c->qscales[i] ? quantized_of(c, i) : NULL;
     const bool weight_only = q && (q->dtype == TRIT_NF4 || q->dtype == TRIT_F8_E4M3 || q->dtype == TRIT_F8_E5M2);
@@ -278,19 +279,20 @@ static void product(const trit_gpt_cache *c, float *out, const float *x, const t
         if (q->dtype == TRIT_NF4) {
             trit_nf4_act_order(x, R, K, c->xf);
             trit_kernel_nf4_gemm(R, N, K, G, c->xf, trit_tensor_ptr(q), c->qscales[i], out, N);
-            return;
+            return false;
         }
         if (q->dtype == TRIT_F8_E4M3 || q->dtype == TRIT_F8_E5M2) {
             trit_kernel_fp8_gemm(q->dtype, R, N, K, G, x, trit_tensor_ptr(q), c->qscales[i], out, N);
-            return;
+            return false;
         }
         const trit_qact a = {c->xq, c->xscale, c->xgsum};
         trit_qact_quantize(x, R, K, G, q->dtype, &a);
         trit_kernel_qgemm(q->dtype, R, N, K, G, &a, trit_tensor_ptr(q), c->qscales[i], out, N);
-        return;
+        return false;
     }
     if (R <= 4) trit_kernel_gemv_f32(false, true, R, N, K, x, K, data_of(c, w), K, out, N, false);
     else trit_kernel_gemm_f32(false, true, R, N, K, x, K, data_of(c, w), K, out, N, false);
+    return false;
 }
 
 // Below this many values a bias is added on one thread.
@@ -302,13 +304,8 @@ static void matmul(const trit_gpt_cache *c, float *out, const float *x, const tr
                    int64_t R, float *res) {
     const int64_t N = w->shape[0];
     const float *bd = data_of(c, b);
-    const int i = c->panels ? index_of(c->m, w) : -1;
-    if (i >= 0 && c->panels[i].codes) {  // the panel kernels' threads add both to their columns
-        const trit_qpanel_epilogue e = {bd, res, N};
-        product(c, out, x, w, R, &e);
-        return;
-    }
-    product(c, out, x, w, R, NULL);
+    const trit_qpanel_epilogue e = {bd, res, N};
+    if (product(c, out, x, w, R, &e)) return;  // the panel kernels' threads added both to their columns
 #pragma omp parallel for schedule(static) if ((bd || res) && R * N >= ADD_PARALLEL_MIN && !omp_in_parallel())
     for (int64_t r = 0; r < R; r++) {
         float *o = out + r * N;
@@ -440,7 +437,7 @@ static void forward_rows(const trit_gpt *m, trit_gpt_cache *c, const int32_t *to
     for (int64_t l = 0; l < m->cfg.n_layer; l++) block_forward(m, c, l, pos0, R);
     if (logits) {
         norm(c, c->h, c->x + (R - 1) * C, m->lnf_w, m->lnf_b, 1);
-        product(c, logits, c->h, m->wte, 1, NULL);
+        (void)product(c, logits, c->h, m->wte, 1, NULL);
     }
     c->len += R;
 }
