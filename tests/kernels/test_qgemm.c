@@ -422,6 +422,8 @@ static void test_panels_match_reference(void **state) {
                 check_panels((trit_kernel_qpanel_fn *)t[i].fn, t[i].name, t[i].in, Ms[a], Ns[b], 3 * step, step);
                 check_panels((trit_kernel_qpanel_fn *)t[i].fn, t[i].name, t[i].in, Ms[a], Ns[b], 6 * step, 6 * step);
             }
+        // Enough tokens for the kernels that widen them in blocks (AVX2 qint8: 1 MB) to take two.
+        check_panels((trit_kernel_qpanel_fn *)t[i].fn, t[i].name, t[i].in, 1400, 16, 6 * step, step);
         tested++;
     }
     assert_true(tested >= 3);  // the portable kernel, for each dtype

@@ -4,16 +4,10 @@
 // sum (c + 8) x = sum c x + 8 sum x and the group sums of x take the 8 back out. Four rows of W
 // at a time share each activation load.
 #include "kernels/x86/qgemm_driver.h"
+#include "kernels/x86/int_avx2.h"
 
 #include <immintrin.h>
 #include <math.h>
-
-// a + p computed into a's register: written as an intrinsic, gcc 12 adds into a new register
-// and copies every accumulator back on each pass (8 moves per 8 multiplies here).
-static inline __m256i add_in_place(__m256i a, __m256i p) {
-    __asm__("vpaddd %1, %0, %0" : "+x"(a) : "x"(p));
-    return a;
-}
 
 // Every path (one token, several, unpacked rows, the qint8 tiles) finishes a group the same
 // way, so a token's outputs have the same bits alone or in a prompt: the lanes of each of the
@@ -157,7 +151,7 @@ static void q8_tile(int mt, int nt, int64_t K, int64_t G, const int8_t *x /* (mt
                 const __m256i xv = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(xr[i] + k)));
                 for (int j = 0; j < TILE_N; j++) {
                     const __m256i wv = _mm256_loadu_si256((const __m256i *)(wr[j] + k));
-                    a[i][j] = add_in_place(a[i][j], _mm256_madd_epi16(xv, wv));
+                    a[i][j] = trit_avx2_add_epi32_in_place(a[i][j], _mm256_madd_epi16(xv, wv));
                 }
             }
         for (int i = 0; i < TILE_M; i++)
