@@ -83,10 +83,10 @@ float trit_f16_to_f32(uint16_t h) {
 
 // ---- arrays ----------------------------------------------------------------------------------
 
-
+// Rows take x86 bodies where the CPU has them and trit may use them, with the scalar rules' bits.
 // F16C converts 8 values per instruction with exactly the rounding, NaN and subnormal rules
-// above (MXCSR's default flags, which trit never changes), so rows take it where the CPU has it
-// and trit may use it: the KV cache stores every key and value through here.
+// above (MXCSR's default flags, which trit never changes): the KV cache stores every key and
+// value through here.
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
 #define X86_ROWS 1
