@@ -73,7 +73,7 @@ void trit_qact_quantize(const float *x, int64_t M, int64_t K, int64_t G, trit_dt
             continue;
         }
         const float inv = row_scale(r, K, &a->scale[m]);
-        // Written in act_pos order, one run of the block at a time, so the stores are
+        // Written in trit_qact_pos order, one run of the block at a time, so the stores are
         // sequential and the strided reads vectorise.
         const int64_t B = wdt == TRIT_QINT4 ? 64 : 128, S = wdt == TRIT_QINT4 ? 2 : 4;
         for (int64_t b = 0; b < K; b += B)
