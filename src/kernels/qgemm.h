@@ -62,10 +62,11 @@ trit_kernel_qgemm_fn trit_kernel_qgemm_q8_avx512vnni, trit_kernel_qgemm_q4_avx51
 // Weight-only NF4: y (M, N) = x (M, K) W^T with W's codes (indices into trit_nf4_values, two
 // per byte, low nibble = even element) times each group's absmax ws (N, K / G), x in f32. x is
 // given with each block of 64 de-interleaved as for qint4 (trit_nf4_act_order). G a multiple
-// of 64 dividing K.
+// of 64 dividing K. The AVX512-BF16 kernel computes as with a bf16 compute dtype (codebook and x
+// rounded to bf16, f32 sums); the others in f32.
 typedef void trit_kernel_nf4_fn(int64_t M, int64_t n0, int64_t n1, int64_t K, int64_t G, const float *x,
                                 const uint8_t *w, const float *ws, float *y, int64_t ldy);
-trit_kernel_nf4_fn trit_kernel_nf4_ref, trit_kernel_nf4_avx2, trit_kernel_nf4_avx512;
+trit_kernel_nf4_fn trit_kernel_nf4_ref, trit_kernel_nf4_avx2, trit_kernel_nf4_avx512, trit_kernel_nf4_avx512bf16;
 // x (M, K) into out (M, K) in the NF4 kernels' order.
 void trit_nf4_act_order(const float *x, int64_t M, int64_t K, float *out);
 void trit_kernel_nf4_gemm(int64_t M, int64_t N, int64_t K, int64_t G, const float *x, const uint8_t *w, const float *ws,

@@ -148,7 +148,8 @@ void trit_kernel_qgemm(trit_dtype wdt, int64_t M, int64_t N, int64_t K, int64_t 
 // ---- weight-only NF4 ------------------------------------------------------------------------
 
 void trit_nf4_act_order(const float *x, int64_t M, int64_t K, float *out) {
-    for (int64_t i = 0; i < M * K; i++) out[(i / K) * K + trit_qact_pos(TRIT_QINT4, i % K)] = x[i];
+    for (int64_t m = 0; m < M; m++)
+        for (int64_t k = 0; k < K; k++) out[m * K + trit_qact_pos(TRIT_QINT4, k)] = x[m * K + k];
 }
 
 void trit_kernel_nf4_ref(int64_t M, int64_t n0, int64_t n1, int64_t K, int64_t G, const float *x, const uint8_t *w,
@@ -168,14 +169,18 @@ void trit_kernel_nf4_ref(int64_t M, int64_t n0, int64_t n1, int64_t K, int64_t G
         }
 }
 
-// A weight-only kernel (NF4, FP8) over N split among threads in blocks of N_BLOCK outputs.
+// A weight-only kernel (NF4, FP8) over N, one call per thread on a contiguous share of whole
+// N_BLOCKs: a kernel may prepare its activations once per call (the bf16 NF4 kernel converts
+// them), and the share is the same as a static loop over the blocks would give.
 static void weight_only_split(trit_kernel_nf4_fn *fn, int64_t M, int64_t N, int64_t K, int64_t G, const float *x,
                               const uint8_t *w, const float *ws, float *y, int64_t ldy) {
     const int64_t blocks = (N + N_BLOCK - 1) / N_BLOCK;
-#pragma omp parallel for schedule(static) if (blocks > 1 && M * N * K > 32768)
-    for (int64_t b = 0; b < blocks; b++) {
-        const int64_t n0 = b * N_BLOCK, n1 = n0 + N_BLOCK < N ? n0 + N_BLOCK : N;
-        fn(M, n0, n1, K, G, x, w, ws, y, ldy);
+#pragma omp parallel if (blocks > 1 && M * N * K > 32768)
+    {
+        const int64_t nt = omp_get_num_threads(), t = omp_get_thread_num();
+        const int64_t b0 = blocks * t / nt, b1 = blocks * (t + 1) / nt;
+        const int64_t n0 = b0 * N_BLOCK, n1 = b1 * N_BLOCK < N ? b1 * N_BLOCK : N;
+        if (n0 < n1) fn(M, n0, n1, K, G, x, w, ws, y, ldy);
     }
 }
 

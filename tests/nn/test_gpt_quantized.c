@@ -53,6 +53,8 @@ static float max_abs(const float *a, int64_t n) {
     return m;
 }
 
+// tol: the largest difference allowed from the graph's logits and between kernels, relative to
+// the largest logit (at least 2e-3 between kernels).
 static void check(trit_dtype dt, int64_t group, float tol) {
     trit_gpt *m = model();
     trit_quant_spec s = trit_quant_spec_default(dt);
@@ -74,7 +76,7 @@ static void check(trit_dtype dt, int64_t group, float tol) {
     assert_int_equal(trit_cpu_set_level(TRIT_CPU_REF), TRIT_OK);
     decode(m, ref);
     trit_cpu_set_level(saved);
-    for (int i = 0; i < T * V; i++) assert_true(fabsf(dec[i] - ref[i]) <= 2e-3f * max_abs(ref, T * V));
+    for (int i = 0; i < T * V; i++) assert_true(fabsf(dec[i] - ref[i]) <= fmaxf(tol, 2e-3f) * max_abs(ref, T * V));
     // Save, load: the same packed copies are attached again.
     const char *path = tfile_path("q.safetensors");
     assert_int_equal(trit_checkpoint_save_model(m, path, 3), TRIT_OK);
@@ -128,7 +130,9 @@ static void test_int4_groups(void **state) {
 
 static void test_nf4_weight_only(void **state) {
     (void)state;
-    check(TRIT_NF4, 64, 1e-3f);  // f32 inputs: only the order of the sums differs from the graph
+    // f32 inputs: only the order of the sums differs from the graph; on AVX512-BF16 the kernel
+    // computes with bf16 inputs (seen: 2.5e-3 of the largest logit).
+    check(TRIT_NF4, 64, trit_cpu_usable_features() & TRIT_FEAT_AVX512_BF16 ? 1e-2f : 1e-3f);
 }
 
 static void test_fp8_weight_only(void **state) {
