@@ -87,7 +87,6 @@ static const trit_kernel_entry table[] = {
     ROW(QACT, F32, QINT8, 0, trit_kernel_qact_ref),
     // Weight-only codes times f32 activations.
     ROW(WGEMM, NF4, F32, AVX512 | TRIT_FEAT_AVX512_BF16, trit_kernel_nf4_avx512bf16),
-    ROW(WGEMM, NF4, F32, AVX512, trit_kernel_nf4_avx512),
     ROW(WGEMM, NF4, F32, AVX2, trit_kernel_nf4_avx2),
     ROW(WGEMM, NF4, F32, 0, trit_kernel_nf4_ref),
     ROW(WGEMM, F8_E4M3, F32, AVX512, trit_kernel_fp8_e4m3_avx512),

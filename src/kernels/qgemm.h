@@ -66,7 +66,12 @@ trit_kernel_qgemm_fn trit_kernel_qgemm_q8_avx512vnni, trit_kernel_qgemm_q4_avx51
 // rounded to bf16, f32 sums); the others in f32.
 typedef void trit_kernel_nf4_fn(int64_t M, int64_t n0, int64_t n1, int64_t K, int64_t G, const float *x,
                                 const uint8_t *w, const float *ws, float *y, int64_t ldy);
-trit_kernel_nf4_fn trit_kernel_nf4_ref, trit_kernel_nf4_avx2, trit_kernel_nf4_avx512, trit_kernel_nf4_avx512bf16;
+trit_kernel_nf4_fn trit_kernel_nf4_ref, trit_kernel_nf4_avx2, trit_kernel_nf4_avx512bf16;
+// The group (of G) of each 64 positions k0, k0 + 64, .. of [k0, k0 + kc): once per chunk, so
+// the kernels index a row's scales without dividing.
+static inline void trit_nf4_block_groups(int64_t G, int64_t k0, int64_t kc, int32_t *out) {
+    for (int64_t b = 0; b < kc / 64; b++) out[b] = (int32_t)((k0 + 64 * b) / G);
+}
 // x (M, K) into out (M, K) in the NF4 kernels' order.
 void trit_nf4_act_order(const float *x, int64_t M, int64_t K, float *out);
 void trit_kernel_nf4_gemm(int64_t M, int64_t N, int64_t K, int64_t G, const float *x, const uint8_t *w, const float *ws,

@@ -185,8 +185,28 @@ static double nf4_bf16_formula(const uint8_t *w, const float *ws, const float *x
     return y;
 }
 
+// NF4 in the AVX2 kernel's 14-bit fixed point (codebook round(v * 16383), x as round(x * 16383
+// / max|x|) with the float product the kernel rounds), in double.
+static double nf4_fixed_formula(const uint8_t *w, const float *ws, const float *x, int64_t n, int64_t K, int64_t G,
+                                double *mag) {
+    float big = 0;
+    for (int64_t k = 0; k < K; k++) big = fmaxf(big, fabsf(x[k]));
+    const float inv = 16383.0f / big;
+    double y = 0;
+    *mag = 0;
+    for (int64_t k = 0; k < K; k++) {
+        const int code = (w[(n * K + k) / 2] >> ((k & 1) * 4)) & 15;
+        const double v = (double)lrintf(trit_nf4_values[code] * 16383) * lrintf(x[k] * inv) * ws[n * (K / G) + k / G];
+        y += v, *mag += fabs(v);
+    }
+    const double unit = (double)big / (16383.0 * 16383.0);
+    *mag *= unit;
+    return y * unit;
+}
+
 // Weight-only NF4: the reference against the codebook formula in double; every usable f32 row
-// against the reference, the bf16 row against the formula over bf16-rounded values. Sizes
+// against the reference, the bf16 row against the formula over bf16-rounded values and the
+// AVX2 row against the formula in fixed point. Sizes
 // cover 1-4 tokens in a tile, a K that ends in half a 128-code span, K past one 2048 chunk,
 // groups of 64, of 192 (not whole spans) and of a whole row.
 static void test_nf4_kernels(void **state) {
@@ -226,12 +246,14 @@ static void test_nf4_kernels(void **state) {
                         ((trit_kernel_nf4_fn *)t[i].fn)(M, 0, N, K, G, xo, w, ws, got, N);
                         tested++;
                         const bool bf16 = t[i].needs & TRIT_FEAT_AVX512_BF16;
+                        const bool fixed = t[i].fn == (trit_kernel_fn)trit_kernel_nf4_avx2;
                         float big = 0;
                         for (int64_t j = 0; j < M * N; j++) big = fmaxf(big, fabsf(want[j]));
                         for (int64_t m = 0; m < M; m++)
                             for (int64_t n = 0; n < N; n++) {
                                 double mag = 0, ref = want[m * N + n], tol = 1e-5 * big;
                                 if (bf16) ref = nf4_bf16_formula(w, ws, x + m * K, n, K, G, &mag), tol = 1e-5 * mag;
+                                if (fixed) ref = nf4_fixed_formula(w, ws, x + m * K, n, K, G, &mag), tol = 1e-5 * mag;
                                 if (!(fabs(got[m * N + n] - ref) <= tol))
                                     fail_msg("%s M=%lld N=%lld K=%lld G=%lld: %g vs %g", t[i].name, (long long)M,
                                              (long long)N, (long long)K, (long long)G, got[m * N + n], ref);
@@ -243,6 +265,35 @@ static void test_nf4_kernels(void **state) {
         if (t[i].id == TRIT_KERNEL_WGEMM && t[i].in == TRIT_NF4 && (t[i].needs & ~trit_cpu_usable_features()))
             printf("  %s: this CPU lacks its features, skipped\n", t[i].name);
     printf("  %d NF4 kernel runs checked\n", tested);
+}
+
+// NF4 tokens holding an Inf, a NaN, or only zeros: every usable row gives what the reference
+// gives (NaN where it has NaN, the same infinities, zeros), whatever its own arithmetic.
+static void test_nf4_nonfinite_tokens(void **state) {
+    (void)state;
+    enum { M = 3, N = 17, K = 128, G = 64 };
+    float x[M * K] = {0}, xo[M * K], ws[N * (K / G)], want[M * N], got[M * N];
+    uint8_t w[N * K / 2];
+    trit_rng_fill_normal(x, 2 * K, 7, 1, 0, 0.0f, 1.0f);
+    x[5] = INFINITY, x[K + 70] = NAN;  // token 2 stays zero
+    trit_rng_fill_uniform(ws, N * (K / G), 7, 2, 0, 0.01f, 0.1f);
+    for (int i = 0; i < N * K / 2; i++) w[i] = (uint8_t)trit_rng_u32(7, 3, (uint64_t)i);
+    trit_nf4_act_order(x, M, K, xo);
+    trit_kernel_nf4_ref(M, 0, N, K, G, xo, w, ws, want, N);
+    for (int n = 0; n < N; n++) {
+        assert_false(isfinite(want[n]));
+        assert_true(isnan(want[N + n]));
+        assert_true(want[2 * N + n] == 0);
+    }
+    int nt;
+    const trit_kernel_entry *t = trit_kernel_table(&nt);
+    for (int i = 0; i < nt; i++) {
+        if (t[i].id != TRIT_KERNEL_WGEMM || t[i].in != TRIT_NF4 || (t[i].needs & ~trit_cpu_usable_features())) continue;
+        ((trit_kernel_nf4_fn *)t[i].fn)(M, 0, N, K, G, xo, w, ws, got, N);
+        for (int j = 0; j < M * N; j++)
+            if (isnan(want[j]) ? !isnan(got[j]) : got[j] != want[j])
+                fail_msg("%s output %d: %g, the reference %g", t[i].name, j, got[j], want[j]);
+    }
 }
 
 // Weight-only FP8 (e4m3fn and e5m2): every implementation decodes each of the 256 codes to
@@ -534,6 +585,7 @@ int main(void) {
         cmocka_unit_test(test_reference_matches_formula),
         cmocka_unit_test(test_every_kernel_matches_reference),
         cmocka_unit_test(test_nf4_kernels),
+        cmocka_unit_test(test_nf4_nonfinite_tokens),
         cmocka_unit_test(test_fp8_kernels),
         cmocka_unit_test(test_thread_count_independent),
         cmocka_unit_test(test_tokens_alone_or_together),

@@ -55,10 +55,11 @@ static void rearrange(const float *x, int64_t K, int64_t mt, int64_t k0, int64_t
 }
 
 // Partial dots of one row's codes over the chunk with the tile's mt tokens, into out[0 .. mt);
-// scales: the row's absmax per 64 positions of the chunk, one more (0) after a half span.
+// the absmax of block b of the chunk is scales[groups[b]].
 // Inlined for each constant mt so the accumulators stay in registers.
 static inline __attribute__((always_inline)) void row_chunk(const nf4_chunk *c, int mt, __m512i table,
-                                                            const uint8_t *codes, const float *scales, float *out) {
+                                                            const uint8_t *codes, const float *scales,
+                                                            const int32_t *groups, float *out) {
     __m512 total[TILE_M];
     for (int i = 0; i < TILE_M; i++) total[i] = _mm512_setzero_ps();
     for (int64_t s = 0; s < c->kc; s += SPAN) {
@@ -69,7 +70,8 @@ static inline __attribute__((always_inline)) void row_chunk(const nf4_chunk *c, 
         const __m512bh w1 = (__m512bh)_mm512_permutexvar_epi16(_mm512_srli_epi16(w, 4), table);
         const __m512bh w2 = (__m512bh)_mm512_permutexvar_epi16(_mm512_srli_epi16(w, 8), table);
         const __m512bh w3 = (__m512bh)_mm512_permutexvar_epi16(_mm512_srli_epi16(w, 12), table);
-        const __m512 scale = _mm512_insertf32x8(_mm512_set1_ps(scales[s / 64]), _mm256_set1_ps(scales[s / 64 + 1]), 1);
+        const float second = s + SPAN <= c->kc ? scales[groups[s / 64 + 1]] : 0;  // 0: half a span
+        const __m512 scale = _mm512_insertf32x8(_mm512_set1_ps(scales[groups[s / 64]]), _mm256_set1_ps(second), 1);
         for (int i = 0; i < mt; i++) {
             const uint16_t *x = c->x + i * c->stride + s;
             __m512 acc = _mm512_dpbf16_ps(_mm512_setzero_ps(), w0, (__m512bh)_mm512_loadu_si512(x));
@@ -82,37 +84,29 @@ static inline __attribute__((always_inline)) void row_chunk(const nf4_chunk *c, 
     for (int i = 0; i < mt; i++) out[i] = _mm512_reduce_add_ps(total[i]);
 }
 
-// Row n's absmax per 64 positions of the chunk (a group of G covers G / 64 of them).
-static void block_scales(const float *ws, int64_t n, int64_t K, int64_t G, int64_t k0, int64_t kc, float *out) {
-    const float *row = ws + n * (K / G);
-    for (int64_t b = 0; b < kc / 64; b++) out[b] = row[(k0 + 64 * b) / G];
-    out[kc / 64] = 0;  // the absent second block of a half span
-}
-
 void trit_kernel_nf4_avx512bf16(int64_t M, int64_t n0, int64_t n1, int64_t K, int64_t G, const float *x,
                                 const uint8_t *w, const float *ws, float *y, int64_t ldy) {
     uint16_t codebook[32];
     for (int i = 0; i < 32; i++) codebook[i] = trit_f32_to_bf16(trit_nf4_values[i % 16]);
     const __m512i table = _mm512_loadu_si512(codebook);
     uint16_t xb[TILE_M * CHUNK_K];
-    float scales[CHUNK_K / 64 + 1];
+    int32_t groups[CHUNK_K / 64];
     for (int64_t m0 = 0; m0 < M; m0 += TILE_M) {
         const int mt = M - m0 < TILE_M ? (int)(M - m0) : TILE_M;
         for (int64_t k0 = 0; k0 < K; k0 += CHUNK_K) {
             const int64_t kc = K - k0 < CHUNK_K ? K - k0 : CHUNK_K;
             const nf4_chunk c = {.x = xb, .kc = kc, .stride = (kc + SPAN - 1) / SPAN * SPAN};
             rearrange(x + m0 * K, K, mt, k0, kc, c.stride, xb);
+            trit_nf4_block_groups(G, k0, kc, groups);
             for (int64_t n = n0; n < n1; n++) {
                 const uint8_t *codes = w + (size_t)n * (size_t)(K / 2) + k0 / 2;
-                const float *sc = scales;
-                if (G == 64 && kc % SPAN == 0) sc = ws + n * (K / 64) + k0 / 64;
-                else block_scales(ws, n, K, G, k0, kc, scales);
+                const float *sc = ws + n * (K / G);
                 float part[TILE_M];
                 switch (mt) {
-                case 1: row_chunk(&c, 1, table, codes, sc, part); break;
-                case 2: row_chunk(&c, 2, table, codes, sc, part); break;
-                case 3: row_chunk(&c, 3, table, codes, sc, part); break;
-                default: row_chunk(&c, 4, table, codes, sc, part); break;
+                case 1: row_chunk(&c, 1, table, codes, sc, groups, part); break;
+                case 2: row_chunk(&c, 2, table, codes, sc, groups, part); break;
+                case 3: row_chunk(&c, 3, table, codes, sc, groups, part); break;
+                default: row_chunk(&c, 4, table, codes, sc, groups, part); break;
                 }
                 for (int i = 0; i < mt; i++) {
                     float *o = y + (m0 + i) * ldy + n;
