@@ -6,6 +6,8 @@
 #include <immintrin.h>
 #include <math.h>
 
+#include "kernels/x86/simd_avx2.h"
+
 // The 8 low bytes of b as floats: e4m3fn (e5m2 false) or e5m2.
 static inline __m256 widen(__m128i b, bool e5m2) {
     const __m256i c = _mm256_cvtepu8_epi32(b), mag = _mm256_and_si256(c, _mm256_set1_epi32(0x7F));
@@ -41,10 +43,7 @@ static void fp8(bool e5m2, int64_t M, int64_t n0, int64_t n1, int64_t K, int64_t
                 }
                 total = _mm256_fmadd_ps(_mm256_add_ps(a0, a1), _mm256_set1_ps(ws[n * NG + g]), total);
             }
-            __m128 s = _mm_add_ps(_mm256_castps256_ps128(total), _mm256_extractf128_ps(total, 1));
-            s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-            s = _mm_add_ss(s, _mm_movehdup_ps(s));
-            y[mi * ldy + n] = _mm_cvtss_f32(s);
+            y[mi * ldy + n] = vreduce_add(total);
         }
 }
 

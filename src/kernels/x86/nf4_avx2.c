@@ -12,6 +12,8 @@
 #include <immintrin.h>
 #include <math.h>
 
+#include "kernels/x86/simd_avx2.h"
+
 // Codes are prefetched PF_BYTES ahead, as in nf4_avx512bf16.c (decoding 286 -> 303 tokens/s,
 // means of four alternating runs, AMD EPYC Zen 4 with the AVX2 kernels forced, 2 threads).
 enum { CHUNK_K = 4096, ONE = 16383, PF_BYTES = 4096 };
@@ -23,12 +25,6 @@ static inline __m256 lookup_fma(__m128i b8, __m256 lo, __m256 hi, const float *x
     const __m256 v = _mm256_blendv_ps(_mm256_permutevar8x32_ps(lo, idx), _mm256_permutevar8x32_ps(hi, idx),
                                       _mm256_castsi256_ps(_mm256_slli_epi32(idx, 28)));
     return _mm256_fmadd_ps(v, _mm256_loadu_ps(x), acc);
-}
-
-static inline float hsum(__m256 v) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
 }
 
 static float row_f32(const uint8_t *row, const float *ws, int64_t K, int64_t G, const float *x) {
@@ -49,7 +45,7 @@ static float row_f32(const uint8_t *row, const float *ws, int64_t K, int64_t G, 
         }
         total = _mm256_fmadd_ps(acc, _mm256_set1_ps(ws[g]), total);
     }
-    return hsum(total);
+    return vreduce_add(total);
 }
 
 // max |x| over K values, or -1 when one is NaN or infinite.
@@ -61,10 +57,7 @@ static float absmax_finite(const float *x, int64_t K) {
         m = _mm256_max_ps(m, a);
         bad = _mm256_or_ps(bad, _mm256_cmp_ps(a, inf, _CMP_NLT_UQ));
     }
-    if (_mm256_movemask_ps(bad)) return -1;
-    __m128 s = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
-    s = _mm_max_ps(s, _mm_movehl_ps(s, s));
-    return _mm_cvtss_f32(_mm_max_ss(s, _mm_movehdup_ps(s)));
+    return _mm256_movemask_ps(bad) ? -1 : vreduce_max(m);
 }
 
 // x[0 .. kc) times inv, rounded, as int16 in the order the code look-ups produce: per 32
@@ -101,7 +94,7 @@ static float row_fixed(const uint8_t *codes, const float *scales, const int32_t 
         }
         total = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_set1_ps(scales[groups[k / 64]]), total);
     }
-    return hsum(total);
+    return vreduce_add(total);
 }
 
 void trit_kernel_nf4_avx2(int64_t M, int64_t n0, int64_t n1, int64_t K, int64_t G, const float *x, const uint8_t *w,
