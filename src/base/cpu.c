@@ -157,6 +157,11 @@ const char *trit_cpu_level_name(trit_cpu_isa level) {
 
 static pthread_once_t level_once = PTHREAD_ONCE_INIT;
 static atomic_int current_level;
+// The features the level allows, -1 until the level is known: row converters ask once per row,
+// so the answer is one load, not a pthread_once call through the PLT.
+static atomic_int current_usable = -1;
+
+static uint32_t features_within(trit_cpu_isa level);
 
 // TRIT_CPU only lowers the level: asking for more than the machine has is clamped with a warning.
 static void init_level(void) {
@@ -178,6 +183,7 @@ static void init_level(void) {
         }
     }
     atomic_store(&current_level, (int)lvl);
+    atomic_store(&current_usable, (int)features_within(lvl));
 }
 
 trit_cpu_isa trit_cpu_level(void) {
@@ -196,6 +202,7 @@ trit_status trit_cpu_set_level(trit_cpu_isa level) {
                           "supports up to %s", trit_cpu_level_name(level),
                           trit_cpu_level_name(det));
     atomic_store(&current_level, (int)level);
+    atomic_store(&current_usable, (int)features_within(level));
     return TRIT_OK;
 }
 
@@ -215,7 +222,7 @@ uint32_t trit_cpu_detected_features(void) {
     return m;
 }
 
-uint32_t trit_cpu_usable_features(void) {
+static uint32_t features_within(trit_cpu_isa level) {
     static const uint32_t within[] = {
         [TRIT_CPU_REF] = 0,
         [TRIT_CPU_AVX2] = TRIT_FEAT_AVX2,
@@ -223,5 +230,12 @@ uint32_t trit_cpu_usable_features(void) {
         [TRIT_CPU_AMX] = TRIT_FEAT_AVX2 | TRIT_FEAT_AVX512 | TRIT_FEAT_AVX512_BF16 | TRIT_FEAT_AVX512_VNNI |
                          TRIT_FEAT_AMX_BF16 | TRIT_FEAT_AMX_INT8,
     };
-    return trit_cpu_detected_features() & within[trit_cpu_level()];
+    return trit_cpu_detected_features() & within[level];
+}
+
+uint32_t trit_cpu_usable_features(void) {
+    const int u = atomic_load_explicit(&current_usable, memory_order_relaxed);
+    if (u >= 0) return (uint32_t)u;
+    pthread_once(&level_once, init_level);
+    return (uint32_t)atomic_load(&current_usable);
 }

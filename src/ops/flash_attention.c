@@ -34,8 +34,6 @@
 #define BC TRIT_FLASH_BC
 // Below this many multiply-adds in total the op stays on one thread.
 #define FLASH_PARALLEL_MIN ((int64_t)1 << 16)
-// Values converted (16-bit inputs and output) below which one thread does it.
-#define FLASH_CONVERT_PAR_MIN ((int64_t)1 << 15)
 
 typedef struct flash_dims {
     int64_t B, T, C, H, hs;
@@ -107,17 +105,19 @@ static int flash_threads(const flash_dims *d, int64_t items) {
 }
 
 // 16-bit inputs and output (a graph with 16-bit activations) in the f32 build only: the f32 body
-// runs one batch element at a time on f32 copies made in scratch (see flash_lowp below).
+// runs on f32 copies of each (batch, head) pair made in scratch (see flash_lowp below).
 
 static bool any_lowp(const trit_op_call *c) {
     return trit_op_lowp_ok(c->in[0]->dtype) || trit_op_lowp_ok(c->in[1]->dtype) || trit_op_lowp_ok(c->in[2]->dtype) ||
            (c->out && trit_op_lowp_ok(c->out->dtype));
 }
 
-// The f32 copies of one batch element: q, k, v and the output, (T, C) each.
+// Per thread, the f32 copies of one (batch, head) pair: q, k, v and the output, (T, hs) each.
+static size_t lowp_thread_bytes(const flash_dims *d) { return (sizeof(float) * 4 * (size_t)(d->T * d->hs) + 63) / 64 * 64; }
+
 static size_t lowp_bytes(const trit_op_call *c) {
     const flash_dims d = dims_of(c);
-    return any_lowp(c) ? sizeof(float) * 4 * (size_t)(d.T * d.C) : 0;
+    return any_lowp(c) ? (size_t)flash_slots(&d) * lowp_thread_bytes(&d) : 0;
 }
 
 // ---- shape rule ---------------------------------------------------------------------------
@@ -172,10 +172,11 @@ static void pack_transposed(real *xt, const real *x, int64_t ldx, int64_t n, int
 
 // ---- forward ------------------------------------------------------------------------------
 
-// Queries [i0, i0 + br) of one head. o: (T, hs) rows C apart, the head's output columns, used
+// Queries [i0, i0 + br) of one head. o: (T, hs) rows ldo apart, the head's output columns, used
 // as the accumulator; lse: (T) of the head.
-static void forward_tile(const flash_dims *d, const flash_head *p, int64_t i0, real *o, real *lse, real *work) {
-    const int64_t T = d->T, hs = d->hs, C = d->C, br = min64(BR, T - i0);
+static void forward_tile(const flash_dims *d, const flash_head *p, int64_t i0, real *o, int64_t ldo, real *lse,
+                         real *work) {
+    const int64_t T = d->T, hs = d->hs, br = min64(BR, T - i0);
     const real scale = (real)(1.0 / sqrt((double)hs));
     real *qt = work;             // (hs, BR) the tile's queries, transposed
     real *st = qt + hs * BR;     // (BC, BR) scores, then probabilities
@@ -187,17 +188,17 @@ static void forward_tile(const flash_dims *d, const flash_head *p, int64_t i0, r
         m[i] = RMAX_NEG;
         l[i] = 0;
     }
-    real *oi = o + i0 * C;
+    real *oi = o + i0 * ldo;
     // Key tiles that hold at least one key at or before the tile's last query.
     for (int64_t j0 = 0; j0 < i0 + br; j0 += BC) {
         const int64_t bc = min64(BC, i0 + br - j0);
         R(trit_kernel_flash_scores)(bc, hs, p->k + j0 * p->ldk, p->ldk, qt, st);
         R(trit_kernel_flash_softmax)(st, bc, br, j0 - i0, scale, m, l, alpha);
         // out[i] = out[i] * alpha[i] + sum_j P[j][i] v[j]; the first tile overwrites.
-        R(trit_kernel_flash_accum)(br, bc, hs, st, 1, BR, p->v + j0 * p->ldv, p->ldv, oi, C, alpha, j0 > 0);
+        R(trit_kernel_flash_accum)(br, bc, hs, st, 1, BR, p->v + j0 * p->ldv, p->ldv, oi, ldo, alpha, j0 > 0);
     }
     for (int64_t i = 0; i < br; i++) {
-        real *row = oi + i * C;
+        real *row = oi + i * ldo;
         const real inv = (real)(1.0 / l[i]);
         for (int64_t c = 0; c < hs; c++) row[c] *= inv;
         lse[i0 + i] = m[i] + (real)log(l[i]);
@@ -221,7 +222,7 @@ static trit_status flash_forward(const trit_op_call *c) {
         for (int64_t it = 0; it < items; it++) {
             const int64_t bh = it / nq, i0 = (it % nq) * BR, b = bh / d.H, h = bh % d.H;
             const flash_head p = head_of(c, &d, b, h);
-            forward_tile(&d, &p, i0, out + b * d.T * d.C + h * d.hs, lse + bh * d.T, work);
+            forward_tile(&d, &p, i0, out + b * d.T * d.C + h * d.hs, d.C, lse + bh * d.T, work);
         }
     }
     return TRIT_OK;
@@ -230,7 +231,9 @@ static trit_status flash_forward(const trit_op_call *c) {
 // ---- backward -----------------------------------------------------------------------------
 
 typedef struct flash_grads {
-    const real *o, *go;  // (T, hs) rows C apart: the head's output and its gradient
+    const real *o;       // (T, hs) rows ldo apart: the head's output
+    int64_t ldo;
+    const real *go;      // (T, hs) rows C apart: the output's gradient
     real *gq, *gk, *gv;  // (T, hs) rows C apart, or NULL
     const real *lse;     // (T)
 } flash_grads;
@@ -269,7 +272,7 @@ static void backward_head(const flash_dims *d, const flash_head *p, const flash_
     for (int64_t i = 0; i < nt * BR; i++) {
         double acc = 0;
         if (i < T) {
-            const real *a = g->go + i * C, *b = g->o + i * C;
+            const real *a = g->go + i * C, *b = g->o + i * g->ldo;
 #pragma omp simd reduction(+ : acc)
             for (int64_t c = 0; c < hs; c++) acc += (double)a[c] * (double)b[c];
         }
@@ -305,7 +308,7 @@ static trit_status flash_backward(const trit_op_call *c) {
         for (int64_t bh = 0; bh < BH; bh++) {
             const int64_t b = bh / d.H, h = bh % d.H, col = b * d.T * d.C + h * d.hs;
             const flash_head p = head_of(c, &d, b, h);
-            const flash_grads g = {o + col, go + col, gq ? gq + col : NULL, gk ? gk + col : NULL,
+            const flash_grads g = {o + col, d.C, go + col, gq ? gq + col : NULL, gk ? gk + col : NULL,
                                    gv ? gv + col : NULL, lse + bh * d.T};
             backward_head(&d, &p, &g, work);
         }
@@ -316,71 +319,63 @@ static trit_status flash_backward(const trit_op_call *c) {
 // ---- 16-bit activations ----------------------------------------------------------------------
 
 #ifndef TRIT_REAL_F64
-// Row r of batch element b of t as f32 at dst (C values).
-static void widen_row(float *dst, const trit_tensor *t, const flash_dims *d, int64_t b, int64_t r) {
-    const int64_t at = t->offset + b * t->strides[0] + r * in_ld(t);
-    trit_dtype_traits_of(t->dtype)->to_f32(dst, (const char *)t->data + trit_dtype_nbytes(t->dtype, at), d->C, NULL, at);
-}
-
-// Batch element b of q, k, v and, for n = 4, the output, as f32 (T, C) each at buf: all rows in
-// one parallel loop, each converted on its own.
-static void widen_batch(float *buf, const trit_op_call *c, int n, const flash_dims *d, int64_t b) {
-    const int64_t rows = n * d->T;
-#pragma omp parallel for schedule(static) if (rows * d->C >= FLASH_CONVERT_PAR_MIN && !omp_in_parallel())
-    for (int64_t k = 0; k < rows; k++) {
-        const int i = (int)(k / d->T);
-        widen_row(buf + k * d->C, i < 3 ? c->in[i] : c->out, d, b, k % d->T);
-    }
-}
-
-// The f32 output of batch element b (T, C) rounded into the 16-bit output, rows in parallel.
-static void narrow_batch(trit_tensor *out, const float *y, const flash_dims *d, int64_t b) {
-    const trit_dtype_traits *tr = trit_dtype_traits_of(out->dtype);
-#pragma omp parallel for schedule(static) if (d->T * d->C >= FLASH_CONVERT_PAR_MIN && !omp_in_parallel())
+// Head h of batch element b of t as f32 (T, hs) rows at dst.
+static void widen_head(float *dst, const trit_tensor *t, const flash_dims *d, int64_t b, int64_t h) {
+    const trit_dtype_traits *tr = trit_dtype_traits_of(t->dtype);
+    const int64_t ld = in_ld(t), at0 = t->offset + b * t->strides[0] + h * d->hs;
     for (int64_t r = 0; r < d->T; r++) {
-        const int64_t at = (b * d->T + r) * d->C;
-        tr->from_f32((char *)out->data + trit_dtype_nbytes(out->dtype, at), y + r * d->C, d->C, NULL, at);
+        const int64_t at = at0 + r * ld;
+        tr->to_f32(dst + r * d->hs, (const char *)t->data + trit_dtype_nbytes(t->dtype, at), d->hs, NULL, at);
     }
 }
 
-// A contiguous (1, T, C) f32 tensor over data.
-static trit_tensor batch_tensor(void *data, const flash_dims *d) {
-    trit_tensor t;
-    memset(&t, 0, sizeof t);
-    trit_tensor_init_layout(&t, TRIT_F32, 3, (int64_t[]){1, d->T, d->C});
-    t.data = data;
-    return t;
+// The f32 output y (T, hs) of head h of batch element b rounded into its columns of the output.
+static void narrow_head(trit_tensor *out, const float *y, const flash_dims *d, int64_t b, int64_t h) {
+    const trit_dtype_traits *tr = trit_dtype_traits_of(out->dtype);
+    for (int64_t r = 0; r < d->T; r++) {
+        const int64_t at = (b * d->T + r) * d->C + h * d->hs;
+        tr->from_f32((char *)out->data + trit_dtype_nbytes(out->dtype, at), y + r * d->hs, d->hs, NULL, at);
+    }
 }
 
-// The op on 16-bit q, k, v (and output): per batch element, f32 copies in scratch after the
-// body's own scratch, the f32 body on them (one batch element: its saved lse and gradients at
-// that element), and in forward the output rounded once into 16 bits.
+// The op on 16-bit q, k, v (and output): threads take whole (batch, head) pairs, widen the pair's
+// q, k, v (and, in backward, output) columns into f32 (T, hs) copies in their own scratch slot,
+// run the f32 body on them and, in forward, round the head's output once into 16 bits. Every
+// conversion runs inside the one parallel loop; each pair is computed the same way on any thread.
 static trit_status flash_lowp(const trit_op_call *c, bool backward) {
     const flash_dims d = dims_of(c);
-    float *buf = (float *)((char *)c->scratch + body_scratch_bytes(c));
-    const int64_t TC = d.T * d.C;
-    for (int64_t b = 0; b < d.B; b++) {
-        trit_tensor t[4], g[4];
-        for (int i = 0; i < 4; i++) t[i] = batch_tensor(buf + i * TC, &d);
-        widen_batch(buf, c, backward ? 4 : 3, &d, b);
-        trit_op_call sub = *c;
-        for (int i = 0; i < 3; i++) sub.in[i] = &t[i];
-        sub.out = &t[3];
-        sub.saved = (real *)c->saved + b * d.H * d.T;
-        if (!backward) {
-            trit_status s = flash_forward(&sub);
-            if (s != TRIT_OK) return s;
-            narrow_batch(c->out, buf + 3 * TC, &d, b);
-            continue;
+    const int64_t BH = d.B * d.H, T = d.T, hs = d.hs, C = d.C;
+    real *gq = backward && c->gin[0] ? c->gin[0]->data : NULL;  // (B, T, C)
+    real *gk = backward && c->gin[1] ? c->gin[1]->data : NULL;  // (B, T, C)
+    real *gv = backward && c->gin[2] ? c->gin[2]->data : NULL;  // (B, T, C)
+    real *lse = c->saved;                                        // (B, H, T)
+    if (BH == 0 || T == 0 || hs == 0 || (backward && !gq && !gk && !gv)) return TRIT_OK;
+    const size_t stride = flash_thread_bytes(&d), lowp_stride = lowp_thread_bytes(&d);
+    char *lowp_base = (char *)c->scratch + body_scratch_bytes(c);
+    const int threads = flash_threads(&d, BH);
+#pragma omp parallel num_threads(threads) if (threads > 1)
+    {
+        const int id = omp_get_thread_num();
+        real *work = (real *)((char *)c->scratch + (size_t)id * stride);
+        float *hq = (float *)(lowp_base + (size_t)id * lowp_stride);  // (T, hs)
+        float *hk = hq + T * hs, *hv = hk + T * hs, *ho = hv + T * hs;   // (T, hs) each
+#pragma omp for schedule(static)
+        for (int64_t bh = 0; bh < BH; bh++) {
+            const int64_t b = bh / d.H, h = bh % d.H, col = b * T * C + h * hs;
+            widen_head(hq, c->in[0], &d, b, h);
+            widen_head(hk, c->in[1], &d, b, h);
+            widen_head(hv, c->in[2], &d, b, h);
+            const flash_head p = {hq, hk, hv, hs, hs, hs};
+            if (!backward) {
+                for (int64_t i0 = 0; i0 < T; i0 += BR) forward_tile(&d, &p, i0, ho, hs, lse + bh * T, work);
+                narrow_head(c->out, ho, &d, b, h);
+                continue;
+            }
+            widen_head(ho, c->out, &d, b, h);
+            const flash_grads g = {ho, hs, (const real *)c->gout->data + col, gq ? gq + col : NULL,
+                                   gk ? gk + col : NULL, gv ? gv + col : NULL, lse + bh * T};
+            backward_head(&d, &p, &g, work);
         }
-        g[3] = batch_tensor((real *)c->gout->data + b * TC, &d);
-        sub.gout = &g[3];
-        for (int i = 0; i < 3; i++) {
-            if (c->gin[i]) g[i] = batch_tensor((real *)c->gin[i]->data + b * TC, &d);
-            sub.gin[i] = c->gin[i] ? &g[i] : NULL;
-        }
-        trit_status s = flash_backward(&sub);
-        if (s != TRIT_OK) return s;
     }
     return TRIT_OK;
 }
