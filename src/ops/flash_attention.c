@@ -319,22 +319,25 @@ static trit_status flash_backward(const trit_op_call *c) {
 // ---- 16-bit activations ----------------------------------------------------------------------
 
 #ifndef TRIT_REAL_F64
-// Head h of batch element b of t as f32 (T, hs) rows at dst.
+// Head h of batch element b of t as f32 (T, hs) rows at dst. 16-bit values are not blocked, so
+// a row's byte offset is its element offset times the element size.
 static void widen_head(float *dst, const trit_tensor *t, const flash_dims *d, int64_t b, int64_t h) {
     const trit_dtype_traits *tr = trit_dtype_traits_of(t->dtype);
+    const size_t esz = trit_dtype_nbytes(t->dtype, 1);
     const int64_t ld = in_ld(t), at0 = t->offset + b * t->strides[0] + h * d->hs;
     for (int64_t r = 0; r < d->T; r++) {
         const int64_t at = at0 + r * ld;
-        tr->to_f32(dst + r * d->hs, (const char *)t->data + trit_dtype_nbytes(t->dtype, at), d->hs, NULL, at);
+        tr->to_f32(dst + r * d->hs, (const char *)t->data + esz * (size_t)at, d->hs, NULL, at);
     }
 }
 
 // The f32 output y (T, hs) of head h of batch element b rounded into its columns of the output.
 static void narrow_head(trit_tensor *out, const float *y, const flash_dims *d, int64_t b, int64_t h) {
     const trit_dtype_traits *tr = trit_dtype_traits_of(out->dtype);
+    const size_t esz = trit_dtype_nbytes(out->dtype, 1);
     for (int64_t r = 0; r < d->T; r++) {
         const int64_t at = (b * d->T + r) * d->C + h * d->hs;
-        tr->from_f32((char *)out->data + trit_dtype_nbytes(out->dtype, at), y + r * d->hs, d->hs, NULL, at);
+        tr->from_f32((char *)out->data + esz * (size_t)at, y + r * d->hs, d->hs, NULL, at);
     }
 }
 
