@@ -1,7 +1,7 @@
 // Flash (tiled) causal attention against the straightforward op as the oracle: forward output
 // and all three input gradients on sizes that are not multiples of the tile, in f32 and f64;
 // finite-difference gradients with strided input views; thread-count independence; causality;
-// memory that grows linearly in T; bad input.
+// memory that grows linearly in T; bf16 inputs and output; bad input.
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -13,6 +13,8 @@
 #include "ops/flash_attention.h"
 
 #include <math.h>
+#include <stdlib.h>
+#include <string.h>
 
 // ---- flash against the straightforward op -------------------------------------------------
 
@@ -103,6 +105,75 @@ static void test_gradients(void **state) {
     tg_assert_gradcheck("flash attention of transposed views", build_transposed, NULL, 3, pt);
     tg_assert_f32_close("flash attention of transposed views", build_transposed, NULL, 3, pt, 1e-5);
     tg_free_params(3, pt);
+}
+
+// ---- 16-bit inputs ---------------------------------------------------------------------------
+
+typedef struct lowp_run {
+    float *out;   // (B, T, C) the attention output, widened when it is bf16
+    float *grad;  // (B, T, 3C) the gradient of the fused qkv parameter
+} lowp_run;
+
+// Attention over q, k, v sliced from one fused qkv (B, T, 3C) rounded to bf16, as the GPT builds
+// them: with lowp the op reads the bf16 slices and writes bf16; otherwise it runs in f32 on the
+// same values widened.
+static lowp_run run_fused_bf16(const trit_tensor *w64, int H, bool lowp, int threads) {
+    const int64_t B = w64->shape[0], T = w64->shape[1], C = w64->shape[2] / 3;
+    trit_tensor *w = tg_clone(w64, TRIT_F32);
+    const trit_compute_policy bf16 = {TRIT_F32, TRIT_BF16, TRIT_MATMUL_HIGHEST};
+    trit_graph *g = lowp ? trit_graph_new_policy(&bf16) : trit_graph_new(TRIT_F32);
+    trit_tensor *x = trit_cast(g, w, TRIT_BF16);
+    if (!lowp) x = trit_cast(g, x, TRIT_F32);
+    trit_tensor *y = trit_flash_attention(g, trit_slice(g, x, 2, 0, C), trit_slice(g, x, 2, C, 2 * C),
+                                          trit_slice(g, x, 2, 2 * C, 3 * C), H);
+    assert_non_null(y);
+    // A kept value stays f32, so the bf16 output is kept through a cast to bf16 (its only reader).
+    trit_tensor *seen = lowp ? trit_cast(g, y, TRIT_BF16) : y;
+    trit_graph_keep(g, seen);
+    trit_threads_set(threads);
+    tg_run(g, tg_weighted_sum(g, lowp ? trit_cast(g, seen, TRIT_F32) : y));
+    assert_int_equal(y->dtype, lowp ? TRIT_BF16 : TRIT_F32);
+    lowp_run r = {malloc(sizeof(float) * (size_t)(B * T * C)), malloc(sizeof(float) * (size_t)(B * T * 3 * C))};
+    assert_true(r.out && r.grad);
+    for (int64_t i = 0; i < B * T * C; i++)
+        r.out[i] = lowp ? trit_bf16_to_f32(((const uint16_t *)seen->data)[i]) : ((const float *)y->data)[i];
+    memcpy(r.grad, w->grad->data, sizeof(float) * (size_t)(B * T * 3 * C));
+    trit_graph_free(g);
+    trit_tensor_free(w);
+    return r;
+}
+
+// The bf16 op computes on f32 copies of each (batch, head) pair: its output is the f32 op's
+// output rounded once to bf16, exactly; its gradients differ only through backward reading that
+// rounded output (D = rowsum(dO * O)), within 5e-3 of their largest; any thread count gives the
+// same bits.
+static void test_bf16_inputs(void **state) {
+    (void)state;
+    const int64_t shapes[][4] = {{2, 37, 16, 3}, {3, 70, 8, 2}, {1, 1, 32, 1}, {2, 129, 64, 2}};
+    for (int c = 0; c < 4; c++) {
+        const int64_t B = shapes[c][0], T = shapes[c][1], hs = shapes[c][2], H = shapes[c][3], C = hs * H;
+        trit_tensor *w = tg_param(3, (int64_t[]){B, T, 3 * C}, -2, 2, (uint64_t)(40 + c));
+        lowp_run lo = run_fused_bf16(w, (int)H, true, 2), lo1 = run_fused_bf16(w, (int)H, true, 1);
+        lowp_run f = run_fused_bf16(w, (int)H, false, 2);
+        for (int64_t i = 0; i < B * T * C; i++)
+            if (lo.out[i] != trit_bf16_to_f32(trit_f32_to_bf16(f.out[i])))
+                fail_msg("T=%lld hs=%lld: output %lld is %.9g, the f32 op's rounded to bf16 %.9g", (long long)T,
+                         (long long)hs, (long long)i, lo.out[i], trit_bf16_to_f32(trit_f32_to_bf16(f.out[i])));
+        double d = 0, m = 0;
+        for (int64_t i = 0; i < B * T * 3 * C; i++) {
+            d = fmax(d, fabs((double)lo.grad[i] - f.grad[i]));
+            m = fmax(m, fabs((double)f.grad[i]));
+        }
+        print_message("bf16 B=%lld T=%3lld hs=%2lld H=%lld: gradient max diff %.3g of max %.3g\n", (long long)B,
+                      (long long)T, (long long)hs, (long long)H, d, m);
+        assert_true(m > 0 && d <= 5e-3 * m);
+        assert_memory_equal(lo.out, lo1.out, sizeof(float) * (size_t)(B * T * C));
+        assert_memory_equal(lo.grad, lo1.grad, sizeof(float) * (size_t)(B * T * 3 * C));
+        lowp_run all[3] = {lo, lo1, f};
+        for (int i = 0; i < 3; i++) free(all[i].out), free(all[i].grad);
+        tg_free_params(1, &w);
+    }
+    trit_threads_set(0);
 }
 
 // ---- threads, causality, known answers ----------------------------------------------------
@@ -199,6 +270,7 @@ int main(void) {
         cmocka_unit_test(test_matches_plain),
         cmocka_unit_test(test_matches_plain_portable),
         cmocka_unit_test(test_gradients),
+        cmocka_unit_test(test_bf16_inputs),
         cmocka_unit_test(test_thread_count_independent),
         cmocka_unit_test(test_causal),
         cmocka_unit_test(test_known_answers),
