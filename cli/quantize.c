@@ -24,6 +24,8 @@ static void usage(FILE *fp) {
             "  --double-quant     scales as int8 in blocks of 256 (bitsandbytes)\n"
             "  --stochastic       stochastic rounding of the codes (--seed N, default 1)\n"
             "  --embeddings       also quantize the token embedding (the tied output head)\n"
+            "  --head F           quantize the token embedding (the tied output head) to format F,\n"
+            "                     with F's default group (e.g. ternary blocks with an int4 head)\n"
             "  --out DIR          output run directory (default RUN-F)\n"
             "  --data FILE|DIR    validation shard (default RUN's val.bin or its data's)\n"
             "  --batches N        validation batches, 0 = skip the loss (20)\n"
@@ -33,8 +35,8 @@ static void usage(FILE *fp) {
 }
 
 typedef struct quant_args {
-    const char *run, *format, *out, *data;
-    trit_quant_spec spec;
+    const char *run, *format, *out, *data, *head;
+    trit_quant_spec spec, head_spec;
     bool embeddings;
     int64_t batches, batch;
 } quant_args;
@@ -44,7 +46,8 @@ static int parse(int argc, char **argv, quant_args *a) {
         {"format", required_argument, NULL, 'f'}, {"group", required_argument, NULL, 'g'},
         {"affine", no_argument, NULL, 'a'},       {"double-quant", no_argument, NULL, 'q'},
         {"stochastic", no_argument, NULL, 's'},   {"seed", required_argument, NULL, 'S'},
-        {"embeddings", no_argument, NULL, 'e'},   {"out", required_argument, NULL, 'o'},
+        {"embeddings", no_argument, NULL, 'e'},   {"head", required_argument, NULL, 'H'},
+        {"out", required_argument, NULL, 'o'},
         {"data", required_argument, NULL, 'd'},   {"batches", required_argument, NULL, 'n'},
         {"batch", required_argument, NULL, 'b'},  {"threads", required_argument, NULL, 'j'},
         {"help", no_argument, NULL, 'h'},         {NULL, 0, NULL, 0}};
@@ -62,6 +65,7 @@ static int parse(int argc, char **argv, quant_args *a) {
         case 's': sr = true; break;
         case 'S': ok = cli_int("quantize", "--seed", optarg, 0, INT64_MAX, &seed); break;
         case 'e': a->embeddings = true; break;
+        case 'H': a->head = optarg; break;
         case 'o': a->out = optarg; break;
         case 'd': a->data = optarg; break;
         case 'n': ok = cli_int("quantize", "--batches", optarg, 0, 1000000, &a->batches); break;
@@ -76,8 +80,16 @@ static int parse(int argc, char **argv, quant_args *a) {
     a->run = argv[optind];
     const trit_dtype dt = trit_quant_format_dtype(a->format);
     if (dt == TRIT_DTYPE_COUNT)
-        return cli_error("quantize", CLI_USAGE, "--format must be int8, int4, int2, nf4, fp8 or fp8-e5m2 (got %s)",
+        return cli_error("quantize", CLI_USAGE, "--format must be int8, int4, int2, nf4, fp8, fp8-e5m2, ternary or ternary-b3 "
+                         "(got %s)",
                          a->format ? a->format : "nothing");
+    const trit_dtype ht = a->head ? trit_quant_format_dtype(a->head) : TRIT_DTYPE_COUNT;
+    if (a->head && ht == TRIT_DTYPE_COUNT)
+        return cli_error("quantize", CLI_USAGE, "--head must be int8, int4, int2, nf4, fp8, fp8-e5m2, ternary or "
+                         "ternary-b3 (got %s)", a->head);
+    if (a->head && a->embeddings)
+        return cli_error("quantize", CLI_USAGE, "give --embeddings (the blocks' format) or --head F, not both");
+    if (a->head) a->head_spec = trit_quant_spec_default(ht);
     a->spec = trit_quant_spec_default(dt);
     if (group != INT64_MIN) a->spec.group_size = group;
     a->spec.scheme = affine ? TRIT_QSCHEME_AFFINE : TRIT_QSCHEME_SYMMETRIC;
@@ -131,10 +143,25 @@ static void report(const quant_args *a, const trit_quantize_report *r) {
            (long long)r->params_quantized, (long long)r->params_total, a->format, (long long)a->spec.group_size,
            a->spec.scheme == TRIT_QSCHEME_AFFINE ? "affine" : "symmetric", a->spec.double_quant_block ? ", double quant" : "",
            a->spec.stochastic ? ", stochastic" : "");
+    if (a->head) printf("  token embedding (tied head) to %s (group %lld)\n", a->head, (long long)a->head_spec.group_size);
     printf("  quantized tensors: %.2f MB, %.3f bits/param (codes + scales)\n", (double)r->bytes_quantized / mb,
            8.0 * (double)r->bytes_quantized / (double)(r->params_quantized ? r->params_quantized : 1));
     printf("  whole model:       %.2f MB -> %.2f MB (%.3f bits/param)\n", fp32 / mb, (double)r->bytes_total / mb,
            8.0 * (double)r->bytes_total / (double)r->params_total);
+}
+
+// The blocks in --format (and the embedding with --embeddings), then the embedding in --head's
+// format: one report over both calls.
+static trit_status quantize(const quant_args *a, trit_gpt *m, trit_quantize_report *r) {
+    trit_status s = trit_gpt_quantize(m, &a->spec, TRIT_QUANTIZE_BLOCKS | (a->embeddings ? TRIT_QUANTIZE_EMBEDDING : 0), r);
+    if (s != TRIT_OK || !a->head) return s;
+    trit_quantize_report h;
+    if ((s = trit_gpt_quantize(m, &a->head_spec, TRIT_QUANTIZE_EMBEDDING, &h)) != TRIT_OK) return s;
+    r->tensors += h.tensors;
+    r->params_quantized += h.params_quantized;
+    r->bytes_quantized += h.bytes_quantized;
+    r->bytes_total = h.bytes_total;  // the second call counts the blocks as the first left them
+    return TRIT_OK;
 }
 
 int trit_cli_quantize(int argc, char **argv) {
@@ -143,7 +170,7 @@ int trit_cli_quantize(int argc, char **argv) {
     if (rc) return rc < 0 ? CLI_OK : rc;
     char out[TRIT_PATH_MAX], val[TRIT_PATH_MAX + 32];
     if (snprintf(out, sizeof out, "%s", a.out ? a.out : "") >= (int)sizeof out ||
-        (!a.out && snprintf(out, sizeof out, "%s-%s", a.run, a.format) >= (int)sizeof out))
+        (!a.out && snprintf(out, sizeof out, "%s-%s%s%s", a.run, a.format, a.head ? "-" : "", a.head ? a.head : "") >= (int)sizeof out))
         return cli_error("quantize", CLI_USAGE, "output path too long");
     trit_gpt *m = trit_checkpoint_load_model(a.run, NULL);
     if (!m) return cli_fail("quantize", CLI_FAIL);
@@ -154,15 +181,15 @@ int trit_cli_quantize(int argc, char **argv) {
     rc = CLI_OK;
     if (a.batches > 0 && val[0] && trit_eval_loss(m, val, a.batches, a.batch, T, &before, NULL) != TRIT_OK)
         rc = cli_fail("quantize", CLI_FAIL);
-    if (rc == CLI_OK && trit_gpt_quantize(m, &a.spec, TRIT_QUANTIZE_BLOCKS | (a.embeddings ? TRIT_QUANTIZE_EMBEDDING : 0), &r) != TRIT_OK) rc = cli_fail("quantize", CLI_FAIL);
+    if (rc == CLI_OK && quantize(&a, m, &r) != TRIT_OK) rc = cli_fail("quantize", CLI_FAIL);
     if (rc == CLI_OK && a.batches > 0 && val[0] && trit_eval_loss(m, val, a.batches, a.batch, T, &after, NULL) != TRIT_OK)
         rc = cli_fail("quantize", CLI_FAIL);
     if (rc == CLI_OK && write_run(&a, out, m, val) != TRIT_OK) rc = cli_fail("quantize", CLI_FAIL);
     if (rc == CLI_OK) {
         report(&a, &r);
         if (isfinite(before))
-            printf("  val loss:          fp32 %.4f -> %s %.4f (%+.2f%%) over %lld batches of %lld x %lld from %s\n", before,
-                   a.format, after, 100.0 * (after - before) / before, (long long)a.batches, (long long)a.batch,
+            printf("  val loss:          before %.4f -> %s%s%s %.4f (%+.2f%%) over %lld batches of %lld x %lld from %s\n",
+                   before, a.format, a.head ? "/" : "", a.head ? a.head : "", after, 100.0 * (after - before) / before, (long long)a.batches, (long long)a.batch,
                    (long long)T, val);
         else
             printf("  val loss:          not measured (%s)\n", a.batches ? "no validation shard found: pass --data" : "--batches 0");

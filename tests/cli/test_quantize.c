@@ -99,6 +99,20 @@ static void test_ternary_train_and_freeze(void **state) {
                    "1"),
                0, "2.0", NULL);  // about 2 bits per parameter
     cli_free(&r);
+    // Ternary blocks with an int8 head (the tied embedding): its loss is what eval and the decoder see.
+    snprintf(dir, sizeof dir, "%s/tern-q8", root);
+    r = expect(RUN("quantize", run2, "--format", "ternary", "--head", "int8", "--out", dir, "--batches", "4", "--batch",
+                   "2", "--threads", "1"),
+               0, "token embedding (tied head) to int8", NULL);
+    const double q = after_loss(r.out, "ternary/int8");
+    cli_free(&r);
+    r = expect(RUN("eval", "--ckpt", dir, "--batches", "4", "--batch", "2", "--threads", "1"), 0, "val loss", NULL);
+    assert_true(fabs(strtod(strstr(r.out, "val loss ") + 9, NULL) - q) < 1e-4);
+    cli_free(&r);
+    r = expect(RUN("info", dir), 0, "wte.weight.scales", NULL);
+    cli_free(&r);
+    r = expect(RUN("sample", "--ckpt", dir, "--prompt", "the ", "--max-tokens", "10", "--threads", "1"), 0, "the ", NULL);
+    cli_free(&r);
     r = expect(RUN("train", "--ternary", "1", "--data", corpus), 2, NULL, "unexpected argument '1'");
     cli_free(&r);
 }
@@ -108,6 +122,11 @@ static void test_bad_input(void **state) {
     char dir[700];
     snprintf(dir, sizeof dir, "%s/bad", root);
     cli_result r = expect(RUN("quantize", run, "--format", "int3", "--out", dir), 2, NULL, "--format must be");
+    cli_free(&r);
+    r = expect(RUN("quantize", run, "--format", "int8", "--head", "int3", "--out", dir), 2, NULL, "--head must be");
+    cli_free(&r);
+    r = expect(RUN("quantize", run, "--format", "int8", "--head", "int8", "--embeddings", "--out", dir), 2, NULL,
+               "not both");
     cli_free(&r);
     r = expect(RUN("quantize", run, "--format", "int4", "--group", "7", "--out", dir), 1, NULL, "group size 7");
     cli_free(&r);
