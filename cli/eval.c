@@ -74,15 +74,8 @@ int trit_cli_eval(int argc, char **argv) {
     int bad = cli_check_ckpt_args("eval", argc, argv, ckpt);
     if (bad) return bad;
     trit_threads_set((int)threads);
-    trit_gpt *m = trit_checkpoint_load_model(ckpt, NULL);
+    trit_gpt *m = cli_load_as_trained(ckpt);
     if (!m) return cli_fail("eval", CLI_FAIL);
-    // A run trained through fake quantization is used quantized, as it was trained.
-    trit_train_config qc;
-    if (cli_is_dir(ckpt) && trit_train_run_info(ckpt, &qc, NULL) == TRIT_OK && trit_train_freeze_qat(m, &qc) != TRIT_OK) {
-        trit_gpt_free(m);
-        return cli_fail("eval", CLI_FAIL);
-    }
-    trit_clear_error();
     int64_t ctx = trit_gpt_get_config(m)->seq_len;
     if (T == 0) T = ctx;
     int rc;

@@ -63,15 +63,9 @@ int trit_cli_export(int argc, char **argv) {
         char tok_path[TRIT_PATH_MAX + 32];
         if (trit_path_join(tok_path, sizeof tok_path, argv[optind], TRIT_CKPT_TOKENIZER) != TRIT_OK)
             return cli_fail("export", CLI_USAGE);
-        m = trit_checkpoint_load_model(argv[optind], NULL);
-        tok = m ? trit_tokenizer_load(tok_path) : NULL;
         // A run trained through fake quantization is exported with the values it trained with.
-        trit_train_config qc;
-        if (tok && trit_train_run_info(argv[optind], &qc, NULL) == TRIT_OK && trit_train_freeze_qat(m, &qc) != TRIT_OK) {
-            trit_tokenizer_free(tok);
-            tok = NULL;
-        }
-        if (tok) trit_clear_error();
+        m = cli_load_as_trained(argv[optind]);
+        tok = m ? trit_tokenizer_load(tok_path) : NULL;
     }
     int rc = m && (random || tok) && trit_export_gguf(m, tok, dt, out) == TRIT_OK ? CLI_OK : cli_fail("export", CLI_FAIL);
     if (rc == CLI_OK) printf("wrote %s (gguf v3, gpt2, %s)\n", out, type);

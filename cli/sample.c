@@ -81,15 +81,8 @@ int trit_cli_sample(int argc, char **argv) {
     if (trit_sample_config_check(&sc) != TRIT_OK) return cli_fail("sample", CLI_USAGE);
     sc.seed = (uint64_t)seed;
     trit_threads_set((int)threads);
-    trit_gpt *m = trit_checkpoint_load_model(ckpt, NULL);
+    trit_gpt *m = cli_load_as_trained(ckpt);
     if (!m) return cli_fail("sample", CLI_FAIL);
-    // A run trained through fake quantization is used quantized, as it was trained.
-    trit_train_config qc;
-    if (cli_is_dir(ckpt) && trit_train_run_info(ckpt, &qc, NULL) == TRIT_OK && trit_train_freeze_qat(m, &qc) != TRIT_OK) {
-        trit_gpt_free(m);
-        return cli_fail("sample", CLI_FAIL);
-    }
-    trit_clear_error();
     trit_tokenizer *tok = load_tokenizer(ckpt, tok_file);
     int rc = CLI_OK;
     int32_t *ids = NULL, *out = NULL, start = 0;

@@ -95,9 +95,17 @@ static void test_ternary_train_and_freeze(void **state) {
                               "--eval-every", "20", "--eval-batches", "2", "--sample-tokens", "0", "--threads", "1"),
                           0, "val loss", NULL);
     cli_free(&r);
+    r = expect(RUN("eval", "--ckpt", run2, "--batches", "4", "--batch", "2", "--threads", "1"), 0, "val loss", NULL);
+    const double trained = strtod(strstr(r.out, "val loss ") + 9, NULL);
+    cli_free(&r);
     r = expect(RUN("quantize", run2, "--format", "ternary", "--out", dir, "--batches", "4", "--batch", "2", "--threads",
                    "1"),
                0, "2.0", NULL);  // about 2 bits per parameter
+    // "Before" is the run as eval sees it (quantized as trained), and freezing loses nothing.
+    const char *b = strstr(r.out, "before ");
+    assert_non_null(b);
+    assert_true(fabs(strtod(b + 7, NULL) - trained) < 1e-4);
+    assert_true(fabs(after_loss(r.out, "ternary") - trained) < 1e-4);
     cli_free(&r);
     // Ternary blocks with an int8 head (the tied embedding): its loss is what eval and the decoder see.
     snprintf(dir, sizeof dir, "%s/tern-q8", root);
