@@ -80,8 +80,8 @@ static int parse(int argc, char **argv, quant_args *a) {
     a->run = argv[optind];
     const trit_dtype dt = trit_quant_format_dtype(a->format);
     if (dt == TRIT_DTYPE_COUNT)
-        return cli_error("quantize", CLI_USAGE, "--format must be int8, int4, int2, nf4, fp8, fp8-e5m2, ternary or ternary-b3 "
-                         "(got %s)",
+        return cli_error("quantize", CLI_USAGE,
+                         "--format must be int8, int4, int2, nf4, fp8, fp8-e5m2, ternary or ternary-b3 (got %s)",
                          a->format ? a->format : "nothing");
     const trit_dtype ht = a->head ? trit_quant_format_dtype(a->head) : TRIT_DTYPE_COUNT;
     if (a->head && ht == TRIT_DTYPE_COUNT)
@@ -153,7 +153,8 @@ static void report(const quant_args *a, const trit_quantize_report *r) {
 // The blocks in --format (and the embedding with --embeddings), then the embedding in --head's
 // format: one report over both calls.
 static trit_status quantize(const quant_args *a, trit_gpt *m, trit_quantize_report *r) {
-    trit_status s = trit_gpt_quantize(m, &a->spec, TRIT_QUANTIZE_BLOCKS | (a->embeddings ? TRIT_QUANTIZE_EMBEDDING : 0), r);
+    const unsigned which = TRIT_QUANTIZE_BLOCKS | (a->embeddings ? TRIT_QUANTIZE_EMBEDDING : 0);
+    trit_status s = trit_gpt_quantize(m, &a->spec, which, r);
     if (s != TRIT_OK || !a->head) return s;
     trit_quantize_report h;
     if ((s = trit_gpt_quantize(m, &a->head_spec, TRIT_QUANTIZE_EMBEDDING, &h)) != TRIT_OK) return s;
@@ -169,8 +170,9 @@ int trit_cli_quantize(int argc, char **argv) {
     int rc = parse(argc, argv, &a);
     if (rc) return rc < 0 ? CLI_OK : rc;
     char out[TRIT_PATH_MAX], val[TRIT_PATH_MAX + 32];
+    const char *sep = a.head ? "-" : "", *head = a.head ? a.head : "";
     if (snprintf(out, sizeof out, "%s", a.out ? a.out : "") >= (int)sizeof out ||
-        (!a.out && snprintf(out, sizeof out, "%s-%s%s%s", a.run, a.format, a.head ? "-" : "", a.head ? a.head : "") >= (int)sizeof out))
+        (!a.out && snprintf(out, sizeof out, "%s-%s%s%s", a.run, a.format, sep, head) >= (int)sizeof out))
         return cli_error("quantize", CLI_USAGE, "output path too long");
     trit_gpt *m = trit_checkpoint_load_model(a.run, NULL);
     if (!m) return cli_fail("quantize", CLI_FAIL);
@@ -195,8 +197,8 @@ int trit_cli_quantize(int argc, char **argv) {
         report(&a, &r);
         if (isfinite(before))
             printf("  val loss:          before %.4f -> %s%s%s %.4f (%+.2f%%) over %lld batches of %lld x %lld from %s\n",
-                   before, a.format, a.head ? "/" : "", a.head ? a.head : "", after, 100.0 * (after - before) / before, (long long)a.batches, (long long)a.batch,
-                   (long long)T, val);
+                   before, a.format, a.head ? "/" : "", head, after, 100.0 * (after - before) / before,
+                   (long long)a.batches, (long long)a.batch, (long long)T, val);
         else
             printf("  val loss:          not measured (%s)\n", a.batches ? "no validation shard found: pass --data" : "--batches 0");
         printf("wrote %s\n", out);

@@ -113,7 +113,9 @@ static bool any_lowp(const trit_op_call *c) {
 }
 
 // Per thread, the f32 copies of one (batch, head) pair: q, k, v and the output, (T, hs) each.
-static size_t lowp_thread_bytes(const flash_dims *d) { return (sizeof(float) * 4 * (size_t)(d->T * d->hs) + 63) / 64 * 64; }
+static size_t lowp_thread_bytes(const flash_dims *d) {
+    return (sizeof(float) * 4 * (size_t)(d->T * d->hs) + 63) / 64 * 64;
+}
 
 static size_t lowp_bytes(const trit_op_call *c) {
     const flash_dims d = dims_of(c);
