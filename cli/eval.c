@@ -18,16 +18,20 @@ static void usage(FILE *fp) {
             "  --batches N        batches to average, 0 = one pass over the shard, up to 1000000 (20)\n"
             "  --batch B          sequences per batch, 1 to 1048576 (8)\n"
             "  --seq T            tokens per sequence, 0 = the model's context (0)\n"
+            "  --decoder          through the decoder, a token at a time (what `trit sample` computes,\n"
+            "                     with quantized kernels' int8 inputs), not the training graph\n"
             "  --task-test N      addition runs: held-out problems to score, 1 to 1000000 (1000)\n"
             "  --threads N        0 = all cores, up to 4096 (0)\n"
             "  --help             this text\n");
 }
 
-static int eval_loss(trit_gpt *m, const char *shard, int64_t batches, int64_t B, int64_t T) {
+static int eval_loss(trit_gpt *m, const char *shard, int64_t batches, int64_t B, int64_t T, bool decoder) {
     double loss;
-    if (trit_eval_loss(m, shard, batches, B, T, &loss, &batches) != TRIT_OK) return cli_fail("eval", CLI_FAIL);
-    printf("val loss %.4f (perplexity %.2f) over %lld batches of %lld x %lld tokens from %s\n", loss, exp(loss),
-           (long long)batches, (long long)B, (long long)T, shard);
+    const trit_status s = decoder ? trit_eval_decode_loss(m, shard, batches, B, T, &loss, &batches)
+                                  : trit_eval_loss(m, shard, batches, B, T, &loss, &batches);
+    if (s != TRIT_OK) return cli_fail("eval", CLI_FAIL);
+    printf("val loss %.4f (perplexity %.2f) over %lld batches of %lld x %lld tokens from %s%s\n", loss, exp(loss),
+           (long long)batches, (long long)B, (long long)T, shard, decoder ? ", through the decoder" : "");
     return CLI_OK;
 }
 
@@ -50,10 +54,11 @@ int trit_cli_eval(int argc, char **argv) {
         {"ckpt", required_argument, NULL, 'c'},    {"data", required_argument, NULL, 'd'},
         {"batches", required_argument, NULL, 'n'}, {"batch", required_argument, NULL, 'b'},
         {"seq", required_argument, NULL, 'T'},     {"task-test", required_argument, NULL, 'k'},
-        {"threads", required_argument, NULL, 'j'}, {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0}};
+        {"threads", required_argument, NULL, 'j'}, {"decoder", no_argument, NULL, 'D'},
+        {"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0}};
     const char *ckpt = NULL, *data = NULL;
     int64_t batches = 20, B = 8, T = 0, task_test = 1000, threads = 0;
+    bool decoder = false;
     cli_getopt_reset();
     int c;
     while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
@@ -66,6 +71,7 @@ int trit_cli_eval(int argc, char **argv) {
         case 'T': ok = cli_int("eval", "--seq", optarg, 0, CLI_MAX_SEQ, &T); break;
         case 'k': ok = cli_int("eval", "--task-test", optarg, 1, 1000000, &task_test); break;
         case 'j': ok = cli_int("eval", "--threads", optarg, 0, CLI_MAX_THREADS, &threads); break;
+        case 'D': decoder = true; break;
         case 'h': usage(stdout); return CLI_OK;
         default: return cli_bad_option("eval", c, argv);
         }
@@ -87,7 +93,7 @@ int trit_cli_eval(int argc, char **argv) {
     } else if (data) {
         if (cli_is_dir(data)) rc = trit_path_join(shard, sizeof shard, data, TRIT_DATA_VAL) == TRIT_OK ? CLI_OK : CLI_FAIL;
         else rc = snprintf(shard, sizeof shard, "%s", data) < (int)sizeof shard ? CLI_OK : CLI_FAIL;
-        if (rc == CLI_OK) rc = eval_loss(m, shard, batches, B, T);
+        if (rc == CLI_OK) rc = eval_loss(m, shard, batches, B, T, decoder);
     } else if (cli_is_dir(ckpt) && trit_train_run_info(ckpt, &cfg, NULL) == TRIT_OK &&
                trit_train_config_task(&cfg) == TRIT_TASK_ADDITION) {
         rc = eval_addition(m, ckpt, &cfg, task_test);
@@ -98,7 +104,7 @@ int trit_cli_eval(int argc, char **argv) {
         struct stat st;
         if (trit_path_join(shard, sizeof shard, from_data ? cfg.data : ckpt, TRIT_DATA_VAL) == TRIT_OK &&
             stat(shard, &st) == 0)
-            rc = eval_loss(m, shard, batches, B, T);
+            rc = eval_loss(m, shard, batches, B, T, decoder);
         else
             rc = cli_error("eval", CLI_USAGE, "found no %s for '%s': pass --data with a token shard", TRIT_DATA_VAL,
                            ckpt);

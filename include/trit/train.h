@@ -247,6 +247,11 @@ trit_status trit_checkpoint_save_model(const trit_gpt *m, const char *path, int6
 // token shard (0 = one pass); *used (may be NULL) receives the batch count.
 trit_status trit_eval_loss(trit_gpt *m, const char *shard, int64_t batches, int64_t B, int64_t T, double *loss,
                            int64_t *used);
+// The same windows' mean loss through the decoder (trit_gpt_decode, one token at a time from an
+// empty cache per window, teacher-forced): what `trit sample` computes, with the quantized
+// kernels' per-token int8 inputs where they apply, which the graph does not round.
+trit_status trit_eval_decode_loss(const trit_gpt *m, const char *shard, int64_t batches, int64_t B, int64_t T,
+                                  double *loss, int64_t *used);
 // A model from a run directory or a .safetensors file; the config comes from the metadata and
 // every tensor's dtype and shape is checked. *step (may be NULL) receives the saved step.
 trit_gpt *trit_checkpoint_load_model(const char *path, int64_t *step);

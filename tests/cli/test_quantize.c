@@ -117,6 +117,10 @@ static void test_ternary_train_and_freeze(void **state) {
     r = expect(RUN("eval", "--ckpt", dir, "--batches", "4", "--batch", "2", "--threads", "1"), 0, "val loss", NULL);
     assert_true(fabs(strtod(strstr(r.out, "val loss ") + 9, NULL) - q) < 1e-4);
     cli_free(&r);
+    r = expect(RUN("eval", "--ckpt", dir, "--decoder", "--batches", "4", "--batch", "2", "--threads", "1"), 0,
+               "through the decoder", NULL);
+    assert_true(fabs(strtod(strstr(r.out, "val loss ") + 9, NULL) - q) < 1e-3);
+    cli_free(&r);
     r = expect(RUN("info", dir), 0, "wte.weight.scales", NULL);
     cli_free(&r);
     r = expect(RUN("sample", "--ckpt", dir, "--prompt", "the ", "--max-tokens", "10", "--threads", "1"), 0, "the ", NULL);

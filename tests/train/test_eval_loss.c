@@ -1,0 +1,89 @@
+// A checkpoint's loss over a shard's windows through the training graph and through the decoder
+// (one token at a time from an empty cache per window): the same up to summation order for an
+// fp32 model, and for an int4 one, whose decoder also rounds each token's matmul inputs to int8
+// (unbiased rounding: it moves the mean loss only in second order); bad windows and shards are
+// refused.
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "scratch.h"
+#include "trit/trit.h"
+
+enum { T = 24, V = 61 };
+
+static trit_gpt *model(void) {
+    trit_gpt_config c = trit_gpt_config_default();
+    c.n_layer = 2, c.n_embd = 64, c.n_head = 4, c.seq_len = T, c.vocab_size = V;
+    trit_gpt *m = trit_gpt_new(&c, 9);
+    assert_non_null(m);
+    // Matrices 8x their initial size: logits far from uniform, so rounding shows in the loss.
+    for (int i = 0; i < trit_gpt_num_tensors(m); i++) {
+        trit_tensor *t = trit_gpt_tensor(m, i);
+        float *w = t->data;
+        for (int64_t j = 0; t->ndim == 2 && j < trit_tensor_numel(t); j++) w[j] *= 8;
+    }
+    return m;
+}
+
+// A shard of n tokens below top.
+static const char *shard(const char *name, int64_t n, int32_t top) {
+    int32_t *tok = malloc(sizeof(int32_t) * (size_t)n);
+    assert_non_null(tok);
+    for (int64_t i = 0; i < n; i++) tok[i] = (int32_t)(trit_rng_u32(3, 0, (uint64_t)i) % (uint32_t)top);
+    const char *path = tfile_path(name);
+    assert_int_equal(trit_shard_write(path, tok, n), TRIT_OK);
+    free(tok);
+    return path;
+}
+
+static void test_decoder_matches_graph(void **state) {
+    (void)state;
+    const char *val = shard("val.bin", 2000, V);
+    trit_gpt *m = model();
+    double graph = 0, dec = 0;
+    int64_t used = 0;
+    assert_int_equal(trit_eval_loss(m, val, 3, 2, T, &graph, &used), TRIT_OK);
+    assert_int_equal(trit_eval_decode_loss(m, val, 3, 2, T, &dec, &used), TRIT_OK);
+    assert_int_equal(used, 3);
+    print_message("fp32: graph %.9f, decoder %.9f (diff %.3g)\n", graph, dec, dec - graph);
+    assert_true(graph > 4 && fabs(dec - graph) <= 1e-6 * graph);  // log(61) = 4.11 for uniform logits
+    // int4 blocks and head: the same weights either way.
+    trit_quant_spec q = trit_quant_spec_default(TRIT_QINT4);
+    q.group_size = 32;
+    trit_quantize_report r;
+    assert_int_equal(trit_gpt_quantize(m, &q, TRIT_QUANTIZE_BLOCKS | TRIT_QUANTIZE_EMBEDDING, &r), TRIT_OK);
+    assert_int_equal(trit_eval_loss(m, val, 3, 2, T, &graph, NULL), TRIT_OK);
+    assert_int_equal(trit_eval_decode_loss(m, val, 3, 2, T, &dec, NULL), TRIT_OK);
+    print_message("int4: graph %.9f, decoder %.9f (diff %.3g)\n", graph, dec, dec - graph);
+    assert_true(dec > 4 && fabs(dec - graph) <= 1e-5 * graph);
+    trit_gpt_free(m);
+}
+
+static void test_bad_input(void **state) {
+    (void)state;
+    const char *val = shard("val.bin", 2000, V), *wide = shard("wide.bin", 2000, V + 5);
+    trit_gpt *m = model();
+    double loss = -1;
+    assert_int_equal(trit_eval_decode_loss(m, val, 1, 1, T + 1, &loss, NULL), TRIT_ERR_INVALID);
+    assert_non_null(strstr(trit_last_error(), "context"));
+    assert_int_equal(trit_eval_decode_loss(m, wide, 1, 1, T, &loss, NULL), TRIT_ERR_RANGE);
+    assert_non_null(strstr(trit_last_error(), "another tokenizer"));
+    assert_int_equal(trit_eval_decode_loss(m, tfile_path("missing.bin"), 1, 1, T, &loss, NULL), TRIT_ERR_IO);
+    assert_true(loss == -1);
+    trit_gpt_free(m);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_decoder_matches_graph),
+        cmocka_unit_test(test_bad_input),
+    };
+    return cmocka_run_group_tests(tests, tfile_group_setup, tfile_group_teardown);
+}
