@@ -12,6 +12,11 @@ bool trit_qpanels_preferred(trit_dtype wdt) {
     return trit_kernel_find(TRIT_KERNEL_QPANEL, wdt, TRIT_F32)->needs != 0;
 }
 
+bool trit_qpanels_supported(trit_dtype wdt, int64_t K, int64_t G) {
+    return (wdt == TRIT_QINT8 || wdt == TRIT_QINT4 || wdt == TRIT_TERNARY) && G > 0 && G % 64 == 0 && K % G == 0 &&
+           G <= 131072;
+}
+
 // Dwords of codes per 64-byte step, and bits per code.
 static int dwords_per_step(trit_dtype wdt) { return wdt == TRIT_QINT8 ? 1 : wdt == TRIT_QINT4 ? 2 : 4; }
 static int code_bits(trit_dtype wdt) { return 8 / dwords_per_step(wdt); }
@@ -53,7 +58,7 @@ static void pack_panel(const trit_qpanels *p, int64_t panel, const uint8_t *w, c
 trit_status trit_qpanels_pack(trit_dtype wdt, int64_t N, int64_t K, int64_t G, const uint8_t *w, const float *ws,
                               trit_qpanels *out) {
     memset(out, 0, sizeof *out);
-    if (N <= 0 || !w || !ws || !trit_qgemm_supported(wdt, K, G))
+    if (N <= 0 || !w || !ws || !trit_qpanels_supported(wdt, K, G))
         return trit_error(TRIT_ERR_INVALID, "qgemm panels: cannot pack %s (%lld, %lld) in groups of %lld",
                           trit_dtype_name(wdt), (long long)N, (long long)K, (long long)G);
     out->wdt = wdt, out->N = N, out->K = K, out->G = G;

@@ -35,6 +35,10 @@ typedef struct trit_qpanels {
 // Whether this CPU has a panel kernel for wdt (AVX512-VNNI or AVX2: qint8, qint4, ternary), which
 // then beats the plain-layout ones.
 bool trit_qpanels_preferred(trit_dtype wdt);
+// Whether panels take (wdt, K, G): qint8, qint4 or ternary, G a multiple of 64 dividing K, at most
+// 131072. Unlike the plain layout (trit_qgemm_supported), ternary groups of 64 are taken: panels
+// read activations in natural order, not in blocks of 128.
+bool trit_qpanels_supported(trit_dtype wdt, int64_t K, int64_t G);
 
 // W's codes as stored (trit_dtype_nbytes(wdt, K) bytes per row) and scales ws (N, K / G) into
 // panels; (wdt, K, G) as trit_qgemm_supported allows. Free with trit_qpanels_free.

@@ -60,7 +60,8 @@ struct trit_gpt_cache {
     float *xscale;   // (ROWS)
     int32_t *xgsum;  // (ROWS, max K / 64)
     float *xf;       // (ROWS, max K): input rows reordered for the weight-only NF4 kernel
-    // (n_tensors) or NULL: 2-bit copies of base-3 ternary weights, which the 2-bit kernels take.
+    // (n_tensors) or NULL: 2-bit copies of ternary codes held in another dtype (base 3, symmetric
+    // int2), which the ternary kernels take.
     trit_tensor **repacked;
     // (n_tensors) or NULL: integer codes in 16-row panels, for the dtypes the CPU has panel
     // kernels for (qgemm_panel.h); a parameter's entry has codes == NULL when it has none. A base-3
@@ -69,12 +70,18 @@ struct trit_gpt_cache {
 };
 
 // Whether the decoder multiplies by q's codes: integer kernels (qint8/qint4/ternary, inputs
-// quantized per token) or the weight-only NF4 and FP8 kernels (f32 inputs), each with its
-// group rule.
+// quantized per token; plain layout or panels) or the weight-only NF4 and FP8 kernels (f32
+// inputs), each with its group rule.
 static bool kernel_takes(trit_dtype dt, int64_t K, int64_t G) {
     if (dt == TRIT_NF4) return G % 64 == 0 && K % G == 0;
     if (dt == TRIT_F8_E4M3 || dt == TRIT_F8_E5M2) return trit_fp8_gemm_supported(dt, K, G);
-    return trit_qgemm_supported(dt, K, G);
+    return trit_qgemm_supported(dt, K, G) || trit_qpanels_supported(dt, K, G);
+}
+
+// Whether the integer codes go into panels: where the CPU has a panel kernel, and always when
+// only panels take the groups (ternary in groups of 64: the portable panel kernel beats f32).
+static bool use_panels(trit_dtype dt, int64_t K, int64_t G) {
+    return trit_qpanels_supported(dt, K, G) && (trit_qpanels_preferred(dt) || !trit_qgemm_supported(dt, K, G));
 }
 
 // A model with 16-bit parameters is decoded from f32 copies taken now: a cache sees the
@@ -95,9 +102,23 @@ static trit_status copy_params(trit_gpt_cache *k, const trit_gpt *m) {
     return TRIT_OK;
 }
 
-// Base-3 ternary codes (1.6 bits, as stored) repacked losslessly into the 2-bit layout the
-// ternary kernels read, with the same scales; NULL when out of memory.
-static trit_tensor *repack_base3(const trit_tensor *q) {
+// Whether q's codes are ternary in another dtype: base 3 (1.6 bits), or symmetric int2 whose codes
+// are all in {-1, 0, 1} (int2's symmetric scale is the group's absmax, so only stochastic rounding
+// against double-quantized scales can reach -2, stored as 0).
+static bool ternary_in_disguise(const trit_tensor *q) {
+    if (q->ndim != 2) return false;
+    if (q->dtype == TRIT_TERNARY_B3) return true;
+    if (q->dtype != TRIT_QINT2 || q->quant->zero_points) return false;
+    const uint8_t *p = trit_tensor_ptr(q);
+    const int64_t n = trit_tensor_numel(q);
+    for (int64_t k = 0; k < n; k++)
+        if (((p[k >> 2] >> ((k & 3) * 2)) & 3) == 0) return false;
+    return true;
+}
+
+// Ternary codes in another dtype (ternary_in_disguise) repacked losslessly into the 2-bit layout
+// the ternary kernels read, with the same scales; NULL when out of memory.
+static trit_tensor *repack_ternary(const trit_tensor *q) {
     const int64_t n = trit_tensor_numel(q), gs = q->quant->group_size;
     trit_tensor *t = trit_tensor_new(TRIT_TERNARY, q->ndim, q->shape);
     trit_quant_info *qi = t ? trit_quant_info_new(n, gs, false, 0) : NULL;
@@ -114,7 +135,7 @@ static trit_tensor *repack_base3(const trit_tensor *q) {
         return NULL;
     }
     for (int64_t g = 0; g < qi->num_groups; g++) qi->scales[g] = trit_quant_info_scale(q->quant, g);
-    trit_dtype_traits_of(TRIT_TERNARY_B3)->to_f32(v, trit_tensor_ptr(q), n, q->quant, 0);
+    trit_dtype_traits_of(q->dtype)->to_f32(v, trit_tensor_ptr(q), n, q->quant, 0);
     trit_dtype_traits_of(TRIT_TERNARY)->from_f32(trit_tensor_ptr(t), v, n, qi, 0);  // codes {-1, 0, 1} exactly
     free(v);
     return t;
@@ -134,8 +155,7 @@ static trit_status setup_quantized(trit_gpt_cache *k, const trit_gpt *m) {
     k->repacked = calloc((size_t)m->n_tensors, sizeof *k->repacked);
     if (!k->qscales || !k->qgroup || !k->repacked) goto oom;
     for (int i = 0; i < m->n_tensors; i++) {
-        if (m->quantized[i] && m->quantized[i]->dtype == TRIT_TERNARY_B3 && m->quantized[i]->ndim == 2 &&
-            !(k->repacked[i] = repack_base3(m->quantized[i])))
+        if (m->quantized[i] && ternary_in_disguise(m->quantized[i]) && !(k->repacked[i] = repack_ternary(m->quantized[i])))
             goto oom;
         const trit_tensor *q = quantized_of(k, i);
         if (!q || q->ndim != 2 || q->quant->zero_points) continue;
@@ -146,7 +166,7 @@ static trit_status setup_quantized(trit_gpt_cache *k, const trit_gpt *m) {
         for (int64_t j = 0; j < N * (K / G); j++) k->qscales[i][j] = trit_quant_info_scale(q->quant, j * G / gs);
         k->qgroup[i] = G;
         if (K > maxk) maxk = K;
-        if (trit_qgemm_supported(q->dtype, K, G) && trit_qpanels_preferred(q->dtype)) {
+        if (use_panels(q->dtype, K, G)) {
             if (!k->panels && !(k->panels = calloc((size_t)m->n_tensors, sizeof *k->panels))) goto oom;
             if (trit_qpanels_pack(q->dtype, N, K, G, trit_tensor_ptr(q), k->qscales[i], &k->panels[i]) != TRIT_OK)
                 return trit_error(TRIT_ERR_NOMEM, "gpt cache: out of memory for the panels of '%s'",

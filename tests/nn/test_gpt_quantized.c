@@ -1,5 +1,6 @@
 // Decoding with quantized weights: a GPT quantized to int8 (per channel, token embedding and
-// head too) and to int4 (groups of 64) decodes with the integer kernels, and NF4 and FP8 with
+// head too), to int4 (groups of 64) and to symmetric int2 (groups of 64, as ternary panels)
+// decodes with the integer kernels, and NF4 and FP8 with
 // the weight-only kernels; its logits stay close
 // to the graph's over the decoded f32 weights (the difference is the per-token activation
 // quantization), agree between the portable and the x86 kernels, and come back bit for bit
@@ -128,6 +129,26 @@ static void test_int4_groups(void **state) {
     check(TRIT_QINT4, 64, 0.05f);
 }
 
+// Symmetric int2 codes are ternary with group scales: the decoder repacks them into ternary panels
+// (groups of 64, which only panels take) and multiplies with integer kernels, so its logits are
+// not the f32 path's (activations are quantized) yet within int4's tolerance of the graph.
+static void test_int2_groups(void **state) {
+    (void)state;
+    check(TRIT_QINT2, 64, 0.05f);
+    trit_gpt *m = model();
+    trit_quant_spec s = trit_quant_spec_default(TRIT_QINT2);
+    trit_quantize_report r;
+    assert_int_equal(trit_gpt_quantize(m, &s, TRIT_QUANTIZE_BLOCKS | TRIT_QUANTIZE_EMBEDDING, &r), TRIT_OK);
+    float *d = malloc(sizeof(float) * T * V), *g = malloc(sizeof(float) * T * V);
+    decode(m, d);
+    graph(m, g);
+    float diff = 0;
+    for (int i = 0; i < T * V; i++) diff = fmaxf(diff, fabsf(d[i] - g[i]));
+    assert_true(diff > 1e-5f * max_abs(g, T * V));
+    free(d), free(g);
+    trit_gpt_free(m);
+}
+
 static void test_nf4_weight_only(void **state) {
     (void)state;
     // f32 inputs: only the order of the sums differs from the graph; on AVX512-BF16 the kernel
@@ -171,6 +192,7 @@ int main(void) {
         cmocka_unit_test(test_base3_decodes_as_2bit),
         cmocka_unit_test(test_int8_per_channel),
         cmocka_unit_test(test_int4_groups),
+        cmocka_unit_test(test_int2_groups),
         cmocka_unit_test(test_nf4_weight_only),
         cmocka_unit_test(test_fp8_weight_only),
     };
