@@ -41,7 +41,7 @@ bool trit_qpanels_preferred(trit_dtype wdt);
 bool trit_qpanels_supported(trit_dtype wdt, int64_t K, int64_t G);
 
 // W's codes as stored (trit_dtype_nbytes(wdt, K) bytes per row) and scales ws (N, K / G) into
-// panels; (wdt, K, G) as trit_qgemm_supported allows. Free with trit_qpanels_free.
+// panels; (wdt, K, G) as trit_qpanels_supported allows. Free with trit_qpanels_free.
 trit_status trit_qpanels_pack(trit_dtype wdt, int64_t N, int64_t K, int64_t G, const uint8_t *w, const float *ws,
                               trit_qpanels *out);
 void trit_qpanels_free(trit_qpanels *p);
