@@ -96,7 +96,9 @@ int trit_cli_eval(int argc, char **argv) {
         if (rc == CLI_OK) rc = eval_loss(m, shard, batches, B, T, decoder);
     } else if (cli_is_dir(ckpt) && trit_train_run_info(ckpt, &cfg, NULL) == TRIT_OK &&
                trit_train_config_task(&cfg) == TRIT_TASK_ADDITION) {
-        rc = eval_addition(m, ckpt, &cfg, task_test);
+        rc = decoder ? cli_error("eval", CLI_USAGE, "--decoder computes a loss over a token shard; the addition "
+                                 "task is scored by accuracy (pass --data to take a loss)")
+                     : eval_addition(m, ckpt, &cfg, task_test);
     } else if (cli_is_dir(ckpt)) {
         // The run's own val.bin, or that of the `trit prepare` directory it trained on.
         bool from_data = trit_train_run_info(ckpt, &cfg, NULL) == TRIT_OK && cli_is_dir(cfg.data);

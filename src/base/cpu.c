@@ -156,12 +156,13 @@ const char *trit_cpu_level_name(trit_cpu_isa level) {
 }
 
 static pthread_once_t level_once = PTHREAD_ONCE_INIT;
-static atomic_int current_level;
-// The features the level allows, -1 until the level is known: row converters ask once per row,
+// The level in the low 8 bits and the features it allows above them, in one value so the two
+// always agree; -1 until the level is known. Row converters ask for the features once per row,
 // so the answer is one load, not a pthread_once call through the PLT.
-static atomic_int current_usable = -1;
+static atomic_int current = -1;
 
 static uint32_t features_within(trit_cpu_isa level);
+static void set_current(trit_cpu_isa level) { atomic_store(&current, (int)level | (int)(features_within(level) << 8)); }
 
 // TRIT_CPU only lowers the level: asking for more than the machine has is clamped with a warning.
 static void init_level(void) {
@@ -182,13 +183,12 @@ static void init_level(void) {
             lvl = (trit_cpu_isa)want;
         }
     }
-    atomic_store(&current_level, (int)lvl);
-    atomic_store(&current_usable, (int)features_within(lvl));
+    set_current(lvl);
 }
 
 trit_cpu_isa trit_cpu_level(void) {
     pthread_once(&level_once, init_level);
-    return (trit_cpu_isa)atomic_load(&current_level);
+    return (trit_cpu_isa)(atomic_load(&current) & 0xff);
 }
 
 trit_status trit_cpu_set_level(trit_cpu_isa level) {
@@ -201,8 +201,7 @@ trit_status trit_cpu_set_level(trit_cpu_isa level) {
         return trit_error(TRIT_ERR_UNSUPPORTED, "cannot run at cpu level %s: this machine "
                           "supports up to %s", trit_cpu_level_name(level),
                           trit_cpu_level_name(det));
-    atomic_store(&current_level, (int)level);
-    atomic_store(&current_usable, (int)features_within(level));
+    set_current(level);
     return TRIT_OK;
 }
 
@@ -234,8 +233,10 @@ static uint32_t features_within(trit_cpu_isa level) {
 }
 
 uint32_t trit_cpu_usable_features(void) {
-    const int u = atomic_load_explicit(&current_usable, memory_order_relaxed);
-    if (u >= 0) return (uint32_t)u;
-    pthread_once(&level_once, init_level);
-    return (uint32_t)atomic_load(&current_usable);
+    int u = atomic_load_explicit(&current, memory_order_relaxed);
+    if (u < 0) {
+        pthread_once(&level_once, init_level);
+        u = atomic_load(&current);
+    }
+    return (uint32_t)u >> 8;
 }

@@ -103,8 +103,8 @@ static trit_status copy_params(trit_gpt_cache *k, const trit_gpt *m) {
 }
 
 // Whether q's codes are ternary in another dtype: base 3 (1.6 bits), or symmetric int2 whose codes
-// are all in {-1, 0, 1} (int2's symmetric scale is the group's absmax, so only stochastic rounding
-// against double-quantized scales can reach -2, stored as 0).
+// are all in {-1, 0, 1}. trit's symmetric int2 encoder clamps to [-1, 1]; a -2 (stored 0) can only
+// come from a file written elsewhere, and keeps the matrix on the f32 path.
 static bool ternary_in_disguise(const trit_tensor *q) {
     if (q->ndim != 2) return false;
     if (q->dtype == TRIT_TERNARY_B3) return true;
@@ -161,7 +161,11 @@ static trit_status setup_quantized(trit_gpt_cache *k, const trit_gpt *m) {
         if (!q || q->ndim != 2 || q->quant->zero_points) continue;
         const int64_t N = q->shape[0], K = q->shape[1], gs = q->quant->group_size;
         const int64_t G = gs > K && gs % K == 0 ? K : gs;
-        if (!kernel_takes(q->dtype, K, G)) continue;
+        if (!kernel_takes(q->dtype, K, G)) {  // f32 path: a repack would go unused
+            trit_tensor_free(k->repacked[i]);
+            k->repacked[i] = NULL;
+            continue;
+        }
         if (!(k->qscales[i] = malloc(sizeof(float) * (size_t)(N * (K / G))))) goto oom;
         for (int64_t j = 0; j < N * (K / G); j++) k->qscales[i][j] = trit_quant_info_scale(q->quant, j * G / gs);
         k->qgroup[i] = G;

@@ -117,9 +117,10 @@ static size_t lowp_thread_bytes(const flash_dims *d) {
     return (sizeof(float) * 4 * (size_t)(d->T * d->hs) + 63) / 64 * 64;
 }
 
+// Threads take (batch, head) pairs here, so at most B H slots are used.
 static size_t lowp_bytes(const trit_op_call *c) {
     const flash_dims d = dims_of(c);
-    return any_lowp(c) ? (size_t)flash_slots(&d) * lowp_thread_bytes(&d) : 0;
+    return any_lowp(c) ? (size_t)min64(flash_slots(&d), d.B * d.H > 0 ? d.B * d.H : 1) * lowp_thread_bytes(&d) : 0;
 }
 
 // ---- shape rule ---------------------------------------------------------------------------

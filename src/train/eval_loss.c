@@ -71,7 +71,8 @@ trit_status trit_eval_decode_loss(const trit_gpt *m, const char *shard, int64_t 
     int32_t *idx = malloc(sizeof(int32_t) * (size_t)(2 * B * T));  // (B, T) inputs, then (B, T) targets
     float *logits = malloc(sizeof(float) * (size_t)V);
     trit_gpt_cache *c = idx && logits ? trit_gpt_cache_new(m) : NULL;
-    if (!c) s = trit_error(TRIT_ERR_NOMEM, "trit_eval_decode_loss: out of memory");
+    if (!idx || !logits) s = trit_error(TRIT_ERR_NOMEM, "trit_eval_decode_loss: out of memory");
+    else if (!c) s = TRIT_ERR_NOMEM;  // the cache's own message stands
     double sum = 0;
     for (int64_t j = 0; j < batches && s == TRIT_OK; j++) {
         s = trit_data_batch(d, TRIT_DATA_SEQUENTIAL, 0, j, B, idx, idx + B * T);

@@ -1,8 +1,8 @@
 // A checkpoint's loss over a shard's windows through the training graph and through the decoder
 // (one token at a time from an empty cache per window): the same up to summation order for an
-// fp32 model, and for an int4 one, whose decoder also rounds each token's matmul inputs to int8
-// (unbiased rounding: it moves the mean loss only in second order); bad windows and shards are
-// refused.
+// fp32 model; for an int4 one (groups of 64, which the integer kernels take) the decoder also
+// rounds each token's matmul inputs to int8, which moves the loss a little; bad windows and
+// shards are refused.
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -54,15 +54,15 @@ static void test_decoder_matches_graph(void **state) {
     assert_int_equal(used, 3);
     print_message("fp32: graph %.9f, decoder %.9f (diff %.3g)\n", graph, dec, dec - graph);
     assert_true(graph > 4 && fabs(dec - graph) <= 1e-6 * graph);  // log(61) = 4.11 for uniform logits
-    // int4 blocks and head: the same weights either way.
+    // int4 blocks and head: the same weights either way, int8 inputs only in the decoder.
     trit_quant_spec q = trit_quant_spec_default(TRIT_QINT4);
-    q.group_size = 32;
+    q.group_size = 64;
     trit_quantize_report r;
     assert_int_equal(trit_gpt_quantize(m, &q, TRIT_QUANTIZE_BLOCKS | TRIT_QUANTIZE_EMBEDDING, &r), TRIT_OK);
     assert_int_equal(trit_eval_loss(m, val, 3, 2, T, &graph, NULL), TRIT_OK);
     assert_int_equal(trit_eval_decode_loss(m, val, 3, 2, T, &dec, NULL), TRIT_OK);
     print_message("int4: graph %.9f, decoder %.9f (diff %.3g)\n", graph, dec, dec - graph);
-    assert_true(dec > 4 && fabs(dec - graph) <= 1e-5 * graph);
+    assert_true(fabs(dec - graph) > 1e-5 * graph && fabs(dec - graph) <= 1e-2 * graph);
     trit_gpt_free(m);
 }
 
