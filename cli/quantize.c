@@ -181,13 +181,16 @@ int trit_cli_quantize(int argc, char **argv) {
     double before = NAN, after = NAN;
     trit_quantize_report r;
     rc = CLI_OK;
-    // "Before" is RUN as `trit eval` sees it (a QAT run quantized as trained), on a second copy:
+    // "Before" is RUN as `trit eval` sees it. A QAT run is quantized as trained, on a second copy:
     // quantizing starts from the latent weights, which a frozen copy no longer holds.
     if (a.batches > 0 && val[0]) {
-        trit_gpt *trained = cli_load_as_trained(a.run);
+        trit_train_config qc;
+        const bool qat = cli_is_dir(a.run) && trit_train_run_info(a.run, &qc, NULL) == TRIT_OK && qc.qat != TRIT_QAT_OFF;
+        trit_clear_error();
+        trit_gpt *trained = qat ? cli_load_as_trained(a.run) : m;
         if (!trained || trit_eval_loss(trained, val, a.batches, a.batch, T, &before, NULL) != TRIT_OK)
             rc = cli_fail("quantize", CLI_FAIL);
-        trit_gpt_free(trained);
+        if (trained != m) trit_gpt_free(trained);
     }
     if (rc == CLI_OK && quantize(&a, m, &r) != TRIT_OK) rc = cli_fail("quantize", CLI_FAIL);
     if (rc == CLI_OK && a.batches > 0 && val[0] && trit_eval_loss(m, val, a.batches, a.batch, T, &after, NULL) != TRIT_OK)
