@@ -224,12 +224,14 @@ static trit_status attach_param_grads(trit_graph *g) {
         trit_tensor *p = v->t;
         // A parameter is stored in the accumulate dtype or, without master weights, in bf16/f16;
         // its gradient is always in the accumulate dtype.
+        // A frozen parameter gets no gradient, so it may be of any dtype its readers take (a
+        // quantized weight of a linear, for one).
+        if (!needs_grad(v)) continue;
         const bool lowp = g->dtype == TRIT_F32 && (p->dtype == TRIT_BF16 || p->dtype == TRIT_F16);
         if (p->dtype != g->dtype && !lowp)
-            return trit_error(TRIT_ERR_DTYPE, "parameter '%s' is %s but the graph accumulates in %s (parameters may "
-                              "be %s, or bf16/f16 in an f32 graph)", p->name, trit_dtype_name(p->dtype),
-                              trit_dtype_name(g->dtype), trit_dtype_name(g->dtype));
-        if (!needs_grad(v)) continue;
+            return trit_error(TRIT_ERR_DTYPE, "parameter '%s' is %s but the graph accumulates in %s (trainable "
+                              "parameters may be %s, or bf16/f16 in an f32 graph; freeze it to use it as it is)",
+                              p->name, trit_dtype_name(p->dtype), trit_dtype_name(g->dtype), trit_dtype_name(g->dtype));
         if (!p->grad) {
             p->grad = trit_tensor_new(g->dtype, p->ndim, p->shape);
             if (!p->grad) return TRIT_ERR_NOMEM;
