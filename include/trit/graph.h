@@ -49,26 +49,96 @@ trit_status trit_graph_status(const trit_graph *g);
 // Keep a tensor's value readable after forward (its memory is not reused).
 trit_status trit_graph_keep(trit_graph *g, trit_tensor *t);
 
-// The gradient d loss / d t of a kept value (trit_graph_keep), readable after backward; NULL
-// (with a message) if t was not kept or no trainable parameter lies upstream of it.
+// The gradient d loss / d t of a kept value (trit_graph_keep) or of an input that asked for one
+// (trit_graph_input_requires_grad), readable after backward; NULL (with a message) otherwise, or
+// when nothing that needs a gradient lies upstream of it.
 trit_tensor *trit_graph_grad(trit_graph *g, trit_tensor *t);
+
+// Asks for d(loss)/d(input) of a graph input of a float dtype (a pipeline stage's input): after
+// backward, trit_graph_grad(g, input) returns it. Call before compile.
+trit_status trit_graph_input_requires_grad(trit_graph *g, trit_tensor *input);
+
+// Activation recompute (checkpointing): value t, an op result that is neither kept nor the loss,
+// is not held from forward until backward; backward computes it again from the values it was
+// made of, in a buffer of its own, just before a backward step first reads it (a recompute step).
+// The results are the same bits. A value of a fused pair whose other half is not marked, and a
+// value shared with a view that is not marked, stays held. Call before compile.
+trit_status trit_graph_recompute(trit_graph *g, trit_tensor *t);
+// A point in the build: the number of values made so far.
+int trit_graph_mark(const trit_graph *g);
+// trit_graph_recompute for every op result made since `mark`, except `except` (may be NULL),
+// kept values and the loss: e.g. everything inside a transformer block but its output.
+trit_status trit_graph_recompute_since(trit_graph *g, int mark, const trit_tensor *except);
 
 // Compile for training when loss is a scalar (0-d or 1 element) tensor of the graph, for
 // inference when loss is NULL.
 trit_status trit_graph_compile(trit_graph *g, trit_tensor *loss);
+// Compile for a backward pass seeded with a given gradient of `out`, an op result of any shape
+// (a pipeline stage's output): run it with trit_graph_backward_seed.
+trit_status trit_graph_compile_output(trit_graph *g, trit_tensor *out);
 
 // Forward pass. With a loss, a NaN or Inf loss returns TRIT_ERR_NUMERIC (the value stays readable).
 trit_status trit_graph_forward(trit_graph *g);
 // Backward pass from the loss: adds d(loss * grad_scale)/d(param) into every trainable
 // parameter's grad (so repeated backward calls accumulate micro-batches).
 trit_status trit_graph_backward(trit_graph *g);
+// Backward pass from dout = d(loss)/d(out) for the output (or scalar loss) the graph was compiled
+// with: dout has its shape and the accumulate dtype and is used as given (grad_scale does not
+// apply). Gradients add into the parameters' grads as with trit_graph_backward.
+trit_status trit_graph_backward_seed(trit_graph *g, const trit_tensor *dout);
+
+// ---- the step list and its events ---------------------------------------------------------
+// Compile turns the graph into a list of steps: forward nodes, then backward nodes with the
+// zeroing of gradient buffers, recompute steps and events between them. Hooks run at events:
+// "parameter P's gradient is final for this micro-batch" (right after the last backward step that
+// adds into it; a data-parallel exchange starts there), "micro-batch ends" and "step ends" (the
+// last micro-batch of trit_graph_set_micro's count).
+typedef enum trit_graph_event_kind {
+    TRIT_EVENT_GRAD_FINAL = 0,
+    TRIT_EVENT_MICRO_END,
+    TRIT_EVENT_STEP_END,
+} trit_graph_event_kind;
+
+typedef struct trit_graph_event {
+    trit_graph_event_kind kind;
+    int param;              // GRAD_FINAL: index in trit_graph_param order; -1 otherwise
+    trit_tensor *tensor;    // GRAD_FINAL: the parameter, whose grad now holds this micro-batch's sum
+    int64_t micro, num_micro;
+} trit_graph_event;
+
+// A hook returns TRIT_OK, or a status that stops backward (reported with the hook's message).
+typedef trit_status (*trit_graph_hook)(void *ctx, const trit_graph_event *e);
+// Hooks run in the order they were added; before or after compile.
+trit_status trit_graph_add_hook(trit_graph *g, trit_graph_event_kind kind, trit_graph_hook fn, void *ctx);
+// The micro-batch the next backward belongs to (0-based) out of num_micro in the step; default
+// 0 of 1, so every backward ends a step.
+void trit_graph_set_micro(trit_graph *g, int64_t micro, int64_t num_micro);
+
+typedef enum trit_graph_step_kind {
+    TRIT_STEP_FORWARD = 0,
+    TRIT_STEP_BACKWARD,
+    TRIT_STEP_RECOMPUTE,  // a forward node run again in backward, into a buffer of its own
+    TRIT_STEP_ZERO,       // a gradient buffer zeroed before its first writer
+    TRIT_STEP_EVENT,
+} trit_graph_step_kind;
+
+typedef struct trit_graph_step_info {
+    trit_graph_step_kind kind;
+    int node;                     // forward, backward, recompute: node index (else -1)
+    const char *op;               // its op's name (else "")
+    trit_graph_event_kind event;  // event steps
+    int param;                    // gradient-final events: index in trit_graph_param order (else -1)
+} trit_graph_step_info;
+int trit_graph_num_steps(const trit_graph *g);  // 0 before compile
+trit_status trit_graph_step_at(const trit_graph *g, int i, trit_graph_step_info *out);
 // Zero the grads of the graph's parameters.
 void trit_graph_zero_grad(trit_graph *g);
 
 // Training mode turns on dropout and batch statistics; eval mode off. Default: training.
 void trit_graph_set_training(trit_graph *g, bool training);
 bool trit_graph_training(const trit_graph *g);
-// Random ops draw from (seed, node, step); set step before each forward for a fresh mask.
+// Random ops draw from (seed, stream, step), the stream fixed when the op was built; set step
+// before each forward for a fresh mask.
 void trit_graph_set_rng(trit_graph *g, uint64_t seed, uint64_t step);
 // Multiplier on d(loss)/d(loss); 1/n for n accumulated micro-batches, or a loss scale.
 void trit_graph_set_grad_scale(trit_graph *g, double scale);

@@ -82,8 +82,11 @@ typedef struct trit_fake_quant_spec {
 // running_absmax: (1) f32 state tensor for TRIT_FQ_CALIBRATED, else NULL.
 trit_tensor *trit_fake_quant(trit_graph *g, trit_tensor *x, const trit_fake_quant_spec *s, trit_tensor *running_absmax);
 
-// Inverted dropout with a Philox mask; identity in eval mode.
+// Inverted dropout with a Philox mask; identity in eval mode. The mask depends on (seed, stream,
+// step) only: trit_dropout_stream takes a stream from the model's structure (a block index and a
+// role, say), trit_dropout the next of the graph's own counter of random ops in build order.
 trit_tensor *trit_dropout(trit_graph *g, trit_tensor *x, double p);
+trit_tensor *trit_dropout_stream(trit_graph *g, trit_tensor *x, double p, uint64_t stream);
 
 // ---- attention ----------------------------------------------------------------------
 // Causal multi-head self-attention core. q, k, v: (B, T, C) with C = n_head * head_dim.

@@ -45,6 +45,7 @@ trit_graph *trit_graph_new_policy(const trit_compute_policy *policy) {
     g->loss = -1;
     g->training = true;
     g->grad_scale = 1.0;
+    g->num_micro = 1;
     const char *fuse = getenv("TRIT_FUSE");
     g->fusion = !(fuse && strcmp(fuse, "0") == 0);
     return g;
@@ -74,6 +75,7 @@ void trit_graph_free(trit_graph *g) {
     free(g->values);
     free(g->nodes);
     free(g->params);
+    free(g->hooks);
     free(g);
 }
 
@@ -104,7 +106,7 @@ int trit_graph_add_value(trit_graph *g, trit_tensor *t, trit_value_kind kind, in
     v->kind = kind;
     v->producer = producer;
     v->root = id;
-    v->grad_buf = v->data_buf = -1;
+    v->grad_buf = v->data_buf = v->shadow_buf = -1;
     v->grad_shared = false;
     if (kind == VALUE_INPUT || kind == VALUE_OP) {
         t->graph = g;
@@ -258,9 +260,66 @@ trit_status trit_graph_keep(trit_graph *g, trit_tensor *t) {
     return TRIT_OK;
 }
 
+trit_status trit_graph_input_requires_grad(trit_graph *g, trit_tensor *input) {
+    if (!g || !input) return trit_error(TRIT_ERR_INVALID, "trit_graph_input_requires_grad: NULL argument");
+    if (input->graph != g || g->values[input->graph_value].kind != VALUE_INPUT)
+        return trit_error(TRIT_ERR_INVALID, "trit_graph_input_requires_grad: '%s' is not an input of this graph (make it with trit_graph_input)",
+                          input->name);
+    if (g->compiled) return trit_error(TRIT_ERR_STATE, "trit_graph_input_requires_grad: call before trit_graph_compile");
+    const trit_dtype dt = input->dtype;
+    if (dt != g->dtype && dt != TRIT_F32 && dt != TRIT_BF16 && dt != TRIT_F16)
+        return trit_error(TRIT_ERR_DTYPE, "trit_graph_input_requires_grad: '%s' is %s; only float inputs have gradients",
+                          input->name, trit_dtype_name(dt));
+    g->values[input->graph_value].wants_grad = true;
+    return TRIT_OK;
+}
+
+trit_status trit_graph_recompute(trit_graph *g, trit_tensor *t) {
+    if (!g || !t) return trit_error(TRIT_ERR_INVALID, "trit_graph_recompute: NULL argument");
+    if (t->graph != g || g->values[t->graph_value].kind != VALUE_OP)
+        return trit_error(TRIT_ERR_INVALID, "trit_graph_recompute: '%s' is not an op result of this graph", t->name);
+    if (g->compiled) return trit_error(TRIT_ERR_STATE, "trit_graph_recompute: call before trit_graph_compile");
+    g->values[t->graph_value].mark_recompute = true;
+    return TRIT_OK;
+}
+
+int trit_graph_mark(const trit_graph *g) { return g ? g->n_values : 0; }
+
+trit_status trit_graph_recompute_since(trit_graph *g, int mark, const trit_tensor *except) {
+    if (!g) return trit_error(TRIT_ERR_INVALID, "trit_graph_recompute_since: graph is NULL");
+    if (mark < 0 || mark > g->n_values)
+        return trit_error(TRIT_ERR_RANGE, "trit_graph_recompute_since: mark %d outside [0, %d]; take it with trit_graph_mark",
+                          mark, g->n_values);
+    if (g->compiled) return trit_error(TRIT_ERR_STATE, "trit_graph_recompute_since: call before trit_graph_compile");
+    for (int i = mark; i < g->n_values; i++) {
+        trit_value *v = &g->values[i];
+        if (v->kind == VALUE_OP && v->t != except) v->mark_recompute = true;
+    }
+    return TRIT_OK;
+}
+
+uint64_t trit_graph_next_stream(trit_graph *g) { return g ? TRIT_STREAM_AUTO | g->next_stream++ : TRIT_STREAM_AUTO; }
+
+trit_status trit_graph_add_hook(trit_graph *g, trit_graph_event_kind kind, trit_graph_hook fn, void *ctx) {
+    if (!g || !fn) return trit_error(TRIT_ERR_INVALID, "trit_graph_add_hook: NULL graph or function");
+    if ((unsigned)kind > TRIT_EVENT_STEP_END) return trit_error(TRIT_ERR_INVALID, "trit_graph_add_hook: unknown event %d", (int)kind);
+    if (!grow((void **)&g->hooks, &g->cap_hooks, g->n_hooks + 1, sizeof(trit_hook)))
+        return trit_error(TRIT_ERR_NOMEM, "out of memory");
+    g->hooks[g->n_hooks++] = (trit_hook){.kind = kind, .fn = fn, .ctx = ctx};
+    return TRIT_OK;
+}
+
+void trit_graph_set_micro(trit_graph *g, int64_t micro, int64_t num_micro) {
+    if (!g) return;
+    g->num_micro = num_micro > 0 ? num_micro : 1;
+    g->micro = micro >= 0 && micro < g->num_micro ? micro : g->num_micro - 1;
+}
+
 trit_tensor *trit_graph_grad(trit_graph *g, trit_tensor *t) {
-    if (!g || !t || t->graph != g || !g->values[t->graph_value].keep) {
-        trit_error(TRIT_ERR_INVALID, "trit_graph_grad: pass a value of this graph marked with trit_graph_keep");
+    const trit_value *w = g && t && t->graph == g ? &g->values[t->graph_value] : NULL;
+    if (!w || !(w->keep || w->wants_grad)) {
+        trit_error(TRIT_ERR_INVALID, "trit_graph_grad: pass a value of this graph marked with trit_graph_keep, or an "
+                   "input marked with trit_graph_input_requires_grad");
         return NULL;
     }
     trit_value *v = &g->values[t->graph_value];

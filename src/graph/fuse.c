@@ -53,22 +53,25 @@ static bool set_attr(trit_node *n, const void *attr, size_t size) {
     return true;
 }
 
-// Opens a hole at node position pos (producers shift up by one).
-static bool insert_node(trit_graph *g, int pos) {
-    if (g->n_nodes == g->cap_nodes) {
-        int ncap = g->cap_nodes ? g->cap_nodes * 2 : 16;
-        trit_node *p = realloc(g->nodes, (size_t)ncap * sizeof *p);
-        if (!p) return false;
-        g->nodes = p;
-        g->cap_nodes = ncap;
-    }
+// Room for one more node, so the rewrite that follows cannot fail halfway.
+static bool reserve_node(trit_graph *g) {
+    if (g->n_nodes < g->cap_nodes) return true;
+    int ncap = g->cap_nodes ? g->cap_nodes * 2 : 16;
+    trit_node *p = realloc(g->nodes, (size_t)ncap * sizeof *p);
+    if (!p) return false;
+    g->nodes = p;
+    g->cap_nodes = ncap;
+    return true;
+}
+
+// Opens a hole at node position pos (producers shift up by one); reserve_node first.
+static void insert_node(trit_graph *g, int pos) {
     memmove(&g->nodes[pos + 1], &g->nodes[pos], (size_t)(g->n_nodes - pos) * sizeof(trit_node));
     g->n_nodes++;
     memset(&g->nodes[pos], 0, sizeof(trit_node));
     g->nodes[pos].saved_buf = g->nodes[pos].bwd_step = -1;
     for (int i = 0; i < g->n_values; i++)
         if (g->values[i].producer >= pos) g->values[i].producer++;
-    return true;
 }
 
 void trit_graph_remove_node(trit_graph *g, int pos) {
@@ -93,20 +96,22 @@ static int fuse_bias_gelu(trit_graph *g, const int *uses, trit_node *n) {
     return 1;
 }
 
-// Makes node `pos` a SELECT view of value `from` at `index`, producing value `out`.
-static bool make_select(trit_graph *g, int pos, int from, int64_t index, int out) {
-    trit_view_attr a = {.kind = TRIT_VIEW_SELECT, .dim = 0, .start = index};
+// Makes node `pos` a SELECT view of value `from` at `index`, producing value `out`; attr is an
+// allocated trit_view_attr the node takes.
+static void make_select(trit_graph *g, int pos, int from, int64_t index, int out, trit_view_attr *attr) {
+    *attr = (trit_view_attr){.kind = TRIT_VIEW_SELECT, .dim = 0, .start = index};
     trit_node *n = &g->nodes[pos];
-    if (!set_attr(n, &a, sizeof a)) return false;
+    free(n->attr);
+    n->attr = attr;
     n->def = OP_DEF(g, trit_op_view);
     n->n_in = 1;
     n->in[0] = from;
     n->out = out;
     const trit_tensor *src = g->values[from].t;
-    if (n->def->infer(&src, 1, n->attr, g->values[out].t) != TRIT_OK) return false;
+    // Cannot fail: element `index` of the fused value's first dim has the value's own shape.
+    (void)n->def->infer(&src, 1, n->attr, g->values[out].t);
     g->values[out].producer = pos;
     g->values[out].root = g->values[from].root;
-    return true;
 }
 
 static int fuse_add_layernorm(trit_graph *g, int li) {
@@ -137,33 +142,35 @@ static int fuse_add_layernorm(trit_graph *g, int li) {
     const trit_op_def *def = OP_DEF(g, trit_op_add_layernorm);
     if (!contiguous_ok(g, def, in, n_in)) return 0;
 
+    const int lnout = ln->out;  // ln and add point into the node array, which may move now
+    // Everything that can fail first, so a failure leaves the graph as it was.
     int64_t shape[TRIT_MAX_DIMS];
     shape[0] = 2;
     memcpy(shape + 1, st->shape, sizeof(int64_t) * (size_t)st->ndim);
     trit_tensor *ft = calloc(1, sizeof *ft);
-    if (!ft || trit_tensor_init_layout(ft, g->dtype, st->ndim + 1, shape) != TRIT_OK) {
+    trit_add_layernorm_attr *fattr = malloc(sizeof *fattr);
+    trit_view_attr *sel0 = malloc(sizeof *sel0), *sel1 = malloc(sizeof *sel1);
+    int f = -1;
+    if (!ft || !fattr || !sel0 || !sel1 || trit_tensor_init_layout(ft, g->dtype, st->ndim + 1, shape) != TRIT_OK ||
+        !reserve_node(g) || (f = trit_graph_add_value(g, ft, VALUE_OP, si)) < 0) {
         free(ft);
+        free(fattr);
+        free(sel0);
+        free(sel1);
         return -1;
     }
     snprintf(ft->name, sizeof ft->name, "add_layernorm.%d", si);
-    const int lnout = ln->out;
-    int f = trit_graph_add_value(g, ft, VALUE_OP, si);
-    if (f < 0) {
-        free(ft);
-        return -1;
-    }
-    if (!insert_node(g, si + 1)) {  // the graph owns ft now and frees it with the graph
-        g->values[f].dead = true;
-        g->values[f].producer = -1;
-        return -1;
-    }
+    insert_node(g, si + 1);
     trit_node *fn = &g->nodes[si];
-    if (!set_attr(fn, &fa, sizeof fa)) return -1;
+    *fattr = fa;
+    free(fn->attr);
+    fn->attr = fattr;
     fn->def = def;
     fn->n_in = n_in;
     memcpy(fn->in, in, sizeof(int) * (size_t)n_in);
     fn->out = f;
-    if (!make_select(g, si + 1, f, 0, s) || !make_select(g, li + 1, f, 1, lnout)) return -1;
+    make_select(g, si + 1, f, 0, s, sel0);
+    make_select(g, li + 1, f, 1, lnout, sel1);
     return 1;
 }
 

@@ -21,6 +21,11 @@ typedef struct trit_value {
     bool grad_shared;      // grad_buf is another value's (an in-place backward): that value zeroes it
     int data_buf;          // planner buffer of this value's storage, -1 if not planned
     bool dead;             // removed by a rewrite (fusion): no producer, no storage
+    bool wants_grad;       // an input whose gradient the caller asked for
+    bool mark_recompute;   // asked to be recomputed in backward (trit_graph_recompute)
+    bool recomputed;       // compile's decision, on roots: backward reads a recomputed copy
+    trit_tensor *shadow;   // the copy backward reads (root and views of a recomputed root), else NULL
+    int shadow_buf;        // planner buffer of a recomputed root's copy, -1 if none
 } trit_value;
 
 typedef struct trit_node {
@@ -32,16 +37,35 @@ typedef struct trit_node {
     size_t saved_bytes, scratch_bytes;
     int saved_buf;           // planner buffer, -1 if none
     int bwd_step;            // position in the backward schedule, -1 if not run backward
-    trit_op_call fwd, bwd;
-    trit_exec_ctx ctx;
+    int bwd_pos;             // timeline position of the backward step, -1 if none
+    int rec_pos;             // timeline position of the recompute step, -1 if none
+    int rec_saved_buf;       // planner buffer of the recompute's saved memory, -1 if none
+    trit_op_call fwd, bwd, rec;
+    trit_exec_ctx ctx, rctx; // rctx: the recompute's (forward's, with recompute set)
 } trit_node;
 
 // A block of arena memory with the steps it must stay intact for.
 typedef struct trit_buffer {
     size_t bytes;
-    int first, last;  // inclusive steps on the timeline: forward 0..N-1, backward N..N+B-1
+    int first, last;  // inclusive positions on the timeline: forward node i at i, then the
+                      // backward phase's recompute and backward steps in order
     size_t offset;
 } trit_buffer;
+
+// One entry of the compiled step list (trit_graph_step_kind); arg is the node (forward,
+// backward, recompute), the planner buffer (zero) or the parameter's index in g->params
+// (gradient-final events; -1 for the others).
+typedef struct trit_step {
+    uint8_t kind;
+    uint8_t event;  // trit_graph_event_kind of an event step
+    int arg;
+} trit_step;
+
+typedef struct trit_hook {
+    trit_graph_event_kind kind;
+    trit_graph_hook fn;
+    void *ctx;
+} trit_hook;
 
 struct trit_graph {
     trit_compute_policy policy;
@@ -54,13 +78,20 @@ struct trit_graph {
     int n_nodes, cap_nodes;
     int *params;              // value ids of parameter leaves, first-use order
     int n_params, cap_params;
+    trit_hook *hooks;
+    int n_hooks, cap_hooks;
+    uint64_t next_stream;     // build-order counter of random ops without a stream of their own
     // compiled state
     bool compiled;
     bool forward_done;
-    int loss;                 // value id or -1
+    int loss;                 // value id of the loss or the seeded output, or -1
+    bool seeded;              // compiled with trit_graph_compile_output: backward needs a seed
     int *bwd_order;           // node ids in backward order
     int n_bwd;
-    int **zero_at;            // per backward step: -1-terminated grad buffers to zero first
+    trit_step *steps;         // forward steps [0, n_fwd_steps), then the backward phase
+    int n_steps, n_fwd_steps;
+    int n_positions;          // timeline length (forward nodes plus backward-phase compute steps)
+    int64_t micro, num_micro; // trit_graph_set_micro
     trit_buffer *bufs;
     int n_bufs, cap_bufs;
     trit_arena arena;
@@ -90,5 +121,19 @@ int trit_graph_store_lowp(trit_graph *g);
 
 // Number of nodes of each kind after fusion, for tests and reports.
 int trit_graph_count_op(const trit_graph *g, const char *name);
+
+// Compile's step list (schedule.c): the backward order with its recompute steps and every
+// node's timeline positions, then (after memory is planned) the list with zero and event steps.
+trit_status trit_graph_schedule(trit_graph *g);
+trit_status trit_graph_build_steps(trit_graph *g);
+// Whether value v gets a gradient (a trainable parameter or an input asking for one upstream,
+// the loss downstream).
+static inline bool trit_value_needs_grad(const trit_value *v) { return v->requires_grad && v->reaches_loss; }
+// The tensor backward-phase steps read for value v: its recomputed copy, or v itself.
+static inline trit_tensor *trit_value_bwd_tensor(const trit_value *v) { return v->shadow ? v->shadow : v->t; }
+
+// Memory planning (plan.c): buffers with their lifetimes on the timeline, packed into one arena,
+// and tensors pointed into it.
+trit_status trit_graph_plan_memory(trit_graph *g);
 
 #endif

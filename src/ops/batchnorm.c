@@ -99,7 +99,7 @@ static trit_status bn_forward(const trit_op_call *c) {
     const bn_dims d = dims_of(c->in[0]);
     const int64_t m = d.N * d.S;
     const bool batch = c->ctx->training || !a->has_running;
-    const bool update = c->ctx->training && a->has_running;
+    const bool update = c->ctx->training && a->has_running && !c->ctx->recompute;  // once per forward
     char buf[128];
     if (batch && m <= 1)
         return trit_error(TRIT_ERR_SHAPE, "batchnorm: batch statistics need more than 1 value per channel, x is %s; use a larger batch or eval mode",

@@ -1,5 +1,5 @@
 // Inverted dropout: in training mode element i is kept iff
-//   trit_rng_uniform(seed, node, (step << 32) + i) >= p
+//   trit_rng_uniform(seed, stream, (step << 32) + i) >= p
 // and kept elements are scaled by 1 / (1 - p), so eval mode is the identity. Forward saves the
 // mask (one byte per element) and whether it applied one, so backward matches the forward that
 // ran even if the mode changed in between.
@@ -41,7 +41,7 @@ static trit_status dropout_forward(const trit_op_call *c) {
         return TRIT_OK;
     }
     flag[0] = 1;
-    const uint64_t seed = c->ctx->seed, stream = c->ctx->node;
+    const uint64_t seed = c->ctx->seed, stream = a->stream;
     const uint64_t first_block = (c->ctx->step << TRIT_DROPOUT_STEP_SHIFT) / 4;
     const double p = a->p;
     const real scale = (real)(1.0 / (1.0 - p));
@@ -95,13 +95,17 @@ const trit_op_def R(trit_op_dropout) = {
 // Float build only: this file is compiled twice (base/real.h), the public API must exist once.
 #ifndef TRIT_REAL_F64
 
-trit_tensor *trit_dropout(trit_graph *g, trit_tensor *x, double p) {
+trit_tensor *trit_dropout_stream(trit_graph *g, trit_tensor *x, double p, uint64_t stream) {
     if (!(p >= 0 && p < 1)) {
         trit_error(TRIT_ERR_INVALID, "dropout: p must be in [0, 1), got %g", p);
         return trit_graph_fail(g, TRIT_ERR_INVALID);
     }
-    trit_dropout_attr a = {.p = p};
+    trit_dropout_attr a = {.p = p, .stream = stream};
     return TRIT_APPLY(g, trit_op_dropout, 1, &x, &a);
+}
+
+trit_tensor *trit_dropout(trit_graph *g, trit_tensor *x, double p) {
+    return trit_dropout_stream(g, x, p, trit_graph_next_stream(g));
 }
 
 #endif

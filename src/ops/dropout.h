@@ -5,11 +5,13 @@
 #include "ops/op_def.h"
 
 typedef struct trit_dropout_attr {
-    double p;  // drop probability in [0, 1)
+    double p;         // drop probability in [0, 1)
+    uint64_t stream;  // fixed when the op is built (trit_dropout_stream, or the graph's counter)
 } trit_dropout_attr;
 
 // Element i of a dropout node's mask in a step is drawn from counter (step << 32) + i of the
-// stream (seed, node), so the mask depends on (seed, node, step) only, never on threads.
+// stream (seed, stream), so the mask depends on (seed, stream, step) only: never on threads,
+// fusion, the compute policy or recompute.
 #define TRIT_DROPOUT_STEP_SHIFT 32
 
 TRIT_DECLARE_REAL(const trit_op_def, trit_op_dropout);

@@ -19,6 +19,11 @@ trit_tensor *trit_graph_apply(trit_graph *g, const trit_op_def *def_f32, const t
 // Records a build error on the graph (first one wins) and returns NULL for op constructors.
 trit_tensor *trit_graph_fail(trit_graph *g, trit_status s);
 
+// The stream of a random op built without one: the graph's count of such ops so far, in a range
+// of its own (TRIT_STREAM_AUTO), so it follows build order and nothing compile does to the graph.
+#define TRIT_STREAM_AUTO (UINT64_C(0xa0) << 56)
+uint64_t trit_graph_next_stream(trit_graph *g);
+
 // Argument checks that constructors of several op files share (norms, batchnorm, losses and their
 // fused forms), so one argument gets one message whichever op takes it. False after recording
 // the error on the graph.

@@ -18,7 +18,7 @@ typedef struct trit_exec_ctx {
     bool training;
     uint64_t seed;   // trit_graph_set_rng
     uint64_t step;
-    uint64_t node;   // this node's index: random ops use it as their stream
+    bool recompute;  // a recompute step: the forward again inside backward (no state updates)
     trit_matmul_precision matmul;  // the graph policy's, for fp32 operands of matmuls
 } trit_exec_ctx;
 

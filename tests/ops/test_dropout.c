@@ -16,12 +16,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include "ops/dropout.h"
+#include "ops/op_build.h"
 
-// The node index is the random stream; it is the number in the op's output name.
-static uint64_t node_of(const trit_tensor *y) {
-    const char *dot = strrchr(y->name, '.');
-    assert_non_null(dot);
-    return (uint64_t)strtoull(dot + 1, NULL, 10);
+// The stream a dropout node draws from: its attribute, fixed when it was built.
+static uint64_t stream_of(const trit_tensor *y) {
+    const trit_graph *g = y->graph;
+    const trit_node *n = &g->nodes[g->values[y->graph_value].producer];
+    assert_string_equal(n->def->name, "dropout");
+    return ((const trit_dropout_attr *)n->attr)->stream;
 }
 
 static bool kept(uint64_t seed, uint64_t node, uint64_t step, int64_t i, double p) {
@@ -62,7 +64,8 @@ static void test_mask_and_scale(void **state) {
     drop_graph d = make_graph(p);
     float *y = malloc(sizeof(float) * N);
     run(&d, 1234, 5, y);
-    const uint64_t node = node_of(d.y);
+    const uint64_t node = stream_of(d.y);
+    assert_true(node == (TRIT_STREAM_AUTO | 0));  // the graph's first random op without a stream
     const float *x = d.x->data, scale = (float)(1.0 / (1.0 - p));
     int64_t n_kept = 0;
     for (int i = 0; i < N; i++) {
@@ -132,10 +135,11 @@ static void test_gradient(void **state) {
         trit_graph *g = trit_graph_new(TRIT_F64);
         trit_graph_set_training(g, training);
         trit_graph_set_rng(g, 42, 3);
-        trit_tensor *y = trit_dropout(g, x, p);
+        trit_tensor *y = trit_dropout_stream(g, x, p, 0xb10c2);
         trit_graph_keep(g, y);
         tg_run(g, tf_dot(g, y, r));
-        const uint64_t node = node_of(y);
+        const uint64_t node = stream_of(y);
+        assert_true(node == 0xb10c2);
         const double *xd = x->data, *rd = r->data, *gd = x->grad->data, *yd = y->data;
         for (int i = 0; i < 1000; i++) {
             const double m = training ? (kept(42, node, 3, i, p) ? 1.0 / (1.0 - p) : 0.0) : 1.0;

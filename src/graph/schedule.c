@@ -1,0 +1,187 @@
+// The step list. First the schedule: which values backward recomputes, the backward order, and
+// a position on one timeline for every step that computes (forward node i at position i, then the
+// backward phase's recompute and backward steps in the order they run), which the memory planner
+// turns into buffer lifetimes. Then, once memory is planned, the list itself: forward steps,
+// and the backward phase with each gradient buffer's zeroing before its first writer and an
+// event after the last backward step that adds into each parameter's gradient.
+#include "graph/graph_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static int root_of(const trit_graph *g, int v) { return g->values[v].root; }
+
+// A marked root is recomputed when an op (not a view) made it, nothing outside the graph reads it
+// (kept, the loss) and every live view of it is marked too: a view that must stay readable would
+// hold the root's storage anyway (a fused pair's unmarked half, say).
+static void decide_recompute(trit_graph *g) {
+    for (int i = 0; i < g->n_values; i++) {
+        trit_value *v = &g->values[i];
+        v->recomputed = v->kind == VALUE_OP && v->root == i && !v->dead && v->mark_recompute && !v->keep &&
+                        i != g->loss && !g->nodes[v->producer].def->is_view;
+    }
+    for (int i = 0; i < g->n_values; i++) {
+        const trit_value *v = &g->values[i];
+        if (v->kind != VALUE_OP || v->dead || v->root == i) continue;
+        if (!v->mark_recompute || v->keep || i == g->loss) g->values[v->root].recomputed = false;
+    }
+}
+
+// Root r is needed by the backward phase: if it is recomputed and not yet, its producer and,
+// first, whatever recomputed roots that producer reads. Returns whether anything was added.
+static bool want(const trit_graph *g, int r, bool *have, bool *need) {
+    if (!g->values[r].recomputed || have[r]) return false;
+    have[r] = true;
+    const int p = g->values[r].producer;
+    need[p] = true;
+    const trit_node *n = &g->nodes[p];
+    for (int j = 0; j < n->n_in; j++) want(g, root_of(g, n->in[j]), have, need);
+    return true;
+}
+
+// What node n's backward reads, made available: recompute steps (in build order) placed at the
+// next positions.
+static int place_recomputes(trit_graph *g, const trit_node *n, int pos, bool *have, bool *need) {
+    const uint32_t unread = n->def->bwd_unread;
+    bool any = false;
+    for (int j = 0; j < n->n_in; j++)
+        if (!(unread & TRIT_IN(j))) any |= want(g, root_of(g, n->in[j]), have, need);
+    const int out = root_of(g, n->out);
+    if (!(unread & TRIT_OUT) || (n->saved_bytes && out == n->out)) any |= want(g, out, have, need);
+    if (!any) return pos;
+    for (int m = 0; m < g->n_nodes; m++) {
+        if (!need[m]) continue;
+        need[m] = false;
+        g->nodes[m].rec_pos = pos++;
+    }
+    return pos;
+}
+
+trit_status trit_graph_schedule(trit_graph *g) {
+    const int N = g->n_nodes;
+    g->bwd_order = malloc(sizeof(int) * (size_t)(N + 1));
+    bool *have = calloc((size_t)g->n_values + 1, sizeof(bool));
+    bool *need = calloc((size_t)N + 1, sizeof(bool));
+    if (!g->bwd_order || !have || !need) {
+        free(have);
+        free(need);
+        return trit_error(TRIT_ERR_NOMEM, "out of memory");
+    }
+    g->n_bwd = 0;
+    for (int i = 0; i < N; i++) g->nodes[i].bwd_step = g->nodes[i].bwd_pos = g->nodes[i].rec_pos = -1;
+    for (int i = N - 1; i >= 0 && g->loss >= 0; i--) {
+        trit_node *n = &g->nodes[i];
+        if (!trit_value_needs_grad(&g->values[n->out])) continue;
+        n->bwd_step = g->n_bwd;
+        g->bwd_order[g->n_bwd++] = i;
+    }
+    decide_recompute(g);
+    int pos = N;
+    for (int k = 0; k < g->n_bwd; k++) {
+        trit_node *n = &g->nodes[g->bwd_order[k]];
+        pos = place_recomputes(g, n, pos, have, need);
+        n->bwd_pos = pos++;
+    }
+    g->n_positions = pos;
+    free(have);
+    free(need);
+    return TRIT_OK;
+}
+
+// ---- the list --------------------------------------------------------------------------------
+
+static int param_index(const trit_graph *g, int v) {
+    for (int i = 0; i < g->n_params; i++)
+        if (g->params[i] == v) return i;
+    return -1;
+}
+
+// Position of the last backward step that adds into each parameter's gradient (-1: none).
+static void grad_final_positions(const trit_graph *g, int *final) {
+    for (int i = 0; i < g->n_params; i++) final[i] = -1;
+    for (int k = 0; k < g->n_bwd; k++) {
+        const trit_node *n = &g->nodes[g->bwd_order[k]];
+        for (int j = 0; j < n->n_in; j++) {
+            const trit_value *v = &g->values[n->in[j]];
+            if (v->kind != VALUE_PARAM || (n->def->no_grad_inputs & TRIT_IN(j)) || !trit_value_needs_grad(v)) continue;
+            const int p = param_index(g, n->in[j]);
+            if (p >= 0 && n->bwd_pos > final[p]) final[p] = n->bwd_pos;
+        }
+    }
+}
+
+// Whether gradient buffer b is zeroed before its first writer: every planned gradient buffer but
+// the seed's (written by backward itself) and one shared with an in-place op's output gradient.
+static bool zeroed(const trit_graph *g, int v) {
+    const trit_value *val = &g->values[v];
+    return val->grad_buf >= 0 && v != g->loss && !val->grad_shared;
+}
+
+static void push(trit_graph *g, trit_graph_step_kind kind, int arg, trit_graph_event_kind ev) {
+    g->steps[g->n_steps++] = (trit_step){.kind = (uint8_t)kind, .event = (uint8_t)ev, .arg = arg};
+}
+
+// The backward phase at one position: a recompute step, or a backward step with the zeroing of
+// the gradient buffers it is the first to write and the events of the gradients it finishes.
+static void push_position(trit_graph *g, int pos, int node, const int *final) {
+    if (g->nodes[node].rec_pos == pos) {
+        push(g, TRIT_STEP_RECOMPUTE, node, 0);
+        return;
+    }
+    for (int v = 0; v < g->n_values; v++)
+        if (zeroed(g, v) && g->bufs[g->values[v].grad_buf].first == pos) push(g, TRIT_STEP_ZERO, g->values[v].grad_buf, 0);
+    push(g, TRIT_STEP_BACKWARD, node, 0);
+    for (int p = 0; p < g->n_params; p++)
+        if (final[p] == pos) push(g, TRIT_STEP_EVENT, p, TRIT_EVENT_GRAD_FINAL);
+}
+
+trit_status trit_graph_build_steps(trit_graph *g) {
+    const int N = g->n_nodes, P = g->n_positions;
+    int *node_at = malloc(sizeof(int) * (size_t)(P - N + 1));
+    int *final = malloc(sizeof(int) * (size_t)(g->n_params + 1));
+    int cap = P + 2 + g->n_params;
+    for (int v = 0; v < g->n_values; v++) cap += zeroed(g, v);
+    g->steps = malloc(sizeof(trit_step) * (size_t)cap);
+    if (!node_at || !final || !g->steps) {
+        free(node_at);
+        free(final);
+        return trit_error(TRIT_ERR_NOMEM, "out of memory");
+    }
+    for (int i = 0; i < N; i++) {
+        const trit_node *n = &g->nodes[i];
+        if (n->rec_pos >= 0) node_at[n->rec_pos - N] = i;
+        if (n->bwd_pos >= 0) node_at[n->bwd_pos - N] = i;
+    }
+    grad_final_positions(g, final);
+    g->n_steps = 0;
+    for (int i = 0; i < N; i++)
+        if (!g->nodes[i].def->is_view) push(g, TRIT_STEP_FORWARD, i, 0);
+    g->n_fwd_steps = g->n_steps;
+    if (g->loss >= 0) {
+        for (int pos = N; pos < P; pos++) push_position(g, pos, node_at[pos - N], final);
+        push(g, TRIT_STEP_EVENT, -1, TRIT_EVENT_MICRO_END);
+        push(g, TRIT_STEP_EVENT, -1, TRIT_EVENT_STEP_END);
+    }
+    free(node_at);
+    free(final);
+    return TRIT_OK;
+}
+
+int trit_graph_num_steps(const trit_graph *g) { return g && g->compiled ? g->n_steps : 0; }
+
+trit_status trit_graph_step_at(const trit_graph *g, int i, trit_graph_step_info *out) {
+    if (!g || !out) return trit_error(TRIT_ERR_INVALID, "trit_graph_step_at: NULL argument");
+    if (!g->compiled) return trit_error(TRIT_ERR_STATE, "trit_graph_step_at: compile the graph first");
+    if (i < 0 || i >= g->n_steps)
+        return trit_error(TRIT_ERR_RANGE, "trit_graph_step_at: step %d outside [0, %d)", i, g->n_steps);
+    const trit_step *s = &g->steps[i];
+    const bool has_node = s->kind == TRIT_STEP_FORWARD || s->kind == TRIT_STEP_BACKWARD || s->kind == TRIT_STEP_RECOMPUTE;
+    *out = (trit_graph_step_info){
+        .kind = (trit_graph_step_kind)s->kind,
+        .node = has_node ? s->arg : -1,
+        .op = has_node ? g->nodes[s->arg].def->name : "",
+        .event = (trit_graph_event_kind)s->event,
+        .param = s->kind == TRIT_STEP_EVENT ? s->arg : -1,
+    };
+    return TRIT_OK;
+}
