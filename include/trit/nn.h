@@ -88,6 +88,14 @@ const trit_tensor *trit_gpt_quantized(const trit_gpt *m, int i);  // NULL when n
 // the spec is copied). The head and embeddings stay in full precision.
 trit_status trit_gpt_set_qat(trit_gpt *m, const trit_fake_quant_spec *weights, const trit_fake_quant_spec *acts);  // elements, tied weights counted once
 
+// Activation recompute (checkpointing) in the graphs built from now on: NONE holds every
+// activation backward reads from forward; BLOCK holds only each block's input (the residual
+// stream between blocks) and recomputes the rest of a block in backward, just before its backward
+// needs it, in a buffer of its own (trit_graph_recompute_since). Same bits, less memory, one more
+// forward of the blocks.
+typedef enum trit_recompute_policy { TRIT_RECOMPUTE_NONE = 0, TRIT_RECOMPUTE_BLOCK = 1 } trit_recompute_policy;
+trit_status trit_gpt_set_recompute(trit_gpt *m, trit_recompute_policy policy);
+
 // Training precision modes, as `trit train --precision` and `trit bench --precision` name them:
 // fp32; bf16 (matmul inputs and activations between matmuls bf16, fp32 accumulation, norms,
 // softmax, losses and the optimizer fp32); fp16 (the same with f16, plus loss scaling in the

@@ -83,14 +83,6 @@ trit_status trit_gpt_config_check(const trit_gpt_config *c) {
 
 // ---- parameters ---------------------------------------------------------------------------
 
-// Each tensor draws its initial values from its own Philox stream, keyed by a hash of its name,
-// so a tensor's values depend only on (seed, name, shape), not on the other tensors.
-static uint64_t name_stream(const char *name) {
-    uint64_t h = UINT64_C(1469598103934665603);  // FNV-1a
-    for (const unsigned char *p = (const unsigned char *)name; *p; p++) h = (h ^ *p) * UINT64_C(1099511628211);
-    return h;
-}
-
 typedef enum { INIT_NORMAL, INIT_RESIDUAL, INIT_ZERO, INIT_ONE } init_kind;
 
 typedef struct builder {
@@ -113,8 +105,8 @@ static trit_tensor *add_param(builder *b, const char *name, int ndim, int64_t d0
     b->m->tensors[b->m->n_tensors++] = t;
     trit_status s = TRIT_OK;
     switch (init) {
-    case INIT_NORMAL: s = trit_tensor_fill_normal(t, 0.0, b->std, b->seed, name_stream(name)); break;
-    case INIT_RESIDUAL: s = trit_tensor_fill_normal(t, 0.0, b->std_resid, b->seed, name_stream(name)); break;
+    case INIT_NORMAL: s = trit_tensor_fill_normal(t, 0.0, b->std, b->seed, trit_gpt_name_stream(name)); break;
+    case INIT_RESIDUAL: s = trit_tensor_fill_normal(t, 0.0, b->std_resid, b->seed, trit_gpt_name_stream(name)); break;
     case INIT_ZERO: break;  // trit_tensor_new zeroes
     case INIT_ONE: s = trit_tensor_fill(t, 1.0); break;
     }
@@ -176,6 +168,7 @@ trit_gpt *trit_gpt_new(const trit_gpt_config *c, uint64_t seed) {
     for (int64_t i = 0; i < L; i++) add_block(&b, i);
     m->lnf_w = add_param(&b, "ln_f.weight", 1, C, 0, INIT_ONE);
     if (c->bias && c->norm == TRIT_NORM_LAYER) m->lnf_b = add_param(&b, "ln_f.bias", 1, C, 0, INIT_ZERO);
+    if (b.status == TRIT_OK) b.status = trit_gpt_program_build(m);
     if (b.status != TRIT_OK) {
         trit_gpt_free(m);
         return NULL;
@@ -192,6 +185,7 @@ void trit_gpt_free(trit_gpt *m) {
     free(m->quantized);
     free(m->tensors);
     free(m->blocks);
+    free(m->prog);
     free(m);
 }
 
@@ -319,6 +313,15 @@ trit_status trit_gpt_attach_quantized(trit_gpt *m, int i, trit_tensor *q) {
 
 const trit_tensor *trit_gpt_quantized(const trit_gpt *m, int i) {
     return m && m->quantized && i >= 0 && i < m->n_tensors ? m->quantized[i] : NULL;
+}
+
+trit_status trit_gpt_set_recompute(trit_gpt *m, trit_recompute_policy policy) {
+    if (!m) return trit_error(TRIT_ERR_INVALID, "trit_gpt_set_recompute: NULL model");
+    if (policy != TRIT_RECOMPUTE_NONE && policy != TRIT_RECOMPUTE_BLOCK)
+        return trit_error(TRIT_ERR_INVALID, "gpt: unknown recompute policy %d (TRIT_RECOMPUTE_NONE or TRIT_RECOMPUTE_BLOCK)",
+                          (int)policy);
+    m->recompute = policy;
+    return TRIT_OK;
 }
 
 trit_status trit_gpt_set_qat(trit_gpt *m, const trit_fake_quant_spec *weights, const trit_fake_quant_spec *acts) {

@@ -1,80 +1,102 @@
-// The GPT training graph:
-//   x = wte[idx] (+ wpe[0:T] with learned positions), dropout
-//   per block: x = x + dropout(c_proj(attention(norm_1(x))))
-//              x = x + dropout(mlp(norm_2(x)))
-//   (with SubLN, c_proj's input is normalised first in both sub-layers)
-//   logits = norm_f(x) wte^T (the head is tied to the token embedding), loss = mean cross-entropy
-//   over targets != -1.
-// Attention: c_attn gives (B, T, 3C), split into q, k, v on the last axis (views, no copy),
-// RoPE on q and k when configured, causal attention (flash unless naive_attention), then c_proj.
+// The GPT training graph: the model's program (gpt_program.c) turned into graph ops, then the
+// mean cross-entropy of the logits over targets != -1. Attention splits the fused (B, T, 3C) q, k,
+// v into views (no copy), rotates q and k with RoPE when configured, and runs flash attention
+// unless naive_attention is set.
 #include "nn/gpt_internal.h"
 #include "trit/ops.h"
 
 #include <string.h>
 
-static trit_tensor *norm(trit_graph *g, const trit_gpt *m, trit_tensor *x, trit_tensor *w, trit_tensor *b) {
-    if (m->cfg.norm == TRIT_NORM_RMS) return trit_rmsnorm(g, x, w, m->cfg.norm_eps);
-    return trit_layernorm(g, x, w, b, m->cfg.norm_eps);
+static trit_tensor *param(const trit_gpt *m, int i) { return i >= 0 ? m->tensors[i] : NULL; }
+
+static trit_tensor *norm(trit_graph *g, const trit_gpt *m, trit_tensor *x, const gpt_step *s) {
+    if (m->cfg.norm == TRIT_NORM_RMS) return trit_rmsnorm(g, x, param(m, s->w), m->cfg.norm_eps);
+    return trit_layernorm(g, x, param(m, s->w), param(m, s->b), m->cfg.norm_eps);
 }
 
-static trit_tensor *dropout(trit_graph *g, const trit_gpt *m, trit_tensor *x) {
-    return m->cfg.dropout > 0.0 ? trit_dropout(g, x, m->cfg.dropout) : x;
+static trit_tensor *dropout(trit_graph *g, const trit_gpt *m, trit_tensor *x, uint64_t stream) {
+    return m->cfg.dropout > 0.0 ? trit_dropout_stream(g, x, m->cfg.dropout, stream) : x;
 }
 
-// x W^T + b for a matrix inside a block, through fake quantization under QAT.
-static trit_tensor *linear(trit_graph *g, const trit_gpt *m, trit_tensor *x, trit_tensor *w, trit_tensor *b) {
-    if (m->qat_acts) x = trit_fake_quant(g, x, &m->qat_a, NULL);
-    if (m->qat_weights) w = trit_fake_quant(g, w, &m->qat_w, NULL);
-    return trit_linear(g, x, w, b);
+// x W^T + b; a matrix inside a block goes through fake quantization under QAT.
+static trit_tensor *linear(trit_graph *g, const trit_gpt *m, trit_tensor *x, const gpt_step *s) {
+    trit_tensor *w = param(m, s->w);
+    if (s->block_matrix && m->qat_acts) x = trit_fake_quant(g, x, &m->qat_a, NULL);
+    if (s->block_matrix && m->qat_weights) w = trit_fake_quant(g, w, &m->qat_w, NULL);
+    return trit_linear(g, x, w, param(m, s->b));
 }
 
-static trit_tensor *attention(trit_graph *g, const trit_gpt *m, const trit_gpt_block *k, trit_tensor *x) {
-    const int64_t C = m->cfg.n_embd;
+// The values of the slots while the program is built into a graph; a fused q, k, v slot also
+// holds its three parts once split (by ROPE or ATTEND).
+typedef struct slots {
+    trit_tensor *v[GPT_NUM_SLOTS];
+    trit_tensor *qkv[3];
+} slots;
+
+static void split_qkv(trit_graph *g, const trit_gpt *m, slots *sl, gpt_slot src) {
+    if (sl->qkv[0]) return;
+    const int64_t C = m->cfg.n_embd, sizes[3] = {C, C, C};
+    if (trit_split(g, sl->v[src], 2, 3, sizes, sl->qkv) != TRIT_OK) sl->qkv[0] = sl->qkv[1] = sl->qkv[2] = NULL;
+}
+
+static trit_tensor *attend(trit_graph *g, const trit_gpt *m, slots *sl, gpt_slot src) {
+    split_qkv(g, m, sl, src);
+    trit_tensor **q = sl->qkv;
     const int H = (int)m->cfg.n_head;
-    trit_tensor *qkv = linear(g, m, x, k->attn_w, k->attn_b);  // (B, T, 3C)
-    trit_tensor *part[3] = {NULL, NULL, NULL};
-    const int64_t sizes[3] = {C, C, C};
-    if (trit_split(g, qkv, 2, 3, sizes, part) != TRIT_OK) return NULL;
-    if (m->cfg.pos == TRIT_POS_ROPE) {
-        part[0] = trit_rope(g, part[0], H, m->cfg.rope_theta);
-        part[1] = trit_rope(g, part[1], H, m->cfg.rope_theta);
-    }
-    trit_tensor *y = m->cfg.naive_attention ? trit_attention(g, part[0], part[1], part[2], H)
-                                            : trit_flash_attention(g, part[0], part[1], part[2], H);  // (B, T, C)
-    if (k->sub1_w) y = norm(g, m, y, k->sub1_w, k->sub1_b);
-    return linear(g, m, y, k->proj_w, k->proj_b);
+    trit_tensor *y = m->cfg.naive_attention ? trit_attention(g, q[0], q[1], q[2], H)
+                                            : trit_flash_attention(g, q[0], q[1], q[2], H);  // (B, T, C)
+    q[0] = q[1] = q[2] = NULL;
+    return y;
 }
 
-static trit_tensor *mlp(trit_graph *g, const trit_gpt *m, const trit_gpt_block *k, trit_tensor *x) {
-    trit_tensor *h = linear(g, m, x, k->fc_w, k->fc_b);  // (B, T, hidden) or (B, T, 2 hidden)
-    if (m->cfg.mlp == TRIT_MLP_SWIGLU) {
-        trit_tensor *part[2] = {NULL, NULL};
-        const int64_t sizes[2] = {m->hidden, m->hidden};
-        if (trit_split(g, h, 2, 2, sizes, part) != TRIT_OK) return NULL;
-        h = trit_swiglu(g, part[0], part[1]);
-    } else {
-        h = trit_gelu(g, h);
+static trit_tensor *swiglu(trit_graph *g, const trit_gpt *m, trit_tensor *h) {
+    trit_tensor *part[2] = {NULL, NULL};
+    const int64_t sizes[2] = {m->hidden, m->hidden};
+    if (trit_split(g, h, 2, 2, sizes, part) != TRIT_OK) return NULL;
+    return trit_swiglu(g, part[0], part[1]);
+}
+
+// One step of the program as graph ops.
+static void build_step(trit_graph *g, const trit_gpt *m, const gpt_step *s, slots *sl, trit_gpt_graph *out, int64_t T) {
+    trit_tensor *x = sl->v[s->src], **dst = &sl->v[s->dst];
+    switch (s->op) {
+    case GPT_OP_EMBED:
+        *dst = trit_embedding(g, param(m, s->w), out->idx);  // (B, T, C)
+        if (s->w2 >= 0) *dst = trit_add(g, *dst, trit_slice(g, param(m, s->w2), 0, 0, T));
+        *dst = dropout(g, m, *dst, s->stream);
+        break;
+    case GPT_OP_NORM: *dst = norm(g, m, x, s); break;
+    case GPT_OP_LINEAR: *dst = linear(g, m, x, s); break;
+    case GPT_OP_ROPE:
+        split_qkv(g, m, sl, s->src);
+        for (int i = 0; i < 2; i++) sl->qkv[i] = trit_rope(g, sl->qkv[i], (int)m->cfg.n_head, m->cfg.rope_theta);
+        break;
+    case GPT_OP_ATTEND: *dst = attend(g, m, sl, s->src); break;
+    case GPT_OP_GELU: *dst = trit_gelu(g, x); break;
+    case GPT_OP_SWIGLU: *dst = swiglu(g, m, x); break;
+    case GPT_OP_RESIDUAL: sl->v[GPT_X] = trit_add(g, sl->v[GPT_X], dropout(g, m, x, s->stream)); break;
+    case GPT_OP_HEAD: out->logits = trit_linear(g, x, param(m, s->w), NULL); break;  // (B, T, V)
     }
-    if (k->sub2_w) h = norm(g, m, h, k->sub2_w, k->sub2_b);  // (B, T, hidden)
-    return linear(g, m, h, k->mlp_w, k->mlp_b);
 }
 
 // Adds the model's forward and loss to g; fills out's tensors (NULL on a build error, which the
-// graph remembers).
+// graph remembers). Under TRIT_RECOMPUTE_BLOCK everything a block makes but its output (the
+// residual stream) is recomputed in backward.
 static void build_forward(trit_graph *g, const trit_gpt *m, int64_t B, int64_t T, trit_gpt_graph *out) {
     const int64_t bt[2] = {B, T};
     out->idx = trit_graph_input(g, TRIT_I32, 2, bt, "idx");
     out->targets = trit_graph_input(g, TRIT_I32, 2, bt, "targets");
-    trit_tensor *x = trit_embedding(g, m->wte, out->idx);  // (B, T, C)
-    if (m->wpe) x = trit_add(g, x, trit_slice(g, m->wpe, 0, 0, T));
-    x = dropout(g, m, x);
-    for (int64_t i = 0; i < m->cfg.n_layer; i++) {
-        const trit_gpt_block *k = &m->blocks[i];
-        x = trit_add(g, x, dropout(g, m, attention(g, m, k, norm(g, m, x, k->ln1_w, k->ln1_b))));
-        x = trit_add(g, x, dropout(g, m, mlp(g, m, k, norm(g, m, x, k->ln2_w, k->ln2_b))));
+    slots sl = {0};
+    int mark = 0;
+    for (int i = 0; i < m->n_prog; i++) {
+        const gpt_step *s = &m->prog[i];
+        const bool starts = i == 0 || m->prog[i - 1].block != s->block;
+        const bool ends = i + 1 == m->n_prog || m->prog[i + 1].block != s->block;
+        if (starts) mark = trit_graph_mark(g);
+        build_step(g, m, s, &sl, out, T);
+        if (ends && s->block >= 0 && s->block < m->cfg.n_layer && m->recompute == TRIT_RECOMPUTE_BLOCK && sl.v[GPT_X])
+            trit_graph_recompute_since(g, mark, sl.v[GPT_X]);
     }
-    x = norm(g, m, x, m->lnf_w, m->lnf_b);
-    out->logits = trit_linear(g, x, m->wte, NULL);  // (B, T, V)
     out->loss = trit_cross_entropy(g, out->logits, out->targets, -1, TRIT_REDUCE_MEAN);
 }
 

@@ -21,6 +21,44 @@ typedef struct trit_gpt_block {
     trit_tensor *mlp_w, *mlp_b;    // mlp.c_proj: (C, hidden), (C)
 } trit_gpt_block;
 
+// ---- the model written once -------------------------------------------------------------------
+// The GPT is one program of steps over a few named slots of rows (gpt_program.c), made from the
+// config when the model is made. The training graph (gpt_graph.c) turns each step into graph ops;
+// the decoder (gpt_decode.c) runs each on its row buffers and KV cache. A new block variant is a
+// new program; a new kind of computation is a new op here and a case in each of the two.
+typedef enum gpt_op {
+    GPT_OP_EMBED,     // X = wte[tokens] (+ wpe[positions] when w2 >= 0), then dropout
+    GPT_OP_NORM,      // dst = norm(src): LayerNorm or RMSNorm (config) with gain w, shift b
+    GPT_OP_LINEAR,    // dst = src w^T + b (a block matrix: QAT's fake quantization applies)
+    GPT_OP_ROPE,      // rotate the query and key parts of src (a fused q, k, v row) in place
+    GPT_OP_ATTEND,    // dst = causal attention of src's q, k, v parts over n_head heads
+    GPT_OP_GELU,      // dst = gelu(src)
+    GPT_OP_SWIGLU,    // dst = silu(src's first half) * its second half
+    GPT_OP_RESIDUAL,  // X += dropout(src)
+    GPT_OP_HEAD,      // logits = src wte^T: the tied output head
+} gpt_op;
+
+typedef enum gpt_slot {
+    GPT_X,    // (rows, C) the residual stream
+    GPT_H,    // (rows, C) a sub-layer's normalised input
+    GPT_QKV,  // (rows, 3C) fused queries, keys and values
+    GPT_Y,    // (rows, C) a sub-layer's output
+    GPT_FC,   // (rows, F) the MLP's first linear
+    GPT_ACT,  // (rows, hidden) the MLP's activation
+    GPT_Z,    // (rows, C or hidden) SubLN's normalised input of an output projection
+    GPT_NUM_SLOTS,
+} gpt_slot;
+
+typedef struct gpt_step {
+    gpt_op op;
+    gpt_slot src, dst;
+    int w, b, w2;      // parameter indices (m->tensors), -1 for none; w2: EMBED's positions
+    int64_t width;     // columns of dst
+    int block;         // the block the step belongs to, -1 before the blocks, L after them
+    bool block_matrix; // a LINEAR over a matrix inside a block (QAT applies; the head is not one)
+    uint64_t stream;   // EMBED and RESIDUAL: the dropout's stream, from the step's place
+} gpt_step;
+
 struct trit_gpt {
     trit_gpt_config cfg;
     int64_t hidden;           // MLP hidden size after defaults
@@ -35,6 +73,22 @@ struct trit_gpt {
     // Quantization-aware training: fake quantization of the block matrices and of their inputs.
     bool qat_weights, qat_acts;
     trit_fake_quant_spec qat_w, qat_a;
+    trit_recompute_policy recompute;
+    gpt_step *prog;           // the program (gpt_program.c)
+    int n_prog;
+    int64_t slot_width[GPT_NUM_SLOTS];  // the widest row each slot holds
 };
+
+// A Philox stream from a name (FNV-1a-64): a parameter's initial values, a dropout's mask.
+static inline uint64_t trit_gpt_name_stream(const char *name) {
+    uint64_t h = UINT64_C(1469598103934665603);
+    for (const unsigned char *p = (const unsigned char *)name; *p; p++) h = (h ^ *p) * UINT64_C(1099511628211);
+    return h;
+}
+
+// Builds m's program from its config and parameters (trit_gpt_new calls it).
+trit_status trit_gpt_program_build(trit_gpt *m);
+// The index of parameter t in m->tensors, -1 for NULL (or a tensor not of the model).
+int trit_gpt_index_of(const trit_gpt *m, const trit_tensor *t);
 
 #endif

@@ -6,6 +6,7 @@
 // gives exactly the values training saw. Backward is the straight-through estimator: the
 // gradient passes unchanged, or (clip_ste) only where |x| <= qmax * s. Forward saves the one
 // scale of the calibrated mode, which backward needs and the state may change after.
+#include "ops/fake_quant.h"
 #include "ops/op_def.h"
 
 #include "ops/op_build.h"
@@ -184,6 +185,12 @@ const trit_op_def R(trit_op_fake_quant) = {
 // ---- graph constructor ------------------------------------------------------------------
 // Float build only: this file is compiled twice (base/real.h), the public API must exist once.
 #ifndef TRIT_REAL_F64
+
+void trit_fake_quant_rows_f32(const float *x, float *y, int64_t R, int64_t K, const trit_fake_quant_spec *s) {
+    const int qmax = s->mode == TRIT_FQ_TERNARY ? 1 : qmax_of(s->dtype);
+    const trit_dtype dt = s->mode == TRIT_FQ_TERNARY ? TRIT_QINT2 : s->dtype;
+    for (int64_t r = 0; r < R; r++) fq_span(x + r * K, y + r * K, K, group_scale(s, x + r * K, K), dt, qmax);
+}
 
 trit_tensor *trit_fake_quant(trit_graph *g, trit_tensor *x, const trit_fake_quant_spec *s, trit_tensor *running_absmax) {
     if (!s) {

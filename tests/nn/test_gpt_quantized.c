@@ -186,8 +186,46 @@ static void test_base3_decodes_as_2bit(void **state) {
     trit_gpt_free(three);
 }
 
+// A model under quantization-aware training decodes as it trains: the decoder freezes the block
+// matrices by the freeze rule and quantizes their inputs per token, so its logits are the QAT
+// graph's (the fake-quantized model), to the activation codes' rounding where integer kernels run
+// and to float rounding where a matrix takes the f32 path (int4 in groups of 32, which no kernel
+// takes) — and far from what the latent weights give.
+static void test_qat_decodes_as_trained(void **state) {
+    (void)state;
+    const struct {
+        trit_fake_quant_spec w;
+        float tol;
+    } cases[] = {
+        {{.dtype = TRIT_QINT8, .group_size = -1, .mode = TRIT_FQ_GROUPS}, 2e-3f},
+        {{.dtype = TRIT_QINT4, .group_size = 64, .mode = TRIT_FQ_GROUPS}, 2e-3f},
+        {{.dtype = TRIT_QINT4, .group_size = 32, .mode = TRIT_FQ_GROUPS}, 1e-5f},
+        {{.dtype = TRIT_QINT2, .mode = TRIT_FQ_TERNARY}, 2e-3f},
+    };
+    const trit_fake_quant_spec acts = {.dtype = TRIT_QINT8, .mode = TRIT_FQ_TOKEN};
+    float *d = malloc(sizeof(float) * T * V), *g = malloc(sizeof(float) * T * V), *lat = malloc(sizeof(float) * T * V);
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        trit_gpt *m = model();
+        decode(m, lat);  // the latent weights, no QAT
+        assert_int_equal(trit_gpt_set_qat(m, &cases[k].w, &acts), TRIT_OK);
+        decode(m, d);
+        graph(m, g);
+        float diff = 0, off = 0;
+        for (int i = 0; i < T * V; i++) diff = fmaxf(diff, fabsf(d[i] - g[i])), off = fmaxf(off, fabsf(lat[i] - g[i]));
+        const float mx = max_abs(g, T * V);
+        print_message("QAT %s group %lld: decode vs the QAT graph %.3g, the latent weights' decode %.3g of the largest logit\n",
+                      cases[k].w.mode == TRIT_FQ_TERNARY ? "ternary" : trit_dtype_name(cases[k].w.dtype),
+                      (long long)cases[k].w.group_size, diff / mx, off / mx);
+        assert_true(diff <= cases[k].tol * mx);
+        assert_true(off > 10 * diff && off > 5e-3f * mx);
+        trit_gpt_free(m);
+    }
+    free(d), free(g), free(lat);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_qat_decodes_as_trained),
         cmocka_unit_test(test_prefill_matches_decode),
         cmocka_unit_test(test_base3_decodes_as_2bit),
         cmocka_unit_test(test_int8_per_channel),
