@@ -76,6 +76,12 @@ int trit_gpt_num_tensors(const trit_gpt *m);
 trit_tensor *trit_gpt_tensor(const trit_gpt *m, int i);
 trit_tensor *trit_gpt_find(const trit_gpt *m, const char *name);
 int64_t trit_gpt_num_params(const trit_gpt *m);
+// The parameters' flat storage: one block per dtype in reverse order of first use (the last
+// block's tensors first, the token embedding last), tensors views into it; their gradients, once
+// attached, one f32 block in the same order, so the gradients a backward finishes together are
+// neighbours. trit_gpt_build* attach them (for every parameter not frozen) before compiling.
+const trit_flat *trit_gpt_flat(const trit_gpt *m);
+trit_status trit_gpt_attach_grads(trit_gpt *m);
 // Gives the model q, a packed quantized copy of parameter i (same shape), to decode with:
 // trit_gpt_decode multiplies by its integer codes where a kernel takes its dtype (symmetric
 // qint8/qint4 in groups of a multiple of 64) and by the f32 parameter otherwise. Training and

@@ -133,17 +133,18 @@ bool trit_grads_unscale(trit_tensor *const *params, int num_params, double inv_s
 // copying each buffer's `count` floats out plus the step counter; restoring = copying them
 // into a new optimizer built over the same parameters with the same config.
 
-// A typed buffer, so optimizers whose state is stored in 8 bits with block scales, or sliced
-// across processes, describe it the same way. Today every buffer is f32 with no scales.
+// A typed buffer, so optimizers whose state is stored in 8 bits with block scales, low rank, or
+// sliced across processes, describe it the same way. Each buffer has its own dtype and shape;
+// the kinds today keep f32 values shaped like their parameter, without scales.
 typedef struct trit_optim_state_buf {
     const char *name;
-    trit_dtype dtype;               // storage of data (TRIT_F32 today)
-    void *data;                     // writable, so a loader can fill it: count values of dtype
-    const float *scales;            // (num_scales) block scales of a quantized state, else NULL
+    trit_dtype dtype;               // storage of data
+    void *data;                     // writable, so a loader can fill it: nbytes(dtype, count) bytes
+    float *scales;                  // (num_scales) block scales of a quantized state, else NULL (writable)
     int64_t num_scales;
-    int ndim;                       // the parameter's shape
+    int ndim;                       // the buffer's shape
     int64_t shape[TRIT_MAX_DIMS];
-    int64_t count;                  // elements (== numel of the parameter)
+    int64_t count;                  // elements
     const trit_tensor *param;
 } trit_optim_state_buf;
 

@@ -190,6 +190,27 @@ trit_status trit_tensor_fill(trit_tensor *t, double v);
 trit_status trit_tensor_fill_normal(trit_tensor *t, double mean, double std, uint64_t seed, uint64_t stream);
 trit_status trit_tensor_fill_uniform(trit_tensor *t, double lo, double hi, uint64_t seed, uint64_t stream);
 
+// ---- flat storage ------------------------------------------------------------------------------
+// Tensors laid out in one block per dtype, in a given order, each 64-byte aligned, and their
+// gradients in one block in the same order, so gradient exchange, sharding, clipping and
+// checkpoints walk one array.
+typedef struct trit_flat trit_flat;
+// Moves each tensor's values into its dtype's block and makes the tensor a view of it (owned data
+// freed). The tensors stay the caller's; they must outlive the store or be freed first.
+trit_flat *trit_flat_new(trit_tensor *const *tensors, int n);
+// Zeroed gradients of dtype dt (f32 or f64) for every parameter that is not frozen, in one block
+// in the layout order, each tensor's grad a view into it. Does nothing when already attached.
+trit_status trit_flat_attach_grads(trit_flat *f, trit_dtype dt);
+void trit_flat_free(trit_flat *f);
+// The block of dtype dt and its size in bytes (NULL, 0 when no tensor has that dtype).
+void *trit_flat_block(const trit_flat *f, trit_dtype dt, size_t *bytes);
+// The gradient block and its element count, padding included (NULL before attach).
+void *trit_flat_grads(const trit_flat *f, int64_t *count);
+int trit_flat_count(const trit_flat *f);
+trit_tensor *trit_flat_tensor(const trit_flat *f, int i);  // in layout order
+// Element offset of tensor i's gradient in the gradient block; -1 when it has none.
+int64_t trit_flat_grad_offset(const trit_flat *f, int i);
+
 // Broadcast shape of a and b (numpy rules) into shape/ndim; error names both shapes.
 trit_status trit_broadcast_shape(const trit_tensor *a, const trit_tensor *b, int *ndim, int64_t *shape);
 

@@ -131,7 +131,8 @@ static void push_position(trit_graph *g, int pos, int node, const int *final) {
     for (int v = 0; v < g->n_values; v++)
         if (zeroed(g, v) && g->bufs[g->values[v].grad_buf].first == pos) push(g, TRIT_STEP_ZERO, g->values[v].grad_buf, 0);
     push(g, TRIT_STEP_BACKWARD, node, 0);
-    for (int p = 0; p < g->n_params; p++)
+    // Several finished at once come in reverse order of first use, the order of flat storage.
+    for (int p = g->n_params - 1; p >= 0; p--)
         if (final[p] == pos) push(g, TRIT_STEP_EVENT, p, TRIT_EVENT_GRAD_FINAL);
 }
 

@@ -144,6 +144,39 @@ static void add_block(builder *b, int64_t i) {
 #undef P
 }
 
+// Moves the parameters into flat storage (one block per dtype) in reverse order of first use by
+// the program: gradients final together in backward are neighbours, and the token embedding,
+// first used and tied to the head, whose gradient is final last, comes last.
+static trit_status lay_out(trit_gpt *m) {
+    trit_tensor **order = calloc((size_t)m->n_tensors + 1, sizeof *order);
+    bool *seen = calloc((size_t)m->n_tensors + 1, sizeof *seen);
+    trit_status s = TRIT_OK;
+    if (!order || !seen) {
+        s = trit_error(TRIT_ERR_NOMEM, "gpt: out of memory");
+    } else {
+        int k = m->n_tensors;
+        for (int i = 0; i < m->n_prog; i++) {
+            const int use[3] = {m->prog[i].w, m->prog[i].w2, m->prog[i].b};
+            for (int j = 0; j < 3; j++)
+                if (use[j] >= 0 && !seen[use[j]]) seen[use[j]] = true, order[--k] = m->tensors[use[j]];
+        }
+        for (int i = m->n_tensors - 1; i >= 0; i--)
+            if (!seen[i]) order[--k] = m->tensors[i];
+        trit_flat *f = trit_flat_new(order, m->n_tensors);
+        if (!f) {
+            s = TRIT_ERR_NOMEM;
+        } else {
+            const bool grads = m->flat && trit_flat_grads(m->flat, NULL);
+            if (grads) s = trit_flat_attach_grads(f, TRIT_F32);
+            trit_flat_free(m->flat);
+            m->flat = f;
+        }
+    }
+    free(order);
+    free(seen);
+    return s;
+}
+
 trit_gpt *trit_gpt_new(const trit_gpt_config *c, uint64_t seed) {
     if (trit_gpt_config_check(c) != TRIT_OK) return NULL;
     trit_gpt *m = calloc(1, sizeof *m);
@@ -169,6 +202,7 @@ trit_gpt *trit_gpt_new(const trit_gpt_config *c, uint64_t seed) {
     m->lnf_w = add_param(&b, "ln_f.weight", 1, C, 0, INIT_ONE);
     if (c->bias && c->norm == TRIT_NORM_LAYER) m->lnf_b = add_param(&b, "ln_f.bias", 1, C, 0, INIT_ZERO);
     if (b.status == TRIT_OK) b.status = trit_gpt_program_build(m);
+    if (b.status == TRIT_OK) b.status = lay_out(m);
     if (b.status != TRIT_OK) {
         trit_gpt_free(m);
         return NULL;
@@ -186,6 +220,7 @@ void trit_gpt_free(trit_gpt *m) {
     free(m->tensors);
     free(m->blocks);
     free(m->prog);
+    trit_flat_free(m->flat);  // after the tensors: they are views of it
     free(m);
 }
 
@@ -258,12 +293,14 @@ trit_status trit_gpt_set_param_dtype(trit_gpt *m, trit_dtype dt) {
     if (dt != TRIT_F32 && dt != TRIT_BF16 && dt != TRIT_F16)
         return trit_error(TRIT_ERR_DTYPE, "gpt: parameters can be stored in f32, bf16 or f16, not %s",
                           trit_dtype_name(dt));
+    bool changed = false;
     for (int i = 0; i < m->n_tensors; i++) {
         if (m->tensors[i]->dtype == dt) continue;
         trit_status s = convert_param(m->tensors[i], dt);
         if (s != TRIT_OK) return s;
+        changed = true;
     }
-    return TRIT_OK;
+    return changed ? lay_out(m) : TRIT_OK;  // the converted values into a block of the new dtype
 }
 
 static const char *const precision_names[] = {"fp32", "bf16", "fp16"};
@@ -313,6 +350,13 @@ trit_status trit_gpt_attach_quantized(trit_gpt *m, int i, trit_tensor *q) {
 
 const trit_tensor *trit_gpt_quantized(const trit_gpt *m, int i) {
     return m && m->quantized && i >= 0 && i < m->n_tensors ? m->quantized[i] : NULL;
+}
+
+const trit_flat *trit_gpt_flat(const trit_gpt *m) { return m ? m->flat : NULL; }
+
+trit_status trit_gpt_attach_grads(trit_gpt *m) {
+    if (!m) return trit_error(TRIT_ERR_INVALID, "trit_gpt_attach_grads: NULL model");
+    return trit_flat_attach_grads(m->flat, TRIT_F32);
 }
 
 trit_status trit_gpt_set_recompute(trit_gpt *m, trit_recompute_policy policy) {

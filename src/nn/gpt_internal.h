@@ -74,6 +74,7 @@ struct trit_gpt {
     bool qat_weights, qat_acts;
     trit_fake_quant_spec qat_w, qat_a;
     trit_recompute_policy recompute;
+    trit_flat *flat;          // the parameters' storage and their gradients (reverse first use)
     gpt_step *prog;           // the program (gpt_program.c)
     int n_prog;
     int64_t slot_width[GPT_NUM_SLOTS];  // the widest row each slot holds

@@ -9,8 +9,6 @@
 #include <string.h>
 
 // Every state buffer starts on a 64-byte boundary so vector loads are aligned.
-#define FLOATS_PER_LINE (TRIT_ALIGN / (int64_t)sizeof(float))
-
 typedef struct optim_param {
     trit_tensor *t;
     int group;
@@ -24,9 +22,18 @@ typedef struct optim_group {
     int first, count;  // range in the optimizer's parameter list
 } optim_group;
 
+// One state buffer: its own dtype and shape (a parameter's state need not be shaped like it, nor
+// f32: a low-rank projection's, or 8-bit codes with block scales), laid out in the one block.
 typedef struct optim_state_entry {
     char name[TRIT_NAME_MAX + 32];
     int param, buf;
+    trit_dtype dtype;
+    int ndim;
+    int64_t shape[TRIT_MAX_DIMS];
+    int64_t count;
+    void *data;            // nbytes(dtype, count) bytes
+    float *scales;         // (num_scales) block scales, or NULL
+    int64_t num_scales;
 } optim_state_entry;
 
 struct trit_optim {
@@ -40,7 +47,7 @@ struct trit_optim {
     const char *keys[OPTIM_MAX_BUFS];
     int n_state;
     optim_state_entry *state;
-    float *block;           // all state buffers
+    void *block;            // all state buffers and their scales
     int64_t step;
     bool stochastic;        // 16-bit parameters round stochastically (trit_optim_set_rounding)
     uint64_t sr_seed;
@@ -90,42 +97,59 @@ static trit_status check_duplicates(const trit_optim *o) {
     return TRIT_OK;
 }
 
-// Lays out all state buffers in one zeroed block and names them.
+static int64_t line_up(int64_t bytes) { return (bytes + TRIT_ALIGN - 1) / TRIT_ALIGN * TRIT_ALIGN; }
+
+// The layout of parameter p's state buffer b: every kind today keeps f32 values shaped like the
+// parameter, without scales. An optimizer with other states (8-bit moments in blocks with their
+// scales, low-rank projections) describes them here; the block, the listing and checkpoints follow.
+static void state_layout(const trit_optim *o, const optim_param *p, int b, optim_state_entry *e) {
+    (void)o, (void)b;
+    e->dtype = TRIT_F32;
+    e->ndim = p->t->ndim;
+    memcpy(e->shape, p->t->shape, sizeof e->shape);
+    e->count = p->n;
+    e->num_scales = 0;
+}
+
+static int64_t entry_bytes(const optim_state_entry *e) {
+    return line_up((int64_t)trit_dtype_nbytes(e->dtype, e->count)) + line_up(e->num_scales * (int64_t)sizeof(float));
+}
+
+static void name_entry(optim_state_entry *e, const optim_param *p, int i, const char *key) {
+    if (p->t->name[0]) snprintf(e->name, sizeof e->name, "%s.%s", p->t->name, key);
+    else snprintf(e->name, sizeof e->name, "param%d.%s", i, key);
+}
+
+// Lays out all state buffers (and their scales) in one zeroed block and names them.
 static trit_status alloc_state(trit_optim *o) {
-    int64_t total = 0;
     int n_state = 0;
-    for (int i = 0; i < o->n_params; i++) {
-        if (!o->params[i].has_state) continue;
-        int64_t padded = (o->params[i].n + FLOATS_PER_LINE - 1) / FLOATS_PER_LINE * FLOATS_PER_LINE;
-        if (padded > (INT64_MAX / 8 - total) / OPTIM_MAX_BUFS)
-            return trit_error(TRIT_ERR_RANGE, "optimizer: state size overflows");
-        total += padded * o->n_keys;
-        n_state += o->n_keys;
-    }
+    for (int i = 0; i < o->n_params; i++) n_state += o->params[i].has_state ? o->n_keys : 0;
     o->n_state = n_state;
     if (n_state == 0) return TRIT_OK;
-    o->block = trit_aligned_alloc((size_t)total * sizeof(float));
-    o->state = calloc((size_t)n_state, sizeof *o->state);
-    if (!o->block || !o->state)
-        return trit_error(TRIT_ERR_NOMEM, "optimizer: could not allocate %lld bytes of state",
-                          (long long)total * 4);
-    float *at = o->block;
-    int k = 0;
-    for (int i = 0; i < o->n_params; i++) {
-        optim_param *p = &o->params[i];
-        if (!p->has_state) continue;
-        int64_t padded = (p->n + FLOATS_PER_LINE - 1) / FLOATS_PER_LINE * FLOATS_PER_LINE;
-        for (int b = 0; b < o->n_keys; b++, k++) {
-            p->buf[b] = at;
-            at += padded;
-            o->state[k].param = i;
-            o->state[k].buf = b;
-            if (p->t->name[0])
-                snprintf(o->state[k].name, sizeof o->state[k].name, "%s.%s", p->t->name,
-                         o->keys[b]);
-            else
-                snprintf(o->state[k].name, sizeof o->state[k].name, "param%d.%s", i, o->keys[b]);
+    if (!(o->state = calloc((size_t)n_state, sizeof *o->state)))
+        return trit_error(TRIT_ERR_NOMEM, "optimizer: out of memory");
+    int64_t total = 0;
+    for (int i = 0, k = 0; i < o->n_params; i++) {
+        const optim_param *p = &o->params[i];
+        for (int b = 0; p->has_state && b < o->n_keys; b++, k++) {
+            optim_state_entry *e = &o->state[k];
+            e->param = i, e->buf = b;
+            state_layout(o, p, b, e);
+            name_entry(e, p, i, o->keys[b]);
+            if (entry_bytes(e) > INT64_MAX / 4 - total) return trit_error(TRIT_ERR_RANGE, "optimizer: state size overflows");
+            total += entry_bytes(e);
         }
+    }
+    if (!(o->block = trit_aligned_alloc((size_t)total)))
+        return trit_error(TRIT_ERR_NOMEM, "optimizer: could not allocate %lld bytes of state", (long long)total);
+    memset(o->block, 0, (size_t)total);
+    char *at = o->block;
+    for (int k = 0; k < n_state; k++) {
+        optim_state_entry *e = &o->state[k];
+        e->data = at;
+        e->scales = e->num_scales ? (float *)(at + line_up((int64_t)trit_dtype_nbytes(e->dtype, e->count))) : NULL;
+        at += entry_bytes(e);
+        if (e->dtype == TRIT_F32) o->params[e->param].buf[e->buf] = e->data;  // the f32 update loops' view
     }
     return TRIT_OK;
 }
@@ -385,10 +409,10 @@ trit_status trit_optim_get_state(const trit_optim *o, int i, trit_optim_state_bu
         return trit_error(TRIT_ERR_RANGE, "optimizer state: buffer %d out of range [0, %d)", i,
                           o->n_state);
     const optim_state_entry *e = &o->state[i];
-    const optim_param *p = &o->params[e->param];
-    *out = (trit_optim_state_buf){.name = e->name, .dtype = TRIT_F32, .data = p->buf[e->buf], .ndim = p->t->ndim,
-                                  .count = p->n, .param = p->t};
-    memcpy(out->shape, p->t->shape, sizeof out->shape);
+    *out = (trit_optim_state_buf){.name = e->name, .dtype = e->dtype, .data = e->data, .scales = e->scales,
+                                  .num_scales = e->num_scales, .ndim = e->ndim, .count = e->count,
+                                  .param = o->params[e->param].t};
+    memcpy(out->shape, e->shape, sizeof out->shape);
     return TRIT_OK;
 }
 

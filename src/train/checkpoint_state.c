@@ -2,19 +2,23 @@
 // file so a crash mid-write leaves the previous state whole.
 //
 //   offset 0   8 bytes  magic "TRITSTAT"
-//          8   u32      version (2; version 1 files still load)
+//          8   u32      version (3; versions 1 and 2 still load)
 //         12   u32      0 (reserved)
 //         16   u64      N, length of the JSON header
 //         24   N bytes  JSON: {"config": {...}, "step", "data_batches", "rng": {...},
 //                       "tokenizer": {"file", "crc32"}, "optimizer": {"kind", "step"},
 //                       "skipped", "skip_streak", "loss_scaler": {"scale", "dynamic", "clean"}
 //                       (when a scaler is active),
-//                       "tensors": [{"name", "role": "weight"|"optim", "dtype", "offset", "count"}]}
+//                       "tensors": [{"name", "role": "weight"|"optim", "dtype", "shape", "offset",
+//                       "count", and for a state quantized in blocks "scales_offset",
+//                       "num_scales"}]}
 //                       (integers as decimal strings so 64-bit values stay exact; the scale as
-//                       "%.17g"; dtype "f32", "bf16" or "f16", the tensor's own storage)
-//   24 + N     data     little-endian values whatever the host, at byte offsets relative to here
+//                       "%.17g"; dtype any row of the dtype table, the buffer's own storage)
+//   24 + N     data     little-endian values whatever the host (a blocked dtype's blocks as their
+//                       format lays them out), f32 scales, at byte offsets relative to here
 //   end - 4    u32      CRC-32 of every byte before it
-// Version 1 had no dtype (every tensor f32), no scaler and no skip counts.
+// Version 1 had no dtype (every tensor f32), no scaler and no skip counts; version 2 no shape and
+// no scales (every buffer shaped and counted like its parameter, of a dtype with whole elements).
 //
 // The weights are in here too (not only in model.safetensors), so the pair (weights, moments)
 // always comes from the same step, whichever write a crash interrupted.
@@ -31,7 +35,7 @@
 #include <sys/stat.h>
 
 static const char STATE_MAGIC[8] = {'T', 'R', 'I', 'T', 'S', 'T', 'A', 'T'};
-enum { STATE_VERSION = 2, STATE_PREFIX = 24 };
+enum { STATE_VERSION = 3, STATE_PREFIX = 24 };
 
 static cJSON *int_str(int64_t v) {
     char b[32];
@@ -39,17 +43,23 @@ static cJSON *int_str(int64_t v) {
     return cJSON_CreateString(b);
 }
 
-static bool add_tensor(cJSON *list, const char *name, const char *role, trit_dtype dt, int64_t *offset,
-                       int64_t count) {
+static bool add_tensor(cJSON *list, const trit_state_entry *e, int64_t *offset) {
     cJSON *t = cJSON_CreateObject();
     if (!t) return false;
     cJSON_AddItemToArray(list, t);
-    bool ok = cJSON_AddStringToObject(t, "name", name) && cJSON_AddStringToObject(t, "role", role) &&
-              cJSON_AddStringToObject(t, "dtype", trit_dtype_name(dt));
+    bool ok = cJSON_AddStringToObject(t, "name", e->name) && cJSON_AddStringToObject(t, "role", e->role) &&
+              cJSON_AddStringToObject(t, "dtype", trit_dtype_name(e->dtype));
+    cJSON *shape = cJSON_AddArrayToObject(t, "shape");
+    for (int d = 0; ok && shape && d < e->ndim; d++) cJSON_AddItemToArray(shape, int_str(e->shape[d]));
     cJSON_AddItemToObject(t, "offset", int_str(*offset));
-    cJSON_AddItemToObject(t, "count", int_str(count));
-    *offset += (int64_t)trit_dtype_nbytes(dt, count);
-    return ok;
+    cJSON_AddItemToObject(t, "count", int_str(e->count));
+    *offset += (int64_t)trit_dtype_nbytes(e->dtype, e->count);
+    if (e->num_scales > 0) {
+        cJSON_AddItemToObject(t, "scales_offset", int_str(*offset));
+        cJSON_AddItemToObject(t, "num_scales", int_str(e->num_scales));
+        *offset += e->num_scales * (int64_t)sizeof(float);
+    }
+    return ok && shape;
 }
 
 // The scaler and the skip counts (resume continues them exactly).
@@ -64,7 +74,8 @@ static bool add_scaling(cJSON *h, const trit_train_state *st) {
            cJSON_AddItemToObject(ls, "clean", int_str(st->scaler.clean));
 }
 
-static char *state_header(const trit_train_state *st, const trit_gpt *m, const trit_optim *o) {
+static char *state_header(const trit_train_state *st, const trit_state_entry *entries, int n, const char *optim_kind,
+                          int64_t optim_step) {
     cJSON *h = cJSON_CreateObject();
     char *cfg = trit_train_config_to_json(&st->config);
     cJSON *cfg_obj = cfg ? cJSON_Parse(cfg) : NULL;
@@ -92,20 +103,13 @@ static char *state_header(const trit_train_state *st, const trit_gpt *m, const t
     }
     cJSON *opt = cJSON_AddObjectToObject(h, "optimizer");
     if (opt) {
-        cJSON_AddStringToObject(opt, "kind", trit_optim_kind_name(trit_optim_get_config(o)->kind));
-        cJSON_AddItemToObject(opt, "step", int_str(trit_optim_get_step(o)));
+        cJSON_AddStringToObject(opt, "kind", optim_kind);
+        cJSON_AddItemToObject(opt, "step", int_str(optim_step));
     }
     cJSON *list = cJSON_AddArrayToObject(h, "tensors");
     bool ok = rng && tok && opt && list && add_scaling(h, st);
     int64_t offset = 0;
-    for (int i = 0; ok && i < trit_gpt_num_tensors(m); i++) {
-        const trit_tensor *t = trit_gpt_tensor(m, i);
-        ok = add_tensor(list, t->name, "weight", t->dtype, &offset, trit_tensor_numel(t));
-    }
-    for (int i = 0; ok && i < trit_optim_num_state(o); i++) {
-        trit_optim_state_buf b;
-        ok = trit_optim_get_state(o, i, &b) == TRIT_OK && add_tensor(list, b.name, "optim", b.dtype, &offset, b.count);
-    }
+    for (int i = 0; ok && i < n; i++) ok = add_tensor(list, &entries[i], &offset);
     char *s = ok ? cJSON_PrintUnformatted(h) : NULL;
     cJSON_Delete(h);
     return s;
@@ -146,9 +150,16 @@ static void get_values(void *dst, const uint8_t *src, int64_t n, size_t size) {
 #endif
 }
 
-trit_status trit_state_save(const char *path, const trit_train_state *st, const trit_gpt *m,
-                            const trit_optim *o) {
-    char *header = state_header(st, m, o);
+// n values of dtype dt: element dtypes little-endian value by value, blocked ones as their bytes.
+static void put_buffer(trit_atomic_file *f, uint32_t *crc, const void *p, trit_dtype dt, int64_t n) {
+    const size_t size = trit_dtype_size(dt);
+    if (trit_dtype_block(dt) == 1 && (size == 2 || size == 4 || size == 8)) put_values(f, crc, p, n, size);
+    else put(f, crc, p, trit_dtype_nbytes(dt, n));
+}
+
+trit_status trit_state_write(const char *path, const trit_train_state *st, const trit_state_entry *entries, int n,
+                             const char *optim_kind, int64_t optim_step) {
+    char *header = state_header(st, entries, n, optim_kind, optim_step);
     if (!header) return trit_error(TRIT_ERR_NOMEM, "cannot build the training-state header");
     size_t hn = strlen(header);
     uint8_t prefix[STATE_PREFIX];
@@ -166,18 +177,50 @@ trit_status trit_state_save(const char *path, const trit_train_state *st, const 
     put(&f, &crc, prefix, sizeof prefix);
     put(&f, &crc, header, hn);
     free(header);
-    for (int i = 0; i < trit_gpt_num_tensors(m); i++) {
-        const trit_tensor *t = trit_gpt_tensor(m, i);
-        put_values(&f, &crc, trit_tensor_ptr(t), trit_tensor_numel(t), trit_dtype_size(t->dtype));
-    }
-    for (int i = 0; i < trit_optim_num_state(o); i++) {
-        trit_optim_state_buf b;
-        if (trit_optim_get_state(o, i, &b) == TRIT_OK) put_values(&f, &crc, b.data, b.count, trit_dtype_size(b.dtype));
+    for (int i = 0; i < n; i++) {
+        put_buffer(&f, &crc, entries[i].data, entries[i].dtype, entries[i].count);
+        if (entries[i].num_scales > 0) put_values(&f, &crc, entries[i].scales, entries[i].num_scales, sizeof(float));
     }
     uint8_t tail[4];
     trit_le32_store(tail, crc);
     trit_atomic_write(&f, tail, 4);
     return trit_atomic_commit(&f);
+}
+
+// The model's weights and the optimizer's buffers, as the file lists them (NULL when out of memory).
+static trit_state_entry *entries_of(const trit_gpt *m, const trit_optim *o, int *n) {
+    const int nw = trit_gpt_num_tensors(m), no = trit_optim_num_state(o);
+    trit_state_entry *e = calloc((size_t)(nw + no) + 1, sizeof *e);
+    if (!e) return NULL;
+    for (int i = 0; i < nw; i++) {
+        const trit_tensor *t = trit_gpt_tensor(m, i);
+        e[i] = (trit_state_entry){.name = t->name, .role = "weight", .dtype = t->dtype, .ndim = t->ndim,
+                                  .count = trit_tensor_numel(t), .data = trit_tensor_ptr(t)};
+        memcpy(e[i].shape, t->shape, sizeof e[i].shape);
+    }
+    for (int i = 0; i < no; i++) {
+        trit_optim_state_buf b;
+        if (trit_optim_get_state(o, i, &b) != TRIT_OK) {
+            free(e);
+            return NULL;
+        }
+        e[nw + i] = (trit_state_entry){.name = b.name, .role = "optim", .dtype = b.dtype, .ndim = b.ndim,
+                                       .count = b.count, .data = b.data, .scales = b.scales, .num_scales = b.num_scales};
+        memcpy(e[nw + i].shape, b.shape, sizeof e[nw + i].shape);
+    }
+    *n = nw + no;
+    return e;
+}
+
+trit_status trit_state_save(const char *path, const trit_train_state *st, const trit_gpt *m,
+                            const trit_optim *o) {
+    int n = 0;
+    trit_state_entry *e = entries_of(m, o, &n);
+    if (!e) return trit_error(TRIT_ERR_NOMEM, "cannot list the training state");
+    trit_status s = trit_state_write(path, st, e, n, trit_optim_kind_name(trit_optim_get_config(o)->kind),
+                                     trit_optim_get_step(o));
+    free(e);
+    return s;
 }
 
 // ---- reading ------------------------------------------------------------------------------
@@ -295,58 +338,90 @@ trit_status trit_state_peek(const char *path, trit_train_state *st) {
     return s;
 }
 
-// Copy the saved values of `name` (count values of dtype dt) into dst. Version 1 files hold f32
-// only; a saved dtype other than the live buffer's is refused (the config's --precision and
-// --master-weights, which decide it, must match on resume anyway).
-static trit_status fill(const state_file *sf, const char *path, const char *name, void *dst, trit_dtype dt,
-                        int64_t count) {
-    const cJSON *list = cJSON_GetObjectItemCaseSensitive(sf->header, "tensors");
+static const cJSON *find_entry(const state_file *sf, const char *name) {
     const cJSON *t;
-    cJSON_ArrayForEach(t, list) {
+    cJSON_ArrayForEach(t, cJSON_GetObjectItemCaseSensitive(sf->header, "tensors")) {
         const cJSON *n = cJSON_GetObjectItemCaseSensitive(t, "name");
-        if (!cJSON_IsString(n) || strcmp(n->valuestring, name) != 0) continue;
-        int64_t off = 0, cnt = 0;
-        trit_status s = json_i64(t, "offset", &off, path);
-        if (s == TRIT_OK) s = json_i64(t, "count", &cnt, path);
-        if (s != TRIT_OK) return s;
-        const cJSON *d = cJSON_GetObjectItemCaseSensitive(t, "dtype");
-        const char *saved = sf->version < 2 ? "f32" : cJSON_IsString(d) ? d->valuestring : "?";
-        if (strcmp(saved, trit_dtype_name(dt)) != 0)
-            return trit_error(TRIT_ERR_DTYPE, "'%s': '%s' is saved as %s, this run keeps it in %s: resume with "
-                              "the --precision and --master-weights of the saved run", path, name, saved,
-                              trit_dtype_name(dt));
-        if (cnt != count)
-            return trit_error(TRIT_ERR_SHAPE, "'%s': '%s' has %lld values, the model needs %lld: "
-                              "the checkpoint is from another model config", path, name,
-                              (long long)cnt, (long long)count);
-        const size_t size = trit_dtype_size(dt);
-        if (off < 0 || (uint64_t)off > sf->data_len || (uint64_t)cnt * size > sf->data_len - (uint64_t)off)
-            return trit_error(TRIT_ERR_FORMAT, "'%s': '%s' lies outside the file", path, name);
-        get_values(dst, sf->data + off, cnt, size);
-        return TRIT_OK;
+        if (cJSON_IsString(n) && strcmp(n->valuestring, name) == 0) return t;
     }
-    return trit_error(TRIT_ERR_FORMAT, "'%s' has no saved values for '%s': the checkpoint is from "
-                      "another model config", path, name);
+    return NULL;
 }
 
-trit_status trit_state_load(const char *path, trit_train_state *st, trit_gpt *m, trit_optim *o) {
+// A version 3 entry's shape against the live buffer's (older files: shaped like the buffer).
+static trit_status check_shape(const state_file *sf, const cJSON *t, const trit_state_entry *e, const char *path) {
+    const cJSON *shape = cJSON_GetObjectItemCaseSensitive(t, "shape");
+    if (sf->version < 3) return TRIT_OK;
+    bool same = cJSON_IsArray(shape) && cJSON_GetArraySize(shape) == e->ndim;
+    for (int d = 0; same && d < e->ndim; d++) {
+        const cJSON *v = cJSON_GetArrayItem(shape, d);
+        int64_t x = -1;
+        same = cJSON_IsString(v) && trit_arg_int("shape", v->valuestring, &x) == TRIT_OK && x == e->shape[d];
+    }
+    if (!same)
+        return trit_error(TRIT_ERR_SHAPE, "'%s': '%s' is saved with another shape than this run's: the checkpoint is "
+                          "from another model or optimizer config", path, e->name);
+    return TRIT_OK;
+}
+
+// [off, off + bytes) inside the data section.
+static bool inside(const state_file *sf, int64_t off, uint64_t bytes) {
+    return off >= 0 && (uint64_t)off <= sf->data_len && bytes <= sf->data_len - (uint64_t)off;
+}
+
+// Copy the saved values of entry e (and its scales) into its buffers. Version 1 files hold f32
+// only; a saved dtype other than the live buffer's is refused (the config's --precision and
+// --master-weights, which decide it, must match on resume anyway).
+static trit_status fill(const state_file *sf, const char *path, const trit_state_entry *e) {
+    const cJSON *t = find_entry(sf, e->name);
+    if (!t)
+        return trit_error(TRIT_ERR_FORMAT, "'%s' has no saved values for '%s': the checkpoint is from "
+                          "another model config", path, e->name);
+    int64_t off = 0, cnt = 0, soff = 0, nsc = 0;
+    trit_status s = json_i64(t, "offset", &off, path);
+    if (s == TRIT_OK) s = json_i64(t, "count", &cnt, path);
+    if (s == TRIT_OK && cJSON_GetObjectItemCaseSensitive(t, "num_scales")) s = json_i64(t, "num_scales", &nsc, path);
+    if (s == TRIT_OK && nsc) s = json_i64(t, "scales_offset", &soff, path);
+    if (s != TRIT_OK) return s;
+    const cJSON *d = cJSON_GetObjectItemCaseSensitive(t, "dtype");
+    const char *saved = sf->version < 2 ? "f32" : cJSON_IsString(d) ? d->valuestring : "?";
+    if (strcmp(saved, trit_dtype_name(e->dtype)) != 0)
+        return trit_error(TRIT_ERR_DTYPE, "'%s': '%s' is saved as %s, this run keeps it in %s: resume with "
+                          "the --precision and --master-weights of the saved run", path, e->name, saved,
+                          trit_dtype_name(e->dtype));
+    if (cnt != e->count || nsc != e->num_scales)
+        return trit_error(TRIT_ERR_SHAPE, "'%s': '%s' has %lld values and %lld scales, this run needs %lld and %lld: "
+                          "the checkpoint is from another model or optimizer config", path, e->name,
+                          (long long)cnt, (long long)nsc, (long long)e->count, (long long)e->num_scales);
+    if ((s = check_shape(sf, t, e, path)) != TRIT_OK) return s;
+    const size_t bytes = trit_dtype_nbytes(e->dtype, cnt), size = trit_dtype_size(e->dtype);
+    if (!inside(sf, off, bytes) || (nsc && !inside(sf, soff, (uint64_t)nsc * sizeof(float))))
+        return trit_error(TRIT_ERR_FORMAT, "'%s': '%s' lies outside the file", path, e->name);
+    if (trit_dtype_block(e->dtype) == 1 && (size == 2 || size == 4 || size == 8)) get_values(e->data, sf->data + off, cnt, size);
+    else memcpy(e->data, sf->data + off, bytes);
+    if (nsc) get_values(e->scales, sf->data + soff, nsc, sizeof(float));
+    return TRIT_OK;
+}
+
+trit_status trit_state_read(const char *path, trit_train_state *st, const trit_state_entry *entries, int n,
+                            int64_t *optim_step) {
     state_file sf;
     trit_status s = state_open(path, &sf);
     if (s == TRIT_OK) s = parse_header(&sf, st, path);
-    for (int i = 0; s == TRIT_OK && i < trit_gpt_num_tensors(m); i++) {
-        trit_tensor *t = trit_gpt_tensor(m, i);
-        s = fill(&sf, path, t->name, trit_tensor_ptr(t), t->dtype, trit_tensor_numel(t));
-    }
-    for (int i = 0; s == TRIT_OK && i < trit_optim_num_state(o); i++) {
-        trit_optim_state_buf b;
-        s = trit_optim_get_state(o, i, &b);
-        if (s == TRIT_OK) s = fill(&sf, path, b.name, b.data, b.dtype, b.count);
-    }
-    int64_t ostep = 0;
+    for (int i = 0; s == TRIT_OK && i < n; i++) s = fill(&sf, path, &entries[i]);
     const cJSON *opt = cJSON_GetObjectItemCaseSensitive(sf.header, "optimizer");
-    if (s == TRIT_OK) s = json_i64(opt, "step", &ostep, path);
-    if (s == TRIT_OK) s = trit_optim_set_step(o, ostep);
+    if (s == TRIT_OK) s = json_i64(opt, "step", optim_step, path);
     state_close(&sf);
+    return s;
+}
+
+trit_status trit_state_load(const char *path, trit_train_state *st, trit_gpt *m, trit_optim *o) {
+    int n = 0;
+    trit_state_entry *e = entries_of(m, o, &n);
+    if (!e) return trit_error(TRIT_ERR_NOMEM, "cannot list the training state");
+    int64_t ostep = 0;
+    trit_status s = trit_state_read(path, st, e, n, &ostep);
+    free(e);
+    if (s == TRIT_OK) s = trit_optim_set_step(o, ostep);
     return s;
 }
 

@@ -34,6 +34,26 @@ typedef struct trit_train_state {
     int64_t skipped, skip_streak;
 } trit_train_state;
 
+// One buffer of the file: a weight or an optimizer state, of any dtype of the table (a blocked
+// one as its blocks), with f32 block scales when it has them.
+typedef struct trit_state_entry {
+    const char *name;
+    const char *role;        // "weight" or "optim"
+    trit_dtype dtype;
+    int ndim;
+    int64_t shape[TRIT_MAX_DIMS];
+    int64_t count;           // elements
+    void *data;              // nbytes(dtype, count) bytes; filled by trit_state_read
+    float *scales;           // (num_scales), or NULL
+    int64_t num_scales;
+} trit_state_entry;
+
+// The file of the given buffers (trit_state_save lists the model's and the optimizer's), and
+// reading them back into buffers of the same names, dtypes, shapes and scale counts.
+trit_status trit_state_write(const char *path, const trit_train_state *st, const trit_state_entry *entries, int n,
+                             const char *optim_kind, int64_t optim_step);
+trit_status trit_state_read(const char *path, trit_train_state *st, const trit_state_entry *entries, int n,
+                            int64_t *optim_step);
 trit_status trit_state_save(const char *path, const trit_train_state *st, const trit_gpt *m,
                             const trit_optim *o);
 // Header only: config, step, positions (no tensors), for resume planning and `trit info`.

@@ -229,8 +229,74 @@ static void test_masks_follow_structure(void **state) {
     masks_free(&ref);
 }
 
+// ---- flat storage --------------------------------------------------------------------------------
+
+typedef struct order {
+    const trit_flat *flat;
+    int64_t last;  // grad offset of the previous event of this micro-batch
+    int64_t micro;
+    int events;
+} order;
+
+static trit_status on_final_offset(void *ctx, const trit_graph_event *e) {
+    order *o = ctx;
+    int i = 0;
+    while (trit_flat_tensor(o->flat, i) != e->tensor) i++;
+    const int64_t off = trit_flat_grad_offset(o->flat, i);
+    if (e->micro != o->micro) o->micro = e->micro, o->last = -1;
+    if (!(off > o->last)) fail_msg("'%s' is final after a gradient placed behind it", e->tensor->name);
+    o->last = off;
+    o->events++;
+    return TRIT_OK;
+}
+
+// Parameters and gradients live in one block each, in reverse order of first use: a backward
+// finishes the gradients in increasing address order, so finished gradients form one growing
+// prefix of the block (what bucketed exchange wants). Converting the parameters' dtype keeps
+// the layout, and the values survive a checkpoint.
+static void test_flat_layout(void **state) {
+    (void)state;
+    trit_gpt *m = model(TRIT_PRECISION_FP32);
+    trit_gpt_graph gg;
+    assert_int_equal(trit_gpt_build_train(m, B, T, &gg), TRIT_OK);
+    const trit_flat *f = trit_gpt_flat(m);
+    const int n = trit_flat_count(f);
+    assert_int_equal(n, trit_gpt_num_tensors(m));
+    assert_string_equal(trit_flat_tensor(f, n - 1)->name, "wte.weight");
+    assert_string_equal(trit_flat_tensor(f, n - 2)->name, "wpe.weight");
+    assert_string_equal(trit_flat_tensor(f, 0)->name, "ln_f.bias");
+    size_t bytes = 0;
+    const char *block = trit_flat_block(f, TRIT_F32, &bytes);
+    int64_t gcount = 0;
+    const float *grads = trit_flat_grads(f, &gcount);
+    for (int i = 0; i < n; i++) {
+        const trit_tensor *t = trit_flat_tensor(f, i);
+        assert_true((const char *)t->data >= block && (const char *)t->data + trit_tensor_nbytes(t) <= block + bytes);
+        assert_true(((uintptr_t)t->data & 63) == 0);
+        assert_ptr_equal(t->grad->data, grads + trit_flat_grad_offset(f, i));
+        assert_true(i == 0 || trit_flat_grad_offset(f, i) > trit_flat_grad_offset(f, i - 1));
+    }
+    order o = {.flat = f, .last = -1, .micro = 0};
+    assert_int_equal(trit_graph_add_hook(gg.graph, TRIT_EVENT_GRAD_FINAL, on_final_offset, &o), TRIT_OK);
+    float *all = step(m, &gg);
+    assert_int_equal(o.events, MICRO * n);
+    free(all);
+    trit_gpt_graph_free(&gg);
+    // bf16 storage: a block of bf16 in the same order, values rounded.
+    const float first = ((const float *)trit_flat_tensor(f, n - 1)->data)[3];
+    assert_int_equal(trit_gpt_set_param_dtype(m, TRIT_BF16), TRIT_OK);
+    f = trit_gpt_flat(m);
+    assert_null(trit_flat_block(f, TRIT_F32, NULL));
+    assert_string_equal(trit_flat_tensor(f, n - 1)->name, "wte.weight");
+    const uint16_t *w = trit_flat_tensor(f, n - 1)->data;
+    assert_true(trit_bf16_to_f32(w[3]) == trit_bf16_to_f32(trit_f32_to_bf16(first)));
+    assert_non_null(trit_flat_tensor(f, 0)->grad);  // gradients came along
+    trit_gpt_free(m);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_flat_layout),
         cmocka_unit_test(test_block_recompute_same_bits),
         cmocka_unit_test(test_grad_final_hook),
         cmocka_unit_test(test_masks_follow_structure),
