@@ -355,11 +355,136 @@ static void test_memory(void **state) {
     trit_tensor_free(r);
 }
 
+// ---- qlinear: the decoder's kernels, for inference -----------------------------------------
+
+typedef struct kcase {
+    qw_format f;
+    int64_t K, N;
+    bool kernel;  // a kernel takes it (else the decoded path: trit_linear's result within the orders' bound)
+} kcase;
+
+static const kcase KCASES[] = {
+    {{TRIT_QINT8, TRIT_QGROUP_CHANNEL, false, 0}, 128, 33, true},
+    {{TRIT_QINT4, 64, false, 0}, 128, 33, true},
+    {{TRIT_QINT4, 128, false, 16}, 256, 7, true},
+    {{TRIT_TERNARY, TRIT_QGROUP_TENSOR, false, 0}, 256, 33, true},
+    {{TRIT_NF4, 64, false, 256}, 128, 33, true},  // kernel for up to 4 rows
+    {{TRIT_F8_E4M3, TRIT_QGROUP_CHANNEL, false, 0}, 48, 33, true},
+    {{TRIT_F8_E5M2, 16, false, 0}, 48, 7, true},
+    {{TRIT_QINT4, 64, true, 0}, 128, 33, false},  // zero points: no kernel
+    {{TRIT_Q8_0, 0, false, 0}, 64, 7, false},
+    {{TRIT_QINT2, 64, false, 0}, 128, 7, false},
+};
+
+// y (rows, N) of an inference graph: qlinear (quantized) or linear.
+static double *infer(const char *what, bool q, const trit_tensor *x, trit_tensor *w, trit_tensor *b) {
+    trit_graph *g = trit_graph_new(TRIT_F32);
+    trit_tensor *y = q ? trit_qlinear(g, (trit_tensor *)x, w, b) : trit_linear(g, (trit_tensor *)x, w, b);
+    if (!y || trit_graph_compile(g, NULL) != TRIT_OK || trit_graph_forward(g) != TRIT_OK)
+        fail_msg("%s: %s", what, trit_last_error());
+    double *v = values(y);
+    trit_graph_free(g);
+    return v;
+}
+
+// Against trit_linear over the decoded weight. x quantized per row to int8 codes of its absmax /
+// 127 moves each x_k by at most s_m (0.5 + 2^-13) (rounding of x_k / s_m included), so an output
+// moves by at most that times sum_k |w_k| (integer kernels); NF4's kernels compute as a bf16
+// compute dtype (2^-8 of each product) or in 14-bit fixed point (codebook and x within 2^-14 of
+// their largest value), so sum_k 2^-8 |x_k w_k| + 2^-14 (|w_k| max|x| + |x_k| max|w|); FP8 decodes
+// exactly. On top, both sides' fp32 rounding: 4 gamma_{K+2} of the magnitudes.
+static void test_kernels(void **state) {
+    (void)state;
+    const int64_t rows_list[3] = {1, 7, 33};
+    for (size_t i = 0; i < sizeof KCASES / sizeof KCASES[0]; i++) {
+        const kcase *c = &KCASES[i];
+        char name[96], what[160];
+        qw_format_name(&c->f, name, sizeof name);
+        trit_tensor *wd, *wq = qw_make(&c->f, c->N, c->K, 300 + i, &wd);
+        trit_tensor *b = qw_tensor(1, &c->N, -1, 1, 301 + i, false);
+        for (int ri = 0; ri < 3; ri++) {
+            const int64_t rows = rows_list[ri], K = c->K, N = c->N;
+            trit_tensor *x = qw_tensor(2, (int64_t[]){rows, K}, -1, 1, 302 + i, false);
+            snprintf(what, sizeof what, "qlinear %s, x (%lld, %lld)", name, (long long)rows, (long long)K);
+            double *yq = infer(what, true, x, wq, b), *yd = infer(what, false, x, wd, b);
+            const bool int8 = c->kernel && (c->f.dt == TRIT_QINT8 || c->f.dt == TRIT_QINT4 || c->f.dt == TRIT_TERNARY);
+            const bool nf4 = c->kernel && c->f.dt == TRIT_NF4 && rows <= 4;
+            double worst = 0, maxdiff = 0;
+            for (int64_t m = 0; m < rows; m++) {
+                double xmax = 0;
+                for (int64_t k = 0; k < K; k++) xmax = fmax(xmax, fabs(trit_tensor_get_flat(x, m * K + k)));
+                for (int64_t j = 0; j < N; j++) {
+                    double mag = fabs(trit_tensor_get_flat(b, j)), sw = 0, wmax = 0, sxw = 0, sx = 0;
+                    for (int64_t k = 0; k < K; k++) {
+                        const double wv = fabs(trit_tensor_get_flat(wd, j * K + k)), xv = fabs(trit_tensor_get_flat(x, m * K + k));
+                        mag += xv * wv, sw += wv, sxw += xv * wv, sx += xv, wmax = fmax(wmax, wv);
+                    }
+                    double tol = 0;
+                    if (int8) tol += sw * xmax / 127 * (0.5 + 0x1p-13);
+                    if (nf4) tol += 0x1p-8 * sxw + 0x1p-14 * (sw * xmax + sx * wmax);
+                    tol += 4 * qw_gamma(K + 2) * (mag + tol) + 1e-30;
+                    const double d = fabs(yq[m * N + j] - yd[m * N + j]);
+                    if (!(d <= tol)) fail_msg("%s: y[%lld, %lld] is %.9g, decoded %.9g, allowed %.3g", what, (long long)m,
+                                              (long long)j, yq[m * N + j], yd[m * N + j], tol);
+                    worst = fmax(worst, d / tol), maxdiff = fmax(maxdiff, d);
+                }
+            }
+            printf("  %-42s %.2g of the bound\n", what, worst);
+            if (int8) assert_true(maxdiff > 0);  // the int8 activations were used, not the decoded path
+            free(yq);
+            free(yd);
+            trit_tensor_free(x);
+        }
+        trit_tensor_free(wq);
+        trit_tensor_free(wd);
+        trit_tensor_free(b);
+    }
+}
+
+// qlinear gives the same bits with 1 and 2 threads, and a backward through it is an error that
+// names trit_linear.
+static void test_kernels_threads_and_backward(void **state) {
+    (void)state;
+    const int saved = omp_get_max_threads();
+    for (size_t i = 0; i < 5; i++) {
+        const kcase *c = &KCASES[i];
+        trit_tensor *wd, *wq = qw_make(&c->f, c->N, c->K, 400 + i, &wd);
+        trit_tensor *x = qw_tensor(2, (int64_t[]){i == 4 ? 3 : 40, c->K}, -1, 1, 401 + i, false);
+        omp_set_num_threads(1);
+        double *one = infer("1 thread", true, x, wq, NULL);
+        omp_set_num_threads(2);
+        double *two = infer("2 threads", true, x, wq, NULL);
+        assert_memory_equal(one, two, sizeof(double) * (size_t)(x->shape[0] * c->N));
+        free(one);
+        free(two);
+        trit_tensor_free(x);
+        trit_tensor_free(wq);
+        trit_tensor_free(wd);
+    }
+    omp_set_num_threads(saved);
+    trit_tensor *wd, *wq = qw_make(&KCASES[0].f, 8, 128, 9, &wd);
+    trit_tensor *x = qw_tensor(2, (int64_t[]){3, 128}, -1, 1, 10, true);
+    trit_graph *g = trit_graph_new(TRIT_F32);
+    trit_tensor *loss = trit_sum(g, trit_qlinear(g, x, wq, NULL), 0, NULL, false);
+    assert_int_equal(trit_graph_compile(g, loss), TRIT_OK);
+    assert_int_equal(trit_graph_forward(g), TRIT_OK);
+    assert_int_equal(trit_graph_backward(g), TRIT_ERR_STATE);
+    assert_non_null(strstr(trit_last_error(), "build the layer with trit_linear"));
+    trit_graph_free(g);
+    // A float weight is refused with a pointer to trit_linear.
+    g = trit_graph_new(TRIT_F32);
+    tg_expect_graph_error(g, trit_qlinear(g, x, wd, NULL), TRIT_ERR_DTYPE, "use trit_linear");
+    trit_tensor_free(x);
+    trit_tensor_free(wq);
+    trit_tensor_free(wd);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_formats),           cmocka_unit_test(test_threads),
         cmocka_unit_test(test_lowp),              cmocka_unit_test(test_f64),
         cmocka_unit_test(test_refuses_trainable), cmocka_unit_test(test_memory),
+        cmocka_unit_test(test_kernels),           cmocka_unit_test(test_kernels_threads_and_backward),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
