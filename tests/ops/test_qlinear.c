@@ -48,11 +48,15 @@ static void run_free(lin_run *r) {
     free(r->dx);
 }
 
+enum {
+    RUN_GELU = 1,   // gelu(linear(...)): fused to linear + bias_gelu by the compiler
+    RUN_X_ACT = 2,  // x enters as an activation (1 * x), which 16-bit policies cast, not as the parameter
+};
+
 // x0: the input's values and shape (copied into a trainable parameter, so that backward makes
-// its gradient); pol NULL: a plain graph of dt; gelu: gelu(linear(...)) (fused to linear +
-// bias_gelu by the compiler).
+// its gradient); pol NULL: a plain graph of dt; opts: RUN_*.
 static void run_linear(const char *what, const trit_compute_policy *pol, trit_dtype dt, const trit_tensor *x0,
-                       trit_tensor *w, trit_tensor *b, const trit_tensor *r, bool gelu, lin_run *out) {
+                       trit_tensor *w, trit_tensor *b, const trit_tensor *r, unsigned opts, lin_run *out) {
     trit_graph *g = pol ? trit_graph_new_policy(pol) : trit_graph_new(dt);
     trit_tensor *x = trit_tensor_new_param(dt, x0->ndim, x0->shape, "x");
     trit_tensor *rr = trit_tensor_new(dt, r->ndim, r->shape);
@@ -61,8 +65,8 @@ static void run_linear(const char *what, const trit_compute_policy *pol, trit_dt
     assert_non_null(rr);
     assert_int_equal(trit_tensor_copy(x, x0), TRIT_OK);
     assert_int_equal(trit_tensor_copy(rr, r), TRIT_OK);
-    trit_tensor *y = trit_linear(g, x, w, b);
-    if (gelu) y = trit_gelu(g, y);
+    trit_tensor *y = trit_linear(g, opts & RUN_X_ACT ? trit_scale(g, x, 1.0) : x, w, b);
+    if (opts & RUN_GELU) y = trit_gelu(g, y);
     if (y) trit_graph_keep(g, y);
     trit_tensor *loss = y ? trit_sum(g, trit_mul(g, y, rr), 0, NULL, false) : NULL;
     if (!loss || trit_graph_compile(g, loss) != TRIT_OK) fail_msg("%s: build/compile: %s", what, trit_last_error());
@@ -187,8 +191,8 @@ static void test_formats(void **state) {
         case_make(c, 100 + i, &cr);
         snprintf(what, sizeof what, "%s, x (%lld, %lld), N %lld", name, (long long)c->rows, (long long)c->K,
                  (long long)c->N);
-        run_linear(what, NULL, TRIT_F32, cr.x, cr.wq, cr.b, cr.r, false, &cr.q);
-        run_linear(what, NULL, TRIT_F32, cr.x, cr.wd, cr.b, cr.r, false, &cr.d);
+        run_linear(what, NULL, TRIT_F32, cr.x, cr.wq, cr.b, cr.r, 0, &cr.q);
+        run_linear(what, NULL, TRIT_F32, cr.x, cr.wd, cr.b, cr.r, 0, &cr.d);
         double *ty = malloc(sizeof(double) * (size_t)(c->rows * c->N)), *tdx = malloc(sizeof(double) * (size_t)(c->rows * c->K));
         magnitudes(cr.wd, cr.x, cr.b, cr.r, ty, tdx);
         const double ey = check_within(what, cr.q.y, cr.d.y, ty, 2 * qw_gamma(c->K + 1), c->rows * c->N);
@@ -211,9 +215,9 @@ static void test_threads(void **state) {
         case_make(cases[i], 7 + i, &cr);
         lin_run one, two;
         omp_set_num_threads(1);
-        run_linear("1 thread", NULL, TRIT_F32, cr.x, cr.wq, cr.b, cr.r, false, &one);
+        run_linear("1 thread", NULL, TRIT_F32, cr.x, cr.wq, cr.b, cr.r, 0, &one);
         omp_set_num_threads(2);
-        run_linear("2 threads", NULL, TRIT_F32, cr.x, cr.wq, cr.b, cr.r, false, &two);
+        run_linear("2 threads", NULL, TRIT_F32, cr.x, cr.wq, cr.b, cr.r, 0, &two);
         const int64_t ny = cases[i]->rows * cases[i]->N, nx = cases[i]->rows * cases[i]->K;
         assert_memory_equal(one.y, two.y, sizeof(double) * (size_t)ny);
         assert_memory_equal(one.dx, two.dx, sizeof(double) * (size_t)nx);
@@ -238,18 +242,21 @@ static void test_lowp(void **state) {
     double *ty = malloc(sizeof(double) * (size_t)(c.rows * c.N)), *tdx = malloc(sizeof(double) * (size_t)(c.rows * c.K));
     magnitudes(cr.wd, cr.x, cr.b, cr.r, ty, tdx);
     lin_run f32;
-    run_linear("fp32", NULL, TRIT_F32, cr.x, cr.wd, cr.b, cr.r, false, &f32);
+    run_linear("fp32", NULL, TRIT_F32, cr.x, cr.wd, cr.b, cr.r, 0, &f32);
+    // bf16 with x a parameter (read in f32, rounded by the GEMM's packing: W decoded in f32) and
+    // with x an activation (cast to bf16: W decoded into bf16), then f16 (x cast: W in f16).
     const trit_compute_policy pols[2] = {{TRIT_F32, TRIT_BF16, TRIT_MATMUL_MEDIUM}, {TRIT_F32, TRIT_F16, TRIT_MATMUL_HIGHEST}};
-    for (int p = 0; p < 2; p++) {
-        const char *what = p == 0 ? "bf16" : "f16";
+    for (int p = 0; p < 3; p++) {
+        const char *what = p == 0 ? "bf16" : p == 1 ? "bf16, x an activation" : "f16";
+        const unsigned opts = p == 1 ? RUN_X_ACT : 0;
         lin_run q, d;
-        run_linear(what, &pols[p], TRIT_F32, cr.x, cr.wq, cr.b, cr.r, false, &q);
-        run_linear(what, &pols[p], TRIT_F32, cr.x, cr.wd, cr.b, cr.r, false, &d);
+        run_linear(what, &pols[p / 2], TRIT_F32, cr.x, cr.wq, cr.b, cr.r, opts, &q);
+        run_linear(what, &pols[p / 2], TRIT_F32, cr.x, cr.wd, cr.b, cr.r, opts, &d);
         check_within(what, q.y, d.y, ty, 1.01 * 2 * qw_gamma(c.K + 1), c.rows * c.N);
         check_within(what, q.dx, d.dx, tdx, 1.01 * 2 * qw_gamma(c.N), c.rows * c.K);
         // No cast copy of the quantized weight (f16 casts the trainable x, bf16 at medium reads it as it is).
-        assert_int_equal(q.mem.param_copy_bytes, p == 0 ? 0 : (size_t)(c.rows * c.K) * 2);
-        if (p == 0) {
+        assert_int_equal(q.mem.param_copy_bytes, p < 2 ? 0 : (size_t)(c.rows * c.K) * 2);
+        if (p < 2) {
             check_within("bf16 vs fp32", q.y, f32.y, ty, 0x1p-8 + 0x1p-18 + 1.01 * 2 * qw_gamma(c.K + 1), c.rows * c.N);
             check_within("bf16 vs fp32 (dx)", q.dx, f32.dx, tdx, 0x1p-8 + 0x1p-18 + 1.01 * 2 * qw_gamma(c.N), c.rows * c.K);
         }
@@ -263,8 +270,8 @@ static void test_lowp(void **state) {
     // 2 gamma) (|b| + sum |x w|). The input gradient is only required to be close (gelu' of inputs
     // one bf16 step apart, times bf16 operands): 2^-6 of sum |dy w|.
     lin_run q, d;
-    run_linear("bf16 gelu", &pols[0], TRIT_F32, cr.x, cr.wq, cr.b, cr.r, true, &q);
-    run_linear("bf16 gelu", &pols[0], TRIT_F32, cr.x, cr.wd, cr.b, cr.r, true, &d);
+    run_linear("bf16 gelu", &pols[0], TRIT_F32, cr.x, cr.wq, cr.b, cr.r, RUN_GELU, &q);
+    run_linear("bf16 gelu", &pols[0], TRIT_F32, cr.x, cr.wd, cr.b, cr.r, RUN_GELU, &d);
     check_within("bf16 gelu", q.y, d.y, ty, 1.13 * (0x1p-8 + 1.01 * 2 * qw_gamma(c.K + 1)), c.rows * c.N);
     check_within("bf16 gelu (dx)", q.dx, d.dx, tdx, 0x1p-6, c.rows * c.K);
     run_free(&q);
@@ -291,8 +298,8 @@ static void test_f64(void **state) {
     double *ty = malloc(sizeof(double) * (size_t)(c.rows * c.N)), *tdx = malloc(sizeof(double) * (size_t)(c.rows * c.K));
     magnitudes(cr.wd, cr.x, cr.b, cr.r, ty, tdx);
     lin_run q, d;
-    run_linear("f64", NULL, TRIT_F64, cr.x, cr.wq, b64, cr.r, false, &q);
-    run_linear("f64", NULL, TRIT_F64, cr.x, wd64, b64, cr.r, false, &d);
+    run_linear("f64", NULL, TRIT_F64, cr.x, cr.wq, b64, cr.r, 0, &q);
+    run_linear("f64", NULL, TRIT_F64, cr.x, wd64, b64, cr.r, 0, &d);
     check_within("f64", q.y, d.y, ty, 1e-12, c.rows * c.N);
     check_within("f64 (dx)", q.dx, d.dx, tdx, 1e-12, c.rows * c.K);
     run_free(&q);
@@ -326,7 +333,8 @@ static void test_refuses_trainable(void **state) {
     trit_tensor_free(x);
 }
 
-// A training graph x -> linear(x, W) with W (2048, 1024) qint4 frozen and x trainable: the arena
+// A training graph x -> linear(x, W) with W (2048, 1024) qint4 frozen and x trainable (under
+// bf16, x enters as an activation, so W's chunks are decoded into bf16): the arena
 // (activations, activation gradients, saved tensors and the largest op scratch) holds the
 // decoded chunk (at most 2 MB) but never a decoded copy of W (8 MB in f32, 4 MB in bf16), no
 // cast copy is made, and the only parameter gradient is x's.
@@ -339,7 +347,7 @@ static void test_memory(void **state) {
     const trit_compute_policy bf16 = {TRIT_F32, TRIT_BF16, TRIT_MATMUL_MEDIUM};
     for (int p = 0; p < 2; p++) {
         lin_run q;
-        run_linear("memory", p ? &bf16 : NULL, TRIT_F32, x, wq, NULL, r, false, &q);
+        run_linear("memory", p ? &bf16 : NULL, TRIT_F32, x, wq, NULL, r, p ? RUN_X_ACT : 0, &q);
         const size_t act = (size_t)(M * K + 2 * M * N) * sizeof(float);  // x's copy in bf16, y, dy and the like
         printf("  %s: arena %zu bytes (decoded W in f32 would be %lld), param copies %zu, grads %zu\n",
                p ? "bf16" : "fp32", q.mem.arena_bytes, (long long)(N * K * 4), q.mem.param_copy_bytes, q.mem.grad_bytes);
