@@ -18,9 +18,11 @@ static const real *in_ptr(const trit_tensor *t) { return (const real *)t->data +
 static trit_status check_dtype(const trit_tensor *t, const char *op, const char *what, bool operand) {
     char buf[128];
     if (operand ? trit_gemm_operand_dtype_ok(t->dtype) : t->dtype == TRIT_REAL_DTYPE) return TRIT_OK;
-    return trit_error(TRIT_ERR_DTYPE, "%s: expected %s to be %s%s, got %s %s", op, what,
+    return trit_error(TRIT_ERR_DTYPE, "%s: expected %s to be %s%s, got %s %s%s", op, what,
                       trit_dtype_name(TRIT_REAL_DTYPE), operand && TRIT_REAL_DTYPE == TRIT_F32 ? ", bf16 or f16" : "",
-                      trit_dtype_name(t->dtype), trit_tensor_shape_str(t, buf, sizeof buf));
+                      trit_dtype_name(t->dtype), trit_tensor_shape_str(t, buf, sizeof buf),
+                      trit_dtype_is_quantized(t->dtype) ? " (a frozen quantized matrix is taken as linear's weight w, "
+                                                          "or by trit_dequantize first)" : "");
 }
 
 // ---- matmul -----------------------------------------------------------------------------

@@ -77,10 +77,10 @@ typedef struct head_run {
 } head_run;
 
 // loss = cross_entropy(linear(linear(embedding(w, idx), A), w), targets): the adapter A is the
-// only trainable parameter.
-static void run_head(const char *what, trit_tensor *w, const trit_tensor *A0, trit_tensor *idx, trit_tensor *targets,
-                     int mode, head_run *out) {
-    trit_graph *g = trit_graph_new(TRIT_F32);
+// only trainable parameter. pol NULL: fp32.
+static void run_head(const char *what, const trit_compute_policy *pol, trit_tensor *w, const trit_tensor *A0,
+                     trit_tensor *idx, trit_tensor *targets, int mode, head_run *out) {
+    trit_graph *g = pol ? trit_graph_new_policy(pol) : trit_graph_new(TRIT_F32);
     trit_tensor *A = trit_tensor_new_param(TRIT_F32, 2, A0->shape, "A");
     assert_int_equal(trit_tensor_copy(A, A0), TRIT_OK);
     trit_graph_set_fusion(g, mode == HEAD_FUSED);
@@ -102,7 +102,32 @@ static void run_head(const char *what, trit_tensor *w, const trit_tensor *A0, tr
 }
 
 // The heads differ from the decoded-table graph only in the order fp32 sums their logits and the
-// gradient's products; agreement to 1e-5 of the largest magnitude (loss, gradient) is asked.
+// gradient's products (under bf16 too: both graphs multiply the same bf16 values, whose products
+// are exact in fp32); agreement to 1e-5 of the largest magnitude (loss, gradient) is asked.
+static void check_heads(const char *label, const trit_compute_policy *pol, trit_tensor *wq, trit_tensor *wd,
+                        const trit_tensor *A, trit_tensor *idx, trit_tensor *tg) {
+    const int64_t n = trit_tensor_numel(A);
+    head_run ref, runs[3];
+    run_head("decoded table", pol, wd, A, idx, tg, HEAD_UNFUSED, &ref);
+    const char *names[3] = {"quantized, unfused", "quantized, fused", "quantized, chunks of 32 rows"};
+    double gmax = 0;
+    for (int64_t i = 0; i < n; i++) gmax = fmax(gmax, fabs(ref.grad[i]));
+    assert_true(gmax > 0);
+    for (int m = 0; m < 3; m++) {
+        run_head(names[m], pol, wq, A, idx, tg, m, &runs[m]);
+        double worst = 0;
+        for (int64_t i = 0; i < n; i++) worst = fmax(worst, fabs(runs[m].grad[i] - ref.grad[i]));
+        printf("  %s %-30s loss %.9g (decoded %.9g), max |grad diff| %.3g of %.3g\n", label, names[m], runs[m].loss,
+               ref.loss, worst, gmax);
+        assert_true(fabs(runs[m].loss - ref.loss) <= 1e-5 * fabs(ref.loss));
+        assert_true(worst <= 1e-5 * gmax);
+    }
+    // The compiler replaced linear + cross_entropy by one classifier_ce node.
+    assert_int_equal(runs[HEAD_FUSED].nodes, runs[HEAD_UNFUSED].nodes - 1);
+    for (int m = 0; m < 3; m++) free(runs[m].grad);
+    free(ref.grad);
+}
+
 static void test_tied_head(void **state) {
     (void)state;
     const int64_t V = 300, C = 64, rows = 80;
@@ -112,25 +137,9 @@ static void test_tied_head(void **state) {
     int64_t iv[80], tv[80];
     for (int i = 0; i < rows; i++) iv[i] = (i * 37 + 11) % V, tv[i] = (i * 53 + 5) % V;
     trit_tensor *idx = tg_indices(TRIT_I64, 2, (int64_t[]){2, 40}, iv), *tg = tg_indices(TRIT_I64, 2, (int64_t[]){2, 40}, tv);
-    head_run ref, runs[3];
-    run_head("decoded table", wd, A, idx, tg, HEAD_UNFUSED, &ref);
-    const char *names[3] = {"quantized, unfused", "quantized, fused", "quantized, chunks of 32 rows"};
-    double gmax = 0;
-    for (int64_t i = 0; i < C * C; i++) gmax = fmax(gmax, fabs(ref.grad[i]));
-    assert_true(gmax > 0);
-    for (int m = 0; m < 3; m++) {
-        run_head(names[m], wq, A, idx, tg, m, &runs[m]);
-        double worst = 0;
-        for (int64_t i = 0; i < C * C; i++) worst = fmax(worst, fabs(runs[m].grad[i] - ref.grad[i]));
-        printf("  %-30s loss %.9g (decoded %.9g), max |grad diff| %.3g of %.3g\n", names[m], runs[m].loss, ref.loss, worst,
-               gmax);
-        assert_true(fabs(runs[m].loss - ref.loss) <= 1e-5 * fabs(ref.loss));
-        assert_true(worst <= 1e-5 * gmax);
-    }
-    // The compiler replaced linear + cross_entropy by one classifier_ce node.
-    assert_int_equal(runs[HEAD_FUSED].nodes, runs[HEAD_UNFUSED].nodes - 1);
-    for (int m = 0; m < 3; m++) free(runs[m].grad);
-    free(ref.grad);
+    const trit_compute_policy bf16 = {TRIT_F32, TRIT_BF16, TRIT_MATMUL_MEDIUM};
+    check_heads("fp32", NULL, wq, wd, A, idx, tg);
+    check_heads("bf16", &bf16, wq, wd, A, idx, tg);
     trit_tensor_free(wq);
     trit_tensor_free(wd);
     trit_tensor_free(A);

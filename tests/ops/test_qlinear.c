@@ -323,6 +323,10 @@ static void test_refuses_trainable(void **state) {
     trit_tensor *y = trit_linear(g, x, wq, NULL);
     assert_non_null(strstr(trit_last_error(), "'wq'"));
     tg_expect_graph_error(g, y, TRIT_ERR_DTYPE, "quantized weights get no gradient: freeze it");
+    // matmul takes no quantized operand, and says where one goes.
+    wq->flags |= TRIT_FLAG_FROZEN;
+    g = trit_graph_new(TRIT_F32);
+    tg_expect_graph_error(g, trit_matmul(g, x, wq, false, true), TRIT_ERR_DTYPE, "taken as linear's weight");
     // A frozen one, or a constant (no PARAM flag), is taken.
     wq->flags &= ~(uint32_t)TRIT_FLAG_PARAM;
     g = trit_graph_new(TRIT_F32);
