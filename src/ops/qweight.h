@@ -11,8 +11,9 @@
 
 #include "ops/gemm_call.h"
 
-// Bytes of decoded weight one chunk may take. A chunk of 256 or more rows is a multiple of 256
-// (the GEMM's K slices then line up in backward, where the rows are the sum's dimension).
+// Bytes of decoded weight the scratch holds at once (all threads' chunks together). A chunk of
+// 256 or more rows is a multiple of 256 (the GEMM's K slices then line up in backward, where the
+// rows are the sum's dimension); in forward each of nt threads takes 1/nt of it.
 #define TRIT_QW_CHUNK_BYTES ((size_t)2 << 20)
 
 // Whether a weight operand is quantized (read through this file) rather than a float matrix.
