@@ -39,7 +39,24 @@ trit_tensor *trit_max(trit_graph *g, trit_tensor *x, int naxes, const int *axes,
 // batch dims broadcast. out: (..., M, N).
 trit_tensor *trit_matmul(trit_graph *g, trit_tensor *a, trit_tensor *b, bool trans_a, bool trans_b);
 // x: (..., K), w: (N, K), b: (N) or NULL; out: (..., N) = x w^T + b
+// w may be quantized (any quantized dtype: qint8/4/2 with or without zero points and with
+// double-quantized scales, nf4, f8_e4m3/e5m2, ternary 2-bit and base 3, q8_0, q4_0, tq1_0,
+// tq2_0) if it gets no gradient: a frozen parameter (TRIT_FLAG_FROZEN) or a constant; a trainable
+// quantized w is refused ("quantized weights get no gradient: freeze it"). The product is then
+// the same as over trit_dequantize(w) in f32 (equal up to the fp32 summation order): chunks of at
+// most 2 MB of w's rows are decoded into op scratch, never a whole decoded copy, in forward and
+// again in backward, which gives x's gradient dy w (QLoRA trains an adapter through this).
+// Under bf16/f16 activations the chunks are decoded into the activation dtype.
 trit_tensor *trit_linear(trit_graph *g, trit_tensor *x, trit_tensor *w, trit_tensor *b);
+// Inference only: x w^T + b with w quantized as for trit_linear, on the decoder's kernels where
+// they take w: qint8, qint4 and 2-bit ternary (symmetric, groups of a multiple of 64 dividing K;
+// ternary 128, or one scale per row) with x quantized per row to int8 (absmax / 127), so each
+// output may differ from trit_linear's by up to sum_k |w_k| * max_k |x_k| / 254; NF4 and FP8 on
+// their weight-only kernels for up to 4 rows (f32 x; the AVX2 NF4 kernel sums in 14-bit fixed
+// point, within 2^-14 of each operand's largest value). Other weights, more rows for NF4/FP8,
+// and the f64 graph compute as trit_linear does. No input gets a gradient: a backward through it
+// is an error (use trit_linear to train). Results do not depend on the thread count.
+trit_tensor *trit_qlinear(trit_graph *g, trit_tensor *x, trit_tensor *w, trit_tensor *b);
 
 // ---- normalisation, activation of rows, losses ----------------------------------------
 trit_tensor *trit_softmax(trit_graph *g, trit_tensor *x);      // over the last dim
@@ -49,6 +66,9 @@ trit_tensor *trit_cross_entropy(trit_graph *g, trit_tensor *logits, trit_tensor 
                                 int64_t ignore_index, trit_reduction red);
 trit_tensor *trit_mse(trit_graph *g, trit_tensor *pred, trit_tensor *target, trit_reduction red);
 // weight: (V, C); idx: (...) i32 or i64. out: (..., C); backward scatter-adds into weight.
+// A frozen quantized weight (as for trit_linear) is looked up by decoding the indexed rows
+// (exactly trit_dequantize's values) and gets no gradient: a tied head over it (trit_linear with
+// the same table, then cross-entropy) is fused into chunked logits as for an f32 table.
 trit_tensor *trit_embedding(trit_graph *g, trit_tensor *weight, trit_tensor *idx);
 // Over the last dim C; w, b: (C) or NULL.
 trit_tensor *trit_layernorm(trit_graph *g, trit_tensor *x, trit_tensor *w, trit_tensor *b, double eps);

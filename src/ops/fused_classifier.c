@@ -6,12 +6,15 @@
 // Per row the arithmetic is that of ops/matmul.c linear followed by ops/loss.c cross_entropy, so
 // the fused op matches the pair. Chunks run in a fixed order, GEMMs sum in an order independent
 // of threads, and row losses and bias sums are added serially or per column, so the results do
-// not depend on the thread count.
+// not depend on the thread count. W may be a frozen quantized matrix (the tied head over a
+// quantized token embedding): each GEMM then reads it through chunks of decoded rows
+// (ops/qweight.h), dW does not exist, and the logits still never exceed one row chunk.
 #include "ops/fused.h"
 #include "ops/loss.h"
 
 #include "ops/op_build.h"
 #include "ops/gemm_call.h"
+#include "ops/qweight.h"
 #include "kernels/rowops.h"
 #include "trit/ops.h"
 
@@ -40,6 +43,11 @@ static trit_status cls_check_dtypes(const trit_tensor *const *in, int n_in) {
     static const char *names[4] = {"x", "W", "targets", "bias"};
     for (int i = 0; i < n_in; i++) {
         if (i == 2) continue;
+        if (i == 1 && trit_qw_is(in[1])) {
+            trit_status s = R(trit_qw_check)(in[1], "classifier_ce", "W");
+            if (s != TRIT_OK) return s;
+            continue;
+        }
         const bool ok = i < 2 ? trit_gemm_operand_dtype_ok(in[i]->dtype) : in[i]->dtype == TRIT_REAL_DTYPE;
         if (!ok)
             return trit_error(TRIT_ERR_DTYPE, "classifier_ce: expected %s to be %s%s, got %s", names[i],
@@ -100,15 +108,26 @@ static int64_t cls_chunk(const trit_op_call *c) {
 }
 
 // Scratch: the chunk's logits (chunk, V), then doubles: forward's row losses (chunk) or
-// backward's bias sums (V).
+// backward's bias sums (V), then a quantized W's decoded chunk.
 static size_t cls_logit_bytes(const trit_op_call *c) {
     const size_t b = (size_t)cls_chunk(c) * (size_t)cls_V(c) * sizeof(real);
     return (b + 63) / 64 * 64;
 }
 
-static size_t cls_scratch_bytes(const trit_op_call *c) {
+static size_t cls_doubles_bytes(const trit_op_call *c) {
     const int64_t r = cls_chunk(c), v = cls_V(c);
-    return cls_logit_bytes(c) + sizeof(double) * (size_t)(r > v ? r : v);
+    return (sizeof(double) * (size_t)(r > v ? r : v) + 63) / 64 * 64;
+}
+
+static trit_dtype cls_qw_dtype(const trit_op_call *c) { return trit_qw_decode_dtype(c->in[0]->dtype); }
+
+static void *cls_qw_scratch(const trit_op_call *c) {
+    return (char *)c->scratch + cls_logit_bytes(c) + cls_doubles_bytes(c);
+}
+
+static size_t cls_scratch_bytes(const trit_op_call *c) {
+    const size_t qw = trit_qw_is(c->in[1]) ? R(trit_qw_scratch_bytes)(c->in[1], cls_qw_dtype(c)) : 0;
+    return cls_logit_bytes(c) + cls_doubles_bytes(c) + qw;
 }
 
 // Per row: the logits' max and log(sum(exp(logit - max))); then the count of non-ignored rows.
@@ -124,7 +143,10 @@ static void cls_logits(const trit_op_call *c, int64_t r0, int64_t n, real *L) {
         const real *b = trit_tensor_ptr(c->in[3]);
         for (int64_t i = 0; i < n; i++) memcpy(L + i * V, b, sizeof(real) * (size_t)V);
     }
-    trit_op_gemm(c, false, true, n, V, C, x, C, w, C, L, V, a->has_bias);
+    if (trit_qw_is(c->in[1]))
+        R(trit_qw_gemm_xwt)(c, n, x, false, C, c->in[1], L, TRIT_REAL_DTYPE, V, a->has_bias, NULL, cls_qw_scratch(c));
+    else
+        trit_op_gemm(c, false, true, n, V, C, x, C, w, C, L, V, a->has_bias);
 }
 
 static trit_status cls_forward(const trit_op_call *c) {
@@ -183,6 +205,10 @@ static trit_status cls_backward(const trit_op_call *c) {
     real *dw = c->gin[1] ? c->gin[1]->data : NULL;                      // (V, C)
     real *db = a->has_bias && c->gin[3] ? c->gin[3]->data : NULL;       // (V)
     if (count == 0 || (!dx && !dw && !db)) return TRIT_OK;  // every row ignored: the loss is a constant 0
+    const bool qw = trit_qw_is(c->in[1]);
+    if (dw && qw)
+        return trit_error(TRIT_ERR_STATE, "classifier_ce: the %s W '%s' was asked for a gradient; quantized weights "
+                          "get none: freeze it", trit_dtype_name(c->in[1]->dtype), c->in[1]->name);
     const double go = (double)*(const real *)c->gout->data;
     const real scale = (real)(a->reduction == TRIT_REDUCE_MEAN ? go / count : go);
     const trit_mm_ref x = trit_mm_of(c->in[0]), w = trit_mm_of(c->in[1]);  // (rows, C), (V, C)
@@ -193,7 +219,10 @@ static trit_status cls_backward(const trit_op_call *c) {
         const int64_t n = rows - r0 < chunk ? rows - r0 : chunk;
         cls_logits(c, r0, n, L);
         if (!cls_dlogits(c, r0, n, scale, L)) continue;
-        if (dx) trit_op_gemm(c, false, false, n, C, V, trit_mm_real(L), V, w, C, dx + r0 * C, C, true);
+        if (dx && qw)
+            R(trit_qw_gemm_dyw)(c, n, trit_mm_real(L), V, c->in[1], dx + r0 * C, C, cls_qw_dtype(c), cls_qw_scratch(c));
+        else if (dx)
+            trit_op_gemm(c, false, false, n, C, V, trit_mm_real(L), V, w, C, dx + r0 * C, C, true);
         if (dw) trit_op_gemm(c, true, false, V, C, n, trit_mm_real(L), V, trit_mm_at(x, r0 * C), C, dw, C, true);
         if (db) cls_column_sums(L, n, V, bias_acc);
     }

@@ -1,11 +1,14 @@
 // matmul and linear on R(trit_kernel_gemm). Strided inputs are passed to GEMM through leading
 // dimensions and transpose flags (the constructors copy a view only when neither fits), and
-// gradients are GEMMs that accumulate straight into the input gradients.
+// gradients are GEMMs that accumulate straight into the input gradients. linear's weight may
+// also be a frozen quantized matrix, multiplied through chunks of its decoded rows
+// (ops/qweight.h).
 #include "ops/matmul.h"
 
 #include "ops/op_build.h"
 #include "ops/binary.h"
 #include "ops/gemm_call.h"
+#include "ops/qweight.h"
 #include "trit/ops.h"
 
 #include <string.h>
@@ -15,9 +18,11 @@ static const real *in_ptr(const trit_tensor *t) { return (const real *)t->data +
 static trit_status check_dtype(const trit_tensor *t, const char *op, const char *what, bool operand) {
     char buf[128];
     if (operand ? trit_gemm_operand_dtype_ok(t->dtype) : t->dtype == TRIT_REAL_DTYPE) return TRIT_OK;
-    return trit_error(TRIT_ERR_DTYPE, "%s: expected %s to be %s%s, got %s %s", op, what,
+    return trit_error(TRIT_ERR_DTYPE, "%s: expected %s to be %s%s, got %s %s%s", op, what,
                       trit_dtype_name(TRIT_REAL_DTYPE), operand && TRIT_REAL_DTYPE == TRIT_F32 ? ", bf16 or f16" : "",
-                      trit_dtype_name(t->dtype), trit_tensor_shape_str(t, buf, sizeof buf));
+                      trit_dtype_name(t->dtype), trit_tensor_shape_str(t, buf, sizeof buf),
+                      trit_dtype_is_quantized(t->dtype) ? " (a frozen quantized matrix is taken as linear's weight w, "
+                                                          "or by trit_dequantize first)" : "");
 }
 
 // ---- matmul -----------------------------------------------------------------------------
@@ -200,7 +205,7 @@ static trit_status linear_infer(const trit_tensor *const *in, int n_in, const vo
     char xs[128], ws[128], bs[128];
     if (n_in != 2 && n_in != 3) return trit_error(TRIT_ERR_INVALID, "linear: expected 2 or 3 inputs, got %d", n_in);
     trit_status s = check_dtype(x, "linear", "x", true);
-    if (s == TRIT_OK) s = check_dtype(w, "linear", "w", true);
+    if (s == TRIT_OK) s = trit_qw_is(w) ? R(trit_qw_check)(w, "linear", "w") : check_dtype(w, "linear", "w", true);
     if (s == TRIT_OK && b) s = check_dtype(b, "linear", "b", false);
     if (s != TRIT_OK) return s;
     trit_tensor_shape_str(x, xs, sizeof xs);
@@ -220,6 +225,13 @@ static trit_status linear_infer(const trit_tensor *const *in, int n_in, const vo
     return trit_tensor_init_layout(out, TRIT_REAL_DTYPE, x->ndim, shape);
 }
 
+// Scratch: a quantized weight's decoded chunk first, then linear's own (the bias's ones or
+// dense copy).
+static size_t linear_qw_bytes(const trit_op_call *c) {
+    return trit_qw_is(c->in[1]) ? R(trit_qw_scratch_bytes)(c->in[1], trit_qw_decode_dtype(c->in[0]->dtype)) : 0;
+}
+static real *linear_own_scratch(const trit_op_call *c) { return (real *)((char *)c->scratch + linear_qw_bytes(c)); }
+
 // A 16-bit output (the f32 build only) comes from the mixed GEMM, which sums each row in fp32
 // from the bias and rounds every element once.
 static trit_status linear_forward_lowp(const trit_op_call *c, const lin_plan *p) {
@@ -227,9 +239,14 @@ static trit_status linear_forward_lowp(const trit_op_call *c, const lin_plan *p)
     const trit_tensor *x = c->in[0], *w = c->in[1], *b = c->n_in > 2 ? c->in[2] : NULL;
     const real *bias = b ? in_ptr(b) : NULL;
     if (b && b->strides[0] != 1) {
-        real *dense = c->scratch;  // (N)
+        real *dense = linear_own_scratch(c);  // (N)
         for (int64_t j = 0; j < p->N; j++) dense[j] = bias[j * b->strides[0]];
         bias = dense;
+    }
+    if (trit_qw_is(w)) {
+        R(trit_qw_gemm_xwt)(c, p->rows, trit_mm_of(x), p->xt, p->ldx, w, c->out->data, c->out->dtype, p->N, false, bias,
+                            c->scratch);
+        return TRIT_OK;
     }
     const trit_gemm_operand xa = {trit_tensor_ptr(x), x->dtype, p->ldx, p->xt},
                             wb = {trit_tensor_ptr(w), w->dtype, p->ldw, !p->wflip};
@@ -256,36 +273,49 @@ static trit_status linear_forward(const trit_op_call *c) {
     } else if (p.K == 0) {
         memset(y, 0, sizeof(real) * (size_t)(p.rows * p.N));
     }
-    if (p.K > 0) trit_op_gemm(c, p.xt, !p.wflip, p.rows, p.N, p.K, trit_mm_of(x), p.ldx, trit_mm_of(w), p.ldw, y, p.N, b != NULL);
+    if (p.K > 0 && trit_qw_is(w))
+        R(trit_qw_gemm_xwt)(c, p.rows, trit_mm_of(x), p.xt, p.ldx, w, y, TRIT_REAL_DTYPE, p.N, b != NULL, NULL, c->scratch);
+    else if (p.K > 0)
+        trit_op_gemm(c, p.xt, !p.wflip, p.rows, p.N, p.K, trit_mm_of(x), p.ldx, trit_mm_of(w), p.ldw, y, p.N, b != NULL);
     return TRIT_OK;
 }
 
-// dx += dy w, dw += dy^T x, db += ones(1, rows) dy: three GEMMs that accumulate.
+// dx += dy w, dw += dy^T x, db += ones(1, rows) dy: three GEMMs that accumulate. A quantized w
+// gets no gradient (infer refuses a trainable one) and is decoded chunk by chunk for dx.
 static trit_status linear_backward(const trit_op_call *c) {
     const trit_tensor *x = c->in[0], *w = c->in[1];
     lin_plan p;
     lin_plan_init(x, w, &p);
     if (p.rows == 0 || p.N == 0) return TRIT_OK;
     const real *dy = c->gout->data;
-    if (c->gin[0] && p.K > 0)
+    const bool qw = trit_qw_is(w);
+    if (c->gin[0] && p.K > 0 && qw)
+        R(trit_qw_gemm_dyw)(c, p.rows, trit_mm_real(dy), p.N, w, c->gin[0]->data, p.K, trit_qw_decode_dtype(x->dtype),
+                            c->scratch);
+    else if (c->gin[0] && p.K > 0)
         trit_op_gemm(c, false, p.wflip, p.rows, p.K, p.N, trit_mm_real(dy), p.N, trit_mm_of(w), p.ldw, c->gin[0]->data, p.K, true);
+    if (c->gin[1] && qw)
+        return trit_error(TRIT_ERR_STATE, "linear: the %s weight '%s' was asked for a gradient; quantized weights "
+                          "get none: freeze it", trit_dtype_name(w->dtype), w->name);
     if (c->gin[1] && p.K > 0)
         trit_op_gemm(c, true, p.xt, p.N, p.K, p.rows, trit_mm_real(dy), p.N, trit_mm_of(x), p.ldx, c->gin[1]->data, p.K, true);
     if (c->n_in > 2 && c->gin[2]) {
-        real *ones = c->scratch;
+        real *ones = linear_own_scratch(c);
         for (int64_t r = 0; r < p.rows; r++) ones[r] = 1;
         R(trit_kernel_gemm)(false, false, 1, p.N, p.rows, ones, p.rows, dy, p.N, c->gin[2]->data, p.N, true);
     }
     return TRIT_OK;
 }
 
-// Backward's ones (rows) for the bias gradient; a dense copy of a strided bias (N) for a 16-bit
-// output.
+// A quantized weight's decoded chunk; then backward's ones (rows) for the bias gradient, or a
+// dense copy of a strided bias (N) for a 16-bit output.
 static size_t linear_scratch(const trit_op_call *c) {
     lin_plan p;
-    if (c->n_in < 3 || !lin_plan_init(c->in[0], c->in[1], &p)) return 0;
+    if (!lin_plan_init(c->in[0], c->in[1], &p)) return 0;
+    const size_t qw = linear_qw_bytes(c);
+    if (c->n_in < 3) return qw;
     const size_t ones = (size_t)p.rows * sizeof(real), bias = (size_t)p.N * sizeof(real);
-    return ones > bias ? ones : bias;
+    return qw + (ones > bias ? ones : bias);
 }
 
 const trit_op_def R(trit_op_linear) = {
@@ -315,7 +345,8 @@ static trit_tensor *gemm_readable(trit_graph *g, trit_tensor *t) {
 // cast node: the cast value is what backward keeps. Operands already in a 16-bit dtype stay as
 // they are. An f32 parameter under bf16 at MEDIUM precision is read as it is: the GEMM rounds
 // it to bf16 (nearest even, as the cast would) while packing, so no compute copy is stored
-// between forward and backward; f16 needs the copy (the packing has no f16 rounding).
+// between forward and backward; f16 needs the copy (the packing has no f16 rounding). A
+// quantized weight is never cast: linear decodes it chunk by chunk into the activation dtype.
 static trit_tensor *matmul_operand(trit_graph *g, trit_tensor *t) {
     if (!t || !g) return t;
     const trit_compute_policy pol = trit_graph_policy(g);

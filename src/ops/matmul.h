@@ -1,5 +1,7 @@
 // Matrix products: batched matmul with optional transposes and broadcast batch dims, and
-// linear (x w^T + b as one GEMM over all leading rows). Both run on R(trit_kernel_gemm).
+// linear (x w^T + b as one GEMM over all leading rows). Both run on R(trit_kernel_gemm); a
+// quantized weight of linear is read through decoded chunks (ops/qweight.h), or by the
+// decoder's integer kernels in qlinear.
 #ifndef TRIT_OPS_MATMUL_H
 #define TRIT_OPS_MATMUL_H
 
@@ -13,6 +15,8 @@ typedef struct trit_matmul_attr {
 
 TRIT_DECLARE_REAL(const trit_op_def, trit_op_matmul);
 TRIT_DECLARE_REAL(const trit_op_def, trit_op_linear);
+// linear over a quantized weight on the decoder's kernels, for inference (ops/qlinear.c).
+TRIT_DECLARE_REAL(const trit_op_def, trit_op_qlinear);
 
 // How a stored (rows, cols) matrix with element strides (sr, sc) is handed to GEMM: row-major
 // with leading dim ld (*flip = false), or as the transpose of a row-major (cols, rows) matrix
