@@ -89,6 +89,14 @@ trit_status trit_gpt_attach_grads(trit_gpt *m);
 // quantized checkpoint loads see to that). The model owns q from the call on, also on failure.
 trit_status trit_gpt_attach_quantized(trit_gpt *m, int i, trit_tensor *q);
 const trit_tensor *trit_gpt_quantized(const trit_gpt *m, int i);  // NULL when none
+// Decode only: the model keeps each weight only in the form its decoding kernel reads. Every
+// quantized copy a kernel multiplies with loses its f32 parameter values, and the integer ones the
+// CPU has panel kernels for are packed once into panels that replace their codes (the token
+// embedding's rows are decoded from them). Caches made from then on share these weights. Graphs,
+// quantization and checkpoint saves refuse such a model (its f32 values are gone); a model under
+// QAT must be frozen first.
+trit_status trit_gpt_make_decode_only(trit_gpt *m);
+bool trit_gpt_decode_only(const trit_gpt *m);
 // Quantization-aware training: graphs built from now on fake-quantize every matrix inside the
 // blocks with `weights` and the input of each of those matmuls with `acts` (either NULL: off;
 // the spec is copied). The head and embeddings stay in full precision.

@@ -94,6 +94,16 @@ static int panel_code(const trit_qpanels *w, const uint8_t *panel, int l, int64_
     return (byte >> shift) & ((1 << code_bits(w->wdt)) - 1);
 }
 
+void trit_qpanels_row_f32(const trit_qpanels *w, int64_t n, float *out) {
+    const int64_t K = w->K, G = w->G, NG = K / G, p = n / TRIT_QPANEL_ROWS;
+    const int l = (int)(n % TRIT_QPANEL_ROWS), bias = code_bias(w->wdt);
+    const uint8_t *panel = w->codes + (size_t)p * w->panel_bytes;
+    for (int64_t g = 0; g < NG; g++) {
+        const float s = w->scales[(p * NG + g) * TRIT_QPANEL_ROWS + l];
+        for (int64_t pos = g * G; pos < (g + 1) * G; pos++) out[pos] = (float)(panel_code(w, panel, l, pos) - bias) * s;
+    }
+}
+
 void trit_kernel_qpanel_ref(int64_t M, int64_t p0, int64_t p1, const trit_qpanels *w, const trit_qact *x, float *y,
                             int64_t ldy) {
     const int64_t K = w->K, G = w->G, NG = K / G;

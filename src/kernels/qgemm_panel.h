@@ -46,6 +46,10 @@ trit_status trit_qpanels_pack(trit_dtype wdt, int64_t N, int64_t K, int64_t G, c
                               trit_qpanels *out);
 void trit_qpanels_free(trit_qpanels *p);
 
+// Row n of W as f32, out (K): code x its group's scale, the values the codes were packed from
+// decode to (what the dtype's own converter gives).
+void trit_qpanels_row_f32(const trit_qpanels *w, int64_t n, float *out);
+
 // x (M, K) quantized per token for w's kernels (natural order, w's groups): the codes, scales and
 // group sums trit_qact_quantize gives, without its per-dtype reordering.
 void trit_qpanels_quantize(const trit_qpanels *w, const float *x /* (M, K) */, int64_t M, const trit_qact *a);

@@ -1,7 +1,7 @@
 // The GPT model: configuration defaults and checks, parameter allocation with GPT-2 checkpoint
 // names, reproducible initialisation, and parameter lookup. The graph lives in gpt_graph.c and
 // incremental decoding in gpt_decode.c.
-#include "nn/gpt_internal.h"
+#include "nn/gpt_cache.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -146,8 +146,10 @@ static void add_block(builder *b, int64_t i) {
 
 // Moves the parameters into flat storage (one block per dtype) in reverse order of first use by
 // the program: gradients final together in backward are neighbours, and the token embedding,
-// first used and tied to the head, whose gradient is final last, comes last.
-static trit_status lay_out(trit_gpt *m) {
+// first used and tied to the head, whose gradient is final last, comes last. Parameters in drop
+// (or NULL) lose their values (a decode-only model's weights the kernels read as codes); one
+// without values is left out.
+trit_status trit_gpt_lay_out(trit_gpt *m, const bool *drop) {
     trit_tensor **order = calloc((size_t)m->n_tensors + 1, sizeof *order);
     bool *seen = calloc((size_t)m->n_tensors + 1, sizeof *seen);
     trit_status s = TRIT_OK;
@@ -162,12 +164,19 @@ static trit_status lay_out(trit_gpt *m) {
         }
         for (int i = m->n_tensors - 1; i >= 0; i--)
             if (!seen[i]) order[--k] = m->tensors[i];
-        trit_flat *f = trit_flat_new(order, m->n_tensors);
+        int n = 0;  // keep those that stay, in order
+        for (int i = 0; i < m->n_tensors; i++) {
+            const int idx = trit_gpt_index_of(m, order[i]);
+            if (order[i]->data && !(drop && drop[idx])) order[n++] = order[i];
+        }
+        trit_flat *f = trit_flat_new(order, n);
         if (!f) {
             s = TRIT_ERR_NOMEM;
         } else {
             const bool grads = m->flat && trit_flat_grads(m->flat, NULL);
             if (grads) s = trit_flat_attach_grads(f, TRIT_F32);
+            for (int i = 0; drop && i < m->n_tensors; i++)
+                if (drop[i]) m->tensors[i]->data = NULL;  // its storage goes with the old block
             trit_flat_free(m->flat);
             m->flat = f;
         }
@@ -202,7 +211,7 @@ trit_gpt *trit_gpt_new(const trit_gpt_config *c, uint64_t seed) {
     m->lnf_w = add_param(&b, "ln_f.weight", 1, C, 0, INIT_ONE);
     if (c->bias && c->norm == TRIT_NORM_LAYER) m->lnf_b = add_param(&b, "ln_f.bias", 1, C, 0, INIT_ZERO);
     if (b.status == TRIT_OK) b.status = trit_gpt_program_build(m);
-    if (b.status == TRIT_OK) b.status = lay_out(m);
+    if (b.status == TRIT_OK) b.status = trit_gpt_lay_out(m, NULL);
     if (b.status != TRIT_OK) {
         trit_gpt_free(m);
         return NULL;
@@ -221,6 +230,8 @@ void trit_gpt_free(trit_gpt *m) {
     free(m->blocks);
     free(m->prog);
     trit_flat_free(m->flat);  // after the tensors: they are views of it
+    if (m->dec) trit_gpt_weights_free(m->dec);
+    free(m->dec);
     free(m);
 }
 
@@ -290,6 +301,7 @@ static trit_status convert_param(trit_tensor *p, trit_dtype dt) {
 
 trit_status trit_gpt_set_param_dtype(trit_gpt *m, trit_dtype dt) {
     if (!m) return trit_error(TRIT_ERR_INVALID, "trit_gpt_set_param_dtype: NULL model");
+    if (m->dec) return trit_error(TRIT_ERR_STATE, "gpt: the model decodes only; its parameters cannot change dtype");
     if (dt != TRIT_F32 && dt != TRIT_BF16 && dt != TRIT_F16)
         return trit_error(TRIT_ERR_DTYPE, "gpt: parameters can be stored in f32, bf16 or f16, not %s",
                           trit_dtype_name(dt));
@@ -300,7 +312,7 @@ trit_status trit_gpt_set_param_dtype(trit_gpt *m, trit_dtype dt) {
         if (s != TRIT_OK) return s;
         changed = true;
     }
-    return changed ? lay_out(m) : TRIT_OK;  // the converted values into a block of the new dtype
+    return changed ? trit_gpt_lay_out(m, NULL) : TRIT_OK;  // the converted values into a block of the new dtype
 }
 
 static const char *const precision_names[] = {"fp32", "bf16", "fp16"};

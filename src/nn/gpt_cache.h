@@ -17,6 +17,38 @@ static inline int64_t trit_gpt_key_positions(const trit_gpt_config *c) {
     return (c->seq_len + TRIT_ATTEND_KEY_BLOCK - 1) / TRIT_ATTEND_KEY_BLOCK * TRIT_ATTEND_KEY_BLOCK;
 }
 
+// Every weight in the form its kernel reads (gpt_weights.c). Arrays are (n tensors) or NULL.
+typedef struct gpt_weights {
+    int n;
+    // f32 copies of parameters stored in bf16/f16, taken when made (a cache sees the parameters
+    // as they were when it was made; training code makes a new cache per evaluation)
+    float **f32;
+    // For quantized copies a kernel takes: the group scales as f32 and the group size the
+    // kernels see (a group spanning whole rows is given one scale per row)
+    float **qscales;
+    int64_t *qgroup;
+    // 2-bit copies of ternary codes held in another dtype (base 3, symmetric int2)
+    trit_tensor **repacked;
+    // under QAT, the block matrices quantized by the freeze rule, and their decoded values where
+    // no kernel takes the codes
+    trit_tensor **frozen;
+    float **frozen_f32;
+    // integer codes in 16-row panels, for the dtypes the CPU has panel kernels for (qgemm_panel.h);
+    // an entry has codes == NULL when it has none. A repack is dropped once its panels are made.
+    trit_qpanels *panels;
+    int64_t maxk;  // widest input of a quantized matrix the integer kernels take (0: none)
+} gpt_weights;
+
+trit_status trit_gpt_weights_make(gpt_weights *w, const trit_gpt *m);
+void trit_gpt_weights_free(gpt_weights *w);
+// The quantized copy of parameter i the kernels multiply with (its repack, the QAT freeze or the
+// attached one), or NULL when i is multiplied in f32.
+const trit_tensor *trit_gpt_weights_quantized(const gpt_weights *w, const trit_gpt *m, int i);
+// Parameter i's values as f32 for the f32 paths: the QAT freeze's decoded values, the f32 copy of
+// a 16-bit parameter, or the parameter itself (NULL for i < 0, and for a weight a decode-only
+// model keeps only as codes).
+const float *trit_gpt_weights_f32(const gpt_weights *w, const trit_gpt *m, int i);
+
 struct trit_gpt_cache {
     const trit_gpt *m;
     int64_t len;           // tokens decoded so far
@@ -31,37 +63,19 @@ struct trit_gpt_cache {
     double stats[2 * ROWS];  // (ROWS, 2) norm statistics
     double *rope;          // (2, ROWS, hs / 2) cos and sin of the rotary angles, RoPE models only
     void *block;           // one allocation holding all of the above
-    // f32 copies of the parameters, made when the cache is created, for a model that stores
-    // them in bf16/f16 (NULL when every parameter is f32): (n_tensors) pointers.
-    float **f32;
-    // For parameters with an attached quantized copy the integer kernels take: its group scales
-    // decoded to f32 ((n_tensors) pointers, NULL elsewhere; the array NULL when there are none),
-    // and the buffers of a quantized activation row.
-    float **qscales;
-    int64_t *qgroup; // (n_tensors): the group size the kernels see (a group spanning whole rows
-                     // is given one scale per row)
-    int8_t *xq;      // (ROWS, max K)
-    float *xscale;   // (ROWS)
-    int32_t *xgsum;  // (ROWS, max K / 64)
-    float *xf;       // (ROWS, max K): input rows reordered for the weight-only NF4 kernel
-    // (n_tensors) or NULL: 2-bit copies of ternary codes held in another dtype (base 3, symmetric
-    // int2), which the ternary kernels take.
-    trit_tensor **repacked;
-    // (n_tensors) or NULL: under QAT, the block matrices quantized by the freeze rule, and their
-    // decoded values where no kernel takes the codes (NULL elsewhere).
-    trit_tensor **frozen;
-    float **frozen_f32;
-    // (n_tensors) or NULL: integer codes in 16-row panels, for the dtypes the CPU has panel
-    // kernels for (qgemm_panel.h); a parameter's entry has codes == NULL when it has none. A base-3
-    // parameter's 2-bit repack is dropped once its panels are made.
-    trit_qpanels *panels;
+    const gpt_weights *w;  // &own, or a decode-only model's
+    gpt_weights own;
+    // A chunk's inputs quantized per token (integer kernels) and as f32 (the NF4 kernel's order,
+    // or fake-quantized under QAT).
+    int8_t *xq;            // (ROWS, max K)
+    float *xscale;         // (ROWS)
+    int32_t *xgsum;        // (ROWS, max K / 64)
+    float *xf;             // (ROWS, max K)
 };
 
-// The quantized copy of parameter i the kernels multiply with (its repack, the QAT freeze or the
-// attached one), or NULL when i is multiplied in f32.
-const trit_tensor *trit_gpt_cache_quantized(const trit_gpt_cache *k, int i);
-// Parameter i's values as f32 for the f32 paths: the QAT freeze's decoded values, the cache's
-// f32 copy of a 16-bit parameter, or the parameter itself (NULL for i < 0).
-const float *trit_gpt_cache_f32(const trit_gpt_cache *k, int i);
+static inline const trit_tensor *trit_gpt_cache_quantized(const trit_gpt_cache *k, int i) {
+    return trit_gpt_weights_quantized(k->w, k->m, i);
+}
+static inline const float *trit_gpt_cache_f32(const trit_gpt_cache *k, int i) { return trit_gpt_weights_f32(k->w, k->m, i); }
 
 #endif

@@ -37,27 +37,29 @@ static bool product(const trit_gpt_cache *c, float *out, const float *x, const g
     const trit_gpt *m = c->m;
     const int i = st->w;
     const int64_t N = m->tensors[i]->shape[0], K = m->tensors[i]->shape[1];
-    if (c->panels && c->panels[i].codes) {
+    const gpt_weights *wt = c->w;
+    if (wt->panels && wt->panels[i].codes) {
         const trit_qact a = {c->xq, c->xscale, c->xgsum};
-        trit_qpanels_quantize(&c->panels[i], x, R, &a);
-        trit_kernel_qgemm_panels(&c->panels[i], R, &a, out, N, e);
+        trit_qpanels_quantize(&wt->panels[i], x, R, &a);
+        trit_kernel_qgemm_panels(&wt->panels[i], R, &a, out, N, e);
         return e != NULL;
     }
-    const trit_tensor *q = c->qscales && c->qscales[i] ? trit_gpt_cache_quantized(c, i) : NULL;
+    const trit_tensor *q = wt->qscales && wt->qscales[i] ? trit_gpt_cache_quantized(c, i) : NULL;
     const bool weight_only = q && (q->dtype == TRIT_NF4 || q->dtype == TRIT_F8_E4M3 || q->dtype == TRIT_F8_E5M2);
     if (q && !weight_only) {
-        const int64_t G = c->qgroup[i];
+        const int64_t G = wt->qgroup[i];
         const trit_qact a = {c->xq, c->xscale, c->xgsum};
         trit_qact_quantize(x, R, K, G, q->dtype, &a);
-        trit_kernel_qgemm(q->dtype, R, N, K, G, &a, trit_tensor_ptr(q), c->qscales[i], out, N);
+        trit_kernel_qgemm(q->dtype, R, N, K, G, &a, trit_tensor_ptr(q), wt->qscales[i], out, N);
         return false;
     }
     if (st->block_matrix && m->qat_acts) {
         trit_fake_quant_rows_f32(x, c->xf, R, K, &m->qat_a);
         x = c->xf;
     }
-    if (q && R <= WEIGHT_ONLY_ROWS) {
-        const int64_t G = c->qgroup[i];
+    const float *w = trit_gpt_cache_f32(c, i);
+    if (q && (R <= WEIGHT_ONLY_ROWS || !w)) {  // a decode-only model has no f32 values for prompts
+        const int64_t G = wt->qgroup[i];
         if (q->dtype == TRIT_NF4) {
             float *xo = c->xf;  // the kernel's order, in place when x is already the scratch
             if (x == xo) {
@@ -65,13 +67,12 @@ static bool product(const trit_gpt_cache *c, float *out, const float *x, const g
             } else {
                 trit_nf4_act_order(x, R, K, xo);
             }
-            trit_kernel_nf4_gemm(R, N, K, G, xo, trit_tensor_ptr(q), c->qscales[i], out, N);
+            trit_kernel_nf4_gemm(R, N, K, G, xo, trit_tensor_ptr(q), wt->qscales[i], out, N);
             return false;
         }
-        trit_kernel_fp8_gemm(q->dtype, R, N, K, G, x, trit_tensor_ptr(q), c->qscales[i], out, N);
+        trit_kernel_fp8_gemm(q->dtype, R, N, K, G, x, trit_tensor_ptr(q), wt->qscales[i], out, N);
         return false;
     }
-    const float *w = trit_gpt_cache_f32(c, i);
     if (R <= 4) trit_kernel_gemv_f32(false, true, R, N, K, x, K, w, K, out, N, false);
     else trit_kernel_gemm_f32(false, true, R, N, K, x, K, w, K, out, N, false);
     return false;
@@ -177,13 +178,32 @@ static void attend(const trit_gpt *m, trit_gpt_cache *c, int64_t l, int64_t pos0
     }
 }
 
+// Row r of the embedding table into out (C): its f32 values, or on a decode-only model decoded
+// from its panels or its codes.
+static void table_row(const trit_gpt_cache *c, int i, int64_t r, float *out) {
+    const int64_t C = c->m->cfg.n_embd;
+    const float *t = trit_gpt_cache_f32(c, i);
+    if (t) {
+        memcpy(out, t + r * C, sizeof(float) * (size_t)C);
+        return;
+    }
+    if (c->w->panels && c->w->panels[i].codes) {
+        trit_qpanels_row_f32(&c->w->panels[i], r, out);
+        return;
+    }
+    const trit_tensor *q = trit_gpt_cache_quantized(c, i);
+    trit_dtype_traits_of(q->dtype)->to_f32(out, (const char *)trit_tensor_ptr(q) + trit_dtype_nbytes(q->dtype, r * C), C,
+                                           q->quant, r * C);
+}
+
 // x (R, C) = wte[tokens] + wpe[positions pos0..]: the embedding step.
 static void embed(const trit_gpt_cache *c, const gpt_step *st, const int32_t *tokens, int64_t pos0, int64_t R, float *x) {
     const int64_t C = c->m->cfg.n_embd;
-    const float *wte = trit_gpt_cache_f32(c, st->w), *wpe = trit_gpt_cache_f32(c, st->w2);
-    for (int64_t r = 0; r < R; r++)
-        for (int64_t j = 0; j < C; j++)
-            x[r * C + j] = wte[(int64_t)tokens[r] * C + j] + (wpe ? wpe[(pos0 + r) * C + j] : 0.0f);
+    const float *wpe = trit_gpt_cache_f32(c, st->w2);
+    for (int64_t r = 0; r < R; r++) {
+        table_row(c, st->w, tokens[r], x + r * C);
+        for (int64_t j = 0; wpe && j < C; j++) x[r * C + j] += wpe[(pos0 + r) * C + j];
+    }
 }
 
 // Runs program step i for the R rows of positions pos0.. (the head's steps, after the blocks, on

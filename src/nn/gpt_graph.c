@@ -110,6 +110,9 @@ static trit_status build(trit_gpt *m, int64_t B, int64_t T, bool keep_logits, tr
     if (B > (INT64_C(1) << 40) / (T * m->cfg.vocab_size))
         return trit_error(TRIT_ERR_INVALID, "gpt build: B * T * V = %lld * %lld * %lld logits is too large; lower the batch size",
                           (long long)B, (long long)T, (long long)m->cfg.vocab_size);
+    if (m->dec)
+        return trit_error(TRIT_ERR_STATE, "gpt build: the model decodes only (trit_gpt_make_decode_only dropped the f32 "
+                          "values graphs compute with); load it again to train or evaluate through a graph");
     trit_status st = trit_gpt_attach_grads(m);
     if (st != TRIT_OK) return st;
     trit_graph *g = trit_graph_new_policy(&m->policy);

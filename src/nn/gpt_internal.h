@@ -75,6 +75,7 @@ struct trit_gpt {
     trit_fake_quant_spec qat_w, qat_a;
     trit_recompute_policy recompute;
     trit_flat *flat;          // the parameters' storage and their gradients (reverse first use)
+    struct gpt_weights *dec;  // a decode-only model's weights in kernel form (gpt_weights.c), else NULL
     gpt_step *prog;           // the program (gpt_program.c)
     int n_prog;
     int64_t slot_width[GPT_NUM_SLOTS];  // the widest row each slot holds
@@ -89,6 +90,9 @@ static inline uint64_t trit_gpt_name_stream(const char *name) {
 
 // Builds m's program from its config and parameters (trit_gpt_new calls it).
 trit_status trit_gpt_program_build(trit_gpt *m);
+// Lays the parameters out in flat storage (gpt.c), dropping the values of those in drop (NULL:
+// none), and of any without values.
+trit_status trit_gpt_lay_out(trit_gpt *m, const bool *drop);
 // The index of parameter t in m->tensors, -1 for NULL (or a tensor not of the model).
 int trit_gpt_index_of(const trit_gpt *m, const trit_tensor *t);
 

@@ -103,6 +103,9 @@ trit_status trit_checkpoint_config_from_json(trit_gpt_config *c, const char *jso
 }
 
 trit_status trit_checkpoint_save_model(const trit_gpt *m, const char *path, int64_t step) {
+    if (trit_gpt_decode_only(m))
+        return trit_error(TRIT_ERR_STATE, "checkpoint: a decode-only model keeps its weights only as its kernels read "
+                          "them; save the model it was loaded from instead");
     int n = trit_gpt_num_tensors(m);
     trit_safetensors_entry *e = calloc((size_t)n, sizeof *e);
     char *cfg = trit_checkpoint_config_to_json(trit_gpt_get_config(m));

@@ -26,6 +26,9 @@ size_t trit_gpt_stored_bytes(const trit_gpt *m) {
 
 trit_status trit_gpt_quantize(trit_gpt *m, const trit_quant_spec *spec, unsigned which, trit_quantize_report *r) {
     if (!m || !spec || !r) return trit_error(TRIT_ERR_INVALID, "trit_gpt_quantize: NULL argument");
+    if (trit_gpt_decode_only(m))
+        return trit_error(TRIT_ERR_STATE, "trit_gpt_quantize: the model decodes only (its f32 values are gone); "
+                          "quantize the model it was loaded from");
     const int n = trit_gpt_num_tensors(m);
     memset(r, 0, sizeof *r);
     for (int i = 0; i < n; i++) {

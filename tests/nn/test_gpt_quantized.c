@@ -223,8 +223,60 @@ static void test_qat_decodes_as_trained(void **state) {
     free(d), free(g), free(lat);
 }
 
+// A decode-only model keeps each weight only as its kernel reads it (no f32 values, panels in
+// place of codes, embedding rows decoded from them) and decodes the same logits, bit for bit,
+// token by token; a prompt too, except weight-only formats, which run their kernel where the
+// full model would run the f32 GEMM over decoded values (within the kernels' tolerances). Graphs and saves
+// refuse it.
+static void test_decode_only(void **state) {
+    (void)state;
+    const trit_dtype dts[] = {TRIT_QINT8, TRIT_QINT4, TRIT_QINT2, TRIT_TERNARY, TRIT_TERNARY_B3, TRIT_NF4, TRIT_F8_E4M3};
+    float *a = malloc(sizeof(float) * T * V), *b = malloc(sizeof(float) * T * V);
+    int32_t prompt[T];
+    for (int t = 0; t < T; t++) prompt[t] = (t * 7 + 3) % V;
+    for (size_t k = 0; k < sizeof dts / sizeof dts[0]; k++) {
+        trit_gpt *full = model(), *lean = model();
+        const trit_quant_spec s = trit_quant_spec_default(dts[k]);
+        trit_quantize_report r;
+        assert_int_equal(trit_gpt_quantize(full, &s, TRIT_QUANTIZE_BLOCKS | TRIT_QUANTIZE_EMBEDDING, &r), TRIT_OK);
+        assert_int_equal(trit_gpt_quantize(lean, &s, TRIT_QUANTIZE_BLOCKS | TRIT_QUANTIZE_EMBEDDING, &r), TRIT_OK);
+        size_t before = 0, after = 0;
+        trit_flat_block(trit_gpt_flat(lean), TRIT_F32, &before);
+        assert_int_equal(trit_gpt_make_decode_only(lean), TRIT_OK);
+        assert_true(trit_gpt_decode_only(lean) && !trit_gpt_decode_only(full));
+        trit_flat_block(trit_gpt_flat(lean), TRIT_F32, &after);
+        assert_null(trit_gpt_find(lean, "wte.weight")->data);
+        decode(full, a);
+        decode(lean, b);
+        assert_memory_equal(a, b, sizeof(float) * T * V);
+        trit_gpt_cache *ka = trit_gpt_cache_new(full), *kb = trit_gpt_cache_new(lean);
+        assert_int_equal(trit_gpt_prefill(full, ka, prompt, T, a), TRIT_OK);
+        assert_int_equal(trit_gpt_prefill(lean, kb, prompt, T, b), TRIT_OK);
+        float diff = 0;
+        for (int v = 0; v < V; v++) diff = fmaxf(diff, fabsf(a[v] - b[v]));
+        const bool weight_only = dts[k] == TRIT_NF4 || dts[k] == TRIT_F8_E4M3;
+        print_message("decode-only %s: f32 parameter bytes %zu -> %zu, prompt logits differ by %.3g of the largest\n",
+                      trit_dtype_name(dts[k]), before, after, diff / max_abs(a, V));
+        assert_true(after * 20 < before);  // norms, biases and positions are all that stay f32
+        // The weight-only kernels' tolerances of test_nf4_weight_only and test_fp8_weight_only.
+        const float tol = dts[k] == TRIT_NF4 && (trit_cpu_usable_features() & TRIT_FEAT_AVX512_BF16) ? 1e-2f : 1e-3f;
+        assert_true(weight_only ? diff <= tol * max_abs(a, V) : diff == 0);
+        trit_gpt_cache_free(ka);
+        trit_gpt_cache_free(kb);
+        trit_gpt_graph gg;
+        assert_int_equal(trit_gpt_build(lean, 1, T, &gg), TRIT_ERR_STATE);
+        assert_non_null(strstr(trit_last_error(), "decodes only"));
+        assert_int_equal(trit_checkpoint_save_model(lean, tfile_path("lean.safetensors"), 1), TRIT_ERR_STATE);
+        assert_int_equal(trit_gpt_quantize(lean, &s, TRIT_QUANTIZE_BLOCKS, &r), TRIT_ERR_STATE);
+        trit_gpt_free(full);
+        trit_gpt_free(lean);
+    }
+    free(a), free(b);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_decode_only),
         cmocka_unit_test(test_qat_decodes_as_trained),
         cmocka_unit_test(test_prefill_matches_decode),
         cmocka_unit_test(test_base3_decodes_as_2bit),

@@ -1,0 +1,251 @@
+// Every weight of a model in the form its decoding kernel reads: f32 copies of 16-bit
+// parameters, group scales as f32, ternary codes of other dtypes repacked to 2 bits, integer codes
+// in 16-row panels, QAT's block matrices frozen by the freeze rule. A cache makes its own; a
+// decode-only model (trit_gpt_make_decode_only) makes them once, keeps no f32 copy of a weight a
+// kernel multiplies with and no codes its panels replaced, and its caches share them.
+#include "nn/gpt_cache.h"
+
+#include "kernels/qgemm.h"
+#include "trit/quant.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+// Whether the decoder multiplies by q's codes: integer kernels (qint8/qint4/ternary, inputs
+// quantized per token; plain layout or panels) or the weight-only NF4 and FP8 kernels (f32
+// inputs), each with its group rule.
+static bool kernel_takes(trit_dtype dt, int64_t K, int64_t G) {
+    if (dt == TRIT_NF4) return G % 64 == 0 && K % G == 0;
+    if (dt == TRIT_F8_E4M3 || dt == TRIT_F8_E5M2) return trit_fp8_gemm_supported(dt, K, G);
+    return trit_qgemm_supported(dt, K, G) || trit_qpanels_supported(dt, K, G);
+}
+
+// Whether the integer codes go into panels: where the CPU has a panel kernel, and always when
+// only panels take the groups (ternary in groups of 64: the portable panel kernel beats f32).
+static bool use_panels(trit_dtype dt, int64_t K, int64_t G) {
+    return trit_qpanels_supported(dt, K, G) && (trit_qpanels_preferred(dt) || !trit_qgemm_supported(dt, K, G));
+}
+
+// A model with 16-bit parameters is decoded from f32 copies taken now: a cache sees the
+// parameters as they were when it was made (training code makes a new cache per evaluation).
+static trit_status copy_params(gpt_weights *k, const trit_gpt *m) {
+    bool all_f32 = true;
+    for (int i = 0; i < m->n_tensors; i++) all_f32 &= m->tensors[i]->dtype == TRIT_F32;
+    if (all_f32) return TRIT_OK;
+    if (!(k->f32 = calloc((size_t)m->n_tensors, sizeof *k->f32)))
+        return trit_error(TRIT_ERR_NOMEM, "gpt decoder: out of memory");
+    for (int i = 0; i < m->n_tensors; i++) {
+        const trit_tensor *t = m->tensors[i];
+        const int64_t n = trit_tensor_numel(t);
+        if (!(k->f32[i] = trit_aligned_alloc(sizeof(float) * (size_t)(n ? n : 1))))
+            return trit_error(TRIT_ERR_NOMEM, "gpt decoder: out of memory for an f32 copy of '%s'", t->name);
+        trit_dtype_traits_of(t->dtype)->to_f32(k->f32[i], trit_tensor_ptr(t), n, NULL, 0);
+    }
+    return TRIT_OK;
+}
+
+// Whether q's codes are ternary in another dtype: base 3 (1.6 bits), or symmetric int2 whose codes
+// are all in {-1, 0, 1}. trit's symmetric int2 encoder clamps to [-1, 1]; a -2 (stored 0) can only
+// come from a file written elsewhere, and keeps the matrix on the f32 path.
+static bool ternary_in_disguise(const trit_tensor *q) {
+    if (q->ndim != 2) return false;
+    if (q->dtype == TRIT_TERNARY_B3) return true;
+    if (q->dtype != TRIT_QINT2 || q->quant->zero_points) return false;
+    const uint8_t *p = trit_tensor_ptr(q);
+    const int64_t n = trit_tensor_numel(q);
+    for (int64_t k = 0; k < n; k++)
+        if (((p[k >> 2] >> ((k & 3) * 2)) & 3) == 0) return false;
+    return true;
+}
+
+// Ternary codes in another dtype (ternary_in_disguise) repacked losslessly into the 2-bit layout
+// the ternary kernels read, with the same scales; NULL when out of memory.
+static trit_tensor *repack_ternary(const trit_tensor *q) {
+    const int64_t n = trit_tensor_numel(q), gs = q->quant->group_size;
+    trit_tensor *t = trit_tensor_new(TRIT_TERNARY, q->ndim, q->shape);
+    trit_quant_info *qi = t ? trit_quant_info_new(n, gs, false, 0) : NULL;
+    float *v = qi ? malloc(sizeof(float) * (size_t)n) : NULL;
+    if (!t || !qi || !v) {
+        trit_quant_info_free(qi);
+        trit_tensor_free(t);
+        free(v);
+        return NULL;
+    }
+    if (trit_tensor_set_quant(t, qi) != TRIT_OK) {  // frees qi
+        trit_tensor_free(t);
+        free(v);
+        return NULL;
+    }
+    for (int64_t g = 0; g < qi->num_groups; g++) qi->scales[g] = trit_quant_info_scale(q->quant, g);
+    trit_dtype_traits_of(q->dtype)->to_f32(v, trit_tensor_ptr(q), n, q->quant, 0);
+    trit_dtype_traits_of(TRIT_TERNARY)->from_f32(trit_tensor_ptr(t), v, n, qi, 0);  // codes {-1, 0, 1} exactly
+    free(v);
+    return t;
+}
+
+const trit_tensor *trit_gpt_weights_quantized(const gpt_weights *k, const trit_gpt *m, int i) {
+    if (i < 0) return NULL;
+    if (k->repacked && k->repacked[i]) return k->repacked[i];
+    if (k->frozen && k->frozen[i]) return k->frozen[i];
+    return m->quantized ? m->quantized[i] : NULL;
+}
+
+const float *trit_gpt_weights_f32(const gpt_weights *k, const trit_gpt *m, int i) {
+    if (i < 0) return NULL;
+    if (k->frozen_f32 && k->frozen_f32[i]) return k->frozen_f32[i];
+    if (k->f32 && k->f32[i]) return k->f32[i];
+    const trit_tensor *t = m->tensors[i];
+    return t->data ? (const float *)t->data + t->offset : NULL;
+}
+
+// The spec trit_train_freeze_qat quantizes QAT's block matrices with: the codes the fake
+// quantization of the weights rounds to.
+static trit_quant_spec freeze_spec(const trit_fake_quant_spec *w) {
+    if (w->mode == TRIT_FQ_TERNARY) return trit_quant_spec_default(TRIT_TERNARY);
+    trit_quant_spec s = trit_quant_spec_default(w->dtype);
+    s.group_size = w->group_size;
+    return s;
+}
+
+// Under QAT the decoder multiplies by the block matrices as training's graph sees them: each
+// quantized by the freeze rule into the cache's own copy.
+static trit_status freeze_qat(gpt_weights *k, const trit_gpt *m) {
+    if (!m->qat_weights) return TRIT_OK;
+    if (!(k->frozen = calloc((size_t)m->n_tensors, sizeof *k->frozen)) ||
+        !(k->frozen_f32 = calloc((size_t)m->n_tensors, sizeof *k->frozen_f32)))
+        return trit_error(TRIT_ERR_NOMEM, "gpt decoder: out of memory");
+    const trit_quant_spec spec = freeze_spec(&m->qat_w);
+    for (int s = 0; s < m->n_prog; s++) {
+        const int i = m->prog[s].w;
+        if (!m->prog[s].block_matrix || k->frozen[i]) continue;
+        const trit_tensor *t = m->tensors[i];
+        trit_tensor *latent = trit_tensor_wrap(TRIT_F32, t->ndim, t->shape, (void *)trit_gpt_weights_f32(k, m, i));
+        k->frozen[i] = latent ? trit_quantize(latent, &spec) : NULL;
+        trit_tensor_free(latent);
+        if (!k->frozen[i]) return trit_error(TRIT_ERR_NOMEM, "gpt decoder: cannot freeze '%s' as trained: %s", t->name, trit_last_error());
+    }
+    return TRIT_OK;
+}
+
+// A frozen matrix no kernel takes is multiplied in f32 by its decoded values.
+static trit_status decode_frozen(gpt_weights *k, int i) {
+    trit_tensor *d = trit_dequantize(k->frozen[i]);
+    if (!d) return trit_error(TRIT_ERR_NOMEM, "gpt decoder: out of memory");
+    const int64_t n = trit_tensor_numel(d);
+    k->frozen_f32[i] = trit_aligned_alloc(sizeof(float) * (size_t)n);
+    if (k->frozen_f32[i]) memcpy(k->frozen_f32[i], d->data, sizeof(float) * (size_t)n);
+    trit_tensor_free(d);
+    return k->frozen_f32[i] ? TRIT_OK : trit_error(TRIT_ERR_NOMEM, "gpt decoder: out of memory");
+}
+
+// Which quantized copies (attached, or frozen under QAT) the kernels multiply with; their scales as f32.
+static trit_status setup_quantized(gpt_weights *k, const trit_gpt *m) {
+    if (!m->quantized && !k->frozen) return TRIT_OK;
+    k->qscales = calloc((size_t)m->n_tensors, sizeof *k->qscales);
+    k->qgroup = calloc((size_t)m->n_tensors, sizeof *k->qgroup);
+    k->repacked = calloc((size_t)m->n_tensors, sizeof *k->repacked);
+    if (!k->qscales || !k->qgroup || !k->repacked) goto oom;
+    for (int i = 0; i < m->n_tensors; i++) {
+        const trit_tensor *own = trit_gpt_weights_quantized(k, m, i);
+        if (own && ternary_in_disguise(own) && !(k->repacked[i] = repack_ternary(own))) goto oom;
+        const trit_tensor *q = trit_gpt_weights_quantized(k, m, i);
+        if (!q) continue;
+        const int64_t K = q->ndim == 2 ? q->shape[1] : 0, gs = q->quant->group_size;
+        const int64_t N = q->shape[0], G = gs > K && K > 0 && gs % K == 0 ? K : gs;
+        if (q->ndim != 2 || q->quant->zero_points || !kernel_takes(q->dtype, K, G)) {  // f32 path: a repack would go unused
+            trit_tensor_free(k->repacked[i]);
+            k->repacked[i] = NULL;
+            if (k->frozen && k->frozen[i] && decode_frozen(k, i) != TRIT_OK) return TRIT_ERR_NOMEM;
+            continue;
+        }
+        if (!(k->qscales[i] = malloc(sizeof(float) * (size_t)(N * (K / G))))) goto oom;
+        for (int64_t j = 0; j < N * (K / G); j++) k->qscales[i][j] = trit_quant_info_scale(q->quant, j * G / gs);
+        k->qgroup[i] = G;
+        if (K > k->maxk) k->maxk = K;
+        if (use_panels(q->dtype, K, G)) {
+            if (!k->panels && !(k->panels = calloc((size_t)m->n_tensors, sizeof *k->panels))) goto oom;
+            if (trit_qpanels_pack(q->dtype, N, K, G, trit_tensor_ptr(q), k->qscales[i], &k->panels[i]) != TRIT_OK)
+                return trit_error(TRIT_ERR_NOMEM, "gpt decoder: out of memory for the panels of '%s'",
+                                  m->tensors[i]->name);
+            trit_tensor_free(k->repacked[i]);
+            k->repacked[i] = NULL;
+        }
+    }
+    return TRIT_OK;
+oom:
+    return trit_error(TRIT_ERR_NOMEM, "gpt decoder: out of memory for quantized weights");
+}
+
+
+trit_status trit_gpt_weights_make(gpt_weights *w, const trit_gpt *m) {
+    memset(w, 0, sizeof *w);
+    w->n = m->n_tensors;
+    trit_status s = copy_params(w, m);
+    if (s == TRIT_OK) s = freeze_qat(w, m);
+    if (s == TRIT_OK) s = setup_quantized(w, m);
+    if (s != TRIT_OK) trit_gpt_weights_free(w);
+    return s;
+}
+
+void trit_gpt_weights_free(gpt_weights *w) {
+    for (int i = 0; i < w->n; i++) {
+        if (w->f32) trit_aligned_free(w->f32[i]);
+        if (w->qscales) free(w->qscales[i]);
+        if (w->repacked) trit_tensor_free(w->repacked[i]);
+        if (w->frozen) trit_tensor_free(w->frozen[i]);
+        if (w->frozen_f32) trit_aligned_free(w->frozen_f32[i]);
+        if (w->panels) trit_qpanels_free(&w->panels[i]);
+    }
+    free(w->f32);
+    free(w->qscales);
+    free(w->qgroup);
+    free(w->repacked);
+    free(w->frozen);
+    free(w->frozen_f32);
+    free(w->panels);
+    memset(w, 0, sizeof *w);
+}
+
+// ---- decode-only models ----------------------------------------------------------------------
+
+// Whether a kernel multiplies by parameter i's codes (its f32 values are then not read, but for
+// the embedding's rows, which come from the panels or the codes).
+static bool kernel_multiplies(const gpt_weights *w, int i) {
+    return (w->panels && w->panels[i].codes) || (w->qscales && w->qscales[i]);
+}
+
+trit_status trit_gpt_make_decode_only(trit_gpt *m) {
+    if (!m) return trit_error(TRIT_ERR_INVALID, "trit_gpt_make_decode_only: NULL model");
+    if (m->dec) return TRIT_OK;
+    if (m->qat_weights)
+        return trit_error(TRIT_ERR_STATE, "gpt: a model under quantization-aware training cannot decode only; freeze "
+                          "it first (trit_train_freeze_qat)");
+    gpt_weights *w = calloc(1, sizeof *w);
+    if (!w) return trit_error(TRIT_ERR_NOMEM, "gpt: out of memory");
+    trit_status s = trit_gpt_weights_make(w, m);
+    if (s != TRIT_OK) {
+        free(w);
+        return s;
+    }
+    bool *drop = calloc((size_t)m->n_tensors + 1, sizeof *drop);
+    if (!drop) {
+        trit_gpt_weights_free(w);
+        free(w);
+        return trit_error(TRIT_ERR_NOMEM, "gpt: out of memory");
+    }
+    for (int i = 0; i < m->n_tensors; i++) {
+        drop[i] = kernel_multiplies(w, i);
+        if (!(w->panels && w->panels[i].codes)) continue;
+        // The panels hold the codes and scales: the plain codes and the f32 scales go.
+        trit_tensor_free(m->quantized[i]);
+        m->quantized[i] = NULL;
+        free(w->qscales[i]);
+        w->qscales[i] = NULL;
+    }
+    m->dec = w;
+    s = trit_gpt_lay_out(m, drop);  // the f32 values of what the kernels multiply with go too
+    free(drop);
+    return s;
+}
+
+bool trit_gpt_decode_only(const trit_gpt *m) { return m && m->dec; }
