@@ -1,4 +1,10 @@
 // The training-state file across versions and dtypes.
+// - A version-1 training state (every tensor f32, no dtype, no scaler) still loads and resumes
+//   bit-exactly: tests/reference/fixtures/state_v1/ is a run stopped at step 2 of 4 by the trit of
+//   version-1 states (`trit train --layers 1 --dim 16 --heads 2 --steps 4 --batch 4 --eval-every 0
+//   --task-test 10 --log-every 1 --stop-after 2`, the addition task); that trit's uninterrupted
+//   run logged loss 2.44477367 at step 3 and 2.4672296 (val 2.43542869) at step 4. A model this
+//   small gives the same bits at every CPU level this suite runs.
 // - A version-2 run directory (written before states had shapes and block scales) resumes, and
 //   bit-exactly: tests/reference/fixtures/state_v2/ is a run stopped at step 2 of 4 by the trit of
 //   version-2 states, at TRIT_CPU=ref (`trit train --layers 1 --dim 16 --heads 2 --steps 4
@@ -43,16 +49,17 @@ static void on_step(void *ctx, const trit_train_step_info *info) {
     if (info->step >= 1 && info->step <= 4) losses[info->step] = info->loss;
 }
 
-static void test_v2_run_resumes(void **state) {
-    (void)state;
+// Resumes a copy of fixture dir (a run stopped at step 2 of 4) at CPU level `level` and checks
+// the losses its writer logged, then that the file it wrote (the current version) loads.
+static void resume_fixture(const char *dir, trit_cpu_isa level, float loss3, float loss4, float val4) {
     const char *root = getenv("TRIT_SOURCE_DIR");
     char fix[1024], run[512];
-    snprintf(fix, sizeof fix, "%s/tests/reference/fixtures/state_v2", root ? root : ".");
-    tfile_mkdtemp(run, sizeof run, "state-v2");
+    snprintf(fix, sizeof fix, "%s/tests/reference/fixtures/%s", root ? root : ".", dir);
+    tfile_mkdtemp(run, sizeof run, dir);
     const char *files[4] = {"train_state.bin", "tokenizer.bin", "model.safetensors", "metrics.jsonl"};
     for (int i = 0; i < 4; i++) copy_file(fix, run, files[i]);
-    const trit_cpu_isa level = trit_cpu_level();
-    assert_int_equal(trit_cpu_set_level(TRIT_CPU_REF), TRIT_OK);
+    const trit_cpu_isa saved = trit_cpu_level();
+    assert_int_equal(trit_cpu_set_level(level), TRIT_OK);
     trit_train_config c;
     trit_train_config_init(&c);
     snprintf(c.resume, sizeof c.resume, "%s", run);
@@ -60,16 +67,26 @@ static void test_v2_run_resumes(void **state) {
     trit_train_hooks h = {.on_step = on_step};
     trit_train_result r;
     const trit_status s = trit_train_run(&c, &h, &r);
-    trit_cpu_set_level(level);
-    if (s != TRIT_OK) fail_msg("resume of a version-2 state: %s", trit_last_error());
+    trit_cpu_set_level(saved);
+    if (s != TRIT_OK) fail_msg("resume of %s: %s", dir, trit_last_error());
     assert_int_equal(r.step, 4);
-    assert_true((float)losses[3] == 2.45518851f);
-    assert_true((float)losses[4] == 2.49027348f);
-    assert_true((float)r.val_loss == 2.46667528f);
+    assert_true((float)losses[3] == loss3);
+    assert_true((float)losses[4] == loss4);
+    assert_true((float)r.val_loss == val4);
     int64_t step = 0;
-    assert_int_equal(trit_train_run_info(run, NULL, &step), TRIT_OK);  // the version-3 file it wrote
+    assert_int_equal(trit_train_run_info(run, NULL, &step), TRIT_OK);
     assert_int_equal(step, 4);
     tfile_rm_rf(run);
+}
+
+static void test_v1_run_resumes(void **state) {
+    (void)state;
+    resume_fixture("state_v1", trit_cpu_level(), 2.44477367f, 2.4672296f, 2.43542869f);
+}
+
+static void test_v2_run_resumes(void **state) {
+    (void)state;
+    resume_fixture("state_v2", TRIT_CPU_REF, 2.45518851f, 2.49027348f, 2.46667528f);
 }
 
 // ---- version 3: any dtype, any shape, block scales ------------------------------------------------
@@ -133,6 +150,7 @@ static void test_v3_blocked_round_trip(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_v1_run_resumes),
         cmocka_unit_test(test_v2_run_resumes),
         cmocka_unit_test(test_v3_blocked_round_trip),
     };
