@@ -28,13 +28,18 @@ struct trit_gpt {
     trit_tensor *wpe;         // (T, C), NULL with RoPE
     trit_gpt_block *blocks;   // (L)
     trit_tensor *lnf_w, *lnf_b;
-    trit_tensor **tensors;    // every parameter, in the documented order
+    trit_tensor **tensors;    // (cap_tensors): every parameter, in the documented order
     int n_tensors;
+    int cap_tensors;          // exactly the parameters the config calls for (counted by the builder)
     trit_compute_policy policy;
     trit_tensor **quantized;  // (n_tensors) or NULL: packed copies the decoder multiplies with
     // Quantization-aware training: fake quantization of the block matrices and of their inputs.
     bool qat_weights, qat_acts;
     trit_fake_quant_spec qat_w, qat_a;
 };
+
+// Appends t to m's parameter list (which then owns it); TRIT_ERR_RANGE, t left to the caller,
+// when the list already holds the cap_tensors parameters the config calls for.
+trit_status trit_gpt_append_tensor(trit_gpt *m, trit_tensor *t);
 
 #endif
