@@ -8,7 +8,7 @@
 
 #include <string.h>
 
-enum { ROWS = 64 };
+enum { ROWS = TRIT_GEMM_C16_SPLIT_ROWS };
 
 static _Thread_local float *rows_mem;
 static _Thread_local size_t rows_floats;
