@@ -86,7 +86,12 @@ static void test_trit_cpu_env(void **state) {
     expect(RUN("info", "--help"), 2, NULL, "TRIT_CPU=avx3 is not one of ref|avx2|avx512");
     setenv("TRIT_CPU", "ref", 1);
     expect(RUN("info", "--help"), 0, NULL, NULL);
+    expect(RUN("info", "--cpu"), 0, "dispatch level: ref", NULL);
     unsetenv("TRIT_CPU");
+    char want[64];
+    snprintf(want, sizeof want, "detected level: %s\n", trit_cpu_level_name(trit_cpu_detected_level()));
+    expect(RUN("info", "--cpu"), 0, want, NULL);
+    expect(RUN("info", "--cpu", "run"), 2, NULL, "--cpu takes no FILE or DIR");
 }
 
 static void test_bad_flags(void **state) {
