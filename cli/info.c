@@ -1,6 +1,7 @@
 // trit info: what a file or run directory holds. A run directory: its config and step, then its
 // model. A safetensors file: metadata, each tensor's dtype and shape, parameter count and bytes.
 // Also training-state, tokenizer and token-shard files, told apart by their magic numbers.
+// `trit info --cpu`: the CPU level and features the kernels dispatch on.
 #include "cli.h"
 
 #include <stdio.h>
@@ -8,9 +9,26 @@
 #include <sys/stat.h>
 
 static void usage(FILE *fp) {
-    fprintf(fp, "usage: trit info FILE|DIR\n\n"
+    fprintf(fp, "usage: trit info FILE|DIR\n       trit info --cpu\n\n"
                 "Describes a run directory, a .safetensors file (config, tensors with dtype and shape,\n"
-                "parameter count and bytes), a train_state.bin, a tokenizer.bin or a token shard.\n");
+                "parameter count and bytes), a train_state.bin, a tokenizer.bin or a token shard.\n"
+                "--cpu: the CPU level this machine has, the one kernels run at (TRIT_CPU lowers it)\n"
+                "and the features they may use.\n");
+}
+
+static int info_cpu(void) {
+    static const struct { uint32_t bit; const char *name; } feats[] = {
+        {TRIT_FEAT_AVX2, "avx2+fma+f16c"}, {TRIT_FEAT_AVX512, "avx512"},     {TRIT_FEAT_AVX512_BF16, "avx512_bf16"},
+        {TRIT_FEAT_AVX512_VNNI, "avx512_vnni"}, {TRIT_FEAT_AMX_BF16, "amx_bf16"}, {TRIT_FEAT_AMX_INT8, "amx_int8"},
+    };
+    printf("detected level: %s\ndispatch level: %s\n", trit_cpu_level_name(trit_cpu_detected_level()),
+           trit_cpu_level_name(trit_cpu_level()));
+    const uint32_t have = trit_cpu_detected_features(), usable = trit_cpu_usable_features();
+    printf("features:");
+    for (size_t i = 0; i < sizeof feats / sizeof feats[0]; i++)
+        if (have & feats[i].bit) printf(" %s%s", feats[i].name, usable & feats[i].bit ? "" : " (not used)");
+    printf("%s\n", have ? "" : " none (the portable kernels)");
+    return CLI_OK;
 }
 
 static int info_safetensors(const char *path) {
@@ -96,16 +114,24 @@ static int info_dir(const char *dir) {
 }
 
 int trit_cli_info(int argc, char **argv) {
-    static const struct option opts[] = {{"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
+    static const struct option opts[] = {{"help", no_argument, NULL, 'h'}, {"cpu", no_argument, NULL, 'c'},
+                                         {NULL, 0, NULL, 0}};
     cli_getopt_reset();
     int c;
+    bool cpu = false;
     while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
         if (c == 'h') {
             usage(stdout);
             return CLI_OK;
         }
+        if (c == 'c') {
+            cpu = true;
+            continue;
+        }
         return cli_bad_option("info", c, argv);
     }
+    if (cpu && optind == argc) return info_cpu();
+    if (cpu) return cli_error("info", CLI_USAGE, "--cpu takes no FILE or DIR");
     if (optind + 1 != argc) return cli_error("info", CLI_USAGE, "expects one FILE or DIR (see trit info --help)");
     const char *path = argv[optind];
     struct stat st;

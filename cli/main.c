@@ -40,6 +40,10 @@ int main(int argc, char **argv) {
         usage(stdout);
         return CLI_OK;
     }
+    if (trit_cpu_env_check() != TRIT_OK) {  // e.g. TRIT_CPU=amx: refused rather than run as avx512
+        fprintf(stderr, "trit: %s\n", trit_last_error());
+        return CLI_USAGE;
+    }
     char wait[160];
     trit_cli_describe_wait_policy(wait, sizeof wait);
     trit_log(TRIT_LOG_DEBUG, "OpenMP waiting: %s", wait);

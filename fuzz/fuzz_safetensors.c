@@ -1,6 +1,6 @@
 // Fuzzes the safetensors reader (src/io/safetensors.c): open, list, look up and read every
-// tensor, the metadata, and every tensor the "quantization" map names through the quantized
-// path (src/io/safetensors_quant.c). A file with format=trit-gpt metadata also goes through
+// tensor, the metadata, the "quantization" map against the tensors, and every tensor the map
+// names through the quantized path (src/io/safetensors_quant.c). A file with format=trit-gpt metadata also goes through
 // the model checkpoint loader (src/train/checkpoint_model.c).
 #include "fuzz_util.h"
 
@@ -18,6 +18,7 @@ static void read_all(const trit_safetensors *f) {
         if (trit_safetensors_meta_at(f, i, &k, &v) != TRIT_OK || !k || !v) abort();
         trit_safetensors_meta(f, k);
     }
+    trit_safetensors_check_quantized(f);
     // Map entries that name no tensor of the file must fail cleanly too.
     cJSON *map = cJSON_Parse(trit_safetensors_meta(f, "quantization"));
     const cJSON *e;

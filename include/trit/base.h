@@ -121,11 +121,17 @@ uint32_t trit_cpu_detected_features(void);
 // The features kernels may use now: the detected ones within the level in force (ref: none;
 // avx2: AVX2; avx512: also AVX-512 and, where present, AVX512-BF16 and AVX512-VNNI; amx: all).
 uint32_t trit_cpu_usable_features(void);
-// The highest level both the CPU and the OS support.
+// The highest level both the CPU and the OS support (at most avx512: see trit_cpu_set_level).
 trit_cpu_isa trit_cpu_detected_level(void);
-// The level kernels dispatch on: detected, lowered by TRIT_CPU=ref|avx2|avx512|amx if set.
+// The level kernels dispatch on: detected, lowered by TRIT_CPU=ref|avx2|avx512 if set (a value
+// that is not a level is ignored with a warning).
 trit_cpu_isa trit_cpu_level(void);
-// Force a level (tests, benchmarks). Fails if the machine cannot run it.
+// Whether TRIT_CPU (unset, or ref|avx2|avx512) can be honoured: TRIT_ERR_INVALID for a value that
+// is not a level, TRIT_ERR_UNSUPPORTED for amx (no AMX kernel exists yet: it would run the
+// AVX-512 kernels). Programs call it first, to refuse such a value instead of running on.
+trit_status trit_cpu_env_check(void);
+// Force a level (tests, benchmarks). Fails if the machine cannot run it, and for TRIT_CPU_AMX
+// (refused until an AMX kernel exists; the detected level is at most TRIT_CPU_AVX512).
 trit_status trit_cpu_set_level(trit_cpu_isa level);
 const char *trit_cpu_level_name(trit_cpu_isa level);
 // Ask Linux for permission to use AMX tile data (arch_prctl ARCH_REQ_XCOMP_PERM); idempotent.

@@ -46,6 +46,10 @@ typedef struct trit_memory_report {
 // kernels run on `threads` threads (<= 0: trit_threads_get()).
 trit_status trit_memory_report_make(const trit_graph *g, const trit_optim *o, int threads,
                                     trit_memory_report *out);
+// The GEMM packing scratch one thread keeps after running g's products on the kernels the table
+// picks now (the per-thread part of `workspace`): each packed kernel file's largest buffer for
+// g's compute policy and matrix shapes (kernels/gemm_scratch.h); 0 on the portable kernels.
+trit_status trit_memory_gemm_scratch(const trit_graph *g, size_t *per_thread);
 // Adds another graph over the same parameters (e.g. an evaluation graph): its arena and inputs.
 trit_status trit_memory_report_add_graph(trit_memory_report *r, const trit_graph *g);
 // Prints one line per item plus the total, in bytes and MB, each line starting with `prefix`.

@@ -117,6 +117,11 @@ trit_status trit_safetensors_meta_at(const trit_safetensors *f, int64_t i, const
 // scales_mean per tensor; see docs/ARCHITECTURE.md).
 trit_status trit_safetensors_write_quantized(const char *path, const trit_safetensors_entry *entries, int64_t n,
                                              const trit_safetensors_kv *meta, int64_t n_meta);
+// The quantization map against the file's tensors, both ways: each entry is well formed and its
+// codes and side tensors are in the file with the dtype and length it implies; each tensor named
+// like a side tensor of a listed one (<name>.scales, .qscales, .scales2, .zero_points) is one its
+// entry calls for. TRIT_OK for a file without a map; TRIT_ERR_FORMAT naming the first disagreement.
+trit_status trit_safetensors_check_quantized(const trit_safetensors *f);
 // Whether the file's quantization map lists `name`.
 bool trit_safetensors_is_quantized(const trit_safetensors *f, const char *name);
 // A new tensor holding `name`: quantized with its scales (the packed bytes as written) when the

@@ -135,13 +135,18 @@ trit_status trit_cpu_amx_request(void) {
 static pthread_once_t detected_once = PTHREAD_ONCE_INIT;
 static trit_cpu_isa detected;
 
+// AMX is not a level until trit has an AMX kernel: a level "amx" would run the AVX-512 kernels
+// under another name, so an AMX machine dispatches at avx512 (its AMX features are still
+// detected, trit_cpu_detected_features, for the kernel that will use them).
 static void detect_level(void) {
     const trit_cpu_features *f = trit_cpu_features_get();
     bool avx2 = f->avx2 && f->fma && f->os_avx;
     bool avx512 = avx2 && f->avx512f && f->avx512bw && f->avx512vl && f->avx512dq && f->os_avx512;
-    bool amx = avx512 && f->amx_tile && f->amx_bf16 && f->os_amx;
-    detected = amx ? TRIT_CPU_AMX : avx512 ? TRIT_CPU_AVX512 : avx2 ? TRIT_CPU_AVX2 : TRIT_CPU_REF;
+    detected = avx512 ? TRIT_CPU_AVX512 : avx2 ? TRIT_CPU_AVX2 : TRIT_CPU_REF;
 }
+
+#define NO_AMX_KERNEL "trit has no AMX kernel yet, so level amx would run the AVX-512 kernels"
+
 
 trit_cpu_isa trit_cpu_detected_level(void) {
     pthread_once(&detected_once, detect_level);
@@ -164,24 +169,41 @@ static atomic_int current = -1;
 static uint32_t features_within(trit_cpu_isa level);
 static void set_current(trit_cpu_isa level) { atomic_store(&current, (int)level | (int)(features_within(level) << 8)); }
 
+// TRIT_CPU's level: TRIT_OK with *want set (-1 when TRIT_CPU is unset or empty), or the error
+// that says why the value is refused.
+static trit_status env_level(int *want) {
+    *want = -1;
+    const char *env = getenv("TRIT_CPU");
+    if (!env || !*env) return TRIT_OK;
+    for (int i = TRIT_CPU_REF; i <= TRIT_CPU_AVX512; i++)
+        if (strcmp(env, level_names[i]) == 0) return *want = i, TRIT_OK;
+    if (strcmp(env, "amx") == 0)
+        return trit_error(TRIT_ERR_UNSUPPORTED, "TRIT_CPU=amx is refused: " NO_AMX_KERNEL "; set TRIT_CPU=avx512 "
+                          "(which uses AVX512-BF16 and VNNI where the CPU has them) or leave TRIT_CPU unset");
+    return trit_error(TRIT_ERR_INVALID, "TRIT_CPU=%s is not one of ref|avx2|avx512; unset it to use the best level "
+                      "this machine has", env);
+}
+
+trit_status trit_cpu_env_check(void) {
+    int want;
+    return env_level(&want);
+}
+
 // TRIT_CPU only lowers the level: asking for more than the machine has is clamped with a warning.
+// A value env_level refuses is ignored with its message as a warning (a library cannot refuse
+// an environment variable; `trit` itself exits on it through trit_cpu_env_check).
 static void init_level(void) {
     trit_cpu_isa det = trit_cpu_detected_level();
     trit_cpu_isa lvl = det;
-    const char *env = getenv("TRIT_CPU");
-    if (env && *env) {
-        int want = -1;
-        for (int i = TRIT_CPU_REF; i <= TRIT_CPU_AMX; i++)
-            if (strcmp(env, level_names[i]) == 0) want = i;
-        if (want < 0) {
-            trit_log(TRIT_LOG_WARN, "TRIT_CPU=%s is not one of ref|avx2|avx512|amx; ignored, "
-                     "using %s", env, trit_cpu_level_name(det));
-        } else if (want > (int)det) {
-            trit_log(TRIT_LOG_WARN, "TRIT_CPU=%s but this machine supports only %s; using %s",
-                     env, trit_cpu_level_name(det), trit_cpu_level_name(det));
-        } else {
-            lvl = (trit_cpu_isa)want;
-        }
+    int want;
+    if (env_level(&want) != TRIT_OK) {
+        trit_log(TRIT_LOG_WARN, "%s; using %s", trit_last_error(), trit_cpu_level_name(det));
+        trit_clear_error();
+    } else if (want > (int)det) {
+        trit_log(TRIT_LOG_WARN, "TRIT_CPU=%s but this machine supports only %s; using %s", level_names[want],
+                 trit_cpu_level_name(det), trit_cpu_level_name(det));
+    } else if (want >= 0) {
+        lvl = (trit_cpu_isa)want;
     }
     set_current(lvl);
 }
@@ -196,6 +218,8 @@ trit_status trit_cpu_set_level(trit_cpu_isa level) {
     if ((int)level < TRIT_CPU_REF || level > TRIT_CPU_AMX)
         return trit_error(TRIT_ERR_INVALID, "trit_cpu_set_level: level %d is not one of "
                           "TRIT_CPU_REF..TRIT_CPU_AMX (0..3)", (int)level);
+    if (level == TRIT_CPU_AMX)
+        return trit_error(TRIT_ERR_UNSUPPORTED, "cannot run at cpu level amx: " NO_AMX_KERNEL "; use TRIT_CPU_AVX512");
     trit_cpu_isa det = trit_cpu_detected_level();
     if (level > det)
         return trit_error(TRIT_ERR_UNSUPPORTED, "cannot run at cpu level %s: this machine "

@@ -1,6 +1,8 @@
 // Files under src/ops/ and src/kernels/ref/ are written once against `real` and compiled twice:
 // as float (the training path) and, with TRIT_REAL_F64, as double (the gradient-check path).
-// R(name) gives each build its own symbol: name_f32 or name_f64.
+// R(name) gives each build its own symbol: name_f32 or name_f64. The R-prefixed macros are the
+// libm function for `real` (REXP is exp or expf); the square root is spelled REAL_SQRT, since
+// "RSQRT" reads as the reciprocal square root it is not.
 #ifndef TRIT_REAL_H
 #define TRIT_REAL_H
 
@@ -10,7 +12,7 @@
 typedef double real;
 #define R(name) name##_f64
 #define TRIT_REAL_DTYPE TRIT_F64
-#define RSQRT(x) sqrt(x)
+#define REAL_SQRT(x) sqrt(x)
 #define REXP(x) exp(x)
 #define RLOG(x) log(x)
 #define RTANH(x) tanh(x)
@@ -21,7 +23,7 @@ typedef double real;
 typedef float real;
 #define R(name) name##_f32
 #define TRIT_REAL_DTYPE TRIT_F32
-#define RSQRT(x) sqrtf(x)
+#define REAL_SQRT(x) sqrtf(x)
 #define REXP(x) expf(x)
 #define RLOG(x) logf(x)
 #define RTANH(x) tanhf(x)

@@ -196,14 +196,67 @@ static trit_status parse_desc(const cJSON *e, const char *name, qdesc *d) {
                            "finite scales_mean)", name);
 }
 
-// Reads the side tensor <name><suffix> of exactly n values of dt into dst.
+// The side tensors a map entry calls for: suffix, dtype and length of each.
+typedef struct side_spec {
+    const char *suffix;
+    trit_dtype dt;
+    int64_t n;
+} side_spec;
+
+static const char *const side_suffixes[] = {".scales", ".qscales", ".scales2", ".zero_points"};
+
+static int side_specs(const qdesc *d, side_spec out[3]) {
+    const int64_t G = d->numel / d->group;
+    int k = 0;
+    if (d->dq_block) {
+        out[k++] = (side_spec){".qscales", TRIT_I8, G};
+        out[k++] = (side_spec){".scales2", TRIT_F32, (G + d->dq_block - 1) / d->dq_block};
+    } else {
+        out[k++] = (side_spec){".scales", TRIT_F32, G};
+    }
+    if (d->affine) out[k++] = (side_spec){".zero_points", TRIT_F32, G};
+    return k;
+}
+
+static void shape_str(int ndim, const int64_t *shape, char *buf, size_t n) {
+    size_t k = (size_t)snprintf(buf, n, "[");
+    for (int i = 0; i < ndim && k < n; i++) k += (size_t)snprintf(buf + k, n - k, i ? ", %lld" : "%lld", (long long)shape[i]);
+    if (k < n) snprintf(buf + k, n - k, "]");
+}
+
+// "qint4 [8, 256], groups of 128, symmetric": a map entry as messages name it.
+static const char *desc_str(const qdesc *d, char *buf, size_t n) {
+    char shape[160];
+    shape_str(d->ndim, d->shape, shape, sizeof shape);
+    snprintf(buf, n, "%s %s, groups of %lld, %s%s", trit_dtype_name(d->dt), shape, (long long)d->group,
+             d->affine ? "affine" : "symmetric", d->dq_block ? ", double-quantized" : "");
+    return buf;
+}
+
+// The file's <name><suffix> must be a vector of exactly the length and dtype the entry implies.
+static trit_status check_side(const trit_safetensors *f, const char *name, const qdesc *d, const side_spec *s) {
+    char full[TRIT_NAME_MAX + 16], what[256];
+    snprintf(full, sizeof full, "%s%s", name, s->suffix);
+    const trit_safetensors_info *i = trit_safetensors_find(f, full);
+    if (!i)
+        return trit_error(TRIT_ERR_FORMAT, "safetensors: quantized '%s' lacks its '%s' tensor (its quantization map "
+                          "entry, %s, calls for %s (%lld))", name, full, desc_str(d, what, sizeof what),
+                          trit_safetensors_dtype_name(s->dt), (long long)s->n);
+    if (i->dtype == s->dt && i->ndim == 1 && i->shape[0] == s->n) return TRIT_OK;
+    char got[160];
+    shape_str(i->ndim, i->shape, got, sizeof got);
+    return trit_error(TRIT_ERR_FORMAT, "safetensors: the quantization map entry of '%s' (%s) calls for '%s' as %s [%lld], "
+                      "but the file's is %s %s: the map and the tensors disagree (damaged or hand-edited file)",
+                      name, desc_str(d, what, sizeof what), full, trit_safetensors_dtype_name(s->dt), (long long)s->n,
+                      i->dtype_name, got);
+}
+
+// Reads the side tensor <name><suffix> of exactly n values of dt into dst (check_side passed).
 static trit_status read_side(const trit_safetensors *f, const char *name, const char *suffix, trit_dtype dt,
                              int64_t n, void *dst) {
     char full[TRIT_NAME_MAX + 16];
     snprintf(full, sizeof full, "%s%s", name, suffix);
     trit_tensor v = side(dt, 1, &n, dst);
-    const trit_safetensors_info *i = trit_safetensors_find(f, full);
-    if (!i) return trit_error(TRIT_ERR_FORMAT, "safetensors: quantized '%s' lacks its '%s' tensor", name, full);
     return trit_safetensors_load(f, full, &v);
 }
 
@@ -215,12 +268,6 @@ static trit_status read_codes(const trit_safetensors *f, const char *name, trit_
     if (!i) return trit_error(TRIT_ERR_FORMAT, "safetensors: the quantization map lists '%s' but the file lacks it", name);
     trit_tensor v = side(cdt, nd, shape, trit_tensor_ptr(t));
     return trit_safetensors_load(f, name, &v);  // checks dtype and shape, so the byte count too
-}
-
-static void shape_str(int ndim, const int64_t *shape, char *buf, size_t n) {
-    size_t k = (size_t)snprintf(buf, n, "[");
-    for (int i = 0; i < ndim && k < n; i++) k += (size_t)snprintf(buf + k, n - k, i ? ", %lld" : "%lld", (long long)shape[i]);
-    if (k < n) snprintf(buf + k, n - k, "]");
 }
 
 // The file's codes tensor must have the dtype and shape the map entry implies before anything
@@ -243,9 +290,19 @@ static trit_status check_codes(const trit_safetensors *f, const char *name, cons
                       name, trit_dtype_name(d->dt), trit_safetensors_dtype_name(cdt), want, i->dtype_name, got);
 }
 
+// An entry against the file: its codes and each side tensor it calls for, before any allocation.
+static trit_status check_entry(const trit_safetensors *f, const char *name, const cJSON *e, qdesc *d) {
+    trit_status s = parse_desc(e, name, d);
+    if (s == TRIT_OK) s = check_codes(f, name, d);
+    side_spec sides[3];
+    const int n = s == TRIT_OK ? side_specs(d, sides) : 0;
+    for (int k = 0; k < n && s == TRIT_OK; k++) s = check_side(f, name, d, &sides[k]);
+    return s;
+}
+
 static trit_tensor *read_quantized(const trit_safetensors *f, const char *name, const cJSON *e) {
     qdesc d;
-    if (parse_desc(e, name, &d) != TRIT_OK || check_codes(f, name, &d) != TRIT_OK) return NULL;
+    if (check_entry(f, name, e, &d) != TRIT_OK) return NULL;
     trit_tensor *t = trit_tensor_new(d.dt, d.ndim, d.shape);
     trit_quant_info *q = t ? trit_quant_info_new(d.numel, d.group, d.affine, d.dq_block) : NULL;
     trit_status s = q ? read_codes(f, name, t) : TRIT_ERR_NOMEM;
@@ -295,4 +352,58 @@ trit_tensor *trit_safetensors_read_tensor(const trit_safetensors *f, const char 
         t = NULL;
     }
     return t;
+}
+
+// ---- the map against the file, both ways ---------------------------------------------------
+
+// The map entry `stem` calls for the side tensor `suffix`.
+static bool calls_for(const cJSON *entry, const char *stem, const char *suffix) {
+    qdesc d;
+    side_spec sides[3];
+    if (parse_desc(entry, stem, &d) != TRIT_OK) return false;
+    const int n = side_specs(&d, sides);
+    for (int k = 0; k < n; k++)
+        if (strcmp(sides[k].suffix, suffix) == 0) return true;
+    return false;
+}
+
+// A file tensor named like a side tensor (<stem>.scales, ...) of a listed tensor must be one
+// that tensor's entry calls for.
+static trit_status check_stray_side(const cJSON *map, const char *name) {
+    const size_t len = strlen(name);
+    if (cJSON_GetObjectItemCaseSensitive(map, name)) return TRIT_OK;  // a listed tensor's codes
+    for (size_t k = 0; k < sizeof side_suffixes / sizeof side_suffixes[0]; k++) {
+        const size_t sl = strlen(side_suffixes[k]);
+        if (len <= sl || strcmp(name + len - sl, side_suffixes[k]) != 0) continue;
+        char stem[TRIT_NAME_MAX + 16];
+        if (len - sl >= sizeof stem) continue;  // longer than any name trit writes: not a side tensor of one
+        memcpy(stem, name, len - sl);
+        stem[len - sl] = 0;
+        const cJSON *entry = cJSON_GetObjectItemCaseSensitive(map, stem);
+        if (!entry || calls_for(entry, stem, side_suffixes[k])) continue;
+        qdesc d;
+        char what[256];
+        return trit_error(TRIT_ERR_FORMAT, "safetensors: tensor '%s' is beside quantized '%s', whose map entry (%s) "
+                          "calls for no %s tensor: the map and the tensors disagree (damaged or hand-edited file)",
+                          name, stem,
+                          parse_desc(entry, stem, &d) == TRIT_OK ? desc_str(&d, what, sizeof what) : "malformed",
+                          side_suffixes[k]);
+    }
+    return TRIT_OK;
+}
+
+trit_status trit_safetensors_check_quantized(const trit_safetensors *f) {
+    if (!f) return trit_error(TRIT_ERR_INVALID, "trit_safetensors_check_quantized: NULL file");
+    const char *json = trit_safetensors_meta(f, QMAP_KEY);
+    if (!json) return TRIT_OK;
+    cJSON *map = cJSON_Parse(json);
+    trit_status s = cJSON_IsObject(map) ? TRIT_OK
+                                        : trit_error(TRIT_ERR_FORMAT, "safetensors: the \"%s\" metadata is not a JSON object",
+                                                     QMAP_KEY);
+    qdesc d;
+    for (const cJSON *e = s == TRIT_OK ? map->child : NULL; e && s == TRIT_OK; e = e->next) s = check_entry(f, e->string, e, &d);
+    for (int64_t i = 0; s == TRIT_OK && i < trit_safetensors_count(f); i++)
+        s = check_stray_side(map, trit_safetensors_at(f, i)->name);
+    cJSON_Delete(map);
+    return s;
 }

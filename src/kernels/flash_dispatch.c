@@ -5,9 +5,10 @@
 #include "kernels/flash.h"
 #include "kernels/kernel_table.h"
 
-#define FLASH(ID, name) \
-    static trit_kernel_slot slot; \
-    TRIT_KERNEL_FN(trit_kernel_flash_##name##_fn, &slot, TRIT_KERNEL_FLASH_##ID, TRIT_F32, TRIT_F32)
+#define FLASH(ID, name)                                                                            \
+    static trit_kernel_slot slot;                                                                  \
+    TRIT_KERNEL_FN_OR(trit_kernel_flash_##name##_fn, &slot, TRIT_KERNEL_FLASH_##ID, TRIT_F32, TRIT_F32, \
+                      trit_kernel_flash_##name##_ref_f32)
 
 void trit_kernel_flash_scores_f32(TRIT_FLASH_SCORES_ARGS(float)) {
     FLASH(SCORES, scores)(nr, hs, x, ldx, yt, st);

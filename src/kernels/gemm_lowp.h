@@ -61,6 +61,11 @@ static inline void trit_gemm_c16_round(trit_dtype dt, uint16_t *out, const float
         trit_f32_to_f16_n(out, in, n);
 }
 
+// A 16-bit C that the core does not take in one pass (TRIT_MATMUL_HIGH with an f32 operand) is
+// summed by gemm_mixed.c in blocks of this many fp32 rows of C, a per-thread buffer of
+// TRIT_GEMM_C16_SPLIT_ROWS x N floats.
+enum { TRIT_GEMM_C16_SPLIT_ROWS = 64 };
+
 // Whether the core takes this C at this precision in one pass.
 static inline bool trit_gemm_mixed_one_pass(const trit_gemm_operand *A, const trit_gemm_operand *B,
                                             trit_matmul_precision prec) {

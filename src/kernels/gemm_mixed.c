@@ -8,7 +8,7 @@
 
 #include <string.h>
 
-enum { ROWS = 64 };
+enum { ROWS = TRIT_GEMM_C16_SPLIT_ROWS };
 
 static _Thread_local float *rows_mem;
 static _Thread_local size_t rows_floats;
@@ -58,6 +58,7 @@ void trit_kernel_gemm_mixed(int64_t M, int64_t N, int64_t K, const trit_gemm_ope
                             void *C, trit_dtype cdt, int64_t ldc, bool accumulate, trit_matmul_precision prec,
                             const float *bias) {
     static trit_kernel_slot slot;
-    TRIT_KERNEL_FN(trit_kernel_gemm_mixed_fn, &slot, TRIT_KERNEL_GEMM_MIXED, TRIT_BF16, TRIT_F32)
+    TRIT_KERNEL_FN_OR(trit_kernel_gemm_mixed_fn, &slot, TRIT_KERNEL_GEMM_MIXED, TRIT_BF16, TRIT_F32,
+                      trit_kernel_gemm_mixed_ref)
     (M, N, K, A, B, C, cdt, ldc, accumulate, prec, bias);
 }

@@ -8,6 +8,8 @@
 #include "kernels/qgemm_panel.h"
 #include "kernels/rowops.h"
 
+#include <stdio.h>
+
 #define ROW(id, in, out, needs, fn) {TRIT_KERNEL_##id, TRIT_##in, TRIT_##out, needs, #fn, (trit_kernel_fn)fn}
 #define AVX2 TRIT_FEAT_AVX2
 #define AVX512 (TRIT_FEAT_AVX2 | TRIT_FEAT_AVX512)
@@ -97,6 +99,41 @@ static const trit_kernel_entry table[] = {
     ROW(WGEMM, F8_E5M2, F32, 0, trit_kernel_fp8_e5m2_ref),
 };
 
+static const char *const id_names[TRIT_KERNEL_COUNT] = {
+    [TRIT_KERNEL_GEMM] = "gemm",
+    [TRIT_KERNEL_GEMV] = "gemv",
+    [TRIT_KERNEL_GEMM_MIXED] = "gemm_mixed",
+    [TRIT_KERNEL_NORM_FWD] = "norm_fwd",
+    [TRIT_KERNEL_NORM_BWD_X] = "norm_bwd_x",
+    [TRIT_KERNEL_NORM_BWD_PARAMS] = "norm_bwd_params",
+    [TRIT_KERNEL_GELU_FWD] = "gelu_fwd",
+    [TRIT_KERNEL_GELU_BWD] = "gelu_bwd",
+    [TRIT_KERNEL_SOFTMAX_FWD] = "softmax_fwd",
+    [TRIT_KERNEL_SOFTMAX_BWD] = "softmax_bwd",
+    [TRIT_KERNEL_LOG_SOFTMAX_FWD] = "log_softmax_fwd",
+    [TRIT_KERNEL_LOG_SOFTMAX_BWD] = "log_softmax_bwd",
+    [TRIT_KERNEL_CE_FWD] = "ce_fwd",
+    [TRIT_KERNEL_CE_BWD] = "ce_bwd",
+    [TRIT_KERNEL_CE_DLOGITS] = "ce_dlogits",
+    [TRIT_KERNEL_ATTEND] = "attend",
+    [TRIT_KERNEL_EMBEDDING_FWD] = "embedding_fwd",
+    [TRIT_KERNEL_EMBEDDING_BWD] = "embedding_bwd",
+    [TRIT_KERNEL_ADAM] = "adam",
+    [TRIT_KERNEL_FLASH_SCORES] = "flash_scores",
+    [TRIT_KERNEL_FLASH_ACCUM] = "flash_accum",
+    [TRIT_KERNEL_FLASH_SOFTMAX] = "flash_softmax",
+    [TRIT_KERNEL_FLASH_PROBS] = "flash_probs",
+    [TRIT_KERNEL_FLASH_DSCORES] = "flash_dscores",
+    [TRIT_KERNEL_QGEMM] = "qgemm",
+    [TRIT_KERNEL_QPANEL] = "qpanel",
+    [TRIT_KERNEL_QACT] = "qact",
+    [TRIT_KERNEL_WGEMM] = "wgemm",
+};
+
+const char *trit_kernel_id_name(trit_kernel_id id) {
+    return (int)id >= 0 && id < TRIT_KERNEL_COUNT && id_names[id] ? id_names[id] : "?";
+}
+
 const trit_kernel_entry *trit_kernel_table(int *n) {
     *n = (int)(sizeof table / sizeof table[0]);
     return table;
@@ -112,24 +149,56 @@ static int find_index(trit_kernel_id id, trit_dtype in, trit_dtype out, uint32_t
         }
         return i;
     }
-    trit_error(TRIT_ERR_UNSUPPORTED, "no kernel %d for %s -> %s in the kernel table", (int)id, trit_dtype_name(in),
-               trit_dtype_name(out));
     return -1;
+}
+
+// The message for a key without a usable row; every key listed has a portable row, so this is a
+// key the table does not list at all.
+static void no_row(trit_kernel_id id, trit_dtype in, trit_dtype out) {
+    char keys[256] = "none";
+    size_t k = 0;
+    for (int i = 0; i < (int)(sizeof table / sizeof table[0]); i++)
+        if (table[i].id == id && table[i].needs == 0 && k < sizeof keys)  // one portable row per key
+            k += (size_t)snprintf(keys + k, sizeof keys - k, "%s%s -> %s", k ? ", " : "", trit_dtype_name(table[i].in),
+                                  trit_dtype_name(table[i].out));
+    trit_error(TRIT_ERR_UNSUPPORTED, "no kernel %s for %s -> %s in the kernel table (it has %s for: %s)",
+               trit_kernel_id_name(id), trit_dtype_name(in), trit_dtype_name(out), trit_kernel_id_name(id), keys);
 }
 
 const trit_kernel_entry *trit_kernel_find(trit_kernel_id id, trit_dtype in, trit_dtype out) {
     const int i = find_index(id, in, out, trit_cpu_usable_features());
+    if (i < 0) no_row(id, in, out);
     return i < 0 ? NULL : &table[i];
 }
 
-// The slot word is (usable mask << 32) | (row index + 1); 0 means empty. One word, so a reader
-// never sees a row paired with another mask's choice.
-const trit_kernel_entry *trit_kernel_pick(trit_kernel_slot *slot, trit_kernel_id id, trit_dtype in, trit_dtype out) {
+// The slot word is (usable mask << 32) | (row index + 1), or | NO_ROW for a key the table does
+// not have; 0 means empty. One word, so a reader never sees a row paired with another mask's
+// choice. *fresh says whether this call made the lookup.
+#define NO_ROW UINT32_MAX
+
+static const trit_kernel_entry *pick(trit_kernel_slot *slot, trit_kernel_id id, trit_dtype in, trit_dtype out,
+                                     bool *fresh) {
     const uint32_t usable = trit_cpu_usable_features();
     const uint64_t w = atomic_load_explicit(slot, memory_order_relaxed);
-    if (w && (uint32_t)(w >> 32) == usable) return &table[(uint32_t)w - 1];
-    const int i = find_index(id, in, out, usable);
-    if (i < 0) return NULL;
-    atomic_store_explicit(slot, ((uint64_t)usable << 32) | (uint64_t)(i + 1), memory_order_relaxed);
-    return &table[i];
+    *fresh = !(w && (uint32_t)(w >> 32) == usable);
+    int i = *fresh ? find_index(id, in, out, usable) : (uint32_t)w == NO_ROW ? -1 : (int)(uint32_t)w - 1;
+    if (*fresh)
+        atomic_store_explicit(slot, ((uint64_t)usable << 32) | (i < 0 ? NO_ROW : (uint64_t)(i + 1)),
+                              memory_order_relaxed);
+    if (i < 0) no_row(id, in, out);
+    return i < 0 ? NULL : &table[i];
+}
+
+const trit_kernel_entry *trit_kernel_pick(trit_kernel_slot *slot, trit_kernel_id id, trit_dtype in, trit_dtype out) {
+    bool fresh;
+    return pick(slot, id, in, out, &fresh);
+}
+
+trit_kernel_fn trit_kernel_pick_or(trit_kernel_slot *slot, trit_kernel_id id, trit_dtype in, trit_dtype out,
+                                   trit_kernel_fn portable) {
+    bool fresh;
+    const trit_kernel_entry *e = pick(slot, id, in, out, &fresh);
+    if (e) return e->fn;
+    if (portable && fresh) trit_log(TRIT_LOG_WARN, "%s; running the portable kernel instead", trit_last_error());
+    return portable;
 }

@@ -54,6 +54,9 @@ typedef struct trit_kernel_entry {
     trit_kernel_fn fn;
 } trit_kernel_entry;
 
+// "gemm", "qpanel", ...: the kernel's name in messages ("?" for an id outside the enum).
+const char *trit_kernel_id_name(trit_kernel_id id);
+
 // The best usable row for the key, or NULL (with trit_last_error set) if the table has no row
 // for it. Choosing a row that needs AMX asks Linux for tile data first (trit_cpu_amx_request);
 // if that is refused the next row is taken.
@@ -61,12 +64,26 @@ const trit_kernel_entry *trit_kernel_find(trit_kernel_id id, trit_dtype in, trit
 
 // A call site's memory of its last choice, so hot entry points (called per tile) pay one atomic
 // load instead of a table scan. It holds the usable-feature mask the choice was made for, so a
-// change of level (trit_cpu_set_level) is seen at once.
+// change of level (trit_cpu_set_level) is seen at once; a key without a row is remembered too.
 typedef _Atomic uint64_t trit_kernel_slot;
+// The row trit_kernel_find gives, remembered in `slot`; NULL (trit_last_error names the key) when
+// the table has none.
 const trit_kernel_entry *trit_kernel_pick(trit_kernel_slot *slot, trit_kernel_id id, trit_dtype in, trit_dtype out);
+// The picked row's function, or `portable` when the table has no row for the key: a key fixed
+// in the code always has one (test_kernel_table checks that every key has a portable row), so
+// this only keeps an edit that drops a key from crashing; it says so once, as a warning.
+trit_kernel_fn trit_kernel_pick_or(trit_kernel_slot *slot, trit_kernel_id id, trit_dtype in, trit_dtype out,
+                                   trit_kernel_fn portable);
 
-// The implementation of key (id, in, out) remembered in `slot`, as a pointer of type `type`.
-#define TRIT_KERNEL_FN(type, slot, id, in, out) ((type *)trit_kernel_pick((slot), (id), (in), (out))->fn)
+// The implementation of key (id, in, out) remembered in `slot`, as a pointer of type `type`, or
+// NULL when the table has no row for the key (trit_last_error says which): for keys that come
+// from data (a weight's dtype), whose entry point then returns that error.
+#define TRIT_KERNEL_FN(type, slot, id, in, out)                                                     \
+    ((type *)trit_kernel_pick_or((slot), (id), (in), (out), (trit_kernel_fn)0))
+// The same for a key fixed in the code, never NULL: `portable` (a function of type `type`, which
+// the conditional checks) when the table has no row.
+#define TRIT_KERNEL_FN_OR(type, slot, id, in, out, portable)                                        \
+    ((type *)trit_kernel_pick_or((slot), (id), (in), (out), (trit_kernel_fn)(1 ? (portable) : (type *)0)))
 
 // The table itself, for tests and reports.
 const trit_kernel_entry *trit_kernel_table(int *n);

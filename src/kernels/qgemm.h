@@ -85,12 +85,14 @@ trit_kernel_fp8_fn trit_kernel_fp8_e4m3_ref, trit_kernel_fp8_e5m2_ref, trit_kern
     trit_kernel_fp8_e5m2_avx2, trit_kernel_fp8_e4m3_avx512, trit_kernel_fp8_e5m2_avx512;
 // Whether the FP8 kernels take (wdt, K, G).
 bool trit_fp8_gemm_supported(trit_dtype wdt, int64_t K, int64_t G);
-// The kernel table's choice for wdt (TRIT_F8_E4M3 or TRIT_F8_E5M2), outputs split among threads.
-void trit_kernel_fp8_gemm(trit_dtype wdt, int64_t M, int64_t N, int64_t K, int64_t G, const float *x, const uint8_t *w,
-                          const float *ws, float *y, int64_t ldy);
+// The kernel table's choice for wdt (TRIT_F8_E4M3 or TRIT_F8_E5M2), outputs split among threads;
+// TRIT_ERR_UNSUPPORTED (nothing written) for another dtype.
+trit_status trit_kernel_fp8_gemm(trit_dtype wdt, int64_t M, int64_t N, int64_t K, int64_t G, const float *x,
+                                 const uint8_t *w, const float *ws, float *y, int64_t ldy);
 
-// The kernel table's choice for wdt, run over N split among threads.
-void trit_kernel_qgemm(trit_dtype wdt, int64_t M, int64_t N, int64_t K, int64_t G, const trit_qact *x,
-                       const uint8_t *w, const float *ws, float *y, int64_t ldy);
+// The kernel table's choice for wdt (qint8, qint4, ternary), run over N split among threads;
+// TRIT_ERR_UNSUPPORTED (nothing written) for another dtype.
+trit_status trit_kernel_qgemm(trit_dtype wdt, int64_t M, int64_t N, int64_t K, int64_t G, const trit_qact *x,
+                              const uint8_t *w, const float *ws, float *y, int64_t ldy);
 
 #endif

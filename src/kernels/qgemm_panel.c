@@ -136,12 +136,16 @@ static void finish(const trit_qpanel_epilogue *e, int64_t M, int64_t n0, int64_t
     }
 }
 
-void trit_kernel_qgemm_panels(const trit_qpanels *w, int64_t M, const trit_qact *x, float *y, int64_t ldy,
-                              const trit_qpanel_epilogue *e) {
-    static trit_kernel_slot slot8, slot4, slot2;
+trit_status trit_kernel_qgemm_panels(const trit_qpanels *w, int64_t M, const trit_qact *x, float *y, int64_t ldy,
+                                     const trit_qpanel_epilogue *e) {
+    static trit_kernel_slot slots[3];  // qint8, qint4, ternary: a slot remembers one key
     const trit_dtype wdt = w->wdt;
-    trit_kernel_slot *slot = wdt == TRIT_QINT8 ? &slot8 : wdt == TRIT_QINT4 ? &slot4 : &slot2;
-    trit_kernel_qpanel_fn *fn = TRIT_KERNEL_FN(trit_kernel_qpanel_fn, slot, TRIT_KERNEL_QPANEL, wdt, TRIT_F32);
+    const int k = wdt == TRIT_QINT8 ? 0 : wdt == TRIT_QINT4 ? 1 : wdt == TRIT_TERNARY ? 2 : -1;
+    trit_kernel_qpanel_fn *fn = k < 0 ? NULL : TRIT_KERNEL_FN(trit_kernel_qpanel_fn, &slots[k], TRIT_KERNEL_QPANEL, wdt, TRIT_F32);
+    if (!fn)
+        return k < 0 ? trit_error(TRIT_ERR_UNSUPPORTED, "qgemm panels: weights of dtype %s have no panel kernel "
+                                  "(qint8, qint4 and ternary do)", trit_dtype_name(wdt))
+                     : TRIT_ERR_UNSUPPORTED;
     // Each thread takes one contiguous run of panels, so one token streams each run once.
     const bool par = w->panels > 1 && M * w->N * w->K > 32768 && !omp_in_parallel();
 #pragma omp parallel if (par)
@@ -152,4 +156,5 @@ void trit_kernel_qgemm_panels(const trit_qpanels *w, int64_t M, const trit_qact 
         const int64_t n0 = p0 * TRIT_QPANEL_ROWS, n1 = p1 * TRIT_QPANEL_ROWS < w->N ? p1 * TRIT_QPANEL_ROWS : w->N;
         if (e && (e->bias || e->res)) finish(e, M, n0, n1, y, ldy);
     }
+    return TRIT_OK;
 }

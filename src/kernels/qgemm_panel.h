@@ -71,8 +71,9 @@ typedef struct trit_qpanel_epilogue {
 } trit_qpanel_epilogue;
 
 // y (M, N) = x (M, K) W^T on the kernel table's choice, panels split among threads, then the
-// epilogue e (NULL: none).
-void trit_kernel_qgemm_panels(const trit_qpanels *w, int64_t M, const trit_qact *x, float *y, int64_t ldy,
-                              const trit_qpanel_epilogue *e);
+// epilogue e (NULL: none). TRIT_ERR_UNSUPPORTED (nothing written) for a w->wdt without a panel
+// kernel.
+trit_status trit_kernel_qgemm_panels(const trit_qpanels *w, int64_t M, const trit_qact *x, float *y, int64_t ldy,
+                                     const trit_qpanel_epilogue *e);
 
 #endif

@@ -62,7 +62,8 @@ void trit_kernel_qact_ref(const float *x, int64_t K, int64_t G, int8_t *q, float
 
 void trit_qact_quantize(const float *x, int64_t M, int64_t K, int64_t G, trit_dtype wdt, const trit_qact *a) {
     static trit_kernel_slot slot;
-    trit_kernel_qact_fn *natural = TRIT_KERNEL_FN(trit_kernel_qact_fn, &slot, TRIT_KERNEL_QACT, TRIT_F32, TRIT_QINT8);
+    trit_kernel_qact_fn *natural =
+        TRIT_KERNEL_FN_OR(trit_kernel_qact_fn, &slot, TRIT_KERNEL_QACT, TRIT_F32, TRIT_QINT8, trit_kernel_qact_ref);
     // Rows are independent, so the split among threads cannot change a code.
 #pragma omp parallel for schedule(static) if (M * K >= QACT_PARALLEL_MIN && !omp_in_parallel())
     for (int64_t m = 0; m < M; m++) {
@@ -130,19 +131,22 @@ void trit_kernel_qgemm_t2_ref(int64_t M, int64_t n0, int64_t n1, int64_t K, int6
 // activation row passes over them.
 enum { N_BLOCK = 16 };
 
-void trit_kernel_qgemm(trit_dtype wdt, int64_t M, int64_t N, int64_t K, int64_t G, const trit_qact *x,
-                       const uint8_t *w, const float *ws, float *y, int64_t ldy) {
-    static trit_kernel_slot slot8, slot4, slot2;
-    trit_kernel_qgemm_fn *fn =
-        wdt == TRIT_QINT8   ? TRIT_KERNEL_FN(trit_kernel_qgemm_fn, &slot8, TRIT_KERNEL_QGEMM, TRIT_QINT8, TRIT_F32)
-        : wdt == TRIT_QINT4 ? TRIT_KERNEL_FN(trit_kernel_qgemm_fn, &slot4, TRIT_KERNEL_QGEMM, TRIT_QINT4, TRIT_F32)
-                            : TRIT_KERNEL_FN(trit_kernel_qgemm_fn, &slot2, TRIT_KERNEL_QGEMM, TRIT_TERNARY, TRIT_F32);
+trit_status trit_kernel_qgemm(trit_dtype wdt, int64_t M, int64_t N, int64_t K, int64_t G, const trit_qact *x,
+                              const uint8_t *w, const float *ws, float *y, int64_t ldy) {
+    static trit_kernel_slot slots[3];  // qint8, qint4, ternary: a slot remembers one key
+    const int k = wdt == TRIT_QINT8 ? 0 : wdt == TRIT_QINT4 ? 1 : wdt == TRIT_TERNARY ? 2 : -1;
+    trit_kernel_qgemm_fn *fn = k < 0 ? NULL : TRIT_KERNEL_FN(trit_kernel_qgemm_fn, &slots[k], TRIT_KERNEL_QGEMM, wdt, TRIT_F32);
+    if (!fn)
+        return k < 0 ? trit_error(TRIT_ERR_UNSUPPORTED, "qgemm: weights of dtype %s have no integer kernel (qint8, "
+                                  "qint4 and ternary do)", trit_dtype_name(wdt))
+                     : TRIT_ERR_UNSUPPORTED;  // the lookup's message stands
     const int64_t blocks = (N + N_BLOCK - 1) / N_BLOCK;
 #pragma omp parallel for schedule(static) if (blocks > 1 && M * N * K > 32768)
     for (int64_t b = 0; b < blocks; b++) {
         const int64_t n0 = b * N_BLOCK, n1 = n0 + N_BLOCK < N ? n0 + N_BLOCK : N;
         fn(M, n0, n1, K, G, x, w, ws, y, ldy);
     }
+    return TRIT_OK;
 }
 
 // ---- weight-only NF4 ------------------------------------------------------------------------
@@ -187,8 +191,8 @@ static void weight_only_split(trit_kernel_nf4_fn *fn, int64_t M, int64_t N, int6
 void trit_kernel_nf4_gemm(int64_t M, int64_t N, int64_t K, int64_t G, const float *x, const uint8_t *w, const float *ws,
                           float *y, int64_t ldy) {
     static trit_kernel_slot slot;
-    weight_only_split(TRIT_KERNEL_FN(trit_kernel_nf4_fn, &slot, TRIT_KERNEL_WGEMM, TRIT_NF4, TRIT_F32), M, N, K, G, x, w,
-                      ws, y, ldy);
+    weight_only_split(TRIT_KERNEL_FN_OR(trit_kernel_nf4_fn, &slot, TRIT_KERNEL_WGEMM, TRIT_NF4, TRIT_F32, trit_kernel_nf4_ref),
+                      M, N, K, G, x, w, ws, y, ldy);
 }
 
 // ---- weight-only FP8 ------------------------------------------------------------------------
@@ -223,11 +227,15 @@ void trit_kernel_fp8_e5m2_ref(int64_t M, int64_t n0, int64_t n1, int64_t K, int6
     fp8_ref(TRIT_FP8_E5M2, M, n0, n1, K, G, x, w, ws, y, ldy);
 }
 
-void trit_kernel_fp8_gemm(trit_dtype wdt, int64_t M, int64_t N, int64_t K, int64_t G, const float *x, const uint8_t *w,
-                          const float *ws, float *y, int64_t ldy) {
-    static trit_kernel_slot slot4, slot5;
-    trit_kernel_fp8_fn *fn =
-        wdt == TRIT_F8_E5M2 ? TRIT_KERNEL_FN(trit_kernel_fp8_fn, &slot5, TRIT_KERNEL_WGEMM, TRIT_F8_E5M2, TRIT_F32)
-                            : TRIT_KERNEL_FN(trit_kernel_fp8_fn, &slot4, TRIT_KERNEL_WGEMM, TRIT_F8_E4M3, TRIT_F32);
+trit_status trit_kernel_fp8_gemm(trit_dtype wdt, int64_t M, int64_t N, int64_t K, int64_t G, const float *x,
+                                 const uint8_t *w, const float *ws, float *y, int64_t ldy) {
+    static trit_kernel_slot slots[2];  // e4m3, e5m2
+    const int k = wdt == TRIT_F8_E4M3 ? 0 : wdt == TRIT_F8_E5M2 ? 1 : -1;
+    trit_kernel_fp8_fn *fn = k < 0 ? NULL : TRIT_KERNEL_FN(trit_kernel_fp8_fn, &slots[k], TRIT_KERNEL_WGEMM, wdt, TRIT_F32);
+    if (!fn)
+        return k < 0 ? trit_error(TRIT_ERR_UNSUPPORTED, "fp8 gemm: weights of dtype %s are not fp8 (f8_e4m3 or "
+                                  "f8_e5m2)", trit_dtype_name(wdt))
+                     : TRIT_ERR_UNSUPPORTED;
     weight_only_split(fn, M, N, K, G, x, w, ws, y, ldy);
+    return TRIT_OK;
 }

@@ -9,7 +9,8 @@
 #define DISPATCH(ID, name, ...)                                                                   \
     do {                                                                                          \
         static trit_kernel_slot slot;                                                             \
-        TRIT_KERNEL_FN(trit_kernel_##name##_fn, &slot, TRIT_KERNEL_##ID, TRIT_F32, TRIT_F32)        \
+        TRIT_KERNEL_FN_OR(trit_kernel_##name##_fn, &slot, TRIT_KERNEL_##ID, TRIT_F32, TRIT_F32,      \
+                          trit_kernel_##name##_ref_f32)                                           \
         (__VA_ARGS__);                                                                            \
     } while (0)
 
@@ -89,6 +90,7 @@ void trit_kernel_attend_f32(float *y, float *p, const float *q, const float *kt,
 void trit_kernel_attend_f16(float *y, float *p, const float *q, const uint16_t *kt, const uint16_t *v, int64_t ldv,
                             int64_t n, int64_t hs, float scale) {
     static trit_kernel_slot slot;
-    TRIT_KERNEL_FN(trit_kernel_attend_f16_fn, &slot, TRIT_KERNEL_ATTEND, TRIT_F16, TRIT_F32)
+    TRIT_KERNEL_FN_OR(trit_kernel_attend_f16_fn, &slot, TRIT_KERNEL_ATTEND, TRIT_F16, TRIT_F32,
+                      trit_kernel_attend_f16_ref_f32)
     (y, p, q, kt, v, ldv, n, hs, scale);
 }

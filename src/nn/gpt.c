@@ -85,16 +85,33 @@ trit_status trit_gpt_config_check(const trit_gpt_config *c) {
 
 typedef enum { INIT_NORMAL, INIT_RESIDUAL, INIT_ZERO, INIT_ONE } init_kind;
 
+// The model is built in two passes over the same code: the first (m->tensors still NULL) only
+// counts the parameters the config calls for, so the list is allocated to exactly that length.
 typedef struct builder {
     trit_gpt *m;
     uint64_t seed;
     double std, std_resid;
+    int count;  // the counting pass's result
     trit_status status;
 } builder;
+
+trit_status trit_gpt_append_tensor(trit_gpt *m, trit_tensor *t) {
+    if (!m || !t) return trit_error(TRIT_ERR_INVALID, "trit_gpt_append_tensor: NULL argument");
+    if (!m->tensors || m->n_tensors >= m->cap_tensors)
+        return trit_error(TRIT_ERR_RANGE, "gpt: parameter '%s' would be number %d, but the model's list holds %d (the "
+                          "count its config gives): the builder made a tensor the count does not know", t->name,
+                          m->n_tensors + 1, m->cap_tensors);
+    m->tensors[m->n_tensors++] = t;
+    return TRIT_OK;
+}
 
 // Allocates, names and initialises one parameter and appends it to the model's list.
 static trit_tensor *add_param(builder *b, const char *name, int ndim, int64_t d0, int64_t d1, init_kind init) {
     if (b->status != TRIT_OK) return NULL;
+    if (!b->m->tensors) {
+        b->count++;
+        return NULL;
+    }
     const int64_t shape[2] = {d0, d1};
     trit_tensor *t = trit_tensor_new_param(TRIT_F32, ndim, shape, name);
     if (!t) {
@@ -102,7 +119,10 @@ static trit_tensor *add_param(builder *b, const char *name, int ndim, int64_t d0
                                (long long)d0, (long long)(ndim > 1 ? d1 : 1));
         return NULL;
     }
-    b->m->tensors[b->m->n_tensors++] = t;
+    if ((b->status = trit_gpt_append_tensor(b->m, t)) != TRIT_OK) {
+        trit_tensor_free(t);
+        return NULL;
+    }
     trit_status s = TRIT_OK;
     switch (init) {
     case INIT_NORMAL: s = trit_tensor_fill_normal(t, 0.0, b->std, b->seed, trit_gpt_name_stream(name)); break;
@@ -186,6 +206,18 @@ trit_status trit_gpt_lay_out(trit_gpt *m, const bool *drop) {
     return s;
 }
 
+// Every parameter in the documented order: wte, wpe, the blocks, ln_f.
+static void add_params(builder *b) {
+    trit_gpt *m = b->m;
+    const trit_gpt_config *c = &m->cfg;
+    const int64_t C = c->n_embd;
+    m->wte = add_param(b, "wte.weight", 2, c->vocab_size, C, INIT_NORMAL);
+    if (c->pos == TRIT_POS_LEARNED) m->wpe = add_param(b, "wpe.weight", 2, c->seq_len, C, INIT_NORMAL);
+    for (int64_t i = 0; i < c->n_layer; i++) add_block(b, i);
+    m->lnf_w = add_param(b, "ln_f.weight", 1, C, 0, INIT_ONE);
+    if (c->bias && c->norm == TRIT_NORM_LAYER) m->lnf_b = add_param(b, "ln_f.bias", 1, C, 0, INIT_ZERO);
+}
+
 trit_gpt *trit_gpt_new(const trit_gpt_config *c, uint64_t seed) {
     if (trit_gpt_config_check(c) != TRIT_OK) return NULL;
     trit_gpt *m = calloc(1, sizeof *m);
@@ -196,20 +228,22 @@ trit_gpt *trit_gpt_new(const trit_gpt_config *c, uint64_t seed) {
     m->cfg = *c;
     m->policy = (trit_compute_policy){TRIT_F32, TRIT_F32, TRIT_MATMUL_HIGHEST};
     m->hidden = trit_gpt_mlp_hidden(c);
-    const int64_t L = c->n_layer, C = c->n_embd;
-    m->blocks = calloc((size_t)L, sizeof *m->blocks);
-    m->tensors = calloc((size_t)(16 * L + 4), sizeof *m->tensors);
+    const int64_t L = c->n_layer;
+    builder b = {.m = m, .seed = seed, .std = 0.02, .std_resid = 0.02 / sqrt(2.0 * (double)L), .status = TRIT_OK};
+    if ((m->blocks = calloc((size_t)L, sizeof *m->blocks))) {
+        add_params(&b);  // counts
+        m->cap_tensors = b.count;
+        m->tensors = calloc((size_t)b.count, sizeof *m->tensors);
+    }
     if (!m->blocks || !m->tensors) {
         trit_gpt_free(m);
         trit_error(TRIT_ERR_NOMEM, "gpt: out of memory for %lld layers", (long long)L);
         return NULL;
     }
-    builder b = {.m = m, .seed = seed, .std = 0.02, .std_resid = 0.02 / sqrt(2.0 * (double)L), .status = TRIT_OK};
-    m->wte = add_param(&b, "wte.weight", 2, c->vocab_size, C, INIT_NORMAL);
-    if (c->pos == TRIT_POS_LEARNED) m->wpe = add_param(&b, "wpe.weight", 2, c->seq_len, C, INIT_NORMAL);
-    for (int64_t i = 0; i < L; i++) add_block(&b, i);
-    m->lnf_w = add_param(&b, "ln_f.weight", 1, C, 0, INIT_ONE);
-    if (c->bias && c->norm == TRIT_NORM_LAYER) m->lnf_b = add_param(&b, "ln_f.bias", 1, C, 0, INIT_ZERO);
+    add_params(&b);
+    if (b.status == TRIT_OK && m->n_tensors != m->cap_tensors)
+        b.status = trit_error(TRIT_ERR_RANGE, "gpt: the builder made %d parameters after counting %d", m->n_tensors,
+                              m->cap_tensors);
     if (b.status == TRIT_OK) b.status = trit_gpt_program_build(m);
     if (b.status == TRIT_OK) b.status = trit_gpt_lay_out(m, NULL);
     if (b.status != TRIT_OK) {

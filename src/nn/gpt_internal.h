@@ -66,8 +66,9 @@ struct trit_gpt {
     trit_tensor *wpe;         // (T, C), NULL with RoPE
     trit_gpt_block *blocks;   // (L)
     trit_tensor *lnf_w, *lnf_b;
-    trit_tensor **tensors;    // every parameter, in the documented order
+    trit_tensor **tensors;    // (cap_tensors): every parameter, in the documented order
     int n_tensors;
+    int cap_tensors;          // exactly the parameters the config calls for (counted by the builder)
     trit_compute_policy policy;
     trit_tensor **quantized;  // (n_tensors) or NULL: packed copies the decoder multiplies with
     // Quantization-aware training: fake quantization of the block matrices and of their inputs.
@@ -95,5 +96,8 @@ trit_status trit_gpt_program_build(trit_gpt *m);
 trit_status trit_gpt_lay_out(trit_gpt *m, const bool *drop);
 // The index of parameter t in m->tensors, -1 for NULL (or a tensor not of the model).
 int trit_gpt_index_of(const trit_gpt *m, const trit_tensor *t);
+// Appends t to m's parameter list (which then owns it); TRIT_ERR_RANGE, t left to the caller,
+// when the list already holds the cap_tensors parameters the config calls for.
+trit_status trit_gpt_append_tensor(trit_gpt *m, trit_tensor *t);
 
 #endif

@@ -140,14 +140,16 @@ static trit_status model_path(const char *path, char *buf, size_t n) {
 }
 
 // A quantized tensor is decoded into the model's parameter and attached to the model for
-// decoding; returns how many file tensors it took (the codes plus scales and zero points).
-static trit_status load_quantized(const trit_safetensors *f, trit_gpt *m, int i, int64_t *n_file) {
+// decoding.
+static trit_status load_quantized(const trit_safetensors *f, trit_gpt *m, int i, const char *file) {
     trit_tensor *t = trit_gpt_tensor(m, i), *q = trit_safetensors_read_tensor(f, t->name);
     if (!q) return TRIT_ERR_FORMAT;
+    char want[160], got[160];
     trit_status s = trit_tensor_same_shape(q, t)
                         ? trit_tensor_copy(t, q)
-                        : trit_error(TRIT_ERR_SHAPE, "quantized tensor '%s' does not have the shape the config gives", t->name);
-    *n_file = 1 + (q->quant->qscales ? 2 : 1) + (q->quant->zero_points ? 1 : 0);
+                        : trit_error(TRIT_ERR_SHAPE, "'%s': the quantization map gives '%s' the shape %s, its config %s: "
+                                     "the file was edited or made for another model", file, t->name,
+                                     trit_tensor_shape_str(q, got, sizeof got), trit_tensor_shape_str(t, want, sizeof want));
     if (s != TRIT_OK) {
         trit_tensor_free(q);
         return s;
@@ -155,25 +157,74 @@ static trit_status load_quantized(const trit_safetensors *f, trit_gpt *m, int i,
     return trit_gpt_attach_quantized(m, i, q);
 }
 
+// A plain tensor: a float dtype (converted on load) and the config's shape.
+static trit_status load_plain(const trit_safetensors *f, trit_tensor *t, const char *file) {
+    const trit_safetensors_info *i = trit_safetensors_find(f, t->name);
+    if (i->dtype == TRIT_DTYPE_COUNT || !trit_dtype_is_float(i->dtype) || trit_dtype_is_quantized(i->dtype))
+        return trit_error(TRIT_ERR_DTYPE, "'%s': tensor '%s' is %s, neither a float dtype (F32, BF16, F16) nor listed "
+                          "in the quantization map: the file was edited or made by another program", file, t->name,
+                          i->dtype_name);
+    bool same = i->ndim == t->ndim;
+    for (int d = 0; same && d < t->ndim; d++) same = i->shape[d] == t->shape[d];
+    if (same) return trit_safetensors_load(f, t->name, t);
+    char want[160], got[160];
+    trit_tensor stored;  // the file's layout, for its shape's text
+    memset(&stored, 0, sizeof stored);
+    trit_tensor_init_layout(&stored, i->dtype, i->ndim, i->shape);
+    trit_tensor_shape_str(&stored, got, sizeof got);
+    return trit_error(TRIT_ERR_SHAPE, "'%s': tensor '%s' is %s in the file, its config gives %s: the file was edited or "
+                      "made for another model", file, t->name, got, trit_tensor_shape_str(t, want, sizeof want));
+}
+
+// The file holds nothing the config does not call for: each tensor is a parameter of the model
+// or a side tensor (scales, zero points) of one the quantization map lists, and each map entry
+// names a parameter. trit_safetensors_check_quantized has matched the map with the tensors.
+static trit_status check_no_strays(const trit_safetensors *f, const trit_gpt *m, const char *file) {
+    static const char *const suffixes[] = {".scales", ".qscales", ".scales2", ".zero_points"};
+    for (int64_t i = 0; i < trit_safetensors_count(f); i++) {
+        const char *name = trit_safetensors_at(f, i)->name;
+        bool known = trit_gpt_find(m, name) != NULL;
+        const size_t len = strlen(name);
+        for (size_t k = 0; !known && k < sizeof suffixes / sizeof suffixes[0]; k++) {
+            const size_t sl = strlen(suffixes[k]);
+            char stem[TRIT_NAME_MAX];
+            if (len <= sl || len - sl >= sizeof stem || strcmp(name + len - sl, suffixes[k]) != 0) continue;
+            memcpy(stem, name, len - sl);
+            stem[len - sl] = 0;
+            known = trit_gpt_find(m, stem) && trit_safetensors_is_quantized(f, stem);
+        }
+        if (!known)
+            return trit_error(TRIT_ERR_FORMAT, "'%s' holds a tensor '%s' that its config does not call for (nor is it "
+                              "the scales or zero points of a quantized one): the file was edited or made for another "
+                              "model", file, name);
+    }
+    cJSON *map = cJSON_Parse(trit_safetensors_meta(f, "quantization"));  // an object: checked
+    trit_status s = TRIT_OK;
+    for (const cJSON *e = map ? map->child : NULL; e && s == TRIT_OK; e = e->next)
+        if (!trit_gpt_find(m, e->string))
+            s = trit_error(TRIT_ERR_FORMAT, "'%s': the quantization map describes '%s', which its config does not call "
+                           "for: the file was edited or made for another model", file, e->string);
+    cJSON_Delete(map);
+    return s;
+}
+
 static trit_status load_tensors(const trit_safetensors *f, trit_gpt *m, const char *file) {
-    int n = trit_gpt_num_tensors(m);
-    int64_t expected = 0;
-    for (int i = 0; i < n; i++) {
+    trit_status s = trit_safetensors_check_quantized(f);
+    if (s != TRIT_OK) {
+        char why[512];
+        snprintf(why, sizeof why, "%s", trit_last_error());
+        return trit_error(s, "'%s': %s", file, why);
+    }
+    for (int i = 0; i < trit_gpt_num_tensors(m); i++) {
         trit_tensor *t = trit_gpt_tensor(m, i);
         if (!trit_safetensors_find(f, t->name))
             return trit_error(TRIT_ERR_FORMAT,
                               "'%s' has no tensor '%s' that its config needs: the file is incomplete "
                               "or was made for another model", file, t->name);
-        int64_t used = 1;
-        trit_status s = trit_safetensors_is_quantized(f, t->name) ? load_quantized(f, m, i, &used)
-                                                                  : trit_safetensors_load(f, t->name, t);
+        s = trit_safetensors_is_quantized(f, t->name) ? load_quantized(f, m, i, file) : load_plain(f, t, file);
         if (s != TRIT_OK) return s;
-        expected += used;
     }
-    if (trit_safetensors_count(f) != expected)
-        return trit_error(TRIT_ERR_FORMAT, "'%s' holds %lld tensors, its config and quantization map describe %lld",
-                          file, (long long)trit_safetensors_count(f), (long long)expected);
-    return TRIT_OK;
+    return check_no_strays(f, m, file);
 }
 
 // No storage trit writes takes under 1 bit an element, so a file whose tensors hold fewer bytes

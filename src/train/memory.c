@@ -5,21 +5,32 @@
 #define _POSIX_C_SOURCE 200809L
 #include "trit/bench.h"
 
+#include "kernels/gemm_scratch.h"
+
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 
-// GEMM packing buffers: each thread that runs a packed GEMM keeps one buffer of KC x (NC + MC)
-// floats for its lifetime (kernels/x86/gemm_*.c; the portable kernel packs nothing). The sizes
-// mirror those files' blocking constants.
-static size_t gemm_workspace_per_thread(void) {
-    switch (trit_cpu_level()) {
-    case TRIT_CPU_AMX:
-    case TRIT_CPU_AVX512: return (size_t)384 * (768 + 14 * 16) * sizeof(float);
-    case TRIT_CPU_AVX2: return (size_t)256 * (16 * 256 + 6 * 24) * sizeof(float);
-    case TRIT_CPU_REF:
-    default: return 0;
+trit_status trit_memory_gemm_scratch(const trit_graph *g, size_t *per_thread) {
+    if (!g || !per_thread) return trit_error(TRIT_ERR_INVALID, "trit_memory_gemm_scratch: NULL argument");
+    const trit_compute_policy p = trit_graph_policy(g);
+    const int n = trit_graph_num_params(g);
+    int64_t *shapes = malloc(sizeof(int64_t) * 2 * (size_t)(n > 0 ? n : 1));
+    if (!shapes) return trit_error(TRIT_ERR_NOMEM, "trit_memory_gemm_scratch: out of memory");
+    // A matrix parameter (N, K) may be the weight of a linear whose output is in the activation
+    // dtype: a product with a 16-bit C (the embeddings too, which makes this a bound).
+    int n_c16 = 0;
+    for (int i = 0; i < n; i++) {
+        const trit_tensor *t = trit_graph_param(g, i);
+        if (t && t->ndim == 2) shapes[2 * n_c16] = t->shape[0], shapes[2 * n_c16 + 1] = t->shape[1], n_c16++;
     }
+    const trit_gemm_workload w = {.activation = p.activation, .matmul = p.matmul, .c16_shapes = shapes, .n_c16 = n_c16};
+    trit_gemm_scratch s;
+    const trit_status st = trit_gemm_scratch_plan(&w, &s);
+    free(shapes);
+    if (st == TRIT_OK) *per_thread = s.bytes;
+    return st;
 }
 
 static void sum_total(trit_memory_report *r) {
@@ -47,7 +58,9 @@ trit_status trit_memory_report_make(const trit_graph *g, const trit_optim *o, in
         out->optimizer += trit_dtype_nbytes(b.dtype, b.count) + sizeof(float) * (size_t)b.num_scales;
     }
     out->threads = threads > 0 ? threads : trit_threads_get();
-    out->workspace = (size_t)out->threads * gemm_workspace_per_thread();
+    size_t per_thread = 0;
+    if ((s = trit_memory_gemm_scratch(g, &per_thread)) != TRIT_OK) return s;
+    out->workspace = (size_t)out->threads * per_thread;
     sum_total(out);
     return TRIT_OK;
 }

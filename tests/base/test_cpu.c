@@ -34,10 +34,38 @@ static void test_env_level(void **state) {
     trit_cpu_isa det = trit_cpu_detected_level();
     assert_int_equal(level_under_env("ref"), TRIT_CPU_REF);
     assert_int_equal(level_under_env("nonsense"), det);      // unknown: ignored
-    assert_int_equal(level_under_env("amx"), det);           // clamped to what the machine has
+    assert_int_equal(level_under_env("amx"), det);           // refused (no AMX kernel): a warning
     if (det >= TRIT_CPU_AVX2) assert_int_equal(level_under_env("avx2"), TRIT_CPU_AVX2);
     if (det >= TRIT_CPU_AVX512) assert_int_equal(level_under_env("avx512"), TRIT_CPU_AVX512);
     if (det < TRIT_CPU_AVX512) assert_int_equal(level_under_env("avx512"), det);
+}
+
+// trit_cpu_env_check in a child with TRIT_CPU=value: its status, times 2, plus 1 when its message
+// holds `want`.
+static int env_check_under(const char *value, const char *want) {
+    pid_t pid = fork();
+    if (pid == 0) {
+        setenv("TRIT_CPU", value, 1);
+        const trit_status s = trit_cpu_env_check();
+        _exit(2 * (int)s + (strstr(trit_last_error(), want) != NULL));
+    }
+    int status = 0;
+    if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status)) return -1;
+    return WEXITSTATUS(status);
+}
+
+// No AMX kernel exists, so TRIT_CPU=amx is refused with a message that says what to use, as is a
+// value that is not a level; the levels themselves pass.
+static void test_env_check(void **state) {
+    (void)state;
+    assert_int_equal(env_check_under("amx", "TRIT_CPU=amx is refused: trit has no AMX kernel yet"),
+                     2 * TRIT_ERR_UNSUPPORTED + 1);
+    assert_int_equal(env_check_under("amx", "set TRIT_CPU=avx512"), 2 * TRIT_ERR_UNSUPPORTED + 1);
+    assert_int_equal(env_check_under("AVX2", "TRIT_CPU=AVX2 is not one of ref|avx2|avx512"), 2 * TRIT_ERR_INVALID + 1);
+    assert_int_equal(env_check_under("ref", ""), 1);
+    assert_int_equal(env_check_under("avx2", ""), 1);
+    assert_int_equal(env_check_under("avx512", ""), 1);  // above this machine's level: clamped, not refused
+    assert_int_equal(env_check_under("", ""), 1);
 }
 
 static void test_level_names(void **state) {
@@ -60,11 +88,10 @@ static void test_detected_consistent(void **state) {
     bool amx = avx512 && f->amx_tile && f->amx_bf16 && f->os_amx;
     if (det >= TRIT_CPU_AVX2) assert_true(avx2);
     if (det >= TRIT_CPU_AVX512) assert_true(avx512);
-    if (det == TRIT_CPU_AMX) assert_true(amx);
     if (!avx2) assert_int_equal(det, TRIT_CPU_REF);
     if (avx2 && !avx512) assert_int_equal(det, TRIT_CPU_AVX2);
-    if (avx512 && !amx) assert_int_equal(det, TRIT_CPU_AVX512);
-    if (amx) assert_int_equal(det >= TRIT_CPU_AVX512, 1); // AMX also needs the OS permission
+    if (avx512) assert_int_equal(det, TRIT_CPU_AVX512);  // with or without AMX: no AMX kernel yet
+    if (amx) assert_true(trit_cpu_detected_features() & TRIT_FEAT_AMX_BF16);
     // OS support never claims more than the register state it builds on.
     if (f->os_avx512) assert_true(f->os_avx);
     assert_true(trit_cpu_level() <= det);
@@ -128,6 +155,11 @@ static void test_set_level(void **state) {
             assert_int_equal(trit_cpu_set_level(det), TRIT_OK);
         }
     }
+    // amx is refused on every machine, saying why, until an AMX kernel exists.
+    trit_clear_error();
+    assert_int_equal(trit_cpu_set_level(TRIT_CPU_AMX), TRIT_ERR_UNSUPPORTED);
+    assert_non_null(strstr(trit_last_error(), "no AMX kernel yet"));
+    assert_true(det <= TRIT_CPU_AVX512);
     assert_int_equal(trit_cpu_set_level((trit_cpu_isa)9), TRIT_ERR_INVALID);
     assert_int_equal(trit_cpu_set_level((trit_cpu_isa)-1), TRIT_ERR_INVALID);
     assert_int_equal(trit_cpu_set_level(before), TRIT_OK);
@@ -146,15 +178,15 @@ static void test_amx_request_idempotent(void **state) {
     }
     if (!(f->amx_tile && f->amx_bf16 && f->os_amx)) assert_int_equal(first, TRIT_ERR_UNSUPPORTED);
     if (first == TRIT_OK) assert_true(f->amx_tile && f->os_amx);
-    if (trit_cpu_detected_level() == TRIT_CPU_AMX) assert_int_equal(first, TRIT_OK);
     if (first == TRIT_OK && f->avx512f && f->avx512bw && f->avx512vl && f->avx512dq &&
         f->os_avx512 && f->avx2 && f->fma && f->amx_bf16)
-        assert_int_equal(trit_cpu_detected_level(), TRIT_CPU_AMX);
+        assert_int_equal(trit_cpu_detected_level(), TRIT_CPU_AVX512);  // AMX is no level of its own yet
 }
 
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_env_level),
+        cmocka_unit_test(test_env_check),
         cmocka_unit_test(test_level_names),
         cmocka_unit_test(test_detected_consistent),
         cmocka_unit_test(test_matches_proc_cpuinfo),

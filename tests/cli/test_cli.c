@@ -76,6 +76,24 @@ static void test_wait_policy(void **state) {
     free(saved);
 }
 
+// TRIT_CPU names a level trit has, or trit refuses to start: amx has no kernel of its own (it
+// would run the AVX-512 ones), and an unknown value is not quietly replaced by the best level.
+static void test_trit_cpu_env(void **state) {
+    (void)state;
+    setenv("TRIT_CPU", "amx", 1);
+    expect(RUN("info", "--help"), 2, NULL, "TRIT_CPU=amx is refused: trit has no AMX kernel yet");
+    setenv("TRIT_CPU", "avx3", 1);
+    expect(RUN("info", "--help"), 2, NULL, "TRIT_CPU=avx3 is not one of ref|avx2|avx512");
+    setenv("TRIT_CPU", "ref", 1);
+    expect(RUN("info", "--help"), 0, NULL, NULL);
+    expect(RUN("info", "--cpu"), 0, "dispatch level: ref", NULL);
+    unsetenv("TRIT_CPU");
+    char want[64];
+    snprintf(want, sizeof want, "detected level: %s\n", trit_cpu_level_name(trit_cpu_detected_level()));
+    expect(RUN("info", "--cpu"), 0, want, NULL);
+    expect(RUN("info", "--cpu", "run"), 2, NULL, "--cpu takes no FILE or DIR");
+}
+
 static void test_bad_flags(void **state) {
     (void)state;
     char out[700];
@@ -307,6 +325,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_help),
         cmocka_unit_test(test_wait_policy),
+        cmocka_unit_test(test_trit_cpu_env),
         cmocka_unit_test(test_bad_flags), cmocka_unit_test(test_flag_ranges),
         cmocka_unit_test(test_bad_data),
         cmocka_unit_test(test_train_and_inspect),

@@ -1,12 +1,14 @@
 // Quantized tensors in safetensors: every quantized dtype and scheme (with and without double
 // quantization and zero points) comes back with identical packed bytes and scales; plain tensors
-// beside them are untouched; a malformed quantization map or a missing scale tensor is refused.
+// beside them are untouched; a malformed quantization map or a missing scale tensor is refused;
+// the whole-file check matches the map with the tensors both ways.
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include <stdio.h>
 #include <string.h>
 
 #include "scratch.h"
@@ -137,10 +139,53 @@ static void test_malformed_maps_refused(void **state) {
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) assert_int_not_equal(read_with_map(bad[i], true), TRIT_OK);
 }
 
+// trit_safetensors_check_quantized on one int4 tensor "w" (8, 256), groups of 128 (16 scales),
+// with the map entry and the tensors given.
+static trit_status check_with(const char *map, const char *extra, trit_dtype extra_dt, int64_t extra_n, int64_t nscales) {
+    const int64_t cshape[2] = {8, 128};
+    trit_tensor *codes = trit_tensor_new(TRIT_U8, 2, cshape), *scales = trit_tensor_new(TRIT_F32, 1, &nscales),
+                *x = extra ? trit_tensor_new(extra_dt, 1, &extra_n) : NULL;
+    const trit_safetensors_entry e[3] = {{"w", codes}, {"w.scales", scales}, {extra, x}};
+    const trit_safetensors_kv kv[1] = {{"quantization", map}};
+    const char *path = tfile_path("check.safetensors");
+    assert_int_equal(trit_safetensors_write(path, e, extra ? 3 : 2, kv, map ? 1 : 0), TRIT_OK);
+    trit_safetensors *f = trit_safetensors_open(path);
+    assert_non_null(f);
+    trit_clear_error();
+    const trit_status s = trit_safetensors_check_quantized(f);
+    trit_safetensors_close(f);
+    trit_tensor_free(codes), trit_tensor_free(scales), trit_tensor_free(x);
+    return s;
+}
+
+static void test_map_and_tensors_checked_both_ways(void **state) {
+    (void)state;
+    const char *w = "\"w\":{\"dtype\":\"qint4\",\"shape\":[8,256],\"group_size\":128,\"scheme\":\"symmetric\","
+                    "\"double_quant_block\":0,\"scales_mean\":0}";
+    char map[512], ghost[512];
+    snprintf(map, sizeof map, "{%s}", w);
+    snprintf(ghost, sizeof ghost, "{%s,\"v\":{\"dtype\":\"qint4\",\"shape\":[8,256],\"group_size\":128,"
+             "\"scheme\":\"symmetric\",\"double_quant_block\":0,\"scales_mean\":0}}", w);
+    assert_int_equal(check_with(map, NULL, TRIT_F32, 0, 16), TRIT_OK);
+    assert_int_equal(check_with(NULL, NULL, TRIT_F32, 0, 16), TRIT_OK);  // no map: a plain file, w.scales a name
+    // A map entry whose tensor is absent.
+    assert_int_equal(check_with(ghost, NULL, TRIT_F32, 0, 16), TRIT_ERR_FORMAT);
+    assert_non_null(strstr(trit_last_error(), "the quantization map lists 'v' but the file lacks it"));
+    // Scales of the wrong length or dtype.
+    assert_int_equal(check_with(map, NULL, TRIT_F32, 0, 15), TRIT_ERR_FORMAT);
+    assert_non_null(strstr(trit_last_error(), "calls for 'w.scales' as F32 [16], but the file's is F32 [15]"));
+    assert_int_equal(check_with(map, "w.qscales", TRIT_I8, 16, 16), TRIT_ERR_FORMAT);
+    assert_non_null(strstr(trit_last_error(), "'w.qscales' is beside quantized 'w', whose map entry (qint4 [8, 256], "
+                                              "groups of 128, symmetric) calls for no .qscales tensor"));
+    // A tensor merely named like a side tensor of a tensor the map does not list is left alone.
+    assert_int_equal(check_with(map, "v.zero_points", TRIT_F32, 16, 16), TRIT_OK);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_round_trip_every_format),
         cmocka_unit_test(test_malformed_maps_refused),
+        cmocka_unit_test(test_map_and_tensors_checked_both_ways),
     };
     return cmocka_run_group_tests(tests, tfile_group_setup, tfile_group_teardown);
 }

@@ -328,7 +328,7 @@ static void adam_chunk(real *restrict p, const real *restrict g, real *restrict 
             const real mi = m[i] * b1 + omb1 * d, vi = v[i] * b2 + omb2 * d * d;
             m[i] = mi;
             v[i] = vi;
-            p[i] = x + step * mi / (RSQRT(vi) / bc2_sqrt + eps);
+            p[i] = x + step * mi / (REAL_SQRT(vi) / bc2_sqrt + eps);
         }
     } else {
         for (int64_t i = lo; i < hi; i++) {
@@ -336,7 +336,7 @@ static void adam_chunk(real *restrict p, const real *restrict g, real *restrict 
             const real mi = m[i] * b1 + omb1 * d, vi = v[i] * b2 + omb2 * d * d;
             m[i] = mi;
             v[i] = vi;
-            p[i] = p[i] + step * mi / (RSQRT(vi) / bc2_sqrt + eps);
+            p[i] = p[i] + step * mi / (REAL_SQRT(vi) / bc2_sqrt + eps);
         }
     }
 }

@@ -38,6 +38,8 @@
 #define GEMM_SMALL GEMM256_SMALL
 #define GEMM_PARALLEL GEMM256_PARALLEL
 #define GEMM_FMA_PER_CYCLE 16
+#define GEMM_BLOCKING trit_gemm_blocking_avx2
+#define GEMM_FILE "x86/gemm_avx2.c"
 
 #include "kernels/x86/gemm_driver.h"
 // Lane mask for maskload/maskstore: the first n of 8 lanes set.

@@ -40,6 +40,8 @@
 #define GEMM_SMALL GEMM512_SMALL
 #define GEMM_PARALLEL GEMM512_PARALLEL
 #define GEMM_FMA_PER_CYCLE 32
+#define GEMM_BLOCKING trit_gemm_blocking_avx512
+#define GEMM_FILE "x86/gemm_avx512.c"
 
 #include "kernels/x86/gemm_driver.h"
 #include "kernels/x86/gemm_avx512_parts.h"

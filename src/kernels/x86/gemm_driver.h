@@ -8,6 +8,8 @@
 // Before including, the ISA file defines (GEMM_PACK_ALWAYS: B is always packed, no tile_direct):
 //   MR, NR                 register tile: MR rows by NR columns of C
 //   GEMM_KC, GEMM_MC, GEMM_NC  cache blocking (K slice, A block rows, B block columns)
+//   GEMM_BLOCKING, GEMM_FILE   the name under which the blocking is published
+//                          (kernels/gemm_blocking.h) and the file's name, for reports
 //   GEMM_SMALL             up to this many multiply-adds B is read in place when stored (K, N)
 //   GEMM_PARALLEL          below this many multiply-adds one thread runs the call
 //   GEMM_FMA_PER_CYCLE     rough multiply-adds per cycle, for choosing how to split threads
@@ -22,6 +24,7 @@
 #define TRIT_KERNELS_X86_GEMM_DRIVER_H
 
 #include "kernels/gemm.h"
+#include "kernels/gemm_blocking.h"
 #include "kernels/gemm_lowp.h"
 #include "kernels/thread_buffer.h"
 #include "trit/base.h"
@@ -107,6 +110,15 @@ static void gemm_fallback(const gemm_args *g, int64_t m0, int64_t m1, int64_t n0
         }
 }
 
+// A bf16 or f16 C is summed in fp32 in a per-thread block of MC x nc, then rounded once. So
+// that B is packed once per column block, not once per row block, its packed slices for the
+// whole of K are kept; the column block is narrowed to keep them within C16_B_FLOATS.
+enum { C16_B_FLOATS = 1 << 19 };  // 2 MB of packed B per thread
+
+// This file's blocking; the buffer sizes below come from it through kernels/gemm_blocking.h, the
+// functions memory reports use.
+const trit_gemm_blocking GEMM_BLOCKING = {GEMM_FILE, MR, NR, GEMM_KC, GEMM_MC, GEMM_NC, C16_B_FLOATS};
+
 // Per-thread packing memory, grown on demand and kept for the life of the thread.
 static _Thread_local float *pack_mem;
 static _Thread_local size_t pack_floats;
@@ -114,14 +126,13 @@ static _Thread_local size_t pack_floats;
 static float *pack_buffer(size_t floats) { return trit_thread_buffer(&pack_mem, &pack_floats, floats); }
 
 // The KC slicing of K: equal slices of at most GEMM_KC. Depends on K alone.
-static int64_t k_slice(int64_t K) { return ceil_div(K, ceil_div(K, GEMM_KC)); }
+static int64_t k_slice(int64_t K) { return trit_gemm_k_slice(&GEMM_BLOCKING, K); }
 
 // C[m0:m1, n0:n1] with everything packed.
 static void gemm_block(const gemm_args *g, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
     int64_t ks = k_slice(g->K);
-    int64_t nc_max = min64(GEMM_NC, ceil_div(n1 - n0, NR) * NR);
-    int64_t mc_max = min64(GEMM_MC, ceil_div(m1 - m0, MR) * MR);
-    float *bp = pack_buffer((size_t)(ks * (nc_max + mc_max)));
+    int64_t nc_max = trit_gemm_nc_max(&GEMM_BLOCKING, n1 - n0);
+    float *bp = pack_buffer((size_t)trit_gemm_pack_floats(&GEMM_BLOCKING, m1 - m0, n1 - n0, g->K));
     if (!bp) {  // out of memory: the portable path needs no buffers
         gemm_fallback(g, m0, m1, n0, n1);
         return;
@@ -142,11 +153,7 @@ static void gemm_block(const gemm_args *g, int64_t m0, int64_t m1, int64_t n0, i
     }
 }
 
-// ---- 16-bit C ----------------------------------------------------------------------------
-// A bf16 or f16 C is summed in fp32 in a per-thread block of MC x nc, then rounded once. So
-// that B is packed once per column block, not once per row block, its packed slices for the
-// whole of K are kept; the column block is narrowed to keep them within C16_B_FLOATS.
-enum { C16_B_FLOATS = 1 << 19 };  // 2 MB of packed B per thread
+// ---- 16-bit C (blocking: C16_B_FLOATS above) ---------------------------------------------
 
 // c (mc, nc) at ldcb <- C16 rows [i0, i0+mc), columns [j0, j0+nc) widened, or the bias.
 static void c16_start(const gemm_args *g, int64_t i0, int64_t mc, int64_t j0, int64_t nc, float *c, int64_t ldcb) {
@@ -181,10 +188,9 @@ static void gemm_fallback_c16(const gemm_args *g, int64_t m0, int64_t m1, int64_
 // in slices of K (the order of gemm_block), rounded once.
 static void gemm_block_c16(const gemm_args *g, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
     const int64_t ks = k_slice(g->K), slices = ceil_div(g->K, ks);
-    int64_t nc_max = min64(GEMM_NC, ceil_div(n1 - n0, NR) * NR);
-    nc_max = min64(nc_max, (C16_B_FLOATS / (slices * ks) / NR > 0 ? C16_B_FLOATS / (slices * ks) / NR : 1) * NR);
-    const int64_t mc_max = min64(GEMM_MC, ceil_div(m1 - m0, MR) * MR);
-    float *bp = pack_buffer((size_t)(slices * ks * nc_max + ks * mc_max + mc_max * nc_max));
+    const int64_t nc_max = trit_gemm_c16_nc_max(&GEMM_BLOCKING, n1 - n0, g->K);
+    const int64_t mc_max = trit_gemm_mc_max(&GEMM_BLOCKING, m1 - m0);
+    float *bp = pack_buffer((size_t)trit_gemm_pack_c16_floats(&GEMM_BLOCKING, m1 - m0, n1 - n0, g->K));
     if (!bp) {
         gemm_fallback_c16(g, m0, m1, n0, n1);
         return;

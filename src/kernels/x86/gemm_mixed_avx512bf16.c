@@ -28,6 +28,8 @@
 #define GEMM_PARALLEL ((int64_t)1 << 19)
 #define GEMM_FMA_PER_CYCLE 64
 #define GEMM_PACK_ALWAYS 1
+#define GEMM_BLOCKING trit_gemm_blocking_avx512bf16
+#define GEMM_FILE "x86/gemm_mixed_avx512bf16.c"
 
 #include "kernels/x86/gemm_driver.h"
 #include "kernels/x86/gemm_avx512_parts.h"
