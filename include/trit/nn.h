@@ -67,6 +67,11 @@ typedef struct trit_gpt trit_gpt;
 //   ln_f.weight (C), ln_f.bias (C)
 // bias = false drops every .bias tensor (linear and norm); RMSNorm has no bias in any case.
 trit_gpt *trit_gpt_new(const trit_gpt_config *c, uint64_t seed);
+// The same model, but the parameters for which without(name, ctx) is true get no values (their
+// data is NULL): they are to come as quantized copies (trit_gpt_attach_quantized) of a model
+// made decode-only (trit_gpt_make_decode_only), so their f32 values never exist.
+trit_gpt *trit_gpt_new_without(const trit_gpt_config *c, uint64_t seed, bool (*without)(const char *name, void *ctx),
+                               void *ctx);
 void trit_gpt_free(trit_gpt *m);
 const trit_gpt_config *trit_gpt_get_config(const trit_gpt *m);
 // Parameter tensors in a fixed order, named as in GPT-2 checkpoints ("wte.weight",

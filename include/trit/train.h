@@ -255,6 +255,9 @@ trit_status trit_eval_decode_loss(const trit_gpt *m, const char *shard, int64_t 
 // A model from a run directory or a .safetensors file; the config comes from the metadata and
 // every tensor's dtype and shape is checked. *step (may be NULL) receives the saved step.
 trit_gpt *trit_checkpoint_load_model(const char *path, int64_t *step);
+// The same model to decode only (trit_gpt_make_decode_only): a quantized tensor is read as its
+// codes and never widened to f32, so a quantized run decodes in about the memory of its codes.
+trit_gpt *trit_checkpoint_load_decoder(const char *path, int64_t *step);
 // The GPT config as JSON (malloc'ed) and back.
 char *trit_checkpoint_config_to_json(const trit_gpt_config *c);
 trit_status trit_checkpoint_config_from_json(trit_gpt_config *c, const char *json);

@@ -89,6 +89,8 @@ typedef enum { INIT_NORMAL, INIT_RESIDUAL, INIT_ZERO, INIT_ONE } init_kind;
 // counts the parameters the config calls for, so the list is allocated to exactly that length.
 typedef struct builder {
     trit_gpt *m;
+    bool (*without)(const char *name, void *ctx);  // parameters made without values, or NULL
+    void *ctx;
     uint64_t seed;
     double std, std_resid;
     int count;  // the counting pass's result
@@ -105,6 +107,24 @@ trit_status trit_gpt_append_tensor(trit_gpt *m, trit_tensor *t) {
     return TRIT_OK;
 }
 
+// A parameter's shape and name without values (its values come as a quantized copy).
+static trit_tensor *add_shape(builder *b, const char *name, int ndim, const int64_t *shape) {
+    trit_tensor *t = calloc(1, sizeof *t);
+    if (!t || trit_tensor_init_layout(t, TRIT_F32, ndim, shape) != TRIT_OK) {
+        free(t);
+        b->status = trit_error(TRIT_ERR_NOMEM, "gpt: out of memory for parameter %s", name);
+        return NULL;
+    }
+    t->flags = TRIT_FLAG_PARAM;
+    t->graph_value = -1;
+    snprintf(t->name, sizeof t->name, "%s", name);
+    if ((b->status = trit_gpt_append_tensor(b->m, t)) != TRIT_OK) {
+        trit_tensor_free(t);
+        return NULL;
+    }
+    return t;
+}
+
 // Allocates, names and initialises one parameter and appends it to the model's list.
 static trit_tensor *add_param(builder *b, const char *name, int ndim, int64_t d0, int64_t d1, init_kind init) {
     if (b->status != TRIT_OK) return NULL;
@@ -113,6 +133,7 @@ static trit_tensor *add_param(builder *b, const char *name, int ndim, int64_t d0
         return NULL;
     }
     const int64_t shape[2] = {d0, d1};
+    if (b->without && b->without(name, b->ctx)) return add_shape(b, name, ndim, shape);
     trit_tensor *t = trit_tensor_new_param(TRIT_F32, ndim, shape, name);
     if (!t) {
         b->status = trit_error(TRIT_ERR_NOMEM, "gpt: cannot allocate parameter %s (%lld x %lld floats)", name,
@@ -218,7 +239,10 @@ static void add_params(builder *b) {
     if (c->bias && c->norm == TRIT_NORM_LAYER) m->lnf_b = add_param(b, "ln_f.bias", 1, C, 0, INIT_ZERO);
 }
 
-trit_gpt *trit_gpt_new(const trit_gpt_config *c, uint64_t seed) {
+trit_gpt *trit_gpt_new(const trit_gpt_config *c, uint64_t seed) { return trit_gpt_new_without(c, seed, NULL, NULL); }
+
+trit_gpt *trit_gpt_new_without(const trit_gpt_config *c, uint64_t seed, bool (*without)(const char *name, void *ctx),
+                               void *ctx) {
     if (trit_gpt_config_check(c) != TRIT_OK) return NULL;
     trit_gpt *m = calloc(1, sizeof *m);
     if (!m) {
@@ -229,7 +253,8 @@ trit_gpt *trit_gpt_new(const trit_gpt_config *c, uint64_t seed) {
     m->policy = (trit_compute_policy){TRIT_F32, TRIT_F32, TRIT_MATMUL_HIGHEST};
     m->hidden = trit_gpt_mlp_hidden(c);
     const int64_t L = c->n_layer;
-    builder b = {.m = m, .seed = seed, .std = 0.02, .std_resid = 0.02 / sqrt(2.0 * (double)L), .status = TRIT_OK};
+    builder b = {.m = m, .without = without, .ctx = ctx, .seed = seed, .std = 0.02,
+                 .std_resid = 0.02 / sqrt(2.0 * (double)L), .status = TRIT_OK};
     if ((m->blocks = calloc((size_t)L, sizeof *m->blocks))) {
         add_params(&b);  // counts
         m->cap_tensors = b.count;

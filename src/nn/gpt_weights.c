@@ -214,6 +214,16 @@ static bool kernel_multiplies(const gpt_weights *w, int i) {
     return (w->panels && w->panels[i].codes) || (w->qscales && w->qscales[i]);
 }
 
+// A weight made without values (trit_gpt_new_without) that no kernel takes: its codes decoded once.
+static trit_status decode_codes(gpt_weights *w, const trit_gpt *m, int i) {
+    const trit_tensor *q = m->quantized ? m->quantized[i] : NULL;
+    if (!q) return trit_error(TRIT_ERR_STATE, "gpt: parameter '%s' has neither values nor a quantized copy", m->tensors[i]->name);
+    if (!w->f32 && !(w->f32 = calloc((size_t)m->n_tensors, sizeof *w->f32))) return trit_error(TRIT_ERR_NOMEM, "gpt: out of memory");
+    const int64_t n = trit_tensor_numel(q);
+    if (!(w->f32[i] = trit_aligned_alloc(sizeof(float) * (size_t)n))) return trit_error(TRIT_ERR_NOMEM, "gpt: out of memory");
+    return trit_quant_decode(q->dtype, trit_tensor_ptr(q), n, q->quant, w->f32[i]);
+}
+
 trit_status trit_gpt_make_decode_only(trit_gpt *m) {
     if (!m) return trit_error(TRIT_ERR_INVALID, "trit_gpt_make_decode_only: NULL model");
     if (m->dec) return TRIT_OK;
@@ -242,8 +252,10 @@ trit_status trit_gpt_make_decode_only(trit_gpt *m) {
         free(w->qscales[i]);
         w->qscales[i] = NULL;
     }
+    for (int i = 0; i < m->n_tensors && s == TRIT_OK; i++)
+        if (!m->tensors[i]->data && !drop[i]) s = decode_codes(w, m, i);
     m->dec = w;
-    s = trit_gpt_lay_out(m, drop);  // the f32 values of what the kernels multiply with go too
+    if (s == TRIT_OK) s = trit_gpt_lay_out(m, drop);  // the f32 values of what the kernels multiply with go too
     free(drop);
     return s;
 }

@@ -139,14 +139,14 @@ static trit_status model_path(const char *path, char *buf, size_t n) {
     return k >= 0 && (size_t)k < n ? TRIT_OK : trit_error(TRIT_ERR_RANGE, "path too long: '%s'", path);
 }
 
-// A quantized tensor is decoded into the model's parameter and attached to the model for
-// decoding.
+// A quantized tensor is decoded into the model's parameter (unless the model was made without
+// its values, to decode only) and attached to the model for decoding.
 static trit_status load_quantized(const trit_safetensors *f, trit_gpt *m, int i, const char *file) {
     trit_tensor *t = trit_gpt_tensor(m, i), *q = trit_safetensors_read_tensor(f, t->name);
     if (!q) return TRIT_ERR_FORMAT;
     char want[160], got[160];
     trit_status s = trit_tensor_same_shape(q, t)
-                        ? trit_tensor_copy(t, q)
+                        ? (t->data ? trit_tensor_copy(t, q) : TRIT_OK)
                         : trit_error(TRIT_ERR_SHAPE, "'%s': the quantization map gives '%s' the shape %s, its config %s: "
                                      "the file was edited or made for another model", file, t->name,
                                      trit_tensor_shape_str(q, got, sizeof got), trit_tensor_shape_str(t, want, sizeof want));
@@ -243,7 +243,9 @@ static trit_status check_file_fits(const trit_safetensors *f, const trit_gpt_con
                       file, elems, bytes);
 }
 
-trit_gpt *trit_checkpoint_load_model(const char *path, int64_t *step) {
+static bool quantized_in_file(const char *name, void *f) { return trit_safetensors_is_quantized(f, name); }
+
+static trit_gpt *load_model(const char *path, int64_t *step, bool decoder) {
     char file[TRIT_PATH_MAX + 32];
     if (!path || model_path(path, file, sizeof file) != TRIT_OK) {
         if (!path) trit_error(TRIT_ERR_INVALID, "trit_checkpoint_load_model: NULL path");
@@ -263,8 +265,9 @@ trit_gpt *trit_checkpoint_load_model(const char *path, int64_t *step) {
         char why[512];
         snprintf(why, sizeof why, "%s", trit_last_error());
         trit_error(TRIT_ERR_FORMAT, "'%s': %s", file, why);
-    } else if (check_file_fits(f, &cfg, file) == TRIT_OK && (m = trit_gpt_new(&cfg, 0)) != NULL &&
-               load_tensors(f, m, file) != TRIT_OK) {
+    } else if (check_file_fits(f, &cfg, file) == TRIT_OK &&
+               (m = trit_gpt_new_without(&cfg, 0, decoder ? quantized_in_file : NULL, f)) != NULL &&
+               (load_tensors(f, m, file) != TRIT_OK || (decoder && trit_gpt_make_decode_only(m) != TRIT_OK))) {
         trit_gpt_free(m);
         m = NULL;
     }
@@ -275,3 +278,7 @@ trit_gpt *trit_checkpoint_load_model(const char *path, int64_t *step) {
     trit_safetensors_close(f);
     return m;
 }
+
+trit_gpt *trit_checkpoint_load_model(const char *path, int64_t *step) { return load_model(path, step, false); }
+
+trit_gpt *trit_checkpoint_load_decoder(const char *path, int64_t *step) { return load_model(path, step, true); }

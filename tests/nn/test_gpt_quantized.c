@@ -271,6 +271,34 @@ static void test_decode_only(void **state) {
         trit_gpt_free(full);
         trit_gpt_free(lean);
     }
+    // A quantized checkpoint loaded to decode only never widens its codes: the same logits as the
+    // full load, and no f32 values for the quantized tensors (ternary blocks, int8 head here, and
+    // affine int4 blocks, which no kernel takes and which are decoded from their codes once).
+    const trit_quant_spec specs[2][2] = {{trit_quant_spec_default(TRIT_TERNARY), trit_quant_spec_default(TRIT_QINT8)},
+                                         {trit_quant_spec_default(TRIT_QINT4), trit_quant_spec_default(TRIT_QINT8)}};
+    for (int k = 0; k < 2; k++) {
+        trit_gpt *m = model();
+        trit_quant_spec blocks = specs[k][0];
+        if (k == 1) blocks.scheme = TRIT_QSCHEME_AFFINE;
+        trit_quantize_report r;
+        assert_int_equal(trit_gpt_quantize(m, &blocks, TRIT_QUANTIZE_BLOCKS, &r), TRIT_OK);
+        assert_int_equal(trit_gpt_quantize(m, &specs[k][1], TRIT_QUANTIZE_EMBEDDING, &r), TRIT_OK);
+        const char *path = tfile_path("lean.safetensors");
+        assert_int_equal(trit_checkpoint_save_model(m, path, 3), TRIT_OK);
+        trit_gpt *full = trit_checkpoint_load_model(path, NULL), *lean = trit_checkpoint_load_decoder(path, NULL);
+        assert_non_null(full);
+        assert_non_null(lean);
+        assert_true(trit_gpt_decode_only(lean));
+        assert_null(trit_gpt_find(lean, "h.0.mlp.c_fc.weight")->data);
+        assert_null(trit_gpt_find(lean, "wte.weight")->data);
+        assert_non_null(trit_gpt_find(lean, "h.0.ln_1.weight")->data);
+        decode(full, a);
+        decode(lean, b);
+        assert_memory_equal(a, b, sizeof(float) * T * V);
+        trit_gpt_free(full);
+        trit_gpt_free(lean);
+        trit_gpt_free(m);
+    }
     free(a), free(b);
 }
 
