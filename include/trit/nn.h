@@ -73,6 +73,9 @@ trit_gpt *trit_gpt_new(const trit_gpt_config *c, uint64_t seed);
 trit_gpt *trit_gpt_new_without(const trit_gpt_config *c, uint64_t seed, bool (*without)(const char *name, void *ctx),
                                void *ctx);
 void trit_gpt_free(trit_gpt *m);
+// Elements [first, first + n) of parameter i's initial values under seed, as trit_gpt_new(c, seed)
+// gives them (each element is its own draw): a model can be made in pieces.
+trit_status trit_gpt_init_values(const trit_gpt *m, int i, uint64_t seed, int64_t first, int64_t n, float *out);
 const trit_gpt_config *trit_gpt_get_config(const trit_gpt *m);
 // Parameter tensors in a fixed order, named as in GPT-2 checkpoints ("wte.weight",
 // "wpe.weight", "h.0.ln_1.weight", "h.0.attn.c_attn.weight", ..., "ln_f.weight"); the list and

@@ -353,6 +353,13 @@ trit_status trit_gpt_quantize(trit_gpt *m, const trit_quant_spec *spec, unsigned
 // Bytes of m's tensors as a checkpoint stores them: attached quantized copies (codes, scales,
 // zero points) in place of their parameters.
 size_t trit_gpt_stored_bytes(const trit_gpt *m);
+// The model trit_gpt_new(c, seed) gives, with its block matrices quantized with `blocks` and its
+// token embedding (the tied head) with `head` (either NULL: f32), decode-only
+// (trit_gpt_make_decode_only): each quantized matrix is made a run of whole rows at a time, so
+// its f32 values never exist whole (unless its scale spans rows: one per matrix, or double
+// quantization). NULL with a message on failure.
+trit_gpt *trit_gpt_new_quantized(const trit_gpt_config *c, uint64_t seed, const trit_quant_spec *blocks,
+                                 const trit_quant_spec *head);
 
 // ---- quantization-aware training ----------------------------------------------------------
 

@@ -133,7 +133,11 @@ static trit_tensor *add_param(builder *b, const char *name, int ndim, int64_t d0
         return NULL;
     }
     const int64_t shape[2] = {d0, d1};
-    if (b->without && b->without(name, b->ctx)) return add_shape(b, name, ndim, shape);
+    if (b->without && b->without(name, b->ctx)) {
+        trit_tensor *t = add_shape(b, name, ndim, shape);
+        if (t) b->m->init[b->m->n_tensors - 1] = (uint8_t)init;
+        return t;
+    }
     trit_tensor *t = trit_tensor_new_param(TRIT_F32, ndim, shape, name);
     if (!t) {
         b->status = trit_error(TRIT_ERR_NOMEM, "gpt: cannot allocate parameter %s (%lld x %lld floats)", name,
@@ -144,6 +148,7 @@ static trit_tensor *add_param(builder *b, const char *name, int ndim, int64_t d0
         trit_tensor_free(t);
         return NULL;
     }
+    b->m->init[b->m->n_tensors - 1] = (uint8_t)init;
     trit_status s = TRIT_OK;
     switch (init) {
     case INIT_NORMAL: s = trit_tensor_fill_normal(t, 0.0, b->std, b->seed, trit_gpt_name_stream(name)); break;
@@ -259,8 +264,10 @@ trit_gpt *trit_gpt_new_without(const trit_gpt_config *c, uint64_t seed, bool (*w
         add_params(&b);  // counts
         m->cap_tensors = b.count;
         m->tensors = calloc((size_t)b.count, sizeof *m->tensors);
+        m->init = calloc((size_t)b.count + 1, sizeof *m->init);
     }
-    if (!m->blocks || !m->tensors) {
+    m->std = b.std, m->std_resid = b.std_resid;
+    if (!m->blocks || !m->tensors || !m->init) {
         trit_gpt_free(m);
         trit_error(TRIT_ERR_NOMEM, "gpt: out of memory for %lld layers", (long long)L);
         return NULL;
@@ -286,6 +293,7 @@ void trit_gpt_free(trit_gpt *m) {
     }
     free(m->quantized);
     free(m->tensors);
+    free(m->init);
     free(m->blocks);
     free(m->prog);
     trit_flat_free(m->flat);  // after the tensors: they are views of it
@@ -424,6 +432,25 @@ const trit_tensor *trit_gpt_quantized(const trit_gpt *m, int i) {
 }
 
 const trit_flat *trit_gpt_flat(const trit_gpt *m) { return m ? m->flat : NULL; }
+
+trit_status trit_gpt_init_values(const trit_gpt *m, int i, uint64_t seed, int64_t first, int64_t n, float *out) {
+    if (!m || !out || i < 0 || i >= m->n_tensors || first < 0 || n < 0 || first + n > trit_tensor_numel(m->tensors[i]))
+        return trit_error(TRIT_ERR_INVALID, "trit_gpt_init_values: no parameter %d or elements [%lld, %lld) outside it", i,
+                          (long long)first, (long long)(first + n));
+    const trit_tensor *t = m->tensors[i];
+    switch ((init_kind)m->init[i]) {
+    case INIT_NORMAL:
+    case INIT_RESIDUAL:  // element k is Philox (seed, name, k) whatever the span asked for
+        trit_rng_fill_normal(out, n, seed, trit_gpt_name_stream(t->name), (uint64_t)first, 0.0f,
+                             (float)(m->init[i] == INIT_NORMAL ? m->std : m->std_resid));
+        break;
+    case INIT_ZERO:
+    case INIT_ONE:
+        for (int64_t k = 0; k < n; k++) out[k] = m->init[i] == INIT_ONE ? 1.0f : 0.0f;
+        break;
+    }
+    return TRIT_OK;
+}
 
 trit_status trit_gpt_attach_grads(trit_gpt *m) {
     if (!m) return trit_error(TRIT_ERR_INVALID, "trit_gpt_attach_grads: NULL model");

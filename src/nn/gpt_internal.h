@@ -69,6 +69,8 @@ struct trit_gpt {
     trit_tensor **tensors;    // (cap_tensors): every parameter, in the documented order
     int n_tensors;
     int cap_tensors;          // exactly the parameters the config calls for (counted by the builder)
+    uint8_t *init;            // (cap_tensors) each one's initialisation rule (gpt.c)
+    double std, std_resid;    // the normal rule's deviations
     trit_compute_policy policy;
     trit_tensor **quantized;  // (n_tensors) or NULL: packed copies the decoder multiplies with
     // Quantization-aware training: fake quantization of the block matrices and of their inputs.

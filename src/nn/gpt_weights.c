@@ -139,7 +139,9 @@ static trit_status decode_frozen(gpt_weights *k, int i) {
 }
 
 // Which quantized copies (attached, or frozen under QAT) the kernels multiply with; their scales as f32.
-static trit_status setup_quantized(gpt_weights *k, const trit_gpt *m) {
+// consume (the model itself, or NULL): a decode-only model, whose codes go once packed into panels,
+// so codes and panels never both exist for all matrices at once.
+static trit_status setup_quantized(gpt_weights *k, const trit_gpt *m, trit_gpt *consume) {
     if (!m->quantized && !k->frozen) return TRIT_OK;
     k->qscales = calloc((size_t)m->n_tensors, sizeof *k->qscales);
     k->qgroup = calloc((size_t)m->n_tensors, sizeof *k->qgroup);
@@ -169,6 +171,12 @@ static trit_status setup_quantized(gpt_weights *k, const trit_gpt *m) {
                                   m->tensors[i]->name);
             trit_tensor_free(k->repacked[i]);
             k->repacked[i] = NULL;
+            if (consume) {  // decode-only: the panels hold the codes and scales, so both go now
+                trit_tensor_free(consume->quantized[i]);
+                consume->quantized[i] = NULL;
+                free(k->qscales[i]);
+                k->qscales[i] = NULL;
+            }
         }
     }
     return TRIT_OK;
@@ -177,15 +185,17 @@ oom:
 }
 
 
-trit_status trit_gpt_weights_make(gpt_weights *w, const trit_gpt *m) {
+static trit_status weights_make(gpt_weights *w, const trit_gpt *m, trit_gpt *consume) {
     memset(w, 0, sizeof *w);
     w->n = m->n_tensors;
     trit_status s = copy_params(w, m);
     if (s == TRIT_OK) s = freeze_qat(w, m);
-    if (s == TRIT_OK) s = setup_quantized(w, m);
+    if (s == TRIT_OK) s = setup_quantized(w, m, consume);
     if (s != TRIT_OK) trit_gpt_weights_free(w);
     return s;
 }
+
+trit_status trit_gpt_weights_make(gpt_weights *w, const trit_gpt *m) { return weights_make(w, m, NULL); }
 
 void trit_gpt_weights_free(gpt_weights *w) {
     for (int i = 0; i < w->n; i++) {
@@ -232,7 +242,7 @@ trit_status trit_gpt_make_decode_only(trit_gpt *m) {
                           "it first (trit_train_freeze_qat)");
     gpt_weights *w = calloc(1, sizeof *w);
     if (!w) return trit_error(TRIT_ERR_NOMEM, "gpt: out of memory");
-    trit_status s = trit_gpt_weights_make(w, m);
+    trit_status s = weights_make(w, m, m);
     if (s != TRIT_OK) {
         free(w);
         return s;
@@ -243,15 +253,7 @@ trit_status trit_gpt_make_decode_only(trit_gpt *m) {
         free(w);
         return trit_error(TRIT_ERR_NOMEM, "gpt: out of memory");
     }
-    for (int i = 0; i < m->n_tensors; i++) {
-        drop[i] = kernel_multiplies(w, i);
-        if (!(w->panels && w->panels[i].codes)) continue;
-        // The panels hold the codes and scales: the plain codes and the f32 scales go.
-        trit_tensor_free(m->quantized[i]);
-        m->quantized[i] = NULL;
-        free(w->qscales[i]);
-        w->qscales[i] = NULL;
-    }
+    for (int i = 0; i < m->n_tensors; i++) drop[i] = kernel_multiplies(w, i);
     for (int i = 0; i < m->n_tensors && s == TRIT_OK; i++)
         if (!m->tensors[i]->data && !drop[i]) s = decode_codes(w, m, i);
     m->dec = w;

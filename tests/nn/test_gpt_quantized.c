@@ -237,6 +237,9 @@ static void test_decode_only(void **state) {
     for (size_t k = 0; k < sizeof dts / sizeof dts[0]; k++) {
         trit_gpt *full = model(), *lean = model();
         const trit_quant_spec s = trit_quant_spec_default(dts[k]);
+        // Made in pieces (rows at a time, never whole in f32): the same model.
+        trit_gpt *pieces = trit_gpt_new_quantized(trit_gpt_get_config(full), 11, &s, &s);
+        assert_non_null(pieces);
         trit_quantize_report r;
         assert_int_equal(trit_gpt_quantize(full, &s, TRIT_QUANTIZE_BLOCKS | TRIT_QUANTIZE_EMBEDDING, &r), TRIT_OK);
         assert_int_equal(trit_gpt_quantize(lean, &s, TRIT_QUANTIZE_BLOCKS | TRIT_QUANTIZE_EMBEDDING, &r), TRIT_OK);
@@ -249,6 +252,9 @@ static void test_decode_only(void **state) {
         decode(full, a);
         decode(lean, b);
         assert_memory_equal(a, b, sizeof(float) * T * V);
+        decode(pieces, b);
+        assert_memory_equal(a, b, sizeof(float) * T * V);
+        trit_gpt_free(pieces);
         trit_gpt_cache *ka = trit_gpt_cache_new(full), *kb = trit_gpt_cache_new(lean);
         assert_int_equal(trit_gpt_prefill(full, ka, prompt, T, a), TRIT_OK);
         assert_int_equal(trit_gpt_prefill(lean, kb, prompt, T, b), TRIT_OK);
