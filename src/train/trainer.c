@@ -81,6 +81,7 @@ static bool ternarize_grads(trainer *t) {
 // as they are, the optimizer's step count too) and backs the loss scale off; the step still
 // counts, so the data position stays a function of the step.
 static trit_status train_step(trainer *t, double lr, const trit_train_hooks *hooks, trit_train_step_info *info) {
+    info->lr = lr;
     trit_optim_zero_grad(t->opt);
     const double scale = t->use_scaler ? t->scaler.scale : 1.0;
     info->loss_scale = t->use_scaler ? scale : NAN;
@@ -110,6 +111,17 @@ static trit_status train_step(trainer *t, double lr, const trit_train_hooks *hoo
     info->skipped = t->skipped;
     t->step++;
     return TRIT_OK;
+}
+
+trit_status trit_trainer_step(trainer *t, const trit_train_hooks *hooks, trit_train_step_info *info) {
+    const trit_train_config *c = &t->cfg;
+    // Two stages: group 0 (the >= 2-D weights) takes the second stage's weight decay.
+    if (t->sched.kind == TRIT_LR_TWO_STAGE) {
+        trit_status s = trit_optim_set_group(t->opt, 0, 1.0,
+                                             t->step >= t->sched.stage2_at ? c->stage2_weight_decay : c->weight_decay);
+        if (s != TRIT_OK) return s;
+    }
+    return train_step(t, trit_lr_at(&t->sched, t->step), hooks, info);
 }
 
 static trit_status too_many_skips(const trainer *t) {
@@ -170,15 +182,9 @@ static trit_status run_loop(trainer *t, const trit_train_hooks *hooks, trit_trai
     double last_val = NAN;
     trit_status s = TRIT_OK;
     while (s == TRIT_OK && t->step < end) {
-        double lr = trit_lr_at(&t->sched, t->step);
-        // Two stages: group 0 (the >= 2-D weights) takes the second stage's weight decay.
-        if (t->sched.kind == TRIT_LR_TWO_STAGE)
-            s = trit_optim_set_group(t->opt, 0, 1.0,
-                                     t->step >= t->sched.stage2_at ? c->stage2_weight_decay : c->weight_decay);
-        if (s != TRIT_OK) break;
         double t0 = now_ms();
-        trit_train_step_info info = {.steps = c->steps, .val_loss = NAN, .accuracy = NAN, .lr = lr};
-        s = train_step(t, lr, hooks, &info);
+        trit_train_step_info info = {.steps = c->steps, .val_loss = NAN, .accuracy = NAN};
+        s = trit_trainer_step(t, hooks, &info);
         if (s != TRIT_OK) break;
         double ms = now_ms() - t0;
         clk.interval_ms += ms;

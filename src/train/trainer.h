@@ -37,9 +37,22 @@ typedef struct trainer {
 } trainer;
 
 trit_status trit_trainer_setup(trainer *t, const trit_train_config *cfg);
+// A trainer over tokens the caller gives (`trit bench`): no run directory, tokenizer, validation
+// data or metrics; the model is `model` (its seq_len must be cfg's --seq) and everything else
+// comes from cfg as a run would resolve it. The trainer owns `train` from the call on, also on
+// failure; free it with trit_trainer_free(t, false).
+trit_status trit_trainer_setup_tokens(trainer *t, const trit_train_config *cfg, const trit_gpt_config *model,
+                                      trit_data *train);
 void trit_trainer_free(trainer *t, bool failed);
 // Path of a file of the run directory (static buffer per call site is not used: caller's buf).
 trit_status trit_trainer_path(const trainer *t, const char *name, char *buf, size_t n);
+
+// One optimizer step, the one every run takes: --total-batch-tokens / (B T) micro-batches of
+// forward and backward (the loss scaled when a scaler is on), the skip of a non-finite step,
+// clipping or the gradient norm, AdamW at the scheduled learning rate (and the two-stage weight
+// decay). Fills loss, lr, grad_norm, loss_scale, skipped and was_skipped of *info; t->step
+// advances by one, also for a skipped step.
+trit_status trit_trainer_step(trainer *t, const trit_train_hooks *hooks, trit_train_step_info *info);
 
 // Fill the graph inputs with micro-batch `batch` (training data, or validation batch `batch`).
 void trit_trainer_fill(trainer *t, int64_t batch, bool validation);

@@ -188,7 +188,8 @@ static trit_status apply_precision(trainer *t) {
     return s;
 }
 
-static trit_status setup_model(trainer *t) {
+// The model a fresh run builds: the flags' architecture and the tokenizer's vocabulary.
+static trit_gpt_config model_config(const trainer *t) {
     const trit_train_config *c = &t->cfg;
     trit_gpt_config g = trit_gpt_config_default();
     g.vocab_size = trit_tokenizer_vocab_size(t->tok);
@@ -202,6 +203,13 @@ static trit_status setup_model(trainer *t) {
     g.mlp = (trit_mlp_kind)c->mlp;
     g.pos = (trit_pos_kind)c->pos;
     g.subln = c->subln != 0;
+    return g;
+}
+
+// The model of config g, its training graph, the optimizer and the schedule.
+static trit_status setup_model(trainer *t, const trit_gpt_config *gc) {
+    const trit_train_config *c = &t->cfg;
+    const trit_gpt_config g = *gc;
     if (t->train && trit_data_max_token(t->train) > g.vocab_size)
         return trit_error(TRIT_ERR_FORMAT, "the training shard holds token ids up to %d but the tokenizer "
                           "has %lld tokens: shards and tokenizer.bin come from different runs of `trit "
@@ -270,13 +278,37 @@ trit_status trit_trainer_setup(trainer *t, const trit_train_config *cli) {
     t->task = trit_train_config_task(&cfg);
     trit_threads_set((int)cfg.threads);
     s = setup_data(t);
-    if (s == TRIT_OK) s = setup_model(t);
+    if (s == TRIT_OK) {
+        const trit_gpt_config g = model_config(t);
+        s = setup_model(t, &g);
+    }
     if (s == TRIT_OK && t->resumed) s = restore(t);
     if (s == TRIT_OK) {
         t->metrics = trit_metrics_open(cfg.out, t->resumed ? t->step : -1);
         if (!t->metrics) s = TRIT_ERR_IO;
     }
     return s;
+}
+
+trit_status trit_trainer_setup_tokens(trainer *t, const trit_train_config *cfg, const trit_gpt_config *model,
+                                      trit_data *train) {
+    memset(t, 0, sizeof *t);
+    t->train = train;
+    if (!cfg || !model || !train) return trit_error(TRIT_ERR_INVALID, "trit_trainer_setup_tokens: NULL argument");
+    trit_train_config c = *cfg;
+    // The tokens are the caller's: data only names them (and makes this a text run, not the task).
+    if (!c.data[0]) snprintf(c.data, sizeof c.data, "(tokens in memory)");
+    trit_status s = trit_train_config_resolve(&c);
+    if (s != TRIT_OK) return s;
+    if (c.seq != model->seq_len || trit_data_seq_len(train) != c.seq)
+        return trit_error(TRIT_ERR_INVALID, "trit_trainer_setup_tokens: --seq %lld, the model's context %lld and the "
+                          "data's windows of %lld tokens must agree", (long long)c.seq, (long long)model->seq_len,
+                          (long long)trit_data_seq_len(train));
+    t->cfg = c;
+    t->task = TRIT_TASK_TEXT;
+    t->T = c.seq;
+    trit_threads_set((int)c.threads);
+    return setup_model(t, model);
 }
 
 void trit_trainer_free(trainer *t, bool failed) {
