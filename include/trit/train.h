@@ -284,9 +284,29 @@ void trit_sampler_free(trit_sampler *s);
 // lowest id.
 int32_t trit_sampler_pick(trit_sampler *s, const float *logits /* (V) */, uint64_t draw);
 
+// The decode loop of every generator (trit_generate, the addition task's score, `trit bench
+// --decode`): resets `cache` (one of m's), feeds the prompt with trit_gpt_prefill, then makes n
+// tokens into out, each chosen from the logits by fns->pick(ctx, logits, i) (NULL fns or pick:
+// greedy, the highest logit, ties to the lowest id) and, unless it is the last, fed back with
+// trit_gpt_decode. When the context is full the cache restarts from the last seq_len/2 tokens;
+// a prompt longer than the context is fed as the window such restarts would leave. on_token
+// (may be NULL) sees each token as it is made. logits: (V) scratch, ending with the logits the
+// last token was chosen from.
+typedef struct trit_decode_fns {
+    int32_t (*pick)(void *ctx, const float *logits /* (V) */, int64_t i);
+    void (*on_token)(void *ctx, int64_t i, int32_t token);
+    void *ctx;
+} trit_decode_fns;
+trit_status trit_decode_tokens(const trit_gpt *m, trit_gpt_cache *cache, const int32_t *prompt /* (n_prompt) */,
+                               int64_t n_prompt, int64_t n, const trit_decode_fns *fns, int32_t *out /* (n) */,
+                               float *logits /* (V) */);
+// Greedy decoding: trit_decode_tokens without fns.
+trit_status trit_greedy_decode(const trit_gpt *m, trit_gpt_cache *cache, const int32_t *prompt /* (n_prompt) */,
+                               int64_t n_prompt, int64_t n, int32_t *out /* (n) */, float *logits /* (V) */);
+
 // Feed `prompt` through the KV cache and generate up to max_tokens tokens into out (n_out
-// written). on_token (may be NULL) sees each new token as it is made. When the context is
-// full the cache restarts from the last seq_len/2 tokens.
+// written) with trit_decode_tokens and a sampler of c. on_token (may be NULL) sees each new
+// token as it is made.
 trit_status trit_generate(const trit_gpt *m, const int32_t *prompt, int64_t n_prompt,
                           const trit_sample_config *c, int32_t *out, int64_t *n_out,
                           void (*on_token)(void *ctx, int32_t token), void *ctx);

@@ -114,7 +114,8 @@ trit_status trit_bench_tokens(const trit_bench_config *c, uint64_t seed, uint16_
         return trit_error(TRIT_ERR_RANGE, "bench: 16 B (T + 1) tokens overflow for config '%s'", c->name);
     uint16_t *t = malloc((size_t)count * sizeof *t);
     if (!t) return trit_error(TRIT_ERR_NOMEM, "bench: cannot allocate %lld tokens", (long long)count);
-    for (int64_t i = 0; i < count; i++) t[i] = (uint16_t)(trit_rng_u32(seed, TRIT_STREAM_BENCH, (uint64_t)i) % (uint32_t)V);
+    for (int64_t i = 0; i < count; i++)
+        t[i] = (uint16_t)(trit_rng_u32(seed, TRIT_STREAM_BENCH, (uint64_t)i) % (uint32_t)V);
     *tokens = t;
     *n = count;
     return TRIT_OK;
