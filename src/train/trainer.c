@@ -132,13 +132,24 @@ static trit_status too_many_skips(const trainer *t) {
                       t->cfg.lr);
 }
 
+// Bytes the parameters hold as stored: their dtype's size (16-bit weights without master copies
+// take 2 a parameter), with the scales and zero points of a quantized one.
+static size_t param_bytes(const trainer *t) {
+    size_t b = 0;
+    for (int i = 0; i < t->n_params; i++) {
+        const trit_tensor *p = t->params[i];
+        b += trit_tensor_nbytes(p) + (p->quant ? trit_quant_info_bytes(p->quant) : 0);
+    }
+    return b;
+}
+
 static void print_header(const trainer *t) {
     const trit_train_config *c = &t->cfg;
     const trit_gpt_config *g = trit_gpt_get_config(t->model);
     int64_t np = trit_gpt_num_params(t->model);
     printf("model: %lld layers, %lld heads, dim %lld, context %lld, vocab %lld: %lld parameters (%.2f MB)\n",
            (long long)g->n_layer, (long long)g->n_head, (long long)g->n_embd, (long long)g->seq_len,
-           (long long)g->vocab_size, (long long)np, (double)np * 4.0 / 1e6);
+           (long long)g->vocab_size, (long long)np, (double)param_bytes(t) / 1e6);
     if (t->task == TRIT_TASK_ADDITION)
         printf("data: %lld-digit addition problems, e.g. \"123+456=9750\" (answer digits reversed)\n",
                (long long)c->digits);
