@@ -86,6 +86,10 @@ trit_status trit_text_check(const char *path, const uint8_t *data, size_t len);
 // creating DIR. On failure the files it made (and DIR, if it made it) are removed.
 trit_status trit_prepare_text(const char *text_path, trit_tokenizer_kind kind, int64_t vocab,
                               double val_fraction, const char *out_dir, trit_prepare_result *res);
+// The same with a given tokenizer (written as DIR/tokenizer.bin): a char tokenizer fails on a
+// byte outside its vocabulary, and nothing is left behind.
+trit_status trit_prepare_text_with(const char *text_path, const trit_tokenizer *tok, double val_fraction,
+                                   const char *out_dir, trit_prepare_result *res);
 // mkdir -p; *created (may be NULL) says whether the directory itself was made by this call.
 trit_status trit_make_dir(const char *path, bool *created);
 
@@ -155,6 +159,7 @@ typedef struct trit_train_config {
     int64_t quiet;               // 1 = no progress lines on stdout
     char out[TRIT_PATH_MAX];     // run directory
     char resume[TRIT_PATH_MAX];  // run directory to continue
+    char init_from[TRIT_PATH_MAX];  // run whose weights, architecture and tokenizer a new run takes
 } trit_train_config;
 
 // --qat: the codes of quantization-aware training.
@@ -381,6 +386,12 @@ trit_status trit_train_set_qat(trit_gpt *m, const trit_train_config *c);
 // --qat-acts token, its graphs' matmul inputs still fake-quantized per token. `trit eval` and
 // `trit sample` do this for a run directory trained with --qat or --ternary.
 trit_status trit_train_freeze_qat(trit_gpt *m, const trit_train_config *c);
+// The model of a checkpoint (run directory or .safetensors file) as it was trained: a run
+// directory whose train_state.bin says --qat or --ternary gets trit_train_freeze_qat; a
+// quantized checkpoint (`trit quantize`) loads its decoded values with the quantized copies
+// attached. What `trit eval`, `trit sample` and `trit train --init-from` start from. *step
+// (may be NULL) receives the saved step.
+trit_gpt *trit_checkpoint_load_as_trained(const char *path, int64_t *step);
 
 // ---- export ---------------------------------------------------------------------------------
 

@@ -137,6 +137,9 @@ static const field fields[] = {
     {"quiet", F_BOOL, K_RUN, OFF(quiet), NULL, "no progress lines, 1|0 (0)", NONE},
     {"out", F_STR, K_RUN, OFF(out), NULL, "run directory (run; task: run-addition)", NONE},
     {"resume", F_STR, K_RUN, OFF(resume), NULL, "continue the run in this directory", NONE},
+    {"init-from", F_STR, K_MODEL, OFF(init_from), NULL,
+     "start a new run from this run's weights (as trained), architecture and tokenizer, with a fresh optimizer "
+     "and schedule", NONE},
 };
 #undef OFF
 #undef I
