@@ -59,6 +59,8 @@ trit_status trit_trainer_path(const trainer *t, const char *name, char *buf, siz
 trit_status trit_trainer_init_load(trainer *t, trit_train_config *cfg);
 // The run's tokenizer `tok` (the data's, or the task's) must be RUN's; `what` names it.
 trit_status trit_trainer_init_check_tokenizer(const trainer *t, const trit_tokenizer *tok, const char *what);
+// The new run's --out must not be RUN itself (checked once the config is resolved).
+trit_status trit_trainer_init_check_out(const trainer *t);
 // Copies RUN's weights into t->model (built from the resolved config) and drops RUN's model.
 trit_status trit_trainer_init_weights(trainer *t);
 

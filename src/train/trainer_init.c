@@ -178,6 +178,15 @@ trit_status trit_trainer_init_load(trainer *t, trit_train_config *cfg) {
     return s;
 }
 
+trit_status trit_trainer_init_check_out(const trainer *t) {
+    struct stat a, b;
+    if (!t->init || stat(t->cfg.out, &a) != 0 || stat(t->cfg.init_from, &b) != 0) return TRIT_OK;
+    if (a.st_dev == b.st_dev && a.st_ino == b.st_ino)
+        return trit_error(TRIT_ERR_INVALID, "--out '%s' is the run --init-from starts from: the new run needs a "
+                          "directory of its own", t->cfg.out);
+    return TRIT_OK;
+}
+
 trit_status trit_trainer_init_weights(trainer *t) {
     const int n = trit_gpt_num_tensors(t->model);
     if (n != trit_gpt_num_tensors(t->init_model))

@@ -299,7 +299,8 @@ trit_status trit_trainer_setup(trainer *t, const trit_train_config *cli) {
     t->cfg = cfg;
     t->task = trit_train_config_task(&cfg);
     trit_threads_set((int)cfg.threads);
-    s = setup_data(t);
+    s = trit_trainer_init_check_out(t);
+    if (s == TRIT_OK) s = setup_data(t);
     if (s == TRIT_OK) {
         const trit_gpt_config g = model_config(t);
         s = setup_model(t, &g);

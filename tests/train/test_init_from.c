@@ -280,6 +280,12 @@ static void test_bad_input(void **state) {
     assert_int_equal(trit_train_config_set(&c, "resume", base), TRIT_OK);
     c.out[0] = 0;
     expect_refused(&c, "--init-from starts a new run");
+    // Into RUN itself (a `trit quantize` directory has no train state to stop it).
+    init_config(&c, at("int4"), corpus, at("int4"));
+    first g = {0};
+    assert_int_not_equal(run(&c, &g), TRIT_OK);
+    assert_non_null(strstr(trit_last_error(), "needs a directory of its own"));
+    assert_false(tfile_exists(at("int4/metrics.jsonl")));
     // Over an existing run: refused before anything is written there.
     init_config(&c, base, corpus, at("from-text"));
     first f = {0};
