@@ -163,9 +163,11 @@ static void print_header(const trainer *t) {
            (long long)c->warmup, trit_threads_get());
     trit_memory_report mem;
     if (trit_memory_report_make(t->gg.graph, t->opt, 0, &mem) == TRIT_OK) trit_memory_report_print(&mem, "memory: ", stdout);
-    if (t->init)
+    if (t->init && t->init_step > 0)
         printf("initialised from %s (its weights at step %lld), with a fresh optimizer and schedule\n", c->init_from,
                (long long)t->init_step);
+    else if (t->init)  // `trit quantize` saves no step
+        printf("initialised from %s, with a fresh optimizer and schedule\n", c->init_from);
     if (t->resumed) printf("resuming %s at step %lld\n", c->out, (long long)t->step);
     fflush(stdout);
 }

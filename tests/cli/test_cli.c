@@ -119,6 +119,8 @@ static void test_flag_ranges(void **state) {
     expect(RUN("bench", "--warmup", "-1"), 2, NULL, "--warmup must be in [0, 1000000], got -1");
     expect(RUN("bench", "--threads", "-1"), 2, NULL, "--threads must be in [0, 4096], got -1");
     expect(RUN("bench", "--decode", "--kv-cache", "bf16"), 2, NULL, "--kv-cache expects f32 or f16, got 'bf16'");
+    expect(RUN("bench", "--accum", "0"), 2, NULL, "--accum must be in [1, 1024], got 0");
+    expect(RUN("bench", "--decode", "--accum", "2"), 2, NULL, "--accum times training steps: leave it out with --decode");
     expect(RUN("sample", "--ckpt", out, "--kv-cache", "f8"), 2, NULL, "--kv-cache expects f32 or f16, got 'f8'");
     expect(RUN("bench", "--decode", "--config", "baby", "--format", "int8", "--kv-cache", "f16", "--tokens", "8",
                "--threads", "1", "--json"),
