@@ -6,25 +6,29 @@
 #include "cli.h"
 #include "trit/bench.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
 static void usage(FILE *fp) {
     fprintf(fp,
             "usage: trit bench [--config baby|small|bpe50k|all] [--steps N] [--warmup N] [--threads N]\n"
-            "                  [--precision fp32|bf16|fp16] [--json] [--scaling]\n"
+            "                  [--precision fp32|bf16|fp16] [--accum N] [--json] [--scaling]\n"
             "       trit bench --decode [--config gpt2|baby|small|bpe50k] [--format F[,F...]] [--tokens N]\n"
             "                  [--kv-cache f32|f16] [--threads N] [--json]\n\n"
-            "Times GPT training steps (forward, backward, clip 1.0, AdamW) on random tokens and prints\n"
-            "ms/step (median and mean), tokens/s, model FLOP/s (6 N + 12 L T C per token), MFU against\n"
-            "an f32 GEMM peak measured in the same run, the memory report and the peak RSS.\n\n"
+            "Times the trainer's own step (forward and backward of each micro-batch, the loss scaler and\n"
+            "the skip of a non-finite step, clip 1.0, AdamW) on random tokens and prints ms/step (median\n"
+            "and mean), tokens/s, model FLOP/s (6 N + 12 L T C per token), MFU against a GEMM peak\n"
+            "measured in the same run, the memory report and the peak RSS.\n\n"
             "  --config NAME   baby (L=4 H=4 C=128 T=64 B=12 V=65), small (L=6 H=6 C=384 T=256 B=16\n"
             "                  V=65), bpe50k (L=4 H=4 C=256 T=256 B=8 V=50304) or all; default baby\n"
             "  --steps N       timed steps, 1 to 1000000 (default 20; 3 with --scaling)\n"
             "  --warmup N      untimed steps first, 0 to 1000000 (default 3; 1 with --scaling)\n"
             "  --threads N     kernel threads, 0 to 4096 (default 0: TRIT_THREADS or all cores)\n"
-            "  --precision P   fp32 (default), bf16 or fp16 compute policy; the GEMM peak is measured\n"
-            "                  for the same precision (16-bit operands, fp32 accumulation)\n"
+            "  --precision P   fp32 (default), bf16 or fp16 compute policy (fp16 with the dynamic loss\n"
+            "                  scaler); the GEMM peak is measured for the same precision (16-bit\n"
+            "                  operands, fp32 accumulation)\n"
+            "  --accum N       micro-batches per step (gradient accumulation), 1 to 1024 (default 1)\n"
             "  --json          one JSON object per config on stdout: config, precision, ms_per_step,\n"
             "                  tokens_per_s, model_flops_per_s, mfu, gemm_peak_flops_per_s,\n"
             "                  peak_rss_bytes (the memory reports go to stderr)\n"
@@ -43,7 +47,7 @@ static void usage(FILE *fp) {
 
 typedef struct bench_args {
     char config[TRIT_BENCH_NAME_MAX];
-    int64_t steps, warmup, threads;
+    int64_t steps, warmup, threads, accum;
     bool json, scaling, decode;
     trit_precision precision;
     char formats[128];
@@ -59,12 +63,13 @@ static int parse(int argc, char **argv, bench_args *a) {
         {"precision", required_argument, NULL, 'p'}, {"help", no_argument, NULL, 'h'},
         {"decode", no_argument, NULL, 'D'},       {"format", required_argument, NULL, 'f'},
         {"tokens", required_argument, NULL, 'T'}, {"kv-cache", required_argument, NULL, 'V'},
-        {NULL, 0, NULL, 0},
+        {"accum", required_argument, NULL, 'a'},  {NULL, 0, NULL, 0},
     };
     memset(a, 0, sizeof *a);
     snprintf(a->formats, sizeof a->formats, "fp32");
     a->tokens = 128;
     a->kv_cache = TRIT_F32;
+    a->accum = 1;
     // Whether --steps / --warmup were given: their defaults depend on --scaling, which may come later.
     bool steps_set = false, warmup_set = false;
     cli_getopt_reset();
@@ -97,6 +102,7 @@ static int parse(int argc, char **argv, bench_args *a) {
             snprintf(a->formats, sizeof a->formats, "%s", optarg);
             break;
         case 'T': if (!cli_int("bench", "--tokens", optarg, 1, 65536, &a->tokens)) return CLI_USAGE; break;
+        case 'a': if (!cli_int("bench", "--accum", optarg, 1, 1024, &a->accum)) return CLI_USAGE; break;
         case 'V': if (!cli_kv_cache("bench", optarg, &a->kv_cache)) return CLI_USAGE; break;
         case 'h': usage(stdout); return -1;
         default: return cli_bad_option("bench", c, argv);
@@ -105,6 +111,9 @@ static int parse(int argc, char **argv, bench_args *a) {
     if (optind < argc) return cli_error("bench", CLI_USAGE, "unexpected argument '%s' (see trit bench --help)", argv[optind]);
     if (!a->config[0]) snprintf(a->config, sizeof a->config, "%s", a->decode ? "gpt2" : "baby");
     if (a->decode && a->scaling) return cli_error("bench", CLI_USAGE, "--decode and --scaling are separate benchmarks");
+    if (a->accum > 1 && (a->decode || a->scaling))
+        return cli_error("bench", CLI_USAGE, "--accum times training steps: leave it out with --%s",
+                         a->decode ? "decode" : "scaling");
     if (!steps_set) a->steps = a->scaling ? 3 : 20;
     if (!warmup_set) a->warmup = a->scaling ? 1 : 3;
     if (a->scaling && strcmp(a->config, "all") == 0)
@@ -118,6 +127,10 @@ static void print_result(const trit_bench_result *r) {
            (long long)r->steps, r->ms_median, r->ms_mean, r->ms_min, r->tokens_per_s, r->model_flops_per_s / 1e9,
            100.0 * r->mfu, (double)r->peak_rss_bytes / 1e6, (double)r->memory.total / 1e6, r->loss_first,
            r->loss_last);
+    if (r->accum > 1) printf("  %lld micro-batches of %lld x %lld tokens per step\n", (long long)r->accum,
+                             (long long)r->batch, (long long)r->seq);
+    if (!isnan(r->loss_scale))
+        printf("  loss scale %g after the last step, %lld steps skipped\n", r->loss_scale, (long long)r->skipped);
 }
 
 static void print_table(const trit_bench_result *rs, int n) {
@@ -151,8 +164,8 @@ static int run_configs(const bench_args *a) {
             a->precision == TRIT_PRECISION_FP32 ? "f32" : a->precision == TRIT_PRECISION_BF16 ? "bf16" : "f16",
             peak / 1e9);
     trit_bench_result rs[8];
-    trit_bench_options o = {.steps = a->steps, .warmup = a->warmup, .threads = (int)a->threads, .seed = 1, .log = log,
-                            .precision = a->precision};
+    trit_bench_options o = {.steps = a->steps, .warmup = a->warmup, .accum = a->accum, .threads = (int)a->threads,
+                            .seed = 1, .log = log, .precision = a->precision};
     for (int i = 0; i < n; i++) {
         if (trit_bench_run_isolated(&list[i], &o, &rs[i]) != TRIT_OK) return cli_fail("bench", CLI_FAIL);
         trit_bench_set_peak(&rs[i], peak);

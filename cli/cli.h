@@ -55,9 +55,5 @@ bool cli_kv_cache(const char *verb, const char *s, trit_dtype *out);
 int cli_check_ckpt_args(const char *verb, int argc, char **argv, const char *ckpt);
 // Whether path names an existing directory.
 bool cli_is_dir(const char *path);
-// The model of a checkpoint (run directory or .safetensors file) as it was trained: a run
-// trained through fake quantization (--qat, --ternary) has its block matrices quantized with
-// the training rule. NULL with trit_last_error() set on failure.
-trit_gpt *cli_load_as_trained(const char *ckpt);
 
 #endif

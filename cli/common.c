@@ -64,15 +64,3 @@ bool cli_is_dir(const char *path) {
     struct stat st;
     return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
 }
-
-trit_gpt *cli_load_as_trained(const char *ckpt) {
-    trit_gpt *m = trit_checkpoint_load_model(ckpt, NULL);
-    if (!m) return NULL;
-    trit_train_config qc;
-    if (cli_is_dir(ckpt) && trit_train_run_info(ckpt, &qc, NULL) == TRIT_OK && trit_train_freeze_qat(m, &qc) != TRIT_OK) {
-        trit_gpt_free(m);
-        return NULL;
-    }
-    trit_clear_error();  // a checkpoint without a run's train state is no error
-    return m;
-}

@@ -64,7 +64,7 @@ int trit_cli_export(int argc, char **argv) {
         if (trit_path_join(tok_path, sizeof tok_path, argv[optind], TRIT_CKPT_TOKENIZER) != TRIT_OK)
             return cli_fail("export", CLI_USAGE);
         // A run trained through fake quantization is exported with the values it trained with.
-        m = cli_load_as_trained(argv[optind]);
+        m = trit_checkpoint_load_as_trained(argv[optind], NULL);
         tok = m ? trit_tokenizer_load(tok_path) : NULL;
     }
     int rc = m && (random || tok) && trit_export_gguf(m, tok, dt, out) == TRIT_OK ? CLI_OK : cli_fail("export", CLI_FAIL);

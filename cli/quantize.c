@@ -187,7 +187,7 @@ int trit_cli_quantize(int argc, char **argv) {
         trit_train_config qc;
         const bool qat = cli_is_dir(a.run) && trit_train_run_info(a.run, &qc, NULL) == TRIT_OK && qc.qat != TRIT_QAT_OFF;
         trit_clear_error();
-        trit_gpt *trained = qat ? cli_load_as_trained(a.run) : m;
+        trit_gpt *trained = qat ? trit_checkpoint_load_as_trained(a.run, NULL) : m;
         if (!trained || trit_eval_loss(trained, val, a.batches, a.batch, T, &before, NULL) != TRIT_OK)
             rc = cli_fail("quantize", CLI_FAIL);
         if (trained != m) trit_gpt_free(trained);

@@ -19,6 +19,7 @@
 
 #include "trit/nn.h"
 #include "trit/optim.h"
+#include "trit/train.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -84,6 +85,7 @@ double trit_bench_flops_per_token(const trit_gpt_config *c, int64_t n_params, in
 typedef struct trit_bench_options {
     int64_t steps;   // timed steps, >= 1
     int64_t warmup;  // untimed steps before them, >= 0
+    int64_t accum;   // micro-batches of B x T tokens per step (gradient accumulation); 0 = 1
     int threads;     // <= 0: trit_threads_get()
     uint64_t seed;   // model init and the random tokens
     FILE *log;       // the memory report and progress go here; NULL = silent
@@ -93,23 +95,36 @@ typedef struct trit_bench_options {
 typedef struct trit_bench_result {
     char config[TRIT_BENCH_NAME_MAX];
     trit_precision precision;
-    int64_t params, batch, seq, steps;
+    int64_t params, batch, seq, accum, steps;
     int threads;
     double ms_median, ms_mean, ms_min;  // per step
-    double tokens_per_s;                // B T / median step time
+    double tokens_per_s;                // B T accum / median step time
     double flops_per_token;             // trit_bench_flops_per_token
     double model_flops_per_s;           // flops_per_token * tokens_per_s
     double gemm_peak_flops_per_s;       // 0 until measured (trit_bench_gemm_peak)
     double mfu;                         // model / GEMM peak; 0 without a peak
     double loss_first, loss_last;       // losses of the first and last timed step
+    double loss_scale;                  // the last step's loss scale (fp16); NaN without a scaler
+    int64_t skipped;                    // steps skipped for a non-finite loss or gradient
     size_t peak_rss_bytes;              // of the process that ran the steps
     trit_memory_report memory;
 } trit_bench_result;
 
-// Builds the model and its training graph, then runs warmup + steps training steps as the trainer
-// does (new random tokens, forward, backward, clip the global norm to 1.0, AdamW 0.9/0.95 with
-// weight decay 0.1 on matrices) and times each step. peak_rss_bytes is this process's peak, so a
-// process that ran something larger before reports that; trit_bench_run_isolated avoids it.
+// The trainer's config of a bench run: c's model and batch, accum micro-batches a step,
+// warmup + steps steps at a constant lr 6e-4, AdamW 0.9/0.95, eps 1e-8, weight decay 0.1 on
+// matrices, clip 1.0, random windows, o's seed, threads and precision (fp32 master weights; fp16
+// with the dynamic loss scaler). data and out are left unset.
+void trit_bench_train_config(const trit_bench_config *c, const trit_bench_options *o, trit_train_config *out);
+// The tokens a bench run trains on: 16 B (T + 1) uniform draws from [0, V) keyed by (seed, a
+// stream of their own, position), malloc'ed into *tokens. V must fit a uint16 token shard.
+trit_status trit_bench_tokens(const trit_bench_config *c, uint64_t seed, uint16_t **tokens, int64_t *n);
+
+// Sets up the trainer over trit_bench_tokens with trit_bench_train_config (no run directory),
+// runs warmup + steps of the trainer's own step (trit_train_run's: accumulation, loss scaling and
+// the skip of a non-finite step, clipping, AdamW) and times each step. A run of
+// trit_bench_train_config on those tokens as a shard gives the same losses. peak_rss_bytes is
+// this process's peak, so a process that ran something larger before reports that;
+// trit_bench_run_isolated avoids it.
 trit_status trit_bench_run(const trit_bench_config *c, const trit_bench_options *o,
                            trit_bench_result *r);
 // The same in a forked child, so peak_rss_bytes is that of this one model. The OpenMP runtime

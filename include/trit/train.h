@@ -86,6 +86,10 @@ trit_status trit_text_check(const char *path, const uint8_t *data, size_t len);
 // creating DIR. On failure the files it made (and DIR, if it made it) are removed.
 trit_status trit_prepare_text(const char *text_path, trit_tokenizer_kind kind, int64_t vocab,
                               double val_fraction, const char *out_dir, trit_prepare_result *res);
+// The same with a given tokenizer (written as DIR/tokenizer.bin): a char tokenizer fails on a
+// byte outside its vocabulary, and nothing is left behind.
+trit_status trit_prepare_text_with(const char *text_path, const trit_tokenizer *tok, double val_fraction,
+                                   const char *out_dir, trit_prepare_result *res);
 // mkdir -p; *created (may be NULL) says whether the directory itself was made by this call.
 trit_status trit_make_dir(const char *path, bool *created);
 
@@ -155,6 +159,7 @@ typedef struct trit_train_config {
     int64_t quiet;               // 1 = no progress lines on stdout
     char out[TRIT_PATH_MAX];     // run directory
     char resume[TRIT_PATH_MAX];  // run directory to continue
+    char init_from[TRIT_PATH_MAX];  // run whose weights, architecture and tokenizer a new run takes
 } trit_train_config;
 
 // --qat: the codes of quantization-aware training.
@@ -287,9 +292,29 @@ void trit_sampler_free(trit_sampler *s);
 // lowest id.
 int32_t trit_sampler_pick(trit_sampler *s, const float *logits /* (V) */, uint64_t draw);
 
+// The decode loop of every generator (trit_generate, the addition task's score, `trit bench
+// --decode`): resets `cache` (one of m's), feeds the prompt with trit_gpt_prefill, then makes n
+// tokens into out, each chosen from the logits by fns->pick(ctx, logits, i) (NULL fns or pick:
+// greedy, the highest logit, ties to the lowest id) and, unless it is the last, fed back with
+// trit_gpt_decode. When the context is full the cache restarts from the last seq_len/2 tokens;
+// a prompt longer than the context is fed as the window such restarts would leave. on_token
+// (may be NULL) sees each token as it is made. logits: (V) scratch, ending with the logits the
+// last token was chosen from.
+typedef struct trit_decode_fns {
+    int32_t (*pick)(void *ctx, const float *logits /* (V) */, int64_t i);
+    void (*on_token)(void *ctx, int64_t i, int32_t token);
+    void *ctx;
+} trit_decode_fns;
+trit_status trit_decode_tokens(const trit_gpt *m, trit_gpt_cache *cache, const int32_t *prompt /* (n_prompt) */,
+                               int64_t n_prompt, int64_t n, const trit_decode_fns *fns, int32_t *out /* (n) */,
+                               float *logits /* (V) */);
+// Greedy decoding: trit_decode_tokens without fns.
+trit_status trit_greedy_decode(const trit_gpt *m, trit_gpt_cache *cache, const int32_t *prompt /* (n_prompt) */,
+                               int64_t n_prompt, int64_t n, int32_t *out /* (n) */, float *logits /* (V) */);
+
 // Feed `prompt` through the KV cache and generate up to max_tokens tokens into out (n_out
-// written). on_token (may be NULL) sees each new token as it is made. When the context is
-// full the cache restarts from the last seq_len/2 tokens.
+// written) with trit_decode_tokens and a sampler of c. on_token (may be NULL) sees each new
+// token as it is made.
 trit_status trit_generate(const trit_gpt *m, const int32_t *prompt, int64_t n_prompt,
                           const trit_sample_config *c, int32_t *out, int64_t *n_out,
                           void (*on_token)(void *ctx, int32_t token), void *ctx);
@@ -371,6 +396,12 @@ trit_status trit_train_set_qat(trit_gpt *m, const trit_train_config *c);
 // --qat-acts token, its graphs' matmul inputs still fake-quantized per token. `trit eval` and
 // `trit sample` do this for a run directory trained with --qat or --ternary.
 trit_status trit_train_freeze_qat(trit_gpt *m, const trit_train_config *c);
+// The model of a checkpoint (run directory or .safetensors file) as it was trained: a run
+// directory whose train_state.bin says --qat or --ternary gets trit_train_freeze_qat; a
+// quantized checkpoint (`trit quantize`) loads its decoded values with the quantized copies
+// attached. What `trit eval`, `trit sample` and `trit train --init-from` start from. *step
+// (may be NULL) receives the saved step.
+trit_gpt *trit_checkpoint_load_as_trained(const char *path, int64_t *step);
 
 // ---- export ---------------------------------------------------------------------------------
 

@@ -1,15 +1,18 @@
-// Timed GPT training steps on named configs: the step is the trainer's (forward, backward,
-// clip, AdamW) on random tokens, so the figures are those of real training minus data loading.
+// Timed GPT training steps on named configs: the step is the trainer's own (trit_trainer_step:
+// accumulation, the loss scaler and the skip of non-finite steps, clipping, AdamW) over random
+// tokens held in memory, so the figures are those of real training minus reading the data.
 // Figures are taken per step and summarised by the median, which one slow step (another process
 // waking up) does not move.
 #define _POSIX_C_SOURCE 200809L
 #include "trit/bench.h"
+#include "train/trainer.h"
 
 #include "kernels/gemm.h"
 #include "kernels/gemm_lowp.h"
 
 #include <dirent.h>
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -99,70 +102,62 @@ static int cmp_double(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
-// What a run holds; freed in one place whatever stage it reached.
-typedef struct bench_run {
-    trit_gpt *model;
-    trit_gpt_graph gg;
-    trit_optim *opt;
-    trit_tensor **params;
-    double *ms;
-} bench_run;
-
-static void run_free(bench_run *b) {
-    trit_optim_free(b->opt);
-    free(b->params);
-    if (b->gg.graph) trit_gpt_graph_free(&b->gg);
-    trit_gpt_free(b->model);
-    free(b->ms);
+trit_status trit_bench_tokens(const trit_bench_config *c, uint64_t seed, uint16_t **tokens, int64_t *n) {
+    if (!c || !tokens || !n) return trit_error(TRIT_ERR_INVALID, "trit_bench_tokens: NULL argument");
+    const int64_t V = c->model.vocab_size, T = c->model.seq_len;
+    if (V < 1 || V > TRIT_SHARD_MAX_VOCAB || T < 1 || c->batch < 1)
+        return trit_error(TRIT_ERR_INVALID, "bench: config '%s' has V=%lld T=%lld B=%lld; the random tokens need "
+                          "1 <= V <= %d (uint16 ids), T >= 1 and B >= 1", c->name, (long long)V, (long long)T,
+                          (long long)c->batch, TRIT_SHARD_MAX_VOCAB);
+    int64_t count = 0;
+    if (!trit_mul_i64(16 * c->batch, T + 1, &count))
+        return trit_error(TRIT_ERR_RANGE, "bench: 16 B (T + 1) tokens overflow for config '%s'", c->name);
+    uint16_t *t = malloc((size_t)count * sizeof *t);
+    if (!t) return trit_error(TRIT_ERR_NOMEM, "bench: cannot allocate %lld tokens", (long long)count);
+    for (int64_t i = 0; i < count; i++)
+        t[i] = (uint16_t)(trit_rng_u32(seed, TRIT_STREAM_BENCH, (uint64_t)i) % (uint32_t)V);
+    *tokens = t;
+    *n = count;
+    return TRIT_OK;
 }
 
-static trit_status run_setup(bench_run *b, const trit_bench_config *c, const trit_bench_options *o) {
-    b->model = trit_gpt_new(&c->model, o->seed);
-    if (!b->model) return TRIT_ERR_INVALID;
-    const trit_compute_policy policy = trit_precision_policy(o->precision, TRIT_MATMUL_HIGHEST);
-    trit_status s = trit_gpt_set_policy(b->model, &policy);
-    if (s == TRIT_OK) s = trit_gpt_build_train(b->model, c->batch, c->model.seq_len, &b->gg);
-    if (s != TRIT_OK) return s;
-    int n = trit_gpt_num_tensors(b->model);
-    b->params = malloc((size_t)n * sizeof *b->params);
-    if (!b->params) return trit_error(TRIT_ERR_NOMEM, "bench: cannot list %d parameters", n);
-    for (int i = 0; i < n; i++) b->params[i] = trit_gpt_tensor(b->model, i);
-    trit_optim_config oc = trit_optim_adamw(0.9, 0.95, 1e-8);
-    b->opt = trit_optim_new_gpt2(&oc, b->params, n, 0.1);
-    return b->opt ? TRIT_OK : TRIT_ERR_INVALID;
-}
-
-// Uniform random tokens for step `step`: inputs and targets drawn independently.
-static void fill_tokens(bench_run *b, uint64_t seed, int64_t step) {
-    int64_t n = trit_tensor_numel(b->gg.idx);
-    uint32_t V = (uint32_t)trit_gpt_get_config(b->model)->vocab_size;
-    int32_t *x = b->gg.idx->data, *y = b->gg.targets->data;
-    for (int64_t i = 0; i < n; i++) {
-        uint64_t at = (uint64_t)(step * n + i);
-        x[i] = (int32_t)(trit_rng_u32(seed, 0x6265u, at) % V);
-        y[i] = (int32_t)(trit_rng_u32(seed, 0x6266u, at) % V);
-    }
-}
-
-static trit_status train_step(bench_run *b, uint64_t seed, int64_t step, double *loss) {
-    fill_tokens(b, seed, step);
-    trit_optim_zero_grad(b->opt);
-    trit_graph_set_rng(b->gg.graph, seed, (uint64_t)step);
-    trit_status s = trit_graph_forward(b->gg.graph);
-    if (s != TRIT_OK) return s;
-    *loss = trit_tensor_get_flat(b->gg.loss, 0);
-    s = trit_graph_backward(b->gg.graph);
-    double norm = 0;
-    if (s == TRIT_OK) s = trit_optim_clip_grads(b->opt, 1.0, &norm);
-    if (s == TRIT_OK) s = trit_optim_step(b->opt, 6e-4);
-    return s;
+void trit_bench_train_config(const trit_bench_config *c, const trit_bench_options *o, trit_train_config *out) {
+    trit_train_config_init(out);
+    const trit_gpt_config *g = &c->model;
+    out->layers = g->n_layer;
+    out->heads = g->n_head;
+    out->dim = g->n_embd;
+    out->seq = g->seq_len;
+    out->dropout = g->dropout;
+    out->bias = g->bias;
+    out->norm = g->norm;
+    out->mlp = g->mlp;
+    out->pos = g->pos;
+    out->subln = g->subln;
+    out->batch = c->batch;
+    out->total_batch_tokens = c->batch * g->seq_len * (o->accum > 1 ? o->accum : 1);
+    out->steps = o->warmup + o->steps;
+    out->warmup = 0;
+    out->lr = out->min_lr = 6e-4;  // constant: the figures do not depend on it
+    out->beta1 = 0.9;
+    out->beta2 = 0.95;
+    out->eps = 1e-8;
+    out->weight_decay = 0.1;
+    out->clip = 1.0;
+    out->seed = (int64_t)(o->seed & INT64_MAX);
+    out->precision = o->precision;
+    out->matmul_precision = TRIT_MATMUL_HIGHEST;
+    out->order = TRIT_DATA_RANDOM;
+    out->threads = o->threads > 0 ? o->threads : trit_threads_get();
+    out->sample_tokens = 0;
+    out->quiet = 1;
 }
 
 static trit_status check_options(const trit_bench_config *c, const trit_bench_options *o, trit_bench_result *r) {
     if (!c || !o || !r) return trit_error(TRIT_ERR_INVALID, "trit_bench_run: NULL argument");
-    if (o->steps < 1 || o->warmup < 0)
-        return trit_error(TRIT_ERR_INVALID, "bench: need steps >= 1 and warmup >= 0, got %lld and %lld",
-                          (long long)o->steps, (long long)o->warmup);
+    if (o->steps < 1 || o->warmup < 0 || o->accum < 0)
+        return trit_error(TRIT_ERR_INVALID, "bench: need steps >= 1, warmup >= 0 and accum >= 0, got %lld, %lld "
+                          "and %lld", (long long)o->steps, (long long)o->warmup, (long long)o->accum);
     if (c->batch < 1) return trit_error(TRIT_ERR_INVALID, "bench: config '%s' has batch %lld; need >= 1", c->name,
                                         (long long)c->batch);
     return trit_gpt_config_check(&c->model);
@@ -175,10 +170,23 @@ static void summarise(trit_bench_result *r, const trit_bench_config *c, double *
     r->ms_min = ms[0];
     r->ms_mean = sum / (double)n;
     r->ms_median = n % 2 ? ms[n / 2] : 0.5 * (ms[n / 2 - 1] + ms[n / 2]);
-    r->tokens_per_s = (double)(c->batch * c->model.seq_len) / (r->ms_median / 1e3);
+    r->tokens_per_s = (double)(c->batch * c->model.seq_len * r->accum) / (r->ms_median / 1e3);
     r->flops_per_token = trit_bench_flops_per_token(&c->model, r->params, c->model.seq_len);
     r->model_flops_per_s = r->flops_per_token * r->tokens_per_s;
     trit_bench_set_peak(r, 0);
+}
+
+// The trainer over bench's random tokens, as trit_bench_train_config sets it up.
+static trit_status run_setup(trainer *t, const trit_bench_config *c, const trit_bench_options *o) {
+    uint16_t *tokens = NULL;
+    int64_t n = 0;
+    trit_status s = trit_bench_tokens(c, o->seed, &tokens, &n);
+    trit_data *d = s == TRIT_OK ? trit_data_from_tokens(tokens, n, c->model.seq_len) : NULL;
+    free(tokens);
+    if (s == TRIT_OK && !d) s = TRIT_ERR_NOMEM;  // trit_data_from_tokens said why
+    trit_train_config tc;
+    trit_bench_train_config(c, o, &tc);
+    return s == TRIT_OK ? trit_trainer_setup_tokens(t, &tc, &c->model, d) : s;
 }
 
 trit_status trit_bench_run(const trit_bench_config *c, const trit_bench_options *o, trit_bench_result *r) {
@@ -190,19 +198,20 @@ trit_status trit_bench_run(const trit_bench_config *c, const trit_bench_options 
     r->precision = o->precision;
     r->batch = c->batch;
     r->seq = c->model.seq_len;
+    r->accum = o->accum > 1 ? o->accum : 1;
     r->steps = o->steps;
     r->threads = trit_threads_get();
-    bench_run b;
-    memset(&b, 0, sizeof b);
-    s = run_setup(&b, c, o);
-    if (s == TRIT_OK && !(b.ms = malloc((size_t)o->steps * sizeof *b.ms)))
-        s = trit_error(TRIT_ERR_NOMEM, "bench: out of memory");
-    if (s == TRIT_OK) s = trit_memory_report_make(b.gg.graph, b.opt, r->threads, &r->memory);
+    trainer t;
+    s = run_setup(&t, c, o);
+    double *ms = s == TRIT_OK ? malloc((size_t)o->steps * sizeof *ms) : NULL;
+    if (s == TRIT_OK && !ms) s = trit_error(TRIT_ERR_NOMEM, "bench: out of memory");
+    if (s == TRIT_OK) s = trit_memory_report_make(t.gg.graph, t.opt, r->threads, &r->memory);
     if (s != TRIT_OK) {
-        run_free(&b);
+        trit_trainer_free(&t, false);
+        free(ms);
         return s;
     }
-    r->params = trit_gpt_num_params(b.model);
+    r->params = trit_gpt_num_params(t.model);
     if (o->log) {
         fprintf(o->log, "%s: L=%lld H=%lld C=%lld T=%lld B=%lld V=%lld, %lld parameters, %d threads\n", c->name,
                 (long long)c->model.n_layer, (long long)c->model.n_head, (long long)c->model.n_embd,
@@ -211,20 +220,23 @@ trit_status trit_bench_run(const trit_bench_config *c, const trit_bench_options 
         trit_memory_report_print(&r->memory, "  memory: ", o->log);
         fflush(o->log);
     }
-    double loss = 0;
+    trit_train_step_info info = {.loss = NAN, .loss_scale = NAN};
     for (int64_t i = 0; s == TRIT_OK && i < o->warmup + o->steps; i++) {
         double t0 = now_ms();
-        s = train_step(&b, o->seed, i, &loss);
+        s = trit_trainer_step(&t, NULL, &info);
         int64_t k = i - o->warmup;
-        if (k >= 0) b.ms[k] = now_ms() - t0;
-        if (k == 0) r->loss_first = loss;
+        if (k >= 0) ms[k] = now_ms() - t0;
+        if (k == 0) r->loss_first = info.loss;
     }
-    r->loss_last = loss;
+    r->loss_last = info.loss;
+    r->loss_scale = info.loss_scale;
+    r->skipped = t.skipped;
     if (s == TRIT_OK) {
-        summarise(r, c, b.ms, o->steps);
+        summarise(r, c, ms, o->steps);
         r->peak_rss_bytes = trit_peak_rss_bytes();
     }
-    run_free(&b);
+    trit_trainer_free(&t, false);
+    free(ms);
     return s;
 }
 

@@ -82,7 +82,7 @@ static const field fields[] = {
     {"min-lr", F_DBL, K_OPT, OFF(min_lr), NULL, "learning rate at the end of the cosine, at most --lr (lr/10)",
      D(0, 10, 0)},
     {"beta1", F_DBL, K_OPT, OFF(beta1), NULL, "AdamW beta1 (0.9)", D(0, 1, OPEN_HI)},
-    {"beta2", F_DBL, K_OPT, OFF(beta2), NULL, "AdamW beta2 (0.95)", D(0, 1, OPEN_HI)},
+    {"beta2", F_DBL, K_OPT, OFF(beta2), NULL, "AdamW beta2 (0.95; task 0.99)", D(0, 1, OPEN_HI)},
     {"eps", F_DBL, K_OPT, OFF(eps), NULL, "AdamW epsilon (1e-8)", D(1e-30, 1, 0)},
     {"weight-decay", F_DBL, K_OPT, OFF(weight_decay), NULL, "AdamW decay of >= 2-D weights (0.1)", D(0, 100, 0)},
     {"clip", F_DBL, K_OPT, OFF(clip), NULL, "gradient clipping global norm, 0 = off (1.0)", D(0, 1e6, 0)},
@@ -125,11 +125,11 @@ static const field fields[] = {
      I(0, 1 << 20)},
     {"qat-acts", F_ENUM, K_OPT, OFF(qat_acts), qat_acts_names,
      "off|token: fake-quantize matmul inputs per token, int8 (fp8 with --qat fp8) (token)", NONE},
-    {"eval-every", F_INT, K_RUN, OFF(eval_every), NULL, "steps between validations, 0 = at the end (250)", I(0, MAX_STEPS)},
+    {"eval-every", F_INT, K_RUN, OFF(eval_every), NULL, "steps between validations, 0 = at the end (250; task 500)", I(0, MAX_STEPS)},
     {"eval-batches", F_INT, K_RUN, OFF(eval_batches), NULL, "validation batches (20)", I(1, 1000000)},
-    {"log-every", F_INT, K_RUN, OFF(log_every), NULL, "steps between log lines (10)", I(1, MAX_STEPS)},
-    {"ckpt-every", F_INT, K_RUN, OFF(ckpt_every), NULL, "steps between checkpoints, 0 = at the end (500)", I(0, MAX_STEPS)},
-    {"sample-tokens", F_INT, K_RUN, OFF(sample_tokens), NULL, "tokens sampled at each eval, 0 = none (200)", I(0, 1000000)},
+    {"log-every", F_INT, K_RUN, OFF(log_every), NULL, "steps between log lines (10; task 50)", I(1, MAX_STEPS)},
+    {"ckpt-every", F_INT, K_RUN, OFF(ckpt_every), NULL, "steps between checkpoints, 0 = at the end (500; task 0)", I(0, MAX_STEPS)},
+    {"sample-tokens", F_INT, K_RUN, OFF(sample_tokens), NULL, "tokens sampled at each eval, 0 = none (200; task 0)", I(0, 1000000)},
     {"threads", F_INT, K_RUN, OFF(threads), NULL, "threads, 0 = all cores (0; task 1)", I(0, 4096)},
     {"stop-after", F_INT, K_RUN, OFF(stop_after), NULL, "stop with a checkpoint after this step (0 = never)", I(0, MAX_STEPS)},
     {"max-skips", F_INT, K_RUN, OFF(max_skips), NULL,
@@ -137,6 +137,9 @@ static const field fields[] = {
     {"quiet", F_BOOL, K_RUN, OFF(quiet), NULL, "no progress lines, 1|0 (0)", NONE},
     {"out", F_STR, K_RUN, OFF(out), NULL, "run directory (run; task: run-addition)", NONE},
     {"resume", F_STR, K_RUN, OFF(resume), NULL, "continue the run in this directory", NONE},
+    {"init-from", F_STR, K_MODEL, OFF(init_from), NULL,
+     "start a new run from this run's weights (as trained), architecture and tokenizer, with a fresh optimizer "
+     "and schedule", NONE},
 };
 #undef OFF
 #undef I

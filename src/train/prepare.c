@@ -83,23 +83,12 @@ static trit_tokenizer *train_tokenizer(const uint8_t *text, size_t len, trit_tok
     return trit_tokenizer_train_bpe(text, len, (int32_t)vocab);
 }
 
-trit_status trit_prepare_text(const char *text_path, trit_tokenizer_kind kind, int64_t vocab,
-                              double val_fraction, const char *out_dir, trit_prepare_result *res) {
-    if (kind != TRIT_TOKENIZER_CHAR && kind != TRIT_TOKENIZER_BPE)
-        return trit_error(TRIT_ERR_INVALID, "tokenizer must be char or bpe");
-    if (!(val_fraction > 0 && val_fraction < 1))
-        return trit_error(TRIT_ERR_RANGE, "validation fraction must be in (0, 1), got %g", val_fraction);
-    uint8_t *text = NULL;
-    size_t len = 0;
-    trit_status s = trit_file_read_all(text_path, &text, &len);
-    if (s == TRIT_OK) s = trit_text_check(text_path, text, len);
-    trit_tokenizer *tok = s == TRIT_OK ? train_tokenizer(text, len, kind, vocab) : NULL;
-    free(text);
-    if (!tok) return s != TRIT_OK ? s : (trit_status)TRIT_ERR_INVALID;
-
+// The tokenizer and the shards of the text at text_path, written into out_dir.
+static trit_status write_prepared(const trit_tokenizer *tok, const char *text_path, double val_fraction,
+                                  const char *out_dir, trit_prepare_result *res) {
     char tok_path[TRIT_PATH_MAX + 32], train_path[TRIT_PATH_MAX + 32], val_path[TRIT_PATH_MAX + 32];
     bool made_dir = false;
-    s = trit_path_join(tok_path, sizeof tok_path, out_dir, TRIT_CKPT_TOKENIZER);
+    trit_status s = trit_path_join(tok_path, sizeof tok_path, out_dir, TRIT_CKPT_TOKENIZER);
     if (s == TRIT_OK) s = trit_path_join(train_path, sizeof train_path, out_dir, TRIT_DATA_TRAIN);
     if (s == TRIT_OK) s = trit_path_join(val_path, sizeof val_path, out_dir, TRIT_DATA_VAL);
     if (s == TRIT_OK) s = trit_make_dir(out_dir, &made_dir);
@@ -107,7 +96,6 @@ trit_status trit_prepare_text(const char *text_path, trit_tokenizer_kind kind, i
     if (s == TRIT_OK) s = trit_shards_prepare(tok, text_path, train_path, val_path, val_fraction, &nt, &nv);
     if (s == TRIT_OK) s = trit_tokenizer_save(tok, tok_path);
     if (s == TRIT_OK && res) *res = (trit_prepare_result){trit_tokenizer_vocab_size(tok), nt, nv};
-    trit_tokenizer_free(tok);
     if (s != TRIT_OK) {
         // The shards are written atomically: each exists whole or not at all; remove them all.
         char why[1024];
@@ -119,4 +107,39 @@ trit_status trit_prepare_text(const char *text_path, trit_tokenizer_kind kind, i
         trit_error(s, "%s", why);
     }
     return s;
+}
+
+static trit_status check_fraction(double val_fraction) {
+    if (!(val_fraction > 0 && val_fraction < 1))
+        return trit_error(TRIT_ERR_RANGE, "validation fraction must be in (0, 1), got %g", val_fraction);
+    return TRIT_OK;
+}
+
+trit_status trit_prepare_text(const char *text_path, trit_tokenizer_kind kind, int64_t vocab,
+                              double val_fraction, const char *out_dir, trit_prepare_result *res) {
+    if (kind != TRIT_TOKENIZER_CHAR && kind != TRIT_TOKENIZER_BPE)
+        return trit_error(TRIT_ERR_INVALID, "tokenizer must be char or bpe");
+    trit_status s = check_fraction(val_fraction);
+    uint8_t *text = NULL;
+    size_t len = 0;
+    if (s == TRIT_OK) s = trit_file_read_all(text_path, &text, &len);
+    if (s == TRIT_OK) s = trit_text_check(text_path, text, len);
+    trit_tokenizer *tok = s == TRIT_OK ? train_tokenizer(text, len, kind, vocab) : NULL;
+    free(text);
+    if (!tok) return s != TRIT_OK ? s : (trit_status)TRIT_ERR_INVALID;
+    s = write_prepared(tok, text_path, val_fraction, out_dir, res);
+    trit_tokenizer_free(tok);
+    return s;
+}
+
+trit_status trit_prepare_text_with(const char *text_path, const trit_tokenizer *tok, double val_fraction,
+                                   const char *out_dir, trit_prepare_result *res) {
+    if (!tok) return trit_error(TRIT_ERR_INVALID, "trit_prepare_text_with: NULL tokenizer");
+    trit_status s = check_fraction(val_fraction);
+    uint8_t *text = NULL;
+    size_t len = 0;
+    if (s == TRIT_OK) s = trit_file_read_all(text_path, &text, &len);
+    if (s == TRIT_OK) s = trit_text_check(text_path, text, len);
+    free(text);
+    return s == TRIT_OK ? write_prepared(tok, text_path, val_fraction, out_dir, res) : s;
 }

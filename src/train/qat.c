@@ -5,6 +5,8 @@
 // packed model computes what training's graph computed.
 #include "trit/train.h"
 
+#include <sys/stat.h>
+
 static const trit_dtype qat_dtypes[] = {TRIT_F32, TRIT_QINT8, TRIT_QINT4, TRIT_QINT2, TRIT_F8_E4M3, TRIT_TERNARY};
 
 // The codes of --qat and their group size (0 for per tensor).
@@ -39,4 +41,18 @@ trit_status trit_train_freeze_qat(trit_gpt *m, const trit_train_config *c) {
     const trit_fake_quant_spec a = act_spec(c);
     if (s == TRIT_OK) s = trit_gpt_set_qat(m, NULL, c->qat_acts ? &a : NULL);
     return s;
+}
+
+trit_gpt *trit_checkpoint_load_as_trained(const char *path, int64_t *step) {
+    trit_gpt *m = trit_checkpoint_load_model(path, step);
+    if (!m) return NULL;
+    struct stat st;
+    trit_train_config qc;
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode) && trit_train_run_info(path, &qc, NULL) == TRIT_OK &&
+        trit_train_freeze_qat(m, &qc) != TRIT_OK) {
+        trit_gpt_free(m);
+        return NULL;
+    }
+    trit_clear_error();  // a checkpoint without a run's train state is no error
+    return m;
 }

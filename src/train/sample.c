@@ -1,6 +1,7 @@
 // Sampling: temperature, top-k, top-p (nucleus) and a multinomial draw whose uniform number is
 // Philox (seed, sampling stream, draw index), so a seed fixes the text on any machine. Text is
-// generated through the model's KV cache, one O(T) decode per token.
+// generated through the model's KV cache, one O(T) decode per token, by the one decode loop
+// (trit_decode_tokens) that greedy decoding, the addition task and `trit bench --decode` use too.
 #include "trit/train.h"
 #include "train/train_internal.h"
 
@@ -112,18 +113,79 @@ int32_t trit_sampler_pick(trit_sampler *s, const float *logits, uint64_t draw) {
     return s->tok[n - 1].id;  // u within rounding of the total
 }
 
-// Feed hist[n-1] so the cache holds the context ending there; when the cache is full, restart
-// it from the last seq_len/2 tokens.
-static trit_status advance(const trit_gpt *m, trit_gpt_cache *cache, const int32_t *hist, int64_t n,
-                           float *logits) {
-    int64_t T = trit_gpt_get_config(m)->seq_len;
-    if (trit_gpt_cache_len(cache) >= T) {
-        trit_gpt_cache_reset(cache);
-        int64_t keep = T / 2 > 0 ? T / 2 - 1 : 0;
-        trit_status s = keep > 0 ? trit_gpt_prefill(m, cache, hist + n - 1 - keep, keep, logits) : TRIT_OK;
-        if (s != TRIT_OK) return s;
+// Token j of the history: the prompt, then the tokens made so far.
+typedef struct history {
+    const int32_t *prompt, *out;
+    int64_t n_prompt;
+} history;
+
+static int32_t token_at(const history *h, int64_t j) { return j < h->n_prompt ? h->prompt[j] : h->out[j - h->n_prompt]; }
+
+// Where the cache's tokens start once token j is fed, when they started at `start` before: a full
+// cache restarts from the T/2 - 1 tokens before j.
+static int64_t window_start(int64_t start, int64_t j, int64_t T) {
+    const int64_t keep = T / 2 > 0 ? T / 2 - 1 : 0;
+    return j - start >= T ? j - keep : start;
+}
+
+// Feed token j (of a history whose cache holds tokens [*start, j)): decoded on top of the cache,
+// or, when the cache is full, the cache refilled with the tokens of the new window at once.
+static trit_status feed(const trit_gpt *m, trit_gpt_cache *cache, const history *h, int64_t j, int64_t *start,
+                        int32_t **scratch, float *logits) {
+    const int64_t T = trit_gpt_get_config(m)->seq_len, from = window_start(*start, j, T);
+    if (from == *start) return trit_gpt_decode(m, cache, token_at(h, j), logits);
+    if (!*scratch && !(*scratch = malloc((size_t)T * sizeof **scratch)))
+        return trit_error(TRIT_ERR_NOMEM, "decode: out of memory");
+    for (int64_t k = from; k <= j; k++) (*scratch)[k - from] = token_at(h, k);
+    *start = from;
+    trit_gpt_cache_reset(cache);
+    return trit_gpt_prefill(m, cache, *scratch, j - from + 1, logits);
+}
+
+trit_status trit_decode_tokens(const trit_gpt *m, trit_gpt_cache *cache, const int32_t *prompt, int64_t n_prompt,
+                               int64_t n, const trit_decode_fns *fns, int32_t *out, float *logits) {
+    if (!m || !cache || !prompt || n_prompt < 1 || n < 0 || (n > 0 && !out) || !logits)
+        return trit_error(TRIT_ERR_INVALID, "decode: needs a model, its cache, a prompt of >= 1 token, n >= 0, an "
+                          "output for n tokens and logits");
+    const int64_t T = trit_gpt_get_config(m)->seq_len, V = trit_gpt_get_config(m)->vocab_size;
+    // A prompt longer than the context: the window it would leave when fed token by token.
+    int64_t start = 0;
+    for (int64_t j = 0; j < n_prompt; j++) start = window_start(start, j, T);
+    trit_gpt_cache_reset(cache);
+    trit_status s = trit_gpt_prefill(m, cache, prompt + start, n_prompt - start, logits);
+    const history h = {prompt, out, n_prompt};
+    int32_t *scratch = NULL;
+    for (int64_t i = 0; s == TRIT_OK && i < n; i++) {
+        const int32_t t = fns && fns->pick ? fns->pick(fns->ctx, logits, i) : argmax(logits, V);
+        out[i] = t;
+        if (fns && fns->on_token) fns->on_token(fns->ctx, i, t);
+        if (i + 1 < n) s = feed(m, cache, &h, n_prompt + i, &start, &scratch, logits);
     }
-    return trit_gpt_decode(m, cache, hist[n - 1], logits);
+    free(scratch);
+    return s;
+}
+
+trit_status trit_greedy_decode(const trit_gpt *m, trit_gpt_cache *cache, const int32_t *prompt, int64_t n_prompt,
+                               int64_t n, int32_t *out, float *logits) {
+    return trit_decode_tokens(m, cache, prompt, n_prompt, n, NULL, out, logits);
+}
+
+typedef struct generating {
+    trit_sampler *sampler;
+    void (*on_token)(void *ctx, int32_t token);
+    void *ctx;
+    int64_t made;
+} generating;
+
+static int32_t sampler_pick(void *ctx, const float *logits, int64_t i) {
+    const generating *g = ctx;
+    return trit_sampler_pick(g->sampler, logits, (uint64_t)i);
+}
+
+static void generated(void *ctx, int64_t i, int32_t token) {
+    generating *g = ctx;
+    g->made = i + 1;
+    if (g->on_token) g->on_token(g->ctx, token);
 }
 
 trit_status trit_generate(const trit_gpt *m, const int32_t *prompt, int64_t n_prompt,
@@ -139,30 +201,15 @@ trit_status trit_generate(const trit_gpt *m, const int32_t *prompt, int64_t n_pr
                               prompt[i], (long long)i, (long long)V);
     trit_status bad = check_config(V, c);  // before allocating, so its message is the one kept
     if (bad != TRIT_OK) return bad;
-    trit_sampler *sp = trit_sampler_new(V, c);
+    generating g = {trit_sampler_new(V, c), on_token, ctx, 0};
     trit_gpt_cache *cache = trit_gpt_cache_new_kv(m, c->kv_cache);
-    int32_t *hist = malloc((size_t)(n_prompt + c->max_tokens) * sizeof *hist);
     float *logits = malloc((size_t)V * sizeof *logits);
-    trit_status s = sp && cache && hist && logits ? TRIT_OK : trit_error(TRIT_ERR_NOMEM, "trit_generate: out of memory");
-    int64_t n = 0;
-    for (; s == TRIT_OK && n < n_prompt; n++) {
-        hist[n] = prompt[n];
-        // Tokens before the last seq_len/2 of a long prompt would be dropped at the first
-        // restart anyway; advance() handles any length.
-        s = advance(m, cache, hist, n + 1, logits);
-    }
-    int64_t made = 0;
-    while (s == TRIT_OK && made < c->max_tokens) {
-        int32_t t = trit_sampler_pick(sp, logits, (uint64_t)made);
-        out[made++] = t;
-        hist[n++] = t;
-        if (on_token) on_token(ctx, t);
-        if (made < c->max_tokens) s = advance(m, cache, hist, n, logits);
-    }
-    if (n_out) *n_out = made;
+    trit_status s = g.sampler && cache && logits ? TRIT_OK : trit_error(TRIT_ERR_NOMEM, "trit_generate: out of memory");
+    const trit_decode_fns fns = {sampler_pick, generated, &g};
+    if (s == TRIT_OK) s = trit_decode_tokens(m, cache, prompt, n_prompt, c->max_tokens, &fns, out, logits);
+    if (n_out) *n_out = g.made;
     free(logits);
-    free(hist);
     trit_gpt_cache_free(cache);
-    trit_sampler_free(sp);
+    trit_sampler_free(g.sampler);
     return s;
 }

@@ -109,13 +109,6 @@ void trit_addition_batch(const trit_addition *t, uint64_t seed, int64_t batch, i
     }
 }
 
-static int32_t argmax(const float *v, int64_t n) {
-    int64_t best = 0;
-    for (int64_t i = 1; i < n; i++)
-        if (v[i] > v[best]) best = i;
-    return (int32_t)best;
-}
-
 trit_status trit_addition_score(const trit_addition *t, const trit_gpt *m, int64_t n, int64_t *correct,
                                 int64_t print, FILE *fp) {
     const int64_t D = t->digits, L = trit_addition_text_len(D), prompt = 2 * D + 2;
@@ -124,19 +117,19 @@ trit_status trit_addition_score(const trit_addition *t, const trit_gpt *m, int64
     float *logits = malloc((size_t)V * sizeof *logits);
     trit_status s = cache && logits ? TRIT_OK : trit_error(TRIT_ERR_NOMEM, "addition: out of memory");
     char text[3 * TRIT_ADDITION_MAX_DIGITS + 4], got[3 * TRIT_ADDITION_MAX_DIGITS + 4];
+    int32_t ids[3 * TRIT_ADDITION_MAX_DIGITS + 4], answer_ids[TRIT_ADDITION_MAX_DIGITS + 1];
     *correct = 0;
     for (int64_t i = 0; s == TRIT_OK && i < n; i++) {
         uint64_t a, b;
         trit_addition_test_problem(t, i, &a, &b);
         trit_addition_format(D, a, b, text, sizeof text);
         memcpy(got, text, (size_t)prompt);
-        trit_gpt_cache_reset(cache);
-        for (int64_t j = 0; s == TRIT_OK && j < prompt; j++)
-            s = trit_gpt_decode(m, cache, t->id_of[(uint8_t)text[j]], logits);
-        for (int64_t j = prompt; s == TRIT_OK && j < L; j++) {
-            int32_t tok = argmax(logits, V);
+        for (int64_t j = 0; j < prompt; j++) ids[j] = t->id_of[(uint8_t)text[j]];
+        s = trit_greedy_decode(m, cache, ids, prompt, L - prompt, answer_ids, logits);
+        if (s != TRIT_OK) break;
+        for (int64_t j = prompt; j < L; j++) {
+            const int32_t tok = answer_ids[j - prompt];
             got[j] = tok < 16 && t->byte_of[tok] ? (char)t->byte_of[tok] : '?';
-            if (j + 1 < L) s = trit_gpt_decode(m, cache, tok, logits);
         }
         got[L] = 0;
         bool ok = memcmp(got, text, (size_t)L) == 0;

@@ -17,6 +17,7 @@ enum {
     TRIT_STREAM_TASK_TEST = 0x7e57,   // held-out addition problems
     TRIT_STREAM_HOLDOUT = 0x401d,     // which operand pairs are held out
     TRIT_STREAM_ROUNDING = 0x5272,    // stochastic rounding of 16-bit weights (mixed into the seed)
+    TRIT_STREAM_BENCH = 0x6265,       // `trit bench`'s random tokens
 };
 // TernGrad draws: this xor (step << 16 | parameter index).
 #define TRIT_STREAM_TERNGRAD (UINT64_C(0x7e4a) << 48)

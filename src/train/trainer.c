@@ -81,6 +81,7 @@ static bool ternarize_grads(trainer *t) {
 // as they are, the optimizer's step count too) and backs the loss scale off; the step still
 // counts, so the data position stays a function of the step.
 static trit_status train_step(trainer *t, double lr, const trit_train_hooks *hooks, trit_train_step_info *info) {
+    info->lr = lr;
     trit_optim_zero_grad(t->opt);
     const double scale = t->use_scaler ? t->scaler.scale : 1.0;
     info->loss_scale = t->use_scaler ? scale : NAN;
@@ -112,6 +113,17 @@ static trit_status train_step(trainer *t, double lr, const trit_train_hooks *hoo
     return TRIT_OK;
 }
 
+trit_status trit_trainer_step(trainer *t, const trit_train_hooks *hooks, trit_train_step_info *info) {
+    const trit_train_config *c = &t->cfg;
+    // Two stages: group 0 (the >= 2-D weights) takes the second stage's weight decay.
+    if (t->sched.kind == TRIT_LR_TWO_STAGE) {
+        trit_status s = trit_optim_set_group(t->opt, 0, 1.0,
+                                             t->step >= t->sched.stage2_at ? c->stage2_weight_decay : c->weight_decay);
+        if (s != TRIT_OK) return s;
+    }
+    return train_step(t, trit_lr_at(&t->sched, t->step), hooks, info);
+}
+
 static trit_status too_many_skips(const trainer *t) {
     return trit_error(TRIT_ERR_NUMERIC, "%lld steps in a row had a non-finite loss or gradient (the last at step "
                       "%lld; %lld skipped in all), so the run stopped with a checkpoint in %s: lower --lr "
@@ -120,13 +132,24 @@ static trit_status too_many_skips(const trainer *t) {
                       t->cfg.lr);
 }
 
+// Bytes the parameters hold as stored: their dtype's size (16-bit weights without master copies
+// take 2 a parameter), with the scales and zero points of a quantized one.
+static size_t param_bytes(const trainer *t) {
+    size_t b = 0;
+    for (int i = 0; i < t->n_params; i++) {
+        const trit_tensor *p = t->params[i];
+        b += trit_tensor_nbytes(p) + (p->quant ? trit_quant_info_bytes(p->quant) : 0);
+    }
+    return b;
+}
+
 static void print_header(const trainer *t) {
     const trit_train_config *c = &t->cfg;
     const trit_gpt_config *g = trit_gpt_get_config(t->model);
     int64_t np = trit_gpt_num_params(t->model);
     printf("model: %lld layers, %lld heads, dim %lld, context %lld, vocab %lld: %lld parameters (%.2f MB)\n",
            (long long)g->n_layer, (long long)g->n_head, (long long)g->n_embd, (long long)g->seq_len,
-           (long long)g->vocab_size, (long long)np, (double)np * 4.0 / 1e6);
+           (long long)g->vocab_size, (long long)np, (double)param_bytes(t) / 1e6);
     if (t->task == TRIT_TASK_ADDITION)
         printf("data: %lld-digit addition problems, e.g. \"123+456=9750\" (answer digits reversed)\n",
                (long long)c->digits);
@@ -140,6 +163,11 @@ static void print_header(const trainer *t) {
            (long long)c->warmup, trit_threads_get());
     trit_memory_report mem;
     if (trit_memory_report_make(t->gg.graph, t->opt, 0, &mem) == TRIT_OK) trit_memory_report_print(&mem, "memory: ", stdout);
+    if (t->init && t->init_step > 0)
+        printf("initialised from %s (its weights at step %lld), with a fresh optimizer and schedule\n", c->init_from,
+               (long long)t->init_step);
+    else if (t->init)  // `trit quantize` saves no step
+        printf("initialised from %s, with a fresh optimizer and schedule\n", c->init_from);
     if (t->resumed) printf("resuming %s at step %lld\n", c->out, (long long)t->step);
     fflush(stdout);
 }
@@ -170,15 +198,9 @@ static trit_status run_loop(trainer *t, const trit_train_hooks *hooks, trit_trai
     double last_val = NAN;
     trit_status s = TRIT_OK;
     while (s == TRIT_OK && t->step < end) {
-        double lr = trit_lr_at(&t->sched, t->step);
-        // Two stages: group 0 (the >= 2-D weights) takes the second stage's weight decay.
-        if (t->sched.kind == TRIT_LR_TWO_STAGE)
-            s = trit_optim_set_group(t->opt, 0, 1.0,
-                                     t->step >= t->sched.stage2_at ? c->stage2_weight_decay : c->weight_decay);
-        if (s != TRIT_OK) break;
         double t0 = now_ms();
-        trit_train_step_info info = {.steps = c->steps, .val_loss = NAN, .accuracy = NAN, .lr = lr};
-        s = train_step(t, lr, hooks, &info);
+        trit_train_step_info info = {.steps = c->steps, .val_loss = NAN, .accuracy = NAN};
+        s = trit_trainer_step(t, hooks, &info);
         if (s != TRIT_OK) break;
         double ms = now_ms() - t0;
         clk.interval_ms += ms;

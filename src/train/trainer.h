@@ -29,6 +29,12 @@ typedef struct trainer {
     int64_t skip_streak;     // skipped steps in a row, ending the run at --max-skips
     uint8_t *tern_codes;     // --terngrad: the wire form of the largest gradient
     float *tern_scales;      // and its scales
+    // --init-from RUN (a fresh run only): RUN's model as trained and its tokenizer, held from
+    // before the config is resolved until the new model has taken the weights.
+    bool init;
+    trit_gpt *init_model;
+    trit_tokenizer *init_tok;
+    int64_t init_step;       // the step RUN's weights were saved at
     FILE *metrics;
     // Files and directory a fresh run made before it failed in setup, removed on failure.
     bool made_dir;
@@ -37,9 +43,33 @@ typedef struct trainer {
 } trainer;
 
 trit_status trit_trainer_setup(trainer *t, const trit_train_config *cfg);
+// A trainer over tokens the caller gives (`trit bench`): no run directory, tokenizer, validation
+// data or metrics; the model is `model` (its seq_len must be cfg's --seq) and everything else
+// comes from cfg as a run would resolve it. The trainer owns `train` from the call on, also on
+// failure; free it with trit_trainer_free(t, false).
+trit_status trit_trainer_setup_tokens(trainer *t, const trit_train_config *cfg, const trit_gpt_config *model,
+                                      trit_data *train);
 void trit_trainer_free(trainer *t, bool failed);
 // Path of a file of the run directory (static buffer per call site is not used: caller's buf).
 trit_status trit_trainer_path(const trainer *t, const char *name, char *buf, size_t n);
+
+// --init-from (trainer_init.c). Before the config is resolved: loads RUN's model as trained and
+// its tokenizer, and sets cfg's architecture from RUN (a flag given with another value is an
+// error naming both). Nothing is written.
+trit_status trit_trainer_init_load(trainer *t, trit_train_config *cfg);
+// The run's tokenizer `tok` (the data's, or the task's) must be RUN's; `what` names it.
+trit_status trit_trainer_init_check_tokenizer(const trainer *t, const trit_tokenizer *tok, const char *what);
+// The new run's --out must not be RUN itself (checked once the config is resolved).
+trit_status trit_trainer_init_check_out(const trainer *t);
+// Copies RUN's weights into t->model (built from the resolved config) and drops RUN's model.
+trit_status trit_trainer_init_weights(trainer *t);
+
+// One optimizer step, the one every run takes: --total-batch-tokens / (B T) micro-batches of
+// forward and backward (the loss scaled when a scaler is on), the skip of a non-finite step,
+// clipping or the gradient norm, AdamW at the scheduled learning rate (and the two-stage weight
+// decay). Fills loss, lr, grad_norm, loss_scale, skipped and was_skipped of *info; t->step
+// advances by one, also for a skipped step.
+trit_status trit_trainer_step(trainer *t, const trit_train_hooks *hooks, trit_train_step_info *info);
 
 // Fill the graph inputs with micro-batch `batch` (training data, or validation batch `batch`).
 void trit_trainer_fill(trainer *t, int64_t batch, bool validation);

@@ -98,7 +98,10 @@ static trit_status setup_prepared(trainer *t) {
                           "made by `trit prepare`", t->cfg.data, TRIT_CKPT_TOKENIZER);
     t->tok = trit_tokenizer_load(tok_path);
     if (!t->tok) return TRIT_ERR_FORMAT;
-    s = open_shards(t, t->cfg.data);
+    char what[TRIT_PATH_MAX + 48];
+    snprintf(what, sizeof what, "'%s'", tok_path);
+    s = trit_trainer_init_check_tokenizer(t, t->tok, what);
+    if (s == TRIT_OK) s = open_shards(t, t->cfg.data);
     if (s == TRIT_OK && !t->resumed) s = make_run_dir(t);
     if (s == TRIT_OK && !t->resumed) {
         char dst[TRIT_PATH_MAX + 32];
@@ -107,6 +110,15 @@ static trit_status setup_prepared(trainer *t) {
         if (s == TRIT_OK) note_made(t, dst);
     }
     return s;
+}
+
+// --init-from: the text tokenized with RUN's tokenizer.
+static trit_status prepare_with_run_tokenizer(trainer *t, trit_prepare_result *pr) {
+    trit_status s = trit_prepare_text_with(t->cfg.data, t->init_tok, t->cfg.val_fraction, t->cfg.out, pr);
+    if (s == TRIT_OK) return s;
+    char why[768];
+    snprintf(why, sizeof why, "%s", trit_last_error());
+    return trit_error(s, "--data '%s' with the tokenizer of --init-from '%s': %s", t->cfg.data, t->cfg.init_from, why);
 }
 
 // Text from a file: a fresh run tokenizes it into the run directory; a resume reuses that.
@@ -118,7 +130,9 @@ static trit_status setup_text_file(trainer *t) {
         if (s == TRIT_OK && exists(state)) return make_run_dir(t);  // the "already a run" error
         bool had_dir = is_dir(t->cfg.out);
         trit_prepare_result pr;
-        if (s == TRIT_OK)
+        if (s == TRIT_OK && t->init)
+            s = prepare_with_run_tokenizer(t, &pr);
+        else if (s == TRIT_OK)
             s = trit_prepare_text(t->cfg.data, (trit_tokenizer_kind)t->cfg.tokenizer, t->cfg.vocab,
                                   t->cfg.val_fraction, t->cfg.out, &pr);
         if (s != TRIT_OK) return s;
@@ -143,8 +157,10 @@ static trit_status setup_addition(trainer *t) {
     if (t->resumed) {
         t->tok = trit_tokenizer_load(tok_path);
     } else {
-        s = make_run_dir(t);
-        if (s == TRIT_OK && (t->tok = trit_addition_tokenizer()) != NULL) {
+        t->tok = trit_addition_tokenizer();
+        if (t->tok) s = trit_trainer_init_check_tokenizer(t, t->tok, "the addition task's tokenizer");
+        if (s == TRIT_OK && t->tok) s = make_run_dir(t);
+        if (s == TRIT_OK && t->tok) {
             s = trit_tokenizer_save(t->tok, tok_path);
             if (s == TRIT_OK) note_made(t, tok_path);
         }
@@ -188,7 +204,8 @@ static trit_status apply_precision(trainer *t) {
     return s;
 }
 
-static trit_status setup_model(trainer *t) {
+// The model a fresh run builds: the flags' architecture and the tokenizer's vocabulary.
+static trit_gpt_config model_config(const trainer *t) {
     const trit_train_config *c = &t->cfg;
     trit_gpt_config g = trit_gpt_config_default();
     g.vocab_size = trit_tokenizer_vocab_size(t->tok);
@@ -202,13 +219,21 @@ static trit_status setup_model(trainer *t) {
     g.mlp = (trit_mlp_kind)c->mlp;
     g.pos = (trit_pos_kind)c->pos;
     g.subln = c->subln != 0;
+    return g;
+}
+
+// The model of config g, its training graph, the optimizer and the schedule.
+static trit_status setup_model(trainer *t, const trit_gpt_config *gc) {
+    const trit_train_config *c = &t->cfg;
+    const trit_gpt_config g = *gc;
     if (t->train && trit_data_max_token(t->train) > g.vocab_size)
         return trit_error(TRIT_ERR_FORMAT, "the training shard holds token ids up to %d but the tokenizer "
                           "has %lld tokens: shards and tokenizer.bin come from different runs of `trit "
                           "prepare`", trit_data_max_token(t->train) - 1, (long long)g.vocab_size);
     t->model = trit_gpt_new(&g, (uint64_t)c->seed);
     if (!t->model) return TRIT_ERR_INVALID;
-    trit_status s = apply_precision(t);
+    trit_status s = t->init_model ? trit_trainer_init_weights(t) : TRIT_OK;
+    if (s == TRIT_OK) s = apply_precision(t);
     if (s == TRIT_OK) s = trit_train_set_qat(t->model, c);
     if (s == TRIT_OK) s = trit_gpt_build_train(t->model, c->batch, t->T, &t->gg);
     if (s != TRIT_OK) return s;
@@ -262,21 +287,51 @@ trit_status trit_trainer_setup(trainer *t, const trit_train_config *cli) {
     trit_train_config cfg = *cli;
     trit_status s = TRIT_OK;
     t->resumed = cli->resume[0] != 0;
+    if (t->resumed && cli->init_from[0])
+        return trit_error(TRIT_ERR_INVALID, "--init-from starts a new run from another run's weights and --resume "
+                          "continues a run: pass one of them");
     if (t->resumed) s = resume_config(cli, &cfg);
     if (s == TRIT_OK && t->resumed) remove_stale_temps(cli->resume);
+    // A resumed run's saved --init-from is history: its weights come from its own checkpoint.
+    if (s == TRIT_OK && !t->resumed && cfg.init_from[0]) s = trit_trainer_init_load(t, &cfg);
     if (s == TRIT_OK) s = trit_train_config_resolve(&cfg);
     if (s != TRIT_OK) return s;
     t->cfg = cfg;
     t->task = trit_train_config_task(&cfg);
     trit_threads_set((int)cfg.threads);
-    s = setup_data(t);
-    if (s == TRIT_OK) s = setup_model(t);
+    s = trit_trainer_init_check_out(t);
+    if (s == TRIT_OK) s = setup_data(t);
+    if (s == TRIT_OK) {
+        const trit_gpt_config g = model_config(t);
+        s = setup_model(t, &g);
+    }
     if (s == TRIT_OK && t->resumed) s = restore(t);
     if (s == TRIT_OK) {
         t->metrics = trit_metrics_open(cfg.out, t->resumed ? t->step : -1);
         if (!t->metrics) s = TRIT_ERR_IO;
     }
     return s;
+}
+
+trit_status trit_trainer_setup_tokens(trainer *t, const trit_train_config *cfg, const trit_gpt_config *model,
+                                      trit_data *train) {
+    memset(t, 0, sizeof *t);
+    t->train = train;
+    if (!cfg || !model || !train) return trit_error(TRIT_ERR_INVALID, "trit_trainer_setup_tokens: NULL argument");
+    trit_train_config c = *cfg;
+    // The tokens are the caller's: data only names them (and makes this a text run, not the task).
+    if (!c.data[0]) snprintf(c.data, sizeof c.data, "(tokens in memory)");
+    trit_status s = trit_train_config_resolve(&c);
+    if (s != TRIT_OK) return s;
+    if (c.seq != model->seq_len || trit_data_seq_len(train) != c.seq)
+        return trit_error(TRIT_ERR_INVALID, "trit_trainer_setup_tokens: --seq %lld, the model's context %lld and the "
+                          "data's windows of %lld tokens must agree", (long long)c.seq, (long long)model->seq_len,
+                          (long long)trit_data_seq_len(train));
+    t->cfg = c;
+    t->task = TRIT_TASK_TEXT;
+    t->T = c.seq;
+    trit_threads_set((int)c.threads);
+    return setup_model(t, model);
 }
 
 void trit_trainer_free(trainer *t, bool failed) {
@@ -290,6 +345,8 @@ void trit_trainer_free(trainer *t, bool failed) {
     trit_data_free(t->train);
     trit_data_free(t->val);
     trit_tokenizer_free(t->tok);
+    trit_gpt_free(t->init_model);
+    trit_tokenizer_free(t->init_tok);
     if (failed && !t->resumed) {
         for (int i = 0; i < t->n_made; i++) unlink(t->made[i]);
         if (t->made_dir) {

@@ -137,6 +137,8 @@ static void test_flag_ranges(void **state) {
     expect(RUN("bench", "--warmup", "-1"), 2, NULL, "--warmup must be in [0, 1000000], got -1");
     expect(RUN("bench", "--threads", "-1"), 2, NULL, "--threads must be in [0, 4096], got -1");
     expect(RUN("bench", "--decode", "--kv-cache", "bf16"), 2, NULL, "--kv-cache expects f32 or f16, got 'bf16'");
+    expect(RUN("bench", "--accum", "0"), 2, NULL, "--accum must be in [1, 1024], got 0");
+    expect(RUN("bench", "--decode", "--accum", "2"), 2, NULL, "--accum times training steps: leave it out with --decode");
     expect(RUN("sample", "--ckpt", out, "--kv-cache", "f8"), 2, NULL, "--kv-cache expects f32 or f16, got 'f8'");
     expect(RUN("bench", "--decode", "--config", "baby", "--format", "int8", "--kv-cache", "f16", "--tokens", "8",
                "--threads", "1", "--json"),
@@ -321,6 +323,34 @@ static void test_addition_default(void **state) {
     expect(RUN("info", out), 0, "addition task", NULL);
 }
 
+// The run header's size is the parameters' real bytes: 2 a parameter for bf16 weights without
+// master copies, 4 for fp32 ones.
+static void test_header_bytes(void **state) {
+    (void)state;
+    const char *precision[2] = {"fp32", "bf16"}, *master[2] = {"on", "off"};
+    for (int k = 0; k < 2; k++) {
+        char out[700];
+        path(out, sizeof out, k ? "header-bf16" : "header-fp32");
+        cli_result r = RUN("train", "--data", corpus, "--out", out, "--layers", "1", "--heads", "2", "--dim", "32",
+                           "--seq", "16", "--batch", "2", "--steps", "1", "--eval-batches", "1", "--sample-tokens",
+                           "0", "--threads", "1", "--precision", precision[k], "--master-weights", master[k]);
+        assert_int_equal(r.code, 0);
+        const char *line = strstr(r.out, "model: ");
+        assert_non_null(line);
+        const char *at = strstr(line, "vocab ");
+        long long vocab = 0, n = 0;
+        double mb = 0;
+        assert_non_null(at);
+        assert_int_equal(sscanf(at, "vocab %lld: %lld parameters (%lf MB)", &vocab, &n, &mb), 3);
+        char want[32], got[32];
+        snprintf(want, sizeof want, "%.2f", (double)n * (k ? 2.0 : 4.0) / 1e6);
+        snprintf(got, sizeof got, "%.2f", mb);
+        if (strcmp(want, got) != 0) fail_msg("%s: %lld parameters shown as %s MB, want %s", precision[k], n, got, want);
+        cli_free(&r);
+        tfile_rm_rf(out);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_help),
@@ -333,6 +363,7 @@ int main(void) {
         cmocka_unit_test(test_corrupt_safetensors),
         cmocka_unit_test(test_sigint_sigterm),
         cmocka_unit_test(test_addition_default),
+        cmocka_unit_test(test_header_bytes),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

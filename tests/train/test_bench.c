@@ -14,11 +14,14 @@
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "trit/bench.h"
+#include "trit/io.h"
 
 #include "sanitizer.h"
+#include "scratch.h"
 
 // Mid-size: 3.4M parameters, a 76 MB arena; the report's items are far above the few MB the
 // program and its libraries take, so 10% is a fair bound. One step takes well under a second.
@@ -152,6 +155,88 @@ static void test_json_line(void **state) {
     assert_non_null(strstr(buf, "\"precision\": \"bf16\""));
 }
 
+typedef struct losses {
+    double loss[16], scale[16];
+} losses;
+
+static void record_step(void *ctx, const trit_train_step_info *info) {
+    losses *l = ctx;
+    assert_true(info->step >= 1 && info->step < 16);
+    l->loss[info->step] = info->loss;
+    l->scale[info->step] = info->loss_scale;
+}
+
+// bench's step is the trainer's: its losses equal those of trit_train_run with the config bench
+// fills, on bench's tokens written as a shard, bit for bit, with fp16's loss scaler, gradient
+// accumulation and dropout in play (and in fp32 without them).
+static void test_step_is_the_trainers(void **state) {
+    (void)state;
+    trit_bench_config c = {.name = "tiny", .batch = 2};
+    c.model = trit_gpt_config_default();
+    c.model.n_layer = 1, c.model.n_head = 2, c.model.n_embd = 16, c.model.seq_len = 8, c.model.vocab_size = 32;
+    const struct {
+        trit_precision p;
+        int64_t accum;
+        double dropout;
+    } cases[] = {{TRIT_PRECISION_FP16, 2, 0.1}, {TRIT_PRECISION_FP32, 1, 0}};
+    for (int k = 0; k < 2; k++) {
+        c.model.dropout = cases[k].dropout;
+        trit_bench_options o = {.steps = 4, .warmup = 1, .accum = cases[k].accum, .threads = 1, .seed = 3,
+                                .precision = cases[k].p};
+        trit_bench_result r;
+        assert_int_equal(trit_bench_run(&c, &o, &r), TRIT_OK);
+        assert_int_equal(r.accum, cases[k].accum);
+        assert_true(fabs(r.tokens_per_s - 16.0 * (double)r.accum / (r.ms_median / 1e3)) < 1e-6 * r.tokens_per_s);
+
+        // The same tokens as a `trit prepare` directory: a character tokenizer of 32 tokens.
+        char dir[512], path[600];
+        tfile_mkdtemp(dir, sizeof dir, "bench-step");
+        uint16_t *tok16 = NULL;
+        int64_t n = 0;
+        assert_int_equal(trit_bench_tokens(&c, o.seed, &tok16, &n), TRIT_OK);
+        int32_t *tok = malloc((size_t)n * sizeof *tok);
+        assert_non_null(tok);
+        for (int64_t i = 0; i < n; i++) tok[i] = tok16[i];
+        free(tok16);
+        snprintf(path, sizeof path, "%s/train.bin", dir);
+        assert_int_equal(trit_shard_write(path, tok, n), TRIT_OK);
+        snprintf(path, sizeof path, "%s/val.bin", dir);
+        assert_int_equal(trit_shard_write(path, tok, n), TRIT_OK);
+        free(tok);
+        char alphabet[32];
+        for (int i = 0; i < 32; i++) alphabet[i] = (char)('A' + i);
+        trit_tokenizer *t = trit_tokenizer_train_char(alphabet, sizeof alphabet);
+        assert_non_null(t);
+        assert_int_equal(trit_tokenizer_vocab_size(t), 32);
+        snprintf(path, sizeof path, "%s/tokenizer.bin", dir);
+        assert_int_equal(trit_tokenizer_save(t, path), TRIT_OK);
+        trit_tokenizer_free(t);
+
+        trit_train_config tc;
+        trit_bench_train_config(&c, &o, &tc);
+        snprintf(tc.data, sizeof tc.data, "%s", dir);
+        snprintf(tc.out, sizeof tc.out, "%s/run", dir);
+        tc.eval_every = 0, tc.eval_batches = 1, tc.ckpt_every = 0;
+        losses l;
+        memset(&l, 0, sizeof l);
+        trit_train_hooks h = {.on_step = record_step, .ctx = &l};
+        trit_train_result res;
+        if (trit_train_run(&tc, &h, &res) != TRIT_OK) fail_msg("train: %s", trit_last_error());
+        assert_int_equal(res.step, 5);
+        // Step 1 was bench's warmup: its timed steps are 2..5.
+        if (memcmp(&l.loss[2], &r.loss_first, sizeof(double)) != 0 || memcmp(&l.loss[5], &r.loss_last, sizeof(double)))
+            fail_msg("%s: bench losses %.17g .. %.17g, trainer %.17g .. %.17g", trit_precision_name(o.precision),
+                     r.loss_first, r.loss_last, l.loss[2], l.loss[5]);
+        if (o.precision == TRIT_PRECISION_FP16) {
+            assert_true(r.loss_scale == 65536.0 && l.scale[5] == r.loss_scale);  // the scaler ran in both
+        } else {
+            assert_true(isnan(r.loss_scale) && isnan(l.scale[5]));
+        }
+        assert_int_equal(r.skipped, 0);
+        tfile_rm_rf(dir);
+    }
+}
+
 // Once OpenMP has started workers here, a forked child would hang: the isolated run refuses.
 static void test_isolation_refused_after_threads(void **state) {
     (void)state;
@@ -176,6 +261,7 @@ int main(void) {
         cmocka_unit_test(test_bad_options),
         cmocka_unit_test(test_flops_formula),
         cmocka_unit_test(test_json_line),
+        cmocka_unit_test(test_step_is_the_trainers),
         cmocka_unit_test(test_isolation_refused_after_threads),  // last: it starts threads
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <cjson/cJSON.h>
 #include <math.h>
 
 #include "train_fixture.h"
@@ -130,11 +131,48 @@ static void test_resume_merge(void **state) {
     assert_non_null(strstr(trit_last_error(), "pass --layers 4"));
 }
 
+// A flag whose default differs for the addition task says so in its help, with the task's
+// value after "task" (as "--layers ... (4; task 2)"); --seq gives its rule instead of a number.
+static void test_help_names_task_defaults(void **state) {
+    (void)state;
+    trit_train_config text, task;
+    trit_train_config_init(&text);
+    trit_train_config_init(&task);
+    assert_int_equal(trit_train_config_set(&text, "data", "x.txt"), TRIT_OK);
+    assert_int_equal(trit_train_config_resolve(&text), TRIT_OK);
+    assert_int_equal(trit_train_config_resolve(&task), TRIT_OK);
+    char *jt = trit_train_config_to_json(&text), *ja = trit_train_config_to_json(&task);
+    cJSON *a = cJSON_Parse(jt), *b = cJSON_Parse(ja);
+    assert_non_null(a);
+    assert_non_null(b);
+    int differ = 0;
+    for (const trit_train_flag *f = trit_train_flags(); f->name; f++) {
+        const cJSON *x = cJSON_GetObjectItemCaseSensitive(a, f->name), *y = cJSON_GetObjectItemCaseSensitive(b, f->name);
+        if (!y || !cJSON_IsString(y) || (x && cJSON_IsString(x) && strcmp(x->valuestring, y->valuestring) == 0)) continue;
+        if (strcmp(f->name, "data") == 0 || strcmp(f->name, "total-batch-tokens") == 0) continue;  // B*T in both
+        differ++;
+        const char *at = strstr(f->help, "task");
+        if (!at) fail_msg("--%s: the task's default %s is not in its help '%s'", f->name, y->valuestring, f->help);
+        if (strcmp(f->name, "seq") == 0) continue;
+        char value[64];
+        char *end = NULL;
+        double v = strtod(y->valuestring, &end);
+        snprintf(value, sizeof value, "%s", y->valuestring);
+        if (end && *end == 0) snprintf(value, sizeof value, "%g", v);
+        if (!strstr(at, value)) fail_msg("--%s: help '%s' does not give the task's default %s", f->name, f->help, value);
+    }
+    assert_true(differ >= 8);  // layers, seq, batch, steps, beta2, threads, out, ...
+    cJSON_Delete(a);
+    cJSON_Delete(b);
+    free(jt);
+    free(ja);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_defaults),        cmocka_unit_test(test_flag_parsing),
         cmocka_unit_test(test_ranges),          cmocka_unit_test(test_json_round_trip),
-        cmocka_unit_test(test_resume_merge),
+        cmocka_unit_test(test_resume_merge),    cmocka_unit_test(test_help_names_task_defaults),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

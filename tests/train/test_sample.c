@@ -1,7 +1,7 @@
 // The sampler: greedy is argmax (lowest id on ties), temperature sharpens, top-k and top-p
 // keep exactly the tokens they should, draws follow softmax(logits / T) (a chi-square check on
-// 20000 draws), and a seed fixes the sequence. Generation through the KV cache is checked
-// against picking from the logits of full recomputation.
+// 20000 draws), and a seed fixes the sequence. Generation through the KV cache, sampled and
+// greedy (the one decode loop), is checked against picking from the logits of full recomputation.
 #define _GNU_SOURCE
 #include <setjmp.h>
 #include <stdarg.h>
@@ -149,6 +149,80 @@ static void test_generate_matches_recompute(void **state) {
     trit_gpt_free(m);
 }
 
+static int32_t argmax_of(const float *logits, int64_t n) {
+    int64_t best = 0;
+    for (int64_t i = 1; i < n; i++)
+        if (logits[i] > logits[best]) best = i;
+    return (int32_t)best;
+}
+
+typedef struct seen {
+    int32_t tok[32];
+    int64_t n;
+} seen;
+
+static void see(void *ctx, int64_t i, int32_t token) {
+    seen *s = ctx;
+    assert_int_equal(i, s->n);
+    s->tok[s->n++] = token;
+}
+
+// The one greedy decode loop: each token is the argmax of a fresh decode of the window the
+// cache holds before it, with a prompt longer than the context (fed as the window restarts
+// leave) and generation past the context; sampling at temperature 0 goes the same way, and the
+// loop reports each token once, in order.
+static void test_greedy_decode_matches_recompute(void **state) {
+    (void)state;
+    trit_gpt_config g = trit_gpt_config_default();
+    g.vocab_size = 11, g.seq_len = 8, g.n_layer = 1, g.n_head = 2, g.n_embd = 16;
+    trit_gpt *m = trit_gpt_new(&g, 5);
+    assert_non_null(m);
+    trit_gpt_cache *cache = trit_gpt_cache_new(m), *fresh = trit_gpt_cache_new(m);
+    assert_non_null(cache);
+    assert_non_null(fresh);
+    float logits[11], check[11];
+    enum { P = 10, N = 20 };
+    int32_t hist[P + N], out[N];
+    for (int i = 0; i < P; i++) hist[i] = (int32_t)((i * 7 + 3) % 11);
+    seen s = {.n = 0};
+    const trit_decode_fns fns = {NULL, see, &s};
+    assert_int_equal(trit_decode_tokens(m, cache, hist, P, N, &fns, out, logits), TRIT_OK);
+    assert_int_equal(s.n, N);
+    assert_memory_equal(s.tok, out, sizeof out);
+    memcpy(hist + P, out, sizeof out);
+    int64_t start = 0, keep = g.seq_len / 2 - 1;
+    for (int64_t j = 0; j < P + N - 1; j++) {
+        if (j - start >= g.seq_len) start = j - keep;
+        if (j < P - 1) continue;  // the first pick follows the prompt's last token
+        trit_gpt_cache_reset(fresh);
+        for (int64_t k = start; k <= j; k++) assert_int_equal(trit_gpt_decode(m, fresh, hist[k], check), TRIT_OK);
+        assert_int_equal(argmax_of(check, 11), out[j - P + 1]);
+    }
+    assert_true(start > 0);  // the context did fill up
+
+    int32_t again[N];
+    assert_int_equal(trit_greedy_decode(m, cache, hist, P, N, again, logits), TRIT_OK);
+    assert_memory_equal(again, out, sizeof out);
+    trit_sample_config sc = {0, 0, 1, 1, N, TRIT_F32};
+    int64_t n = 0;
+    assert_int_equal(trit_generate(m, hist, P, &sc, again, &n, NULL, NULL), TRIT_OK);
+    assert_int_equal(n, N);
+    assert_memory_equal(again, out, sizeof out);
+
+    // No tokens: the prompt is fed and the logits are those after its last token.
+    assert_int_equal(trit_greedy_decode(m, cache, hist, 3, 0, NULL, logits), TRIT_OK);
+    trit_gpt_cache_reset(fresh);
+    for (int k = 0; k < 3; k++) assert_int_equal(trit_gpt_decode(m, fresh, hist[k], check), TRIT_OK);
+    for (int v = 0; v < 11; v++) assert_float_equal(logits[v], check[v], 1e-5);
+    // Bad input is reported.
+    assert_int_equal(trit_greedy_decode(m, cache, hist, 0, 1, out, logits), TRIT_ERR_INVALID);
+    hist[0] = 11;
+    assert_int_equal(trit_greedy_decode(m, cache, hist, 2, 1, out, logits), TRIT_ERR_RANGE);
+    trit_gpt_cache_free(fresh);
+    trit_gpt_cache_free(cache);
+    trit_gpt_free(m);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_greedy),
@@ -156,6 +230,7 @@ int main(void) {
         cmocka_unit_test(test_top_k_and_top_p),
         cmocka_unit_test(test_seed_fixes_draws),
         cmocka_unit_test(test_generate_matches_recompute),
+        cmocka_unit_test(test_greedy_decode_matches_recompute),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
