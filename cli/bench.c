@@ -42,7 +42,9 @@ static void usage(FILE *fp) {
             "                  ternary), or a comma list of those (default groups); --tokens N\n"
             "                  prompt and generated tokens each (128); --kv-cache f32 (default)\n"
             "                  or f16 keys and values; --json: config, format, kv_cache,\n"
-            "                  decode_tokens_per_s, prefill_tokens_per_s, weight_bytes, threads\n");
+            "                  decode_tokens_per_s, prefill_tokens_per_s, weight_bytes, peak_rss_bytes\n"
+            "                  (each format's model is made decode-only, its quantized matrices a\n"
+            "                  few rows at a time, so the peak is what decoding holds), threads\n");
 }
 
 typedef struct bench_args {
@@ -219,10 +221,10 @@ static int run_decode(const bench_args *a) {
     trit_gpt_config cfg;
     if (trit_bench_decode_config(a->config, &cfg) != TRIT_OK) return cli_fail("bench", CLI_USAGE);
     if (!a->json)
-        printf("decode: %s (L=%lld H=%lld C=%lld T=%lld V=%lld), batch 1, %s KV cache\n%-9s %12s %12s %10s %8s\n",
+        printf("decode: %s (L=%lld H=%lld C=%lld T=%lld V=%lld), batch 1, %s KV cache\n%-9s %12s %12s %10s %8s %8s\n",
                a->config, (long long)cfg.n_layer, (long long)cfg.n_head, (long long)cfg.n_embd, (long long)cfg.seq_len,
                (long long)cfg.vocab_size, trit_dtype_name(a->kv_cache), "format", "prefill t/s", "decode t/s",
-               "weight MB", "threads");
+               "weight MB", "peak MB", "threads");
     for (char *f = strtok_r(list, ",", &save); f; f = strtok_r(NULL, ",", &save)) {
         trit_decode_result r;
         if (trit_bench_decode(a->config, f, a->kv_cache, a->tokens, (int)a->threads, &r) != TRIT_OK)
@@ -232,8 +234,8 @@ static int run_decode(const bench_args *a) {
             trit_bench_decode_json(&r, line, sizeof line);
             printf("%s\n", line);
         } else {
-            printf("%-9s %12.1f %12.1f %10.1f %8d\n", r.format, r.prefill_tokens_per_s, r.decode_tokens_per_s,
-                   (double)r.weight_bytes / 1e6, r.threads);
+            printf("%-9s %12.1f %12.1f %10.1f %8.1f %8d\n", r.format, r.prefill_tokens_per_s, r.decode_tokens_per_s,
+                   (double)r.weight_bytes / 1e6, (double)r.peak_rss_bytes / 1e6, r.threads);
         }
         fflush(stdout);
     }

@@ -59,6 +59,9 @@ void trit_memory_report_print(const trit_memory_report *r, const char *prefix, F
 // Peak resident set size of this process so far (VmHWM of /proc/self/status, else
 // getrusage ru_maxrss); 0 when neither is available.
 size_t trit_peak_rss_bytes(void);
+// Starts the peak over from the current resident set (Linux's /proc/self/clear_refs), so a later
+// trit_peak_rss_bytes covers only what follows; false where the system does not allow it.
+bool trit_peak_rss_reset(void);
 
 // ---- named configs -----------------------------------------------------------------------------
 
@@ -157,7 +160,10 @@ typedef struct trit_decode_result {
     double decode_tokens_per_s;   // batch 1 with the KV cache, greedy
     double prefill_tokens_per_s;  // the prompt, fed through trit_gpt_prefill
     int64_t prompt_tokens, decode_tokens, params;
-    size_t weight_bytes;          // the model's tensors as decoded from (codes + scales when quantized)
+    size_t weight_bytes;          // the weights as the decoder holds them (panels, codes + scales, f32)
+    size_t peak_rss_bytes;        // the process's peak resident set while this format ran: its model,
+                                  // made decode-only, cache and scratch (since the format started
+                                  // where the system lets the peak be reset, else since the start)
     int threads;
 } trit_decode_result;
 

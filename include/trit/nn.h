@@ -105,6 +105,10 @@ const trit_tensor *trit_gpt_quantized(const trit_gpt *m, int i);  // NULL when n
 // QAT must be frozen first.
 trit_status trit_gpt_make_decode_only(trit_gpt *m);
 bool trit_gpt_decode_only(const trit_gpt *m);
+// Bytes of the weights as the model holds them for decoding: panels (codes and scales), other
+// quantized copies with their scales, f32 values (of a decode-only model: only what no kernel
+// multiplies by codes, and codes no kernel takes, decoded once).
+size_t trit_gpt_weight_bytes(const trit_gpt *m);
 // Quantization-aware training: graphs built from now on fake-quantize every matrix inside the
 // blocks with `weights` and the input of each of those matmuls with `acts` (either NULL: off;
 // the spec is copied). The head and embeddings stay in full precision.

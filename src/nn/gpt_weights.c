@@ -263,3 +263,17 @@ trit_status trit_gpt_make_decode_only(trit_gpt *m) {
 }
 
 bool trit_gpt_decode_only(const trit_gpt *m) { return m && m->dec; }
+
+size_t trit_gpt_weight_bytes(const trit_gpt *m) {
+    size_t b = 0;
+    const gpt_weights *w = m ? m->dec : NULL;
+    for (int i = 0; m && i < m->n_tensors; i++) {
+        const trit_tensor *t = m->tensors[i], *q = m->quantized ? m->quantized[i] : NULL;
+        const trit_qpanels *p = w && w->panels && w->panels[i].codes ? &w->panels[i] : NULL;
+        if (p) b += (size_t)p->panels * p->panel_bytes + sizeof(float) * (size_t)(p->panels * (p->K / p->G) * TRIT_QPANEL_ROWS);
+        else if (q) b += trit_tensor_nbytes(q) + trit_quant_info_bytes(q->quant);
+        if (t->data && !q) b += trit_tensor_nbytes(t);
+        if (w && w->f32 && w->f32[i]) b += sizeof(float) * (size_t)trit_tensor_numel(t);
+    }
+    return b;
+}

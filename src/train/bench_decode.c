@@ -71,17 +71,11 @@ trit_status trit_bench_decode(const char *config, const char *format, trit_dtype
     r->kv_cache = kv;
     if (threads > 0) trit_threads_set(threads);
     r->threads = trit_threads_get();
-    trit_gpt *m = trit_gpt_new(&c, 1);
-    if (!m) return TRIT_ERR_NOMEM;
-    trit_quantize_report rep;
-    if (dt != TRIT_F32) {
-        const trit_quant_spec spec = trit_quant_spec_default(dt);
-        s = trit_gpt_quantize(m, &spec, TRIT_QUANTIZE_BLOCKS, &rep);
-    }
-    if (s == TRIT_OK && ht != TRIT_F32) {
-        const trit_quant_spec spec = trit_quant_spec_default(ht);
-        s = trit_gpt_quantize(m, &spec, TRIT_QUANTIZE_EMBEDDING, &rep);
-    }
+    // Decode-only, made a piece at a time: the peak is what decoding holds, never the f32 model.
+    trit_peak_rss_reset();
+    const trit_quant_spec bs = trit_quant_spec_default(dt), hs = trit_quant_spec_default(ht);
+    trit_gpt *m = trit_gpt_new_quantized(&c, 1, dt != TRIT_F32 ? &bs : NULL, ht != TRIT_F32 ? &hs : NULL);
+    if (!m) return trit_error(TRIT_ERR_NOMEM, "decode bench: cannot make the %s model: %s", format, trit_last_error());
     float *logits = trit_aligned_alloc(sizeof(float) * (size_t)c.vocab_size);
     trit_gpt_cache *k = s == TRIT_OK && logits ? trit_gpt_cache_new_kv(m, kv) : NULL;
     if (s == TRIT_OK && !k) s = logits ? TRIT_ERR_NOMEM : trit_error(TRIT_ERR_NOMEM, "decode bench: out of memory");
@@ -109,7 +103,8 @@ trit_status trit_bench_decode(const char *config, const char *format, trit_dtype
     free(prompt_tokens);
     r->prompt_tokens = prompt, r->decode_tokens = gen;
     r->params = trit_gpt_num_params(m);
-    r->weight_bytes = trit_gpt_stored_bytes(m);
+    r->weight_bytes = trit_gpt_weight_bytes(m);
+    r->peak_rss_bytes = trit_peak_rss_bytes();
     trit_gpt_cache_free(k);
     trit_aligned_free(logits);
     trit_gpt_free(m);
@@ -119,7 +114,7 @@ trit_status trit_bench_decode(const char *config, const char *format, trit_dtype
 int trit_bench_decode_json(const trit_decode_result *r, char *buf, size_t n) {
     return snprintf(buf, n,
                     "{\"config\":\"%s\",\"format\":\"%s\",\"kv_cache\":\"%s\",\"decode_tokens_per_s\":%.2f,"
-                    "\"prefill_tokens_per_s\":%.2f,\"weight_bytes\":%zu,\"threads\":%d}",
+                    "\"prefill_tokens_per_s\":%.2f,\"weight_bytes\":%zu,\"peak_rss_bytes\":%zu,\"threads\":%d}",
                     r->config, r->format, trit_dtype_name(r->kv_cache), r->decode_tokens_per_s, r->prefill_tokens_per_s,
-                    r->weight_bytes, r->threads);
+                    r->weight_bytes, r->peak_rss_bytes, r->threads);
 }

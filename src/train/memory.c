@@ -108,6 +108,13 @@ void trit_memory_report_print(const trit_memory_report *r, const char *prefix, F
             (double)(r->arena - r->param_copies) / 1e6, (double)r->activations / 1e6);
 }
 
+bool trit_peak_rss_reset(void) {
+    FILE *f = fopen("/proc/self/clear_refs", "w");  // "5": reset the peak resident set size (Linux 4.0)
+    if (!f) return false;
+    const bool ok = fputs("5", f) >= 0;
+    return fclose(f) == 0 && ok;
+}
+
 size_t trit_peak_rss_bytes(void) {
     FILE *f = fopen("/proc/self/status", "r");
     if (f) {
