@@ -80,7 +80,7 @@ int trit_cli_eval(int argc, char **argv) {
     int bad = cli_check_ckpt_args("eval", argc, argv, ckpt);
     if (bad) return bad;
     trit_threads_set((int)threads);
-    trit_gpt *m = trit_checkpoint_load_as_trained(ckpt, NULL);
+    trit_gpt *m = decoder ? trit_checkpoint_load_decoding(ckpt, NULL) : trit_checkpoint_load_as_trained(ckpt, NULL);
     if (!m) return cli_fail("eval", CLI_FAIL);
     int64_t ctx = trit_gpt_get_config(m)->seq_len;
     if (T == 0) T = ctx;

@@ -81,7 +81,7 @@ int trit_cli_sample(int argc, char **argv) {
     if (trit_sample_config_check(&sc) != TRIT_OK) return cli_fail("sample", CLI_USAGE);
     sc.seed = (uint64_t)seed;
     trit_threads_set((int)threads);
-    trit_gpt *m = trit_checkpoint_load_as_trained(ckpt, NULL);
+    trit_gpt *m = trit_checkpoint_load_decoding(ckpt, NULL);
     if (!m) return cli_fail("sample", CLI_FAIL);
     trit_tokenizer *tok = load_tokenizer(ckpt, tok_file);
     int rc = CLI_OK;

@@ -402,6 +402,10 @@ trit_status trit_train_freeze_qat(trit_gpt *m, const trit_train_config *c);
 // attached. What `trit eval`, `trit sample` and `trit train --init-from` start from. *step
 // (may be NULL) receives the saved step.
 trit_gpt *trit_checkpoint_load_as_trained(const char *path, int64_t *step);
+// The same model to decode only (trit_gpt_make_decode_only): a quantized checkpoint's codes are
+// read as codes (trit_checkpoint_load_decoder), a --qat/--ternary run's latent weights are frozen
+// and then dropped. What `trit sample`, `trit eval --decoder` and `trit bench --decode` decode with.
+trit_gpt *trit_checkpoint_load_decoding(const char *path, int64_t *step);
 
 // ---- export ---------------------------------------------------------------------------------
 

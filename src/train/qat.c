@@ -43,6 +43,21 @@ trit_status trit_train_freeze_qat(trit_gpt *m, const trit_train_config *c) {
     return s;
 }
 
+trit_gpt *trit_checkpoint_load_decoding(const char *path, int64_t *step) {
+    struct stat st;
+    trit_train_config qc;
+    const bool qat = stat(path, &st) == 0 && S_ISDIR(st.st_mode) && trit_train_run_info(path, &qc, NULL) == TRIT_OK &&
+                     qc.qat != TRIT_QAT_OFF;
+    trit_clear_error();
+    if (!qat) return trit_checkpoint_load_decoder(path, step);  // a quantized run's codes are read as codes
+    trit_gpt *m = trit_checkpoint_load_as_trained(path, step);  // latent weights, frozen by the run's rule
+    if (m && trit_gpt_make_decode_only(m) != TRIT_OK) {
+        trit_gpt_free(m);
+        return NULL;
+    }
+    return m;
+}
+
 trit_gpt *trit_checkpoint_load_as_trained(const char *path, int64_t *step) {
     trit_gpt *m = trit_checkpoint_load_model(path, step);
     if (!m) return NULL;
