@@ -154,6 +154,7 @@ typedef struct trit_train_config {
     // running (may change on resume)
     int64_t eval_every, eval_batches, log_every, ckpt_every, sample_tokens;
     int64_t threads;             // 0 = all cores
+    int64_t recompute;           // trit_recompute_policy of the training graph
     int64_t stop_after;          // stop (with a checkpoint) after this step; 0 = run to --steps
     int64_t max_skips;           // end the run after this many skipped steps in a row
     int64_t quiet;               // 1 = no progress lines on stdout

@@ -38,6 +38,7 @@ static const char *const off_on_names[] = {"off", "on", NULL};
 static const char *const rounding_names[] = {"nearest", "stochastic", NULL};
 static const char *const matmul_names[] = {"highest", "high", "medium", NULL};
 static const char *const qat_names[] = {"off", "int8", "int4", "int2", "fp8", "ternary", NULL};
+static const char *const recompute_names[] = {"off", "block", NULL};
 static const char *const schedule_names[] = {"cosine", "two-stage", NULL};
 static const char *const qat_acts_names[] = {"off", "token", NULL};
 
@@ -131,6 +132,9 @@ static const field fields[] = {
     {"ckpt-every", F_INT, K_RUN, OFF(ckpt_every), NULL, "steps between checkpoints, 0 = at the end (500; task 0)", I(0, MAX_STEPS)},
     {"sample-tokens", F_INT, K_RUN, OFF(sample_tokens), NULL, "tokens sampled at each eval, 0 = none (200; task 0)", I(0, 1000000)},
     {"threads", F_INT, K_RUN, OFF(threads), NULL, "threads, 0 = all cores (0; task 1)", I(0, 4096)},
+    {"recompute", F_ENUM, K_RUN, OFF(recompute), recompute_names,
+     "off|block: hold every activation backward reads, or only each block's input and recompute the rest "
+     "of the block in backward (the same bits, less memory) (off)", NONE},
     {"stop-after", F_INT, K_RUN, OFF(stop_after), NULL, "stop with a checkpoint after this step (0 = never)", I(0, MAX_STEPS)},
     {"max-skips", F_INT, K_RUN, OFF(max_skips), NULL,
      "end the run (with a checkpoint) after this many non-finite steps in a row (10)", I(1, 1000000)},
@@ -360,6 +364,7 @@ static void apply_defaults(trit_train_config *c) {
     DEF_I(ckpt_every, task ? 0 : 500);
     DEF_I(sample_tokens, task ? 0 : 200);
     DEF_I(threads, task ? 1 : 0);  // the task's model is too small to gain from more threads
+    DEF_I(recompute, TRIT_RECOMPUTE_NONE);
     DEF_I(stop_after, 0);
     DEF_I(max_skips, 10);
     DEF_I(quiet, 0);

@@ -197,6 +197,7 @@ static trit_status apply_precision(trainer *t) {
     const trit_precision p = (trit_precision)c->precision;
     const trit_compute_policy policy = trit_precision_policy(p, (trit_matmul_precision)c->matmul_precision);
     trit_status s = trit_gpt_set_policy(t->model, &policy);
+    if (s == TRIT_OK) s = trit_gpt_set_recompute(t->model, (trit_recompute_policy)c->recompute);
     if (s == TRIT_OK && !c->master_weights) s = trit_gpt_set_param_dtype(t->model, policy.activation);
     t->use_scaler = p == TRIT_PRECISION_FP16 || c->loss_scale > 0;
     if (s == TRIT_OK && t->use_scaler)

@@ -1,6 +1,6 @@
 // The step-list executor gives the bits the executor before it gave: short training runs of the
-// addition task (a 2-layer GPT; fp32, bf16 and fp16; one micro-batch or three accumulated) at
-// TRIT_CPU=ref on one thread, each
+// addition task (a 2-layer GPT; fp32, bf16 and fp16; one micro-batch or three accumulated; with
+// block recompute too, which must change nothing) at TRIT_CPU=ref on one thread, each
 // fingerprinted by the CRC-32 of its final weights' bytes and of its losses. The expected values
 // were computed by this file built against the library at the commit before the step list
 // (b97efda), which ran every forward node in build order and then a compiled backward order with
@@ -38,14 +38,16 @@ static void on_step(void *ctx, const trit_train_step_info *info) {
     loss_crc = crc(loss_crc, &l, sizeof l);
 }
 
-// The fingerprint of a 6-step run: weights' bytes, then the losses.
-static uint32_t run(int precision, int64_t accum, const char *name) {
+// The fingerprint of a 6-step run: weights' bytes, then the losses. recompute: --recompute block
+// (set where the library has the flag; the expected values come from one that had none).
+static uint32_t run(int precision, int64_t accum, bool recompute, const char *name) {
     char dir[512];
     tfile_mkdtemp(dir, sizeof dir, name);
     trit_train_config c;
     trit_train_config_init(&c);
     c.layers = 2, c.heads = 2, c.dim = 32, c.batch = 8, c.steps = 6, c.warmup = 2, c.threads = 1, c.quiet = 1;
     c.eval_every = 0, c.task_test = 10, c.sample_tokens = 0, c.precision = precision;
+    if (recompute) c.recompute = TRIT_RECOMPUTE_BLOCK;
     if (accum > 1) c.total_batch_tokens = accum * 8 * 11;  // the task's T is 3 digits x 3 + 2
     snprintf(c.out, sizeof c.out, "%s", dir);
     loss_crc = 0;
@@ -80,9 +82,12 @@ static void test_same_bits_as_before(void **state) {
     const trit_cpu_isa level = trit_cpu_level();
     assert_int_equal(trit_cpu_set_level(TRIT_CPU_REF), TRIT_OK);
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
-        const uint32_t got = run(cases[k].precision, cases[k].accum, cases[k].name);
-        if (got != cases[k].want)
-            fail_msg("%s: fingerprint %08x, the executor before the step list gave %08x", cases[k].name, got, cases[k].want);
+        for (int rec = 0; rec <= 1; rec++) {
+            const uint32_t got = run(cases[k].precision, cases[k].accum, rec, cases[k].name);
+            if (got != cases[k].want)
+                fail_msg("%s%s: fingerprint %08x, the executor before the step list gave %08x", cases[k].name,
+                         rec ? " with block recompute" : "", got, cases[k].want);
+        }
     }
     trit_cpu_set_level(level);
 }
