@@ -78,6 +78,15 @@ trit_tensor *trit_rmsnorm(trit_graph *g, trit_tensor *x, trit_tensor *w, double 
 trit_tensor *trit_batchnorm(trit_graph *g, trit_tensor *x, trit_tensor *w, trit_tensor *b,
                             trit_tensor *running_mean, trit_tensor *running_var, double momentum,
                             double eps);
+// ---- sentence embeddings: pooling and embedding losses --------------------------------
+// Pooling of hidden states x (B, T, C) to (B, C). sel selects the positions of each row: a (B, T)
+// mask of 0/1 (any integer or float dtype, e.g. an attention mask), (B) lengths (positions
+// [0, len) kept: right padding), or NULL (all T). A row that keeps no position, a mask value
+// other than 0 or 1, or a length outside [1, T] is an error at run time (trit_graph_forward
+// returns TRIT_ERR_RANGE, the message names the row), never a zero vector.
+trit_tensor *trit_mean_pool(trit_graph *g, trit_tensor *x, trit_tensor *sel);  // mean of the kept positions
+trit_tensor *trit_last_token_pool(trit_graph *g, trit_tensor *x, trit_tensor *sel);  // the last kept position
+
 // ---- quantization-aware training -------------------------------------------------------
 // Fake quantization: out = dequantize(quantize(x)) in x's dtype, with the straight-through
 // estimator backward (d out / d x = 1), or the clipped one (0 where x lay outside the range the
