@@ -86,6 +86,23 @@ trit_tensor *trit_batchnorm(trit_graph *g, trit_tensor *x, trit_tensor *w, trit_
 // returns TRIT_ERR_RANGE, the message names the row), never a zero vector.
 trit_tensor *trit_mean_pool(trit_graph *g, trit_tensor *x, trit_tensor *sel);  // mean of the kept positions
 trit_tensor *trit_last_token_pool(trit_graph *g, trit_tensor *x, trit_tensor *sel);  // the last kept position
+// InfoNCE with in-batch negatives (sentence-transformers' MultipleNegativesRankingLoss; SimCLR's
+// one-directional form). anchors: (B, C); candidates: (N, C), N >= B, row i the positive of
+// anchor i, the rest its negatives (rows B..N-1: extra hard negatives). With rows normalised as
+// x / max(||x||, 1e-12), S = anchors candidates^T / tau (B, N) and the loss is the cross-entropy
+// of each row of S against target i (log-sum-exp in double). tau > 0 (0.05 = MNRL's scale 20).
+// For the symmetric (CLIP) form add trit_info_nce(g, candidates, anchors, ...) with N == B.
+trit_tensor *trit_info_nce(trit_graph *g, trit_tensor *anchors, trit_tensor *candidates, double tau,
+                           trit_reduction red);
+// torch.nn.TripletMarginLoss (p = 2, no swap): per row of (..., C) inputs of one shape,
+// max(||a - p + eps|| - ||a - n + eps|| + margin, 0) with eps = 1e-6 (PyTorch's); margin finite.
+trit_tensor *trit_triplet_margin_loss(trit_graph *g, trit_tensor *anchor, trit_tensor *positive,
+                                      trit_tensor *negative, double margin, trit_reduction red);
+// torch.nn.CosineEmbeddingLoss: x1, x2 (..., C), target (...) of +1 or -1 (integer or float;
+// anything else is an error at run time); per row 1 - cos for +1, max(cos - margin, 0) for -1,
+// cos = x1.x2 / sqrt((|x1|^2 + 1e-12)(|x2|^2 + 1e-12)); margin in [-1, 1].
+trit_tensor *trit_cosine_embedding_loss(trit_graph *g, trit_tensor *x1, trit_tensor *x2, trit_tensor *target,
+                                        double margin, trit_reduction red);
 
 // ---- quantization-aware training -------------------------------------------------------
 // Fake quantization: out = dequantize(quantize(x)) in x's dtype, with the straight-through
