@@ -65,6 +65,9 @@ trit_tensor *trit_log_softmax(trit_graph *g, trit_tensor *x);  // over the last 
 trit_tensor *trit_cross_entropy(trit_graph *g, trit_tensor *logits, trit_tensor *targets,
                                 int64_t ignore_index, trit_reduction red);
 trit_tensor *trit_mse(trit_graph *g, trit_tensor *pred, trit_tensor *target, trit_reduction red);
+// torch.nn.HuberLoss: per element d = pred - target, 0.5 d^2 where |d| <= delta, else
+// delta (|d| - 0.5 delta); delta > 0. pred, target: any shape, the same. Scalar result.
+trit_tensor *trit_huber(trit_graph *g, trit_tensor *pred, trit_tensor *target, double delta, trit_reduction red);
 // weight: (V, C); idx: (...) i32 or i64. out: (..., C); backward scatter-adds into weight.
 // A frozen quantized weight (as for trit_linear) is looked up by decoding the indexed rows
 // (exactly trit_dequantize's values) and gets no gradient: a tied head over it (trit_linear with
