@@ -65,6 +65,9 @@ trit_tensor *trit_log_softmax(trit_graph *g, trit_tensor *x);  // over the last 
 trit_tensor *trit_cross_entropy(trit_graph *g, trit_tensor *logits, trit_tensor *targets,
                                 int64_t ignore_index, trit_reduction red);
 trit_tensor *trit_mse(trit_graph *g, trit_tensor *pred, trit_tensor *target, trit_reduction red);
+// torch.nn.HuberLoss: per element d = pred - target, 0.5 d^2 where |d| <= delta, else
+// delta (|d| - 0.5 delta); delta > 0. pred, target: any shape, the same. Scalar result.
+trit_tensor *trit_huber(trit_graph *g, trit_tensor *pred, trit_tensor *target, double delta, trit_reduction red);
 // weight: (V, C); idx: (...) i32 or i64. out: (..., C); backward scatter-adds into weight.
 // A frozen quantized weight (as for trit_linear) is looked up by decoding the indexed rows
 // (exactly trit_dequantize's values) and gets no gradient: a tied head over it (trit_linear with
@@ -78,6 +81,32 @@ trit_tensor *trit_rmsnorm(trit_graph *g, trit_tensor *x, trit_tensor *w, double 
 trit_tensor *trit_batchnorm(trit_graph *g, trit_tensor *x, trit_tensor *w, trit_tensor *b,
                             trit_tensor *running_mean, trit_tensor *running_var, double momentum,
                             double eps);
+// ---- sentence embeddings: pooling and embedding losses --------------------------------
+// Pooling of hidden states x (B, T, C) to (B, C). sel selects the positions of each row: a (B, T)
+// mask of 0/1 (any integer or float dtype, e.g. an attention mask), (B) lengths (positions
+// [0, len) kept: right padding), or NULL (all T). A row that keeps no position, a mask value
+// other than 0 or 1, or a length outside [1, T] is an error at run time (trit_graph_forward
+// returns TRIT_ERR_RANGE, the message names the row), never a zero vector.
+trit_tensor *trit_mean_pool(trit_graph *g, trit_tensor *x, trit_tensor *sel);  // mean of the kept positions
+trit_tensor *trit_last_token_pool(trit_graph *g, trit_tensor *x, trit_tensor *sel);  // the last kept position
+// InfoNCE with in-batch negatives (sentence-transformers' MultipleNegativesRankingLoss; SimCLR's
+// one-directional form). anchors: (B, C); candidates: (N, C), N >= B, row i the positive of
+// anchor i, the rest its negatives (rows B..N-1: extra hard negatives). With rows normalised as
+// x / max(||x||, 1e-12), S = anchors candidates^T / tau (B, N) and the loss is the cross-entropy
+// of each row of S against target i (log-sum-exp in double). tau > 0 (0.05 = MNRL's scale 20).
+// For the symmetric (CLIP) form add trit_info_nce(g, candidates, anchors, ...) with N == B.
+trit_tensor *trit_info_nce(trit_graph *g, trit_tensor *anchors, trit_tensor *candidates, double tau,
+                           trit_reduction red);
+// torch.nn.TripletMarginLoss (p = 2, no swap): per row of (..., C) inputs of one shape,
+// max(||a - p + eps|| - ||a - n + eps|| + margin, 0) with eps = 1e-6 (PyTorch's); margin finite.
+trit_tensor *trit_triplet_margin_loss(trit_graph *g, trit_tensor *anchor, trit_tensor *positive,
+                                      trit_tensor *negative, double margin, trit_reduction red);
+// torch.nn.CosineEmbeddingLoss: x1, x2 (..., C), target (...) of +1 or -1 (integer or float;
+// anything else is an error at run time); per row 1 - cos for +1, max(cos - margin, 0) for -1,
+// cos = x1.x2 / sqrt((|x1|^2 + 1e-12)(|x2|^2 + 1e-12)); margin in [-1, 1].
+trit_tensor *trit_cosine_embedding_loss(trit_graph *g, trit_tensor *x1, trit_tensor *x2, trit_tensor *target,
+                                        double margin, trit_reduction red);
+
 // ---- quantization-aware training -------------------------------------------------------
 // Fake quantization: out = dequantize(quantize(x)) in x's dtype, with the straight-through
 // estimator backward (d out / d x = 1), or the clipped one (0 where x lay outside the range the

@@ -1,6 +1,6 @@
 // Losses. Cross-entropy fuses log-softmax and the negative log-likelihood, so its gradient is
 // (softmax - onehot) times a scale and no (rows, V) intermediate is kept: forward saves each
-// row's max and log-sum-exp. Row losses and squared-error block sums are combined serially in
+// row's max and log-sum-exp. Row losses and the block sums of mse and Huber are combined serially in
 // a fixed order, so the loss does not depend on the thread count. The cross-entropy row loops are
 // the kernels of kernels/rowops.h (vectorized for f32, the reference for f64).
 #include "ops/loss.h"
@@ -157,6 +157,77 @@ const trit_op_def R(trit_op_mse) = {
     .attr_size = sizeof(trit_mse_attr),
 };
 
+// ---- Huber ---------------------------------------------------------------------------------
+// PyTorch's HuberLoss: per element d = p - t, 0.5 d^2 where |d| <= delta, else
+// delta (|d| - 0.5 delta); the gradient is d clipped to [-delta, delta]. Summed like mse.
+
+static trit_status huber_infer(const trit_tensor *const *in, int n_in, const void *attr, trit_tensor *out) {
+    (void)n_in;
+    const trit_huber_attr *a = attr;
+    const trit_tensor *p = in[0], *t = in[1];
+    char s0[128], s1[128];
+    if (p->dtype != TRIT_REAL_DTYPE || t->dtype != TRIT_REAL_DTYPE)
+        return trit_error(TRIT_ERR_DTYPE, "huber: expected %s pred and target (the graph's compute dtype), got %s and %s",
+                          trit_dtype_name(TRIT_REAL_DTYPE), trit_dtype_name(p->dtype), trit_dtype_name(t->dtype));
+    if (!trit_tensor_same_shape(p, t))
+        return trit_error(TRIT_ERR_SHAPE, "huber: expected pred and target of the same shape, got %s and %s",
+                          trit_tensor_shape_str(p, s0, sizeof s0), trit_tensor_shape_str(t, s1, sizeof s1));
+    if (!(a->delta > 0 && isfinite(a->delta)))
+        return trit_error(TRIT_ERR_INVALID, "huber: delta must be finite and > 0, got %g (PyTorch's default is 1)", a->delta);
+    return trit_tensor_init_layout(out, p->dtype, 0, NULL);
+}
+
+static trit_status huber_forward(const trit_op_call *c) {
+    const trit_huber_attr *a = c->attr;
+    const int64_t n = trit_tensor_numel(c->in[0]), nb = mse_blocks(c);
+    const real *p = trit_tensor_ptr(c->in[0]), *t = trit_tensor_ptr(c->in[1]);  // (n)
+    double *part = c->scratch;                                                  // (nb)
+    const double delta = a->delta;
+#pragma omp parallel for schedule(static)
+    for (int64_t b = 0; b < nb; b++) {
+        const int64_t end = (b + 1) * MSE_BLOCK < n ? (b + 1) * MSE_BLOCK : n;
+        double s = 0;
+        for (int64_t i = b * MSE_BLOCK; i < end; i++) {
+            const double d = fabs((double)p[i] - (double)t[i]);
+            s += d <= delta ? 0.5 * d * d : delta * (d - 0.5 * delta);
+        }
+        part[b] = s;
+    }
+    double total = 0;
+    for (int64_t b = 0; b < nb; b++) total += part[b];
+    if (a->reduction == TRIT_REDUCE_MEAN && n > 0) total /= (double)n;
+    *(real *)c->out->data = (real)total;
+    return TRIT_OK;
+}
+
+static trit_status huber_backward(const trit_op_call *c) {
+    const trit_huber_attr *a = c->attr;
+    const int64_t n = trit_tensor_numel(c->in[0]);
+    const real *p = trit_tensor_ptr(c->in[0]), *t = trit_tensor_ptr(c->in[1]);  // (n)
+    real *dp = c->gin[0] ? c->gin[0]->data : NULL, *dt = c->gin[1] ? c->gin[1]->data : NULL;
+    const double go = (double)*(const real *)c->gout->data;
+    const double k = a->reduction == TRIT_REDUCE_MEAN && n > 0 ? go / (double)n : go, delta = a->delta;
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; i++) {
+        const double d = (double)p[i] - (double)t[i];
+        const real g = (real)(k * (d < -delta ? -delta : d > delta ? delta : d));
+        if (dp) dp[i] += g;
+        if (dt) dt[i] -= g;
+    }
+    return TRIT_OK;
+}
+
+const trit_op_def R(trit_op_huber) = {
+    .name = "huber",
+    .infer = huber_infer,
+    .forward = huber_forward,
+    .backward = huber_backward,
+    .scratch_bytes = mse_scratch_bytes,
+    .contiguous_inputs = TRIT_IN(0) | TRIT_IN(1),
+    .bwd_unread = TRIT_OUT,
+    .attr_size = sizeof(trit_huber_attr),
+};
+
 // ---- graph constructors -----------------------------------------------------------------
 // Float build only: this file is compiled twice (base/real.h), the public API must exist once.
 #ifndef TRIT_REAL_F64
@@ -174,6 +245,13 @@ trit_tensor *trit_mse(trit_graph *g, trit_tensor *pred, trit_tensor *target, tri
     trit_mse_attr a = {.reduction = (int)red};
     trit_tensor *in[2] = {pred, target};
     return TRIT_APPLY(g, trit_op_mse, 2, in, &a);
+}
+
+trit_tensor *trit_huber(trit_graph *g, trit_tensor *pred, trit_tensor *target, double delta, trit_reduction red) {
+    if (!trit_graph_reduction_ok(g, "huber", red)) return NULL;
+    trit_huber_attr a = {.delta = delta, .reduction = (int)red};
+    trit_tensor *in[2] = {pred, target};
+    return TRIT_APPLY(g, trit_op_huber, 2, in, &a);
 }
 
 #endif

@@ -1,5 +1,5 @@
-// Losses with a scalar result: cross-entropy over class logits (fused log-softmax + NLL) and
-// mean squared error.
+// Losses with a scalar result: cross-entropy over class logits (fused log-softmax + NLL), mean
+// squared error and Huber.
 #ifndef TRIT_OPS_LOSS_H
 #define TRIT_OPS_LOSS_H
 
@@ -13,6 +13,11 @@ typedef struct trit_cross_entropy_attr {
 typedef struct trit_mse_attr {
     int reduction;  // trit_reduction
 } trit_mse_attr;
+
+typedef struct trit_huber_attr {
+    double delta;   // > 0: quadratic within, linear beyond
+    int reduction;  // trit_reduction
+} trit_huber_attr;
 
 // Checks every cross-entropy target (a bad label is the user's data, so it is an error, not a
 // crash) and returns the number of rows not ignored, or -1 after trit_error naming `op`.
@@ -37,5 +42,6 @@ static inline int64_t trit_ce_count_targets(const char *op, const trit_tensor *t
 
 TRIT_DECLARE_REAL(const trit_op_def, trit_op_cross_entropy);
 TRIT_DECLARE_REAL(const trit_op_def, trit_op_mse);
+TRIT_DECLARE_REAL(const trit_op_def, trit_op_huber);
 
 #endif

@@ -1,12 +1,13 @@
-// cross_entropy and mse: gradient checks (with ignored rows, i32/i64 targets, strided logits),
-// f32 vs f64, PyTorch parity, all rows ignored, out-of-range targets, logits of 1e4, thread
-// independence, and bad input.
+// cross_entropy, mse and huber: gradient checks (with ignored rows, i32/i64 targets, strided
+// logits), f32 vs f64, PyTorch parity, all rows ignored, out-of-range targets, logits of 1e4,
+// thread independence, and bad input.
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "fixture_case.h"
 #include "gradcheck.h"
 #include "tritfix.h"
 #include "graph/graph_internal.h"
@@ -76,6 +77,59 @@ static void test_mse_gradcheck(void **state) {
     trit_tensor_free(pf);
     trit_tensor_free(c);
     tg_free_params(2, p);
+}
+
+typedef struct huber_case {
+    double delta;
+    trit_reduction red;
+} huber_case;
+
+static trit_tensor *build_huber(trit_graph *g, trit_tensor **p, void *ctx) {
+    const huber_case *c = ctx;
+    return trit_huber(g, trit_transpose(g, p[0], 0, 1), p[1], c->delta, c->red);  // strided pred
+}
+
+static void test_huber_gradcheck(void **state) {
+    (void)state;
+    int64_t sp[2] = {6, 5}, st[2] = {5, 6};
+    trit_tensor *p[2] = {tg_param(2, sp, -2, 2, 27), tg_param(2, st, -2, 2, 28)};
+    // differences on both sides of delta, none within 1e-3 of it: central differences stay on
+    // one piece of the function
+    int quad = 0, lin = 0;
+    for (int i = 0; i < 5; i++)
+        for (int j = 0; j < 6; j++) {
+            const double d = fabs(trit_tensor_get_flat(p[0], j * 5 + i) - trit_tensor_get_flat(p[1], i * 6 + j));
+            assert_true(fabs(d - 1.0) > 1e-3 && fabs(d - 0.5) > 1e-3);
+            quad += d < 0.5;
+            lin += d > 1.0;
+        }
+    assert_true(quad > 0 && lin > 0);
+    huber_case c = {1.0, TRIT_REDUCE_MEAN};
+    tg_check("huber mean delta 1", build_huber, &c, 2, p, 1e-5);
+    c = (huber_case){0.5, TRIT_REDUCE_SUM};
+    tg_check("huber sum delta 0.5", build_huber, &c, 2, p, 1e-5);
+    tg_free_params(2, p);
+}
+
+static trit_tensor *build_huber_fixture(trit_graph *g, trit_tensor **t, void *ctx) {
+    const huber_case *c = ctx;
+    return trit_huber(g, t[0], t[1], c->delta, c->red);
+}
+
+// embed.bin (tests/reference/make_embed_fixtures.py): f64 to 1e-12, f32 to 1e-6 relative.
+static void test_huber_pytorch_parity(void **state) {
+    (void)state;
+    tf_file *f = tf_open("embed.bin");
+    const fc_input both[2] = {{"pred", true, TRIT_F64}, {"target", true, TRIT_F64}};
+    const fc_input pred_only[2] = {{"pred", true, TRIT_F64}, {"target", false, TRIT_F64}};
+    huber_case m = {1.0, TRIT_REDUCE_MEAN}, s = {0.5, TRIT_REDUCE_SUM};
+    double w64 = fc_check(f, "huber_mean", TRIT_F64, build_huber_fixture, &m, 2, both, 1e-12);
+    double w32 = fc_check(f, "huber_mean", TRIT_F32, build_huber_fixture, &m, 2, both, 1e-6);
+    w64 = fmax(w64, fc_check(f, "huber_sum", TRIT_F64, build_huber_fixture, &s, 2, pred_only, 1e-12));
+    const fc_input pred_only32[2] = {{"pred", true, TRIT_F64}, {"target", false, TRIT_F32}};  // the compute dtype
+    w32 = fmax(w32, fc_check(f, "huber_sum", TRIT_F32, build_huber_fixture, &s, 2, pred_only32, 1e-6));
+    print_message("huber vs PyTorch: max rel error f64 %.3g, f32 %.3g\n", w64, w32);
+    tf_close(f);
 }
 
 static void ce_fixture(const tf_file *nf, const char *cs, int64_t ignore, trit_reduction red, double *worst) {
@@ -244,6 +298,38 @@ static void test_threads_do_not_change_loss(void **state) {
     trit_tensor_free(t);
 }
 
+// Huber's loss and gradients over 3 blocks of partial sums: the same bits with 1 and 2 threads.
+static void run_huber(int threads, double *loss, float *grad, int64_t n) {
+    int64_t s[1] = {n};
+    trit_tensor *p = trit_tensor_new_param(TRIT_F32, 1, s, "pred"), *t = trit_tensor_new(TRIT_F32, 1, s);
+    trit_tensor_fill_uniform(p, -3, 3, 29, 1);
+    trit_tensor_fill_uniform(t, -3, 3, 29, 2);
+    trit_threads_set(threads);
+    trit_graph *g = trit_graph_new(TRIT_F32);
+    trit_tensor *l = trit_huber(g, p, t, 0.7, TRIT_REDUCE_MEAN);
+    tg_run(g, l);
+    *loss = trit_tensor_get_flat(l, 0);
+    memcpy(grad, p->grad->data, sizeof(float) * (size_t)n);
+    trit_graph_free(g);
+    trit_tensor_free(p);
+    trit_tensor_free(t);
+}
+
+static void test_huber_threads(void **state) {
+    (void)state;
+    const int64_t n = 3 * 8192 + 123;
+    const int keep = trit_threads_get();
+    double l1, l2;
+    float *g1 = malloc(sizeof(float) * (size_t)n), *g2 = malloc(sizeof(float) * (size_t)n);
+    run_huber(1, &l1, g1, n);
+    run_huber(2, &l2, g2, n);
+    trit_threads_set(keep);
+    assert_true(l1 == l2 && l1 > 0);
+    assert_memory_equal(g1, g2, sizeof(float) * (size_t)n);
+    free(g1);
+    free(g2);
+}
+
 static void test_bad_input(void **state) {
     (void)state;
     int64_t s[2] = {3, 5}, s4[1] = {4}, s3[1] = {3};
@@ -272,6 +358,23 @@ static void test_bad_input(void **state) {
     tg_expect_graph_error(g, trit_mse(g, x, y, TRIT_REDUCE_SUM),
                           TRIT_ERR_SHAPE, "mse: expected pred and target of the same shape, got (3, 5) and (3,)");
 
+    const double deltas[3] = {0, -1, NAN};
+    for (int i = 0; i < 3; i++) {
+        g = trit_graph_new(TRIT_F32);
+        x = trit_graph_input(g, TRIT_F32, 2, s, "x");
+        trit_tensor *x2 = trit_graph_input(g, TRIT_F32, 2, s, "x2");
+        tg_expect_graph_error(g, trit_huber(g, x, x2, deltas[i], TRIT_REDUCE_MEAN), TRIT_ERR_INVALID,
+                              "huber: delta must be finite and > 0");
+    }
+    g = trit_graph_new(TRIT_F32);
+    x = trit_graph_input(g, TRIT_F32, 2, s, "x");
+    trit_tensor *y3 = trit_graph_input(g, TRIT_F32, 1, s3, "y");
+    tg_expect_graph_error(g, trit_huber(g, x, y3, 1.0, TRIT_REDUCE_MEAN), TRIT_ERR_SHAPE,
+                          "huber: expected pred and target of the same shape, got (3, 5) and (3,)");
+    g = trit_graph_new(TRIT_F32);
+    x = trit_graph_input(g, TRIT_F32, 2, s, "x");
+    tg_expect_graph_error(g, trit_huber(g, x, x, 1.0, (trit_reduction)-1), TRIT_ERR_INVALID, "huber: reduction");
+
     g = trit_graph_new(TRIT_F64);
     x = trit_graph_input(g, TRIT_F64, 2, s, "x");
     trit_tensor *yi = trit_graph_input(g, TRIT_I32, 2, s, "yi");
@@ -282,7 +385,10 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cross_entropy_gradcheck),
         cmocka_unit_test(test_mse_gradcheck),
+        cmocka_unit_test(test_huber_gradcheck),
         cmocka_unit_test(test_pytorch_parity),
+        cmocka_unit_test(test_huber_pytorch_parity),
+        cmocka_unit_test(test_huber_threads),
         cmocka_unit_test(test_all_rows_ignored),
         cmocka_unit_test(test_target_out_of_range),
         cmocka_unit_test(test_huge_logits),
