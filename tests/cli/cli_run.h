@@ -90,6 +90,17 @@ static inline cli_result cli_run(const char *scratch, const char *const *args) {
     return cli_wait(scratch, cli_spawn(scratch, args));
 }
 
+static inline void cli_free(cli_result *r);
+
+// Fails unless r exited with code and its stdout and stderr contain out_has and err_has (either
+// NULL: anything); frees r.
+static inline void cli_expect(cli_result r, int code, const char *out_has, const char *err_has) {
+    if (r.code != code || (out_has && !strstr(r.out, out_has)) || (err_has && !strstr(r.err, err_has)))
+        fail_msg("exit %d (want %d)\n--- stdout:\n%s\n--- stderr:\n%s\n--- wanted stdout '%s', stderr '%s'", r.code,
+                 code, r.out, r.err, out_has ? out_has : "", err_has ? err_has : "");
+    cli_free(&r);
+}
+
 static inline void cli_free(cli_result *r) {
     free(r->out);
     free(r->err);

@@ -19,12 +19,6 @@ static char corpus[600];
 
 #define RUN(...) cli_run(root, (const char *const[]){__VA_ARGS__, NULL})
 
-static void expect(cli_result r, int code, const char *out_has, const char *err_has) {
-    if (r.code != code || (out_has && !strstr(r.out, out_has)) || (err_has && !strstr(r.err, err_has)))
-        fail_msg("exit %d (want %d)\n--- stdout:\n%s\n--- stderr:\n%s\n--- wanted stdout '%s', stderr '%s'", r.code,
-                 code, r.out, r.err, out_has ? out_has : "", err_has ? err_has : "");
-    cli_free(&r);
-}
 
 static void path(char *buf, size_t n, const char *name) { snprintf(buf, n, "%s/%s", root, name); }
 
@@ -44,16 +38,16 @@ static int teardown(void **state) {
 
 static void test_help(void **state) {
     (void)state;
-    expect(RUN("--help"), 0, "commands:", NULL);
-    expect(cli_run(root, (const char *const[]){NULL}), 2, NULL, "usage: trit");
-    expect(RUN("fly"), 2, NULL, "unknown command 'fly'");
+    cli_expect(RUN("--help"), 0, "commands:", NULL);
+    cli_expect(cli_run(root, (const char *const[]){NULL}), 2, NULL, "usage: trit");
+    cli_expect(RUN("fly"), 2, NULL, "unknown command 'fly'");
     const char *verbs[] = {"train", "sample", "eval", "info", "plot", "prepare"};
     for (int i = 0; i < 6; i++) {
         char want[64];
         snprintf(want, sizeof want, "usage: trit %s", verbs[i]);
-        expect(RUN(verbs[i], "--help"), 0, want, NULL);
+        cli_expect(RUN(verbs[i], "--help"), 0, want, NULL);
     }
-    expect(RUN("train", "--help"), 0, "--total-batch-tokens", NULL);
+    cli_expect(RUN("train", "--help"), 0, "--total-batch-tokens", NULL);
 }
 
 // Without a wait policy of the user's, trit bounds OpenMP's spinning (it re-executes itself
@@ -64,12 +58,12 @@ static void test_wait_policy(void **state) {
     unsetenv("OMP_WAIT_POLICY");
     unsetenv("GOMP_SPINCOUNT");
     setenv("TRIT_LOG", "debug", 1);
-    expect(RUN("info", "--help"), 0, NULL, "GOMP_SPINCOUNT=1000 (trit's default");
+    cli_expect(RUN("info", "--help"), 0, NULL, "GOMP_SPINCOUNT=1000 (trit's default");
     setenv("GOMP_SPINCOUNT", "77", 1);
-    expect(RUN("info", "--help"), 0, NULL, "OMP_WAIT_POLICY=unset GOMP_SPINCOUNT=77 (from the environment)");
+    cli_expect(RUN("info", "--help"), 0, NULL, "OMP_WAIT_POLICY=unset GOMP_SPINCOUNT=77 (from the environment)");
     unsetenv("GOMP_SPINCOUNT");
     setenv("OMP_WAIT_POLICY", "passive", 1);
-    expect(RUN("info", "--help"), 0, NULL, "OMP_WAIT_POLICY=passive GOMP_SPINCOUNT=unset");
+    cli_expect(RUN("info", "--help"), 0, NULL, "OMP_WAIT_POLICY=passive GOMP_SPINCOUNT=unset");
     unsetenv("TRIT_LOG");
     if (saved) setenv("OMP_WAIT_POLICY", saved, 1);
     else unsetenv("OMP_WAIT_POLICY");
@@ -81,32 +75,32 @@ static void test_wait_policy(void **state) {
 static void test_trit_cpu_env(void **state) {
     (void)state;
     setenv("TRIT_CPU", "amx", 1);
-    expect(RUN("info", "--help"), 2, NULL, "TRIT_CPU=amx is refused: trit has no AMX kernel yet");
+    cli_expect(RUN("info", "--help"), 2, NULL, "TRIT_CPU=amx is refused: trit has no AMX kernel yet");
     setenv("TRIT_CPU", "avx3", 1);
-    expect(RUN("info", "--help"), 2, NULL, "TRIT_CPU=avx3 is not one of ref|avx2|avx512");
+    cli_expect(RUN("info", "--help"), 2, NULL, "TRIT_CPU=avx3 is not one of ref|avx2|avx512");
     setenv("TRIT_CPU", "ref", 1);
-    expect(RUN("info", "--help"), 0, NULL, NULL);
-    expect(RUN("info", "--cpu"), 0, "dispatch level: ref", NULL);
+    cli_expect(RUN("info", "--help"), 0, NULL, NULL);
+    cli_expect(RUN("info", "--cpu"), 0, "dispatch level: ref", NULL);
     unsetenv("TRIT_CPU");
     char want[64];
     snprintf(want, sizeof want, "detected level: %s\n", trit_cpu_level_name(trit_cpu_detected_level()));
-    expect(RUN("info", "--cpu"), 0, want, NULL);
-    expect(RUN("info", "--cpu", "run"), 2, NULL, "--cpu takes no FILE or DIR");
+    cli_expect(RUN("info", "--cpu"), 0, want, NULL);
+    cli_expect(RUN("info", "--cpu", "run"), 2, NULL, "--cpu takes no FILE or DIR");
 }
 
 static void test_bad_flags(void **state) {
     (void)state;
     char out[700];
     path(out, sizeof out, "never");
-    expect(RUN("train", "--steps", "abc", "--out", out), 2, NULL, "--steps expects an integer, got 'abc'");
-    expect(RUN("train", "--lr", "1e-3x", "--out", out), 2, NULL, "--lr expects a number, got '1e-3x'");
-    expect(RUN("train", "--frobnicate", "1"), 2, NULL, "unknown option '--frobnicate'");
-    expect(RUN("train", "--steps"), 2, NULL, "--steps needs a value");
-    expect(RUN("train", "--tokenizer", "words"), 2, NULL, "char|bpe");
-    expect(RUN("sample", "--ckpt", out, "--temperature", "hot"), 2, NULL, "--temperature expects a number");
-    expect(RUN("sample", "--ckpt", out, "--top-k", "3.5"), 2, NULL, "--top-k expects an integer");
-    expect(RUN("eval", "--ckpt", out, "--batches", ""), 2, NULL, "empty");
-    expect(RUN("prepare", "--data", corpus, "--out", out, "--vocab", "1k"), 2, NULL, "--vocab expects an integer");
+    cli_expect(RUN("train", "--steps", "abc", "--out", out), 2, NULL, "--steps expects an integer, got 'abc'");
+    cli_expect(RUN("train", "--lr", "1e-3x", "--out", out), 2, NULL, "--lr expects a number, got '1e-3x'");
+    cli_expect(RUN("train", "--frobnicate", "1"), 2, NULL, "unknown option '--frobnicate'");
+    cli_expect(RUN("train", "--steps"), 2, NULL, "--steps needs a value");
+    cli_expect(RUN("train", "--tokenizer", "words"), 2, NULL, "char|bpe");
+    cli_expect(RUN("sample", "--ckpt", out, "--temperature", "hot"), 2, NULL, "--temperature expects a number");
+    cli_expect(RUN("sample", "--ckpt", out, "--top-k", "3.5"), 2, NULL, "--top-k expects an integer");
+    cli_expect(RUN("eval", "--ckpt", out, "--batches", ""), 2, NULL, "empty");
+    cli_expect(RUN("prepare", "--data", corpus, "--out", out, "--vocab", "1k"), 2, NULL, "--vocab expects an integer");
     assert_false(tfile_exists(out));
 }
 
@@ -116,38 +110,38 @@ static void test_flag_ranges(void **state) {
     (void)state;
     char out[700];
     path(out, sizeof out, "never");
-    expect(RUN("train", "--layers", "-1", "--out", out), 2, NULL, "--layers must be in [1, 1024], got -1");
-    expect(RUN("train", "--seed", "-1", "--out", out), 2, NULL, "--seed must be in [0, 9223372036854775807], got -1");
-    expect(RUN("train", "--warmup", "-1", "--out", out), 2, NULL, "--warmup must be in [0, 1000000000], got -1");
-    expect(RUN("train", "--batch", "9223372036854775807", "--out", out), 2, NULL,
+    cli_expect(RUN("train", "--layers", "-1", "--out", out), 2, NULL, "--layers must be in [1, 1024], got -1");
+    cli_expect(RUN("train", "--seed", "-1", "--out", out), 2, NULL, "--seed must be in [0, 9223372036854775807], got -1");
+    cli_expect(RUN("train", "--warmup", "-1", "--out", out), 2, NULL, "--warmup must be in [0, 1000000000], got -1");
+    cli_expect(RUN("train", "--batch", "9223372036854775807", "--out", out), 2, NULL,
            "--batch must be in [1, 1048576], got 9223372036854775807");
-    expect(RUN("train", "--lr", "nan", "--out", out), 2, NULL, "--lr expects a finite number, got 'nan'");
+    cli_expect(RUN("train", "--lr", "nan", "--out", out), 2, NULL, "--lr expects a finite number, got 'nan'");
     // Each within its range, but B x T x 4C is beyond any machine: a message, not a crash.
-    expect(RUN("train", "--batch", "1048576", "--seq", "1048576", "--out", out), 1, NULL,
+    cli_expect(RUN("train", "--batch", "1048576", "--seq", "1048576", "--out", out), 1, NULL,
            "--batch 1048576 x --seq 1048576 x 4 --dim 128");
-    expect(RUN("sample", "--ckpt", out, "--seed", "-1"), 2, NULL, "--seed must be in [0, 9223372036854775807], got -1");
-    expect(RUN("sample", "--ckpt", out, "--max-tokens", "-1"), 2, NULL, "--max-tokens must be in [0, 100000000], got -1");
-    expect(RUN("sample", "--ckpt", out, "--threads", "5000"), 2, NULL, "--threads must be in [0, 4096], got 5000");
-    expect(RUN("sample", "--ckpt", out, "--temperature", "inf"), 2, NULL, "--temperature expects a finite number");
-    expect(RUN("eval", "--ckpt", out, "--batch", "-1"), 2, NULL, "--batch must be in [1, 1048576], got -1");
-    expect(RUN("eval", "--ckpt", out, "--batch", "99999999999"), 2, NULL, "--batch must be in [1, 1048576]");
-    expect(RUN("eval", "--ckpt", out, "--seq", "-1"), 2, NULL, "--seq must be in [0, 1048576], got -1");
-    expect(RUN("eval", "--ckpt", out, "--batches", "-1"), 2, NULL, "--batches must be in [0, 1000000], got -1");
-    expect(RUN("bench", "--steps", "-1"), 2, NULL, "--steps must be in [1, 1000000], got -1");
-    expect(RUN("bench", "--warmup", "-1"), 2, NULL, "--warmup must be in [0, 1000000], got -1");
-    expect(RUN("bench", "--threads", "-1"), 2, NULL, "--threads must be in [0, 4096], got -1");
-    expect(RUN("bench", "--decode", "--kv-cache", "bf16"), 2, NULL, "--kv-cache expects f32 or f16, got 'bf16'");
-    expect(RUN("bench", "--accum", "0"), 2, NULL, "--accum must be in [1, 1024], got 0");
-    expect(RUN("bench", "--decode", "--accum", "2"), 2, NULL, "--accum times training steps: leave it out with --decode");
-    expect(RUN("sample", "--ckpt", out, "--kv-cache", "f8"), 2, NULL, "--kv-cache expects f32 or f16, got 'f8'");
-    expect(RUN("bench", "--decode", "--config", "baby", "--format", "int8", "--kv-cache", "f16", "--tokens", "8",
+    cli_expect(RUN("sample", "--ckpt", out, "--seed", "-1"), 2, NULL, "--seed must be in [0, 9223372036854775807], got -1");
+    cli_expect(RUN("sample", "--ckpt", out, "--max-tokens", "-1"), 2, NULL, "--max-tokens must be in [0, 100000000], got -1");
+    cli_expect(RUN("sample", "--ckpt", out, "--threads", "5000"), 2, NULL, "--threads must be in [0, 4096], got 5000");
+    cli_expect(RUN("sample", "--ckpt", out, "--temperature", "inf"), 2, NULL, "--temperature expects a finite number");
+    cli_expect(RUN("eval", "--ckpt", out, "--batch", "-1"), 2, NULL, "--batch must be in [1, 1048576], got -1");
+    cli_expect(RUN("eval", "--ckpt", out, "--batch", "99999999999"), 2, NULL, "--batch must be in [1, 1048576]");
+    cli_expect(RUN("eval", "--ckpt", out, "--seq", "-1"), 2, NULL, "--seq must be in [0, 1048576], got -1");
+    cli_expect(RUN("eval", "--ckpt", out, "--batches", "-1"), 2, NULL, "--batches must be in [0, 1000000], got -1");
+    cli_expect(RUN("bench", "--steps", "-1"), 2, NULL, "--steps must be in [1, 1000000], got -1");
+    cli_expect(RUN("bench", "--warmup", "-1"), 2, NULL, "--warmup must be in [0, 1000000], got -1");
+    cli_expect(RUN("bench", "--threads", "-1"), 2, NULL, "--threads must be in [0, 4096], got -1");
+    cli_expect(RUN("bench", "--decode", "--kv-cache", "bf16"), 2, NULL, "--kv-cache expects f32 or f16, got 'bf16'");
+    cli_expect(RUN("bench", "--accum", "0"), 2, NULL, "--accum must be in [1, 1024], got 0");
+    cli_expect(RUN("bench", "--decode", "--accum", "2"), 2, NULL, "--accum times training steps: leave it out with --decode");
+    cli_expect(RUN("sample", "--ckpt", out, "--kv-cache", "f8"), 2, NULL, "--kv-cache expects f32 or f16, got 'f8'");
+    cli_expect(RUN("bench", "--decode", "--config", "baby", "--format", "int8", "--kv-cache", "f16", "--tokens", "8",
                "--threads", "1", "--json"),
            0, "\"kv_cache\":\"f16\"", NULL);
-    expect(RUN("prepare", "--data", corpus, "--out", out, "--vocab", "-1"), 2, NULL,
+    cli_expect(RUN("prepare", "--data", corpus, "--out", out, "--vocab", "-1"), 2, NULL,
            "--vocab must be in [257, 65536], got -1");
-    expect(RUN("prepare", "--data", corpus, "--out", out, "--val-fraction", "1"), 2, NULL,
+    cli_expect(RUN("prepare", "--data", corpus, "--out", out, "--val-fraction", "1"), 2, NULL,
            "--val-fraction must be in (0, 1), got 1");
-    expect(RUN("prepare", "--data", corpus, "--out", out, "--val-fraction", "nan"), 2, NULL,
+    cli_expect(RUN("prepare", "--data", corpus, "--out", out, "--val-fraction", "nan"), 2, NULL,
            "--val-fraction expects a finite number");
     assert_false(tfile_exists(out));
 }
@@ -163,21 +157,21 @@ static void test_bad_data(void **state) {
     uint8_t noise[4096];
     for (int i = 0; i < 4096; i++) noise[i] = (uint8_t)trit_rng_u32(3, 3, (uint64_t)i);
     tfile_write(bin, noise, sizeof noise);
-    expect(RUN("train", "--data", missing, "--out", out), 1, NULL, "cannot open");
-    expect(RUN("train", "--data", empty, "--out", out), 1, NULL, "is empty");
-    expect(RUN("train", "--data", bin, "--out", out), 1, NULL, "looks binary");
-    expect(RUN("train", "--data", corpus, "--tokenizer", "bpe", "--vocab", "70000", "--out", out), 2, NULL,
+    cli_expect(RUN("train", "--data", missing, "--out", out), 1, NULL, "cannot open");
+    cli_expect(RUN("train", "--data", empty, "--out", out), 1, NULL, "is empty");
+    cli_expect(RUN("train", "--data", bin, "--out", out), 1, NULL, "looks binary");
+    cli_expect(RUN("train", "--data", corpus, "--tokenizer", "bpe", "--vocab", "70000", "--out", out), 2, NULL,
            "uint16");
-    expect(RUN("prepare", "--data", corpus, "--tokenizer", "bpe", "--vocab", "70000", "--out", out), 2, NULL,
+    cli_expect(RUN("prepare", "--data", corpus, "--tokenizer", "bpe", "--vocab", "70000", "--out", out), 2, NULL,
            "--vocab must be in [257, 65536], got 70000");
-    expect(RUN("prepare", "--data", bin, "--out", out), 1, NULL, "looks binary");
+    cli_expect(RUN("prepare", "--data", bin, "--out", out), 1, NULL, "looks binary");
     // The corpus is shorter than one window of this context: the run fails and cleans up.
-    expect(RUN("train", "--data", corpus, "--seq", "100000", "--out", out), 1, NULL, "fewer than one window");
+    cli_expect(RUN("train", "--data", corpus, "--seq", "100000", "--out", out), 1, NULL, "fewer than one window");
     assert_false(tfile_exists(out));
 }
 
 static void tiny_run(const char *out, const char *steps) {
-    expect(RUN("train", "--data", corpus, "--out", out, "--layers", "1", "--heads", "2", "--dim", "16", "--seq",
+    cli_expect(RUN("train", "--data", corpus, "--out", out, "--layers", "1", "--heads", "2", "--dim", "16", "--seq",
                "16", "--batch", "4", "--steps", steps, "--eval-every", "5", "--eval-batches", "2", "--log-every",
                "2", "--sample-tokens", "20", "--threads", "1"),
            0, "val ", NULL);
@@ -201,12 +195,12 @@ static void test_train_and_inspect(void **state) {
     assert_non_null(strstr(m, "\"tokens_per_s\":"));
     free(m);
 
-    expect(RUN("info", out), 0, "wte.weight", NULL);
-    expect(RUN("info", out), 0, "parameters", NULL);
+    cli_expect(RUN("info", out), 0, "wte.weight", NULL);
+    cli_expect(RUN("info", out), 0, "parameters", NULL);
     snprintf(f, sizeof f, "%s/%s", out, TRIT_CKPT_MODEL);
-    expect(RUN("info", f), 0, "F32", NULL);
+    cli_expect(RUN("info", f), 0, "F32", NULL);
     snprintf(f, sizeof f, "%s/val.bin", out);
-    expect(RUN("info", f), 0, "token shard", NULL);
+    cli_expect(RUN("info", f), 0, "token shard", NULL);
 
     cli_result a = RUN("sample", "--ckpt", out, "--prompt", "the ", "--max-tokens", "30", "--seed", "3");
     cli_result b = RUN("sample", "--ckpt", out, "--prompt", "the ", "--max-tokens", "30", "--seed", "3");
@@ -215,20 +209,20 @@ static void test_train_and_inspect(void **state) {
     assert_string_equal(a.out, b.out);  // a seed fixes the text
     cli_free(&a);
     cli_free(&b);
-    expect(RUN("sample", "--ckpt", out, "--prompt", "Z", "--max-tokens", "3"), 2, NULL, "");  // Z not in vocab
+    cli_expect(RUN("sample", "--ckpt", out, "--prompt", "Z", "--max-tokens", "3"), 2, NULL, "");  // Z not in vocab
 
-    expect(RUN("eval", "--ckpt", out), 0, "val loss", NULL);
-    expect(RUN("plot", out), 0, "loss.svg", NULL);
+    cli_expect(RUN("eval", "--ckpt", out), 0, "val loss", NULL);
+    cli_expect(RUN("plot", out), 0, "loss.svg", NULL);
     snprintf(f, sizeof f, "%s/loss.svg", out);
     assert_true(tfile_exists(f));
-    expect(RUN("plot", out, out), 2, NULL, "--out");  // several runs need a file for the plot
+    cli_expect(RUN("plot", out, out), 2, NULL, "--out");  // several runs need a file for the plot
     snprintf(f, sizeof f, "%s/both.svg", out);
-    expect(RUN("plot", out, out, "--out", f), 0, "both.svg", NULL);
+    cli_expect(RUN("plot", out, out, "--out", f), 0, "both.svg", NULL);
 
     // Resume with another model config: refused with the hint, nothing changed.
-    expect(RUN("train", "--resume", out, "--layers", "3"), 1, NULL, "pass --layers 1");
+    cli_expect(RUN("train", "--resume", out, "--layers", "3"), 1, NULL, "pass --layers 1");
     // Resume to more... the same steps: the run is complete.
-    expect(RUN("train", "--resume", out), 0, "complete", NULL);
+    cli_expect(RUN("train", "--resume", out), 0, "complete", NULL);
 }
 
 // prepare -> train on the prepared directory -> eval finds its val.bin; BPE tokenizer.
@@ -237,21 +231,21 @@ static void test_prepare_then_train(void **state) {
     char data[700], out[700], f[800];
     path(data, sizeof data, "prepared");
     path(out, sizeof out, "from-prepared");
-    expect(RUN("prepare", "--data", corpus, "--tokenizer", "bpe", "--vocab", "300", "--out", data), 0,
+    cli_expect(RUN("prepare", "--data", corpus, "--tokenizer", "bpe", "--vocab", "300", "--out", data), 0,
            "bpe tokenizer with 300 tokens", NULL);
     snprintf(f, sizeof f, "%s/%s", data, TRIT_CKPT_TOKENIZER);
-    expect(RUN("info", f), 0, "bpe tokenizer, 300 tokens", NULL);
-    expect(RUN("train", "--data", data, "--out", out, "--layers", "1", "--dim", "16", "--seq", "16", "--batch", "2",
+    cli_expect(RUN("info", f), 0, "bpe tokenizer, 300 tokens", NULL);
+    cli_expect(RUN("train", "--data", data, "--out", out, "--layers", "1", "--dim", "16", "--seq", "16", "--batch", "2",
                "--steps", "4", "--threads", "1"),
            0, "done at step 4", NULL);
     snprintf(f, sizeof f, "%s/train.bin", out);
     assert_false(tfile_exists(f));  // the shards stay in the prepared directory
-    expect(RUN("eval", "--ckpt", out, "--batches", "2"), 0, "prepared/val.bin", NULL);
-    expect(RUN("sample", "--ckpt", out, "--max-tokens", "5", "--temperature", "0"), 0, NULL, NULL);
+    cli_expect(RUN("eval", "--ckpt", out, "--batches", "2"), 0, "prepared/val.bin", NULL);
+    cli_expect(RUN("sample", "--ckpt", out, "--max-tokens", "5", "--temperature", "0"), 0, NULL, NULL);
     // Bad sampler settings are command-line mistakes: usage exit code, the value named.
-    expect(RUN("sample", "--ckpt", out, "--top-p", "0"), 2, NULL, "--top-p must be in (0, 1], got 0");
-    expect(RUN("sample", "--ckpt", out, "--temperature", "-1"), 2, NULL, "--temperature must be in [0, 100], got -1");
-    expect(RUN("sample", "--ckpt", out, "--top-k", "-3"), 2, NULL, "--top-k must be in [0, 65536], got -3");
+    cli_expect(RUN("sample", "--ckpt", out, "--top-p", "0"), 2, NULL, "--top-p must be in (0, 1], got 0");
+    cli_expect(RUN("sample", "--ckpt", out, "--temperature", "-1"), 2, NULL, "--temperature must be in [0, 100], got -1");
+    cli_expect(RUN("sample", "--ckpt", out, "--top-k", "-3"), 2, NULL, "--top-k must be in [0, 65536], got -3");
 }
 
 static void test_corrupt_safetensors(void **state) {
@@ -260,18 +254,18 @@ static void test_corrupt_safetensors(void **state) {
     path(f, sizeof f, "corrupt.safetensors");
     uint8_t junk[40] = {200, 0, 0, 0, 0, 0, 0, 0, '{', '"'};
     tfile_write(f, junk, sizeof junk);
-    expect(RUN("info", f), 1, NULL, "safetensors");
-    expect(RUN("sample", "--ckpt", f, "--tokenizer-file", corpus), 1, NULL, "safetensors");
-    expect(RUN("eval", "--ckpt", f, "--data", corpus), 1, NULL, "safetensors");
+    cli_expect(RUN("info", f), 1, NULL, "safetensors");
+    cli_expect(RUN("sample", "--ckpt", f, "--tokenizer-file", corpus), 1, NULL, "safetensors");
+    cli_expect(RUN("eval", "--ckpt", f, "--data", corpus), 1, NULL, "safetensors");
     // A header that is JSON in shape but not UTF-8 (a Latin-1 tensor name).
     static const char hdr[] = "{\"caf\xE9\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}";
     uint8_t file[8 + sizeof hdr + 4] = {(uint8_t)(sizeof hdr - 1)};
     memcpy(file + 8, hdr, sizeof hdr - 1);
     path(f, sizeof f, "latin1.safetensors");
     tfile_write(f, file, 8 + sizeof hdr - 1 + 4);
-    expect(RUN("info", f), 1, NULL, "not valid UTF-8 (byte 0xe9 at offset 5");
+    cli_expect(RUN("info", f), 1, NULL, "not valid UTF-8 (byte 0xe9 at offset 5");
     path(f, sizeof f, "nothing-here");
-    expect(RUN("info", f), 1, NULL, "cannot open");
+    cli_expect(RUN("info", f), 1, NULL, "cannot open");
 }
 
 static void sleep_ms(long ms) {
@@ -303,7 +297,7 @@ static void interrupt_with(int sig, const char *name) {
     char next[32], want[800];
     snprintf(next, sizeof next, "%ld", step + 1);
     snprintf(want, sizeof want, "resuming %s at step %ld", out, step);
-    expect(RUN("train", "--resume", out, "--stop-after", next, "--threads", "1"), 0, want, NULL);
+    cli_expect(RUN("train", "--resume", out, "--stop-after", next, "--threads", "1"), 0, want, NULL);
 }
 
 static void test_sigint_sigterm(void **state) {
@@ -316,11 +310,11 @@ static void test_addition_default(void **state) {
     (void)state;
     char out[700];
     path(out, sizeof out, "add");
-    expect(RUN("train", "--out", out, "--steps", "5", "--layers", "1", "--dim", "16", "--task-test", "20",
+    cli_expect(RUN("train", "--out", out, "--steps", "5", "--layers", "1", "--dim", "16", "--task-test", "20",
                "--threads", "1"),
            0, "held-out exact match", NULL);
-    expect(RUN("eval", "--ckpt", out, "--task-test", "20"), 0, "exact match", NULL);
-    expect(RUN("info", out), 0, "addition task", NULL);
+    cli_expect(RUN("eval", "--ckpt", out, "--task-test", "20"), 0, "exact match", NULL);
+    cli_expect(RUN("info", out), 0, "addition task", NULL);
 }
 
 // The run header's size is the parameters' real bytes: 2 a parameter for bf16 weights without

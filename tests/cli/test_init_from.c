@@ -16,20 +16,8 @@ static char root[512], corpus[600], run_dir[600];
 
 #define RUN(...) cli_run(root, (const char *const[]){__VA_ARGS__, NULL})
 
-static void expect(cli_result r, int code, const char *out_has, const char *err_has) {
-    if (r.code != code || (out_has && !strstr(r.out, out_has)) || (err_has && !strstr(r.err, err_has)))
-        fail_msg("exit %d (want %d)\n--- stdout:\n%s\n--- stderr:\n%s\n--- wanted stdout '%s', stderr '%s'", r.code,
-                 code, r.out, r.err, out_has ? out_has : "", err_has ? err_has : "");
-    cli_free(&r);
-}
 
-static const char *at(const char *name) {
-    static char buf[4][700];
-    static int k;
-    k = (k + 1) % 4;
-    snprintf(buf[k], sizeof buf[k], "%s/%s", root, name);
-    return buf[k];
-}
+static const char *at(const char *name) { return tfile_join(root, name); }
 
 static int setup(void **state) {
     (void)state;
@@ -37,7 +25,7 @@ static int setup(void **state) {
     snprintf(corpus, sizeof corpus, "%s", at("corpus.txt"));
     tf_write_corpus(corpus);
     snprintf(run_dir, sizeof run_dir, "%s", at("run"));
-    expect(RUN("train", "--data", corpus, "--out", run_dir, "--layers", "2", "--heads", "2", "--dim", "16", "--seq",
+    cli_expect(RUN("train", "--data", corpus, "--out", run_dir, "--layers", "2", "--heads", "2", "--dim", "16", "--seq",
                "16", "--batch", "4", "--steps", "12", "--eval-batches", "2", "--sample-tokens", "0", "--threads", "1"),
            0, "done at step 12", NULL);
     return 0;
@@ -55,7 +43,7 @@ static void expect_first_loss(const char *from, const char *out) {
     char from_s[700], out_s[700], shard[800], metrics[800];
     snprintf(from_s, sizeof from_s, "%s", from);
     snprintf(out_s, sizeof out_s, "%s", out);
-    expect(RUN("train", "--init-from", from_s, "--data", corpus, "--out", out_s, "--steps", "2", "--batch", "4",
+    cli_expect(RUN("train", "--init-from", from_s, "--data", corpus, "--out", out_s, "--steps", "2", "--batch", "4",
                "--order", "sequential", "--warmup", "0", "--log-every", "1", "--eval-batches", "1", "--sample-tokens",
                "0", "--threads", "1"),
            0, "initialised from", NULL);
@@ -67,23 +55,23 @@ static void expect_first_loss(const char *from, const char *out) {
     char want[64];
     snprintf(want, sizeof want, "val loss %.4f ", loss);
     snprintf(shard, sizeof shard, "%s/%s", out_s, TRIT_DATA_TRAIN);
-    expect(RUN("eval", "--ckpt", from_s, "--data", shard, "--batches", "1", "--batch", "4"), 0, want, NULL);
+    cli_expect(RUN("eval", "--ckpt", from_s, "--data", shard, "--batches", "1", "--batch", "4"), 0, want, NULL);
 }
 
 static void test_first_loss_is_runs(void **state) {
     (void)state;
     expect_first_loss(run_dir, at("from-run"));
-    expect(RUN("info", at("from-run")), 0, "init-from", NULL);
+    cli_expect(RUN("info", at("from-run")), 0, "init-from", NULL);
     // From a quantized copy of RUN, as `trit quantize` writes it.
-    expect(RUN("quantize", run_dir, "--format", "int4", "--group", "16", "--batches", "0", "--out", at("q")), 0, NULL,
+    cli_expect(RUN("quantize", run_dir, "--format", "int4", "--group", "16", "--batches", "0", "--out", at("q")), 0, NULL,
            NULL);
     expect_first_loss(at("q"), at("from-q"));
-    expect(RUN("train", "--help"), 0, "--init-from", NULL);
+    cli_expect(RUN("train", "--help"), 0, "--init-from", NULL);
 }
 
 // Exit 1, the message, and no --out directory.
 static void expect_refused(cli_result r, const char *out, const char *err_has) {
-    expect(r, 1, NULL, err_has);
+    cli_expect(r, 1, NULL, err_has);
     if (tfile_exists(out)) fail_msg("'%s' was made", out);
 }
 
@@ -99,7 +87,7 @@ static void test_bad_input(void **state) {
     expect_refused(RUN("train", "--init-from", run_dir, "--data", corpus, "--out", out, "--dim", "32"), out,
                    "has width 16, --dim says 32");
     expect_refused(RUN("train", "--init-from", run_dir, "--resume", run_dir), out, "pass one of them");
-    expect(RUN("prepare", "--data", corpus, "--tokenizer", "bpe", "--vocab", "300", "--out", at("bpe")), 0, NULL, NULL);
+    cli_expect(RUN("prepare", "--data", corpus, "--tokenizer", "bpe", "--vocab", "300", "--out", at("bpe")), 0, NULL, NULL);
     expect_refused(RUN("train", "--init-from", run_dir, "--data", at("bpe"), "--out", out), out,
                    "(bpe, 300 tokens) is not the tokenizer of");
     expect_refused(RUN("train", "--init-from", run_dir, "--out", out), out, "the addition task's tokenizer");

@@ -69,10 +69,12 @@ int tfile_group_teardown(void **state) {
 
 const char *tfile_dir(void) { return group_dir; }
 
-const char *tfile_path(const char *name) {
+const char *tfile_join(const char *dir, const char *name) {
     static char p[4][1024];
     static int k;
     k = (k + 1) % 4;
-    snprintf(p[k], sizeof p[k], "%s/%s", group_dir, name);
+    snprintf(p[k], sizeof p[k], "%s/%s", dir, name);
     return p[k];
 }
+
+const char *tfile_path(const char *name) { return tfile_join(group_dir, name); }

@@ -22,5 +22,7 @@ int tfile_group_teardown(void **state);
 // take two or three paths at once).
 const char *tfile_dir(void);
 const char *tfile_path(const char *name);
+// "<dir>/<name>" in the same rotating buffers, for a scratch directory of the test's own.
+const char *tfile_join(const char *dir, const char *name);
 
 #endif

@@ -18,13 +18,7 @@
 
 static char root[512], corpus[600], base[600];  // scratch, the text, RUN (trained once)
 
-static const char *at(const char *name) {
-    static char buf[4][700];
-    static int k;
-    k = (k + 1) % 4;
-    snprintf(buf[k], sizeof buf[k], "%s/%s", root, name);
-    return buf[k];
-}
+static const char *at(const char *name) { return tfile_join(root, name); }
 
 typedef struct first {
     double loss, lr;
