@@ -196,7 +196,8 @@ trit_status trit_tensor_fill_uniform(trit_tensor *t, double lo, double hi, uint6
 // checkpoints walk one array.
 typedef struct trit_flat trit_flat;
 // Moves each tensor's values into its dtype's block and makes the tensor a view of it (owned data
-// freed). The tensors stay the caller's; they must outlive the store or be freed first.
+// freed; a tensor without data gets its place, zeroed). The tensors stay the caller's; they must
+// outlive the store or be freed first.
 trit_flat *trit_flat_new(trit_tensor *const *tensors, int n);
 // Zeroed gradients of dtype dt (f32 or f64) for every parameter that is not frozen, in one block
 // in the layout order, each tensor's grad a view into it. Does nothing when already attached.

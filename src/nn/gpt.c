@@ -91,6 +91,7 @@ typedef struct builder {
     trit_gpt *m;
     bool (*without)(const char *name, void *ctx);  // parameters made without values, or NULL
     void *ctx;
+    bool *valued;  // (cap_tensors) which parameters get values
     uint64_t seed;
     double std, std_resid;
     int count;  // the counting pass's result
@@ -133,31 +134,24 @@ static trit_tensor *add_param(builder *b, const char *name, int ndim, int64_t d0
         return NULL;
     }
     const int64_t shape[2] = {d0, d1};
-    if (b->without && b->without(name, b->ctx)) {
-        trit_tensor *t = add_shape(b, name, ndim, shape);
-        if (t) b->m->init[b->m->n_tensors - 1] = (uint8_t)init;
-        return t;
+    trit_tensor *t = add_shape(b, name, ndim, shape);  // values come once the layout is known
+    if (!t) return NULL;
+    const int i = b->m->n_tensors - 1;
+    b->m->init[i] = (uint8_t)init;
+    b->valued[i] = !(b->without && b->without(name, b->ctx));
+    return t;
+}
+
+// Parameter i's initial values, in its place in flat storage (which starts zeroed).
+static trit_status init_param(trit_gpt *m, int i, uint64_t seed) {
+    trit_tensor *t = m->tensors[i];
+    switch ((init_kind)m->init[i]) {
+    case INIT_NORMAL: return trit_tensor_fill_normal(t, 0.0, m->std, seed, trit_gpt_name_stream(t->name));
+    case INIT_RESIDUAL: return trit_tensor_fill_normal(t, 0.0, m->std_resid, seed, trit_gpt_name_stream(t->name));
+    case INIT_ZERO: return TRIT_OK;
+    case INIT_ONE: return trit_tensor_fill(t, 1.0);
     }
-    trit_tensor *t = trit_tensor_new_param(TRIT_F32, ndim, shape, name);
-    if (!t) {
-        b->status = trit_error(TRIT_ERR_NOMEM, "gpt: cannot allocate parameter %s (%lld x %lld floats)", name,
-                               (long long)d0, (long long)(ndim > 1 ? d1 : 1));
-        return NULL;
-    }
-    if ((b->status = trit_gpt_append_tensor(b->m, t)) != TRIT_OK) {
-        trit_tensor_free(t);
-        return NULL;
-    }
-    b->m->init[b->m->n_tensors - 1] = (uint8_t)init;
-    trit_status s = TRIT_OK;
-    switch (init) {
-    case INIT_NORMAL: s = trit_tensor_fill_normal(t, 0.0, b->std, b->seed, trit_gpt_name_stream(name)); break;
-    case INIT_RESIDUAL: s = trit_tensor_fill_normal(t, 0.0, b->std_resid, b->seed, trit_gpt_name_stream(name)); break;
-    case INIT_ZERO: break;  // trit_tensor_new zeroes
-    case INIT_ONE: s = trit_tensor_fill(t, 1.0); break;
-    }
-    if (s != TRIT_OK) b->status = s;
-    return b->status == TRIT_OK ? t : NULL;
+    return TRIT_OK;
 }
 
 static void add_block(builder *b, int64_t i) {
@@ -193,9 +187,10 @@ static void add_block(builder *b, int64_t i) {
 // Moves the parameters into flat storage (one block per dtype) in reverse order of first use by
 // the program: gradients final together in backward are neighbours, and the token embedding,
 // first used and tied to the head, whose gradient is final last, comes last. Parameters in drop
-// (or NULL) lose their values (a decode-only model's weights the kernels read as codes); one
-// without values is left out.
-trit_status trit_gpt_lay_out(trit_gpt *m, const bool *drop) {
+// (or NULL) lose their values (a decode-only model's weights the kernels read as codes);
+// parameters in give (or NULL), which have none yet, get zeroed storage; any other one without
+// values is left out.
+trit_status trit_gpt_lay_out(trit_gpt *m, const bool *drop, const bool *give) {
     trit_tensor **order = calloc((size_t)m->n_tensors + 1, sizeof *order);
     bool *seen = calloc((size_t)m->n_tensors + 1, sizeof *seen);
     trit_status s = TRIT_OK;
@@ -213,7 +208,7 @@ trit_status trit_gpt_lay_out(trit_gpt *m, const bool *drop) {
         int n = 0;  // keep those that stay, in order
         for (int i = 0; i < m->n_tensors; i++) {
             const int idx = trit_gpt_index_of(m, order[i]);
-            if (order[i]->data && !(drop && drop[idx])) order[n++] = order[i];
+            if ((order[i]->data || (give && give[idx])) && !(drop && drop[idx])) order[n++] = order[i];
         }
         trit_flat *f = trit_flat_new(order, n);
         if (!f) {
@@ -265,9 +260,11 @@ trit_gpt *trit_gpt_new_without(const trit_gpt_config *c, uint64_t seed, bool (*w
         m->cap_tensors = b.count;
         m->tensors = calloc((size_t)b.count, sizeof *m->tensors);
         m->init = calloc((size_t)b.count + 1, sizeof *m->init);
+        b.valued = calloc((size_t)b.count + 1, sizeof *b.valued);
     }
     m->std = b.std, m->std_resid = b.std_resid;
-    if (!m->blocks || !m->tensors || !m->init) {
+    if (!m->blocks || !m->tensors || !m->init || !b.valued) {
+        free(b.valued);
         trit_gpt_free(m);
         trit_error(TRIT_ERR_NOMEM, "gpt: out of memory for %lld layers", (long long)L);
         return NULL;
@@ -277,7 +274,11 @@ trit_gpt *trit_gpt_new_without(const trit_gpt_config *c, uint64_t seed, bool (*w
         b.status = trit_error(TRIT_ERR_RANGE, "gpt: the builder made %d parameters after counting %d", m->n_tensors,
                               m->cap_tensors);
     if (b.status == TRIT_OK) b.status = trit_gpt_program_build(m);
-    if (b.status == TRIT_OK) b.status = trit_gpt_lay_out(m, NULL);
+    // Storage in place in one block, then the values there: no second copy of the model.
+    if (b.status == TRIT_OK) b.status = trit_gpt_lay_out(m, NULL, b.valued);
+    for (int i = 0; b.status == TRIT_OK && i < m->n_tensors; i++)
+        if (b.valued[i]) b.status = init_param(m, i, seed);
+    free(b.valued);
     if (b.status != TRIT_OK) {
         trit_gpt_free(m);
         return NULL;
@@ -379,7 +380,7 @@ trit_status trit_gpt_set_param_dtype(trit_gpt *m, trit_dtype dt) {
         if (s != TRIT_OK) return s;
         changed = true;
     }
-    return changed ? trit_gpt_lay_out(m, NULL) : TRIT_OK;  // the converted values into a block of the new dtype
+    return changed ? trit_gpt_lay_out(m, NULL, NULL) : TRIT_OK;  // the converted values into a block of the new dtype
 }
 
 static const char *const precision_names[] = {"fp32", "bf16", "fp16"};

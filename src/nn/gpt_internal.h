@@ -94,8 +94,8 @@ static inline uint64_t trit_gpt_name_stream(const char *name) {
 // Builds m's program from its config and parameters (trit_gpt_new calls it).
 trit_status trit_gpt_program_build(trit_gpt *m);
 // Lays the parameters out in flat storage (gpt.c), dropping the values of those in drop (NULL:
-// none), and of any without values.
-trit_status trit_gpt_lay_out(trit_gpt *m, const bool *drop);
+// none), giving zeroed storage to those in give (NULL: none), leaving out any other without values.
+trit_status trit_gpt_lay_out(trit_gpt *m, const bool *drop, const bool *give);
 // The index of parameter t in m->tensors, -1 for NULL (or a tensor not of the model).
 int trit_gpt_index_of(const trit_gpt *m, const trit_tensor *t);
 // Appends t to m's parameter list (which then owns it); TRIT_ERR_RANGE, t left to the caller,

@@ -257,7 +257,10 @@ trit_status trit_gpt_make_decode_only(trit_gpt *m) {
     for (int i = 0; i < m->n_tensors && s == TRIT_OK; i++)
         if (!m->tensors[i]->data && !drop[i]) s = decode_codes(w, m, i);
     m->dec = w;
-    if (s == TRIT_OK) s = trit_gpt_lay_out(m, drop);  // the f32 values of what the kernels multiply with go too
+    bool any = false;
+    for (int i = 0; i < m->n_tensors; i++) any |= drop[i] && m->tensors[i]->data;
+    // The f32 values of what the kernels multiply with go too (a new layout only if any do).
+    if (s == TRIT_OK && any) s = trit_gpt_lay_out(m, drop, NULL);
     free(drop);
     return s;
 }

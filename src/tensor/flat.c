@@ -40,9 +40,8 @@ trit_flat *trit_flat_new(trit_tensor *const *tensors, int n) {
     f->n = n;
     for (int i = 0; i < n; i++) {
         trit_tensor *t = tensors[i];
-        if (!t || !t->data || !trit_tensor_is_contiguous(t) || (unsigned)t->dtype >= FLAT_MAX_DTYPES) {
-            trit_error(TRIT_ERR_INVALID, "flat storage: tensor %d ('%s') must be allocated and contiguous", i,
-                       t ? t->name : "(null)");
+        if (!t || (t->data && !trit_tensor_is_contiguous(t)) || (unsigned)t->dtype >= FLAT_MAX_DTYPES) {
+            trit_error(TRIT_ERR_INVALID, "flat storage: tensor %d ('%s') must be contiguous", i, t ? t->name : "(null)");
             trit_flat_free(f);
             return NULL;
         }
@@ -64,7 +63,7 @@ trit_flat *trit_flat_new(trit_tensor *const *tensors, int n) {
     for (int i = 0; i < n; i++) {
         trit_tensor *t = f->t[i];
         void *at = (char *)f->block[t->dtype] + f->offset[i];
-        memcpy(at, trit_tensor_ptr(t), trit_tensor_nbytes(t));
+        if (t->data) memcpy(at, trit_tensor_ptr(t), trit_tensor_nbytes(t));
         if (t->flags & TRIT_FLAG_OWNS_DATA) trit_aligned_free(t->data);
         t->data = at;
         t->offset = 0;

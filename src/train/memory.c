@@ -8,6 +8,9 @@
 #include "kernels/gemm_scratch.h"
 
 #include <stdio.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -109,6 +112,9 @@ void trit_memory_report_print(const trit_memory_report *r, const char *prefix, F
 }
 
 bool trit_peak_rss_reset(void) {
+#ifdef __GLIBC__
+    malloc_trim(0);  // hand freed heap pages back first, so the new peak starts from what is in use
+#endif
     FILE *f = fopen("/proc/self/clear_refs", "w");  // "5": reset the peak resident set size (Linux 4.0)
     if (!f) return false;
     const bool ok = fputs("5", f) >= 0;
