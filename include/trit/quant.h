@@ -83,26 +83,38 @@ trit_status trit_terngrad_accumulate(const uint8_t *codes, const float *scales, 
 // values and 1), bit for bit as bitsandbytes 0.50 with PyTorch 2 builds them
 // (tests/reference/make_dynamic_map_fixtures.py).
 //
-// Rounding: value / absmax (f32 division) goes to the nearest map value, found as bitsandbytes'
-// CPU kernel finds it: binary search for the last map value <= v, then the next one if its f32
-// distance |map[c + 1] - v| is strictly smaller (a tie keeps the lower code). A block of zeros
-// has absmax 0 and the code of 0; a NaN or Inf in a block makes its absmax NaN or Inf, so the
-// block decodes to NaN rather than hiding it.
+// Rounding: v = value / absmax (f32 division, so |v| <= 1) goes to the nearest map value,
+// exactly: the code of the first map value above each midpoint is taken from the midpoint on,
+// and a v on a midpoint keeps the lower code (bitsandbytes' kernels also search for the
+// nearest code; they compare f32 distances, which can differ right at a midpoint). A block of
+// zeros has absmax 0 and the code of 0; a NaN or Inf in a block makes its absmax NaN or Inf, so
+// the block decodes to NaN rather than hiding it.
 #define TRIT_DYNAMIC_MAP_SIZE 256
 void trit_quant_dynamic_map(bool is_signed, float map[TRIT_DYNAMIC_MAP_SIZE]);
-uint8_t trit_quant_dynamic_nearest(const float map[TRIT_DYNAMIC_MAP_SIZE], float v);
+
+// A map with its decision thresholds and a table that finds the code of a float in two reads
+// (by its sign, exponent and top mantissa bits), for encoding.
+#define TRIT_DYNAMIC_LUT_SIZE (26 * 256)
+typedef struct trit_dynamic_code {
+    float values[TRIT_DYNAMIC_MAP_SIZE];  // the map, ascending
+    float above[TRIT_DYNAMIC_MAP_SIZE];   // least float nearer to values[k + 1] than to values[k]; [255] NaN
+    uint8_t lut[2][TRIT_DYNAMIC_LUT_SIZE];
+    bool has_lut;                         // false: a binary search instead
+} trit_dynamic_code;
+void trit_quant_dynamic_code_init(trit_dynamic_code *c, bool is_signed);
+uint8_t trit_quant_dynamic_nearest(const trit_dynamic_code *c, float v);
 // One block: x, codes: (len); *absmax receives max |x|. No checks (len >= 0, valid pointers).
-void trit_quant_dynamic_encode_block(const float map[TRIT_DYNAMIC_MAP_SIZE], const float *x, int64_t len,
-                                     uint8_t *codes, float *absmax);
+void trit_quant_dynamic_encode_block(const trit_dynamic_code *c, const float *x, int64_t len, uint8_t *codes,
+                                     float *absmax);
 // out (len) = map[codes] * absmax.
-void trit_quant_dynamic_decode_block(const float map[TRIT_DYNAMIC_MAP_SIZE], const uint8_t *codes, float absmax,
-                                     int64_t len, float *out);
+void trit_quant_dynamic_decode_block(const trit_dynamic_code *c, const uint8_t *codes, float absmax, int64_t len,
+                                     float *out);
 // Whole buffers of n values in blocks of `block` (the last may be short): codes (n), absmax
 // (ceil(n / block)). Blocks are independent, so the thread count changes nothing.
-trit_status trit_quant_dynamic_encode(const float map[TRIT_DYNAMIC_MAP_SIZE], const float *x /* (n) */, int64_t n,
-                                      int64_t block, uint8_t *codes, float *absmax);
-trit_status trit_quant_dynamic_decode(const float map[TRIT_DYNAMIC_MAP_SIZE], const uint8_t *codes,
-                                      const float *absmax, int64_t n, int64_t block, float *out /* (n) */);
+trit_status trit_quant_dynamic_encode(const trit_dynamic_code *c, const float *x /* (n) */, int64_t n, int64_t block,
+                                      uint8_t *codes, float *absmax);
+trit_status trit_quant_dynamic_decode(const trit_dynamic_code *c, const uint8_t *codes, const float *absmax,
+                                      int64_t n, int64_t block, float *out /* (n) */);
 
 // A new tensor of s->dtype holding x (f32, any layout) quantized along its last dim, owning its
 // quant info; NULL with trit_last_error set on failure.

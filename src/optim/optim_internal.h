@@ -4,6 +4,7 @@
 #define TRIT_OPTIM_INTERNAL_H
 
 #include "trit/optim.h"
+#include "trit/quant.h"
 
 // Elements per static OpenMP chunk. Chunks are fixed, so which thread updates an element never
 // changes its value; below OPTIM_PAR_MIN elements a loop runs on the calling thread.
@@ -44,7 +45,7 @@ void trit_optim_update_adam(float *p, const float *g, float *m, float *v, int64_
 typedef struct optim_q8 {
     uint8_t *m, *v;
     float *am, *av;
-    const float *map_m, *map_v;  // (TRIT_DYNAMIC_MAP_SIZE) each
+    const trit_dynamic_code *map_m, *map_v;  // signed, unsigned
 } optim_q8;
 void trit_optim_update_adamw8bit(float *p, const float *g, const optim_q8 *q, int64_t n, const optim_scalars *s);
 

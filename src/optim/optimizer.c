@@ -3,7 +3,6 @@
 // (as torch.optim does, in double, then rounded to float), and the state listing that
 // checkpoints use.
 #include "optim/optim_internal.h"
-#include "trit/quant.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -55,7 +54,7 @@ struct trit_optim {
     int64_t step;
     bool stochastic;        // 16-bit parameters round stochastically (trit_optim_set_rounding)
     uint64_t sr_seed;
-    float map[OPTIM_MAX_BUFS][TRIT_DYNAMIC_MAP_SIZE];  // AdamW8bit: signed (exp_avg), unsigned (exp_avg_sq)
+    trit_dynamic_code map[OPTIM_MAX_BUFS];  // AdamW8bit: signed (exp_avg), unsigned (exp_avg_sq)
 };
 
 // The optimizer's code of a block must start where a 16-bit parameter's chunk starts.
@@ -179,8 +178,8 @@ trit_optim *trit_optim_new(const trit_optim_config *cfg, const trit_optim_group 
     o->cfg = *cfg;
     o->n_keys = trit_optim_state_keys(cfg, o->keys);
     if (cfg->kind == TRIT_OPTIM_ADAMW8BIT) {
-        trit_quant_dynamic_map(true, o->map[0]);
-        trit_quant_dynamic_map(false, o->map[1]);
+        trit_quant_dynamic_code_init(&o->map[0], true);
+        trit_quant_dynamic_code_init(&o->map[1], false);
     }
     o->n_groups = num_groups;
     o->n_params = total;
@@ -303,7 +302,7 @@ static void update_span(const trit_optim *o, const optim_param *p, float *x, con
     if (p->code[0]) {
         const int64_t blk = lo / TRIT_OPTIM_8BIT_BLOCK;
         const optim_q8 q = {.m = p->code[0] + lo, .v = p->code[1] + lo, .am = p->absmax[0] + blk,
-                            .av = p->absmax[1] + blk, .map_m = o->map[0], .map_v = o->map[1]};
+                            .av = p->absmax[1] + blk, .map_m = &o->map[0], .map_v = &o->map[1]};
         trit_optim_update_adamw8bit(x, g, &q, n, s);
         return;
     }

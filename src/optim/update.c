@@ -6,7 +6,6 @@
 #include "optim/optim_internal.h"
 
 #include "kernels/rowops.h"
-#include "trit/quant.h"
 
 #include <math.h>
 

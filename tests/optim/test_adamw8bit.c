@@ -60,7 +60,7 @@ static void test_layout(void **state) {
 static int nearest_f64(const float *map, double v) {
     int c = 0;
     while (c < MAP - 1 && map[c + 1] <= v) c++;
-    if (c < MAP - 1 && map[c + 1] - v < v - map[c]) c++;
+    if (c < MAP - 1 && (double)map[c + 1] - v < v - map[c]) c++;
     return c;
 }
 

@@ -1,7 +1,7 @@
 // bitsandbytes' dynamic 8-bit maps: trit's maps equal the 256 values bitsandbytes builds
 // (fixture dynamic_map.bin, tests/reference/make_dynamic_map_fixtures.py), bit for bit; the
-// code chosen for a value is its nearest map value (checked against a search of all 256, ties
-// to the lower code); block-wise round trips stay within half the local gap of the map times
+// code chosen for a value is its nearest map value, exactly (checked against a search of all 256
+// around every midpoint, ties to the lower code); block-wise round trips stay within half the local gap of the map times
 // the block's absmax; zero, NaN and short blocks; codes independent of the thread count.
 #include <setjmp.h>
 #include <stdarg.h>
@@ -52,35 +52,45 @@ static void test_map_shape(void **state) {
     assert_float_equal(s[0], -(0.9859375f + 1.0f) / 2, 1e-7);  // the signed map stops short of -1
 }
 
-// The code a search of all 256 values gives: smallest f32 distance, the lower code on a tie.
+// The code a search of all 256 values gives: smallest distance (exact in double for the
+// neighbours that compete), the lower code on a tie.
 static int brute_nearest(const float *map, float v) {
     int best = 0;
     for (int c = 1; c < M; c++)
-        if (fabsf(map[c] - v) < fabsf(map[best] - v)) best = c;
+        if (fabs((double)map[c] - v) < fabs((double)map[best] - v)) best = c;
     return best;
 }
 
 static void test_nearest(void **state) {
     (void)state;
     for (int sgn = 0; sgn < 2; sgn++) {
-        float map[M];
-        trit_quant_dynamic_map(sgn, map);
-        const float lo = sgn ? -1.0f : 0.0f;
+        trit_dynamic_code code;
+        trit_quant_dynamic_code_init(&code, sgn);
+        assert_true(code.has_lut);  // every table bucket holds at most one threshold
+        const float *map = code.values, lo = sgn ? -1.0f : 0.0f;
         for (int i = 0; i < 200000; i++) {
-            // Uniform values, values spread over decades, and exact midpoints (ties).
+            // Uniform values, values spread over decades, and the floats around each midpoint.
             float v;
             const float r = trit_rng_uniform(11, (uint64_t)sgn, (uint64_t)i);
-            if (i % 3 == 0) v = lo + (1.0f - lo) * r;
-            else if (i % 3 == 1) v = (sgn && (i & 8) ? -1.0f : 1.0f) * powf(10.0f, -8.0f * r);
-            else v = (map[i % (M - 1)] + map[i % (M - 1) + 1]) / 2;
-            const int want = brute_nearest(map, v), got = trit_quant_dynamic_nearest(map, v);
+            const int k = i % (M - 1);
+            if (i % 4 == 0) v = lo + (1.0f - lo) * r;
+            else if (i % 4 == 1) v = (sgn && (i & 8) ? -1.0f : 1.0f) * powf(10.0f, -8.0f * r);
+            else v = nextafterf(code.above[k], i % 4 == 2 ? -INFINITY : INFINITY);
+            const int want = brute_nearest(map, v), got = trit_quant_dynamic_nearest(&code, v);
             if (got != want) fail_msg("%s map: v = %a gives code %d, nearest is %d", sgn ? "signed" : "unsigned",
                                       (double)v, got, want);
         }
-        assert_int_equal(trit_quant_dynamic_nearest(map, 1.0f), 255);
-        assert_int_equal(trit_quant_dynamic_nearest(map, 0.0f), sgn ? 127 : 0);
-        assert_int_equal(trit_quant_dynamic_nearest(map, -1.0f), 0);
-        assert_int_equal(trit_quant_dynamic_nearest(map, 2.0f), 255);  // out of range: the nearest end
+        for (int k = 0; k < M - 1; k++) {
+            // The threshold itself goes up, the float below it down; an exact midpoint stays down.
+            assert_int_equal(trit_quant_dynamic_nearest(&code, code.above[k]), k + 1);
+            assert_int_equal(trit_quant_dynamic_nearest(&code, nextafterf(code.above[k], -INFINITY)), k);
+            const double mid = ((double)map[k] + map[k + 1]) / 2;
+            if ((double)(float)mid == mid) assert_int_equal(trit_quant_dynamic_nearest(&code, (float)mid), k);
+        }
+        assert_int_equal(trit_quant_dynamic_nearest(&code, 1.0f), 255);
+        assert_int_equal(trit_quant_dynamic_nearest(&code, 0.0f), sgn ? 127 : 0);
+        assert_int_equal(trit_quant_dynamic_nearest(&code, -1.0f), 0);
+        assert_int_equal(trit_quant_dynamic_nearest(&code, 2.0f), 255);  // out of range: the nearest end
     }
 }
 
@@ -89,16 +99,17 @@ static void test_nearest(void **state) {
 // 0.00704 absmax signed (the widest gap, 0.9 / 64, and the short end at -0.99297) and 0.00352
 // unsigned (0.9 / 128 between 0.9 and 1).
 static void check_round_trip(bool sgn, const float *x, int64_t n, int64_t block) {
-    float map[M];
-    trit_quant_dynamic_map(sgn, map);
+    trit_dynamic_code code;
+    trit_quant_dynamic_code_init(&code, sgn);
+    const float *map = code.values;
     const int64_t nb = (n + block - 1) / block;
     uint8_t *codes = malloc((size_t)n);
     float *absmax = malloc(sizeof(float) * (size_t)nb), *y = malloc(sizeof(float) * (size_t)n);
     assert_non_null(codes);
     assert_non_null(absmax);
     assert_non_null(y);
-    assert_int_equal(trit_quant_dynamic_encode(map, x, n, block, codes, absmax), TRIT_OK);
-    assert_int_equal(trit_quant_dynamic_decode(map, codes, absmax, n, block, y), TRIT_OK);
+    assert_int_equal(trit_quant_dynamic_encode(&code, x, n, block, codes, absmax), TRIT_OK);
+    assert_int_equal(trit_quant_dynamic_decode(&code, codes, absmax, n, block, y), TRIT_OK);
     const double worst = sgn ? 0.00704 : 0.00352;
     for (int64_t b = 0; b < nb; b++) {
         const int64_t lo = b * block, len = n - lo < block ? n - lo : block;
@@ -146,11 +157,12 @@ static void test_round_trip_bounds(void **state) {
 
 static void test_edges(void **state) {
     (void)state;
-    float s[M], u[M], zeros[300] = {0}, y[300];
+    trit_dynamic_code sc, uc, *s = &sc, *u = &uc;
+    float zeros[300] = {0}, y[300];
     uint8_t codes[300];
     float absmax[2];
-    trit_quant_dynamic_map(true, s);
-    trit_quant_dynamic_map(false, u);
+    trit_quant_dynamic_code_init(s, true);
+    trit_quant_dynamic_code_init(u, false);
     // All zeros: absmax 0, the code of 0, decodes to +0.
     assert_int_equal(trit_quant_dynamic_encode(s, zeros, 300, 256, codes, absmax), TRIT_OK);
     assert_true(absmax[0] == 0.0f && absmax[1] == 0.0f);
@@ -182,17 +194,18 @@ static void test_edges(void **state) {
 static void test_thread_count_independent(void **state) {
     (void)state;
     enum { N = 256 * 300 + 11 };
-    float map[M], *x = malloc(sizeof(float) * N), a1[N / 256 + 1], a2[N / 256 + 1];
+    trit_dynamic_code map;
+    float *x = malloc(sizeof(float) * N), a1[N / 256 + 1], a2[N / 256 + 1];
     uint8_t *c1 = malloc(N), *c2 = malloc(N);
     assert_non_null(x);
     assert_non_null(c1);
     assert_non_null(c2);
-    trit_quant_dynamic_map(true, map);
+    trit_quant_dynamic_code_init(&map, true);
     trit_rng_fill_normal(x, N, 9, 0, 0, 0.0f, 1.0f);
     trit_threads_set(1);
-    assert_int_equal(trit_quant_dynamic_encode(map, x, N, 256, c1, a1), TRIT_OK);
+    assert_int_equal(trit_quant_dynamic_encode(&map, x, N, 256, c1, a1), TRIT_OK);
     trit_threads_set(2);
-    assert_int_equal(trit_quant_dynamic_encode(map, x, N, 256, c2, a2), TRIT_OK);
+    assert_int_equal(trit_quant_dynamic_encode(&map, x, N, 256, c2, a2), TRIT_OK);
     assert_memory_equal(c1, c2, N);
     assert_memory_equal(a1, a2, sizeof a1);
     free(x);
