@@ -142,12 +142,13 @@ void trit_loss_scaler_update(trit_loss_scaler *s, bool finite);
 bool trit_grads_unscale(trit_tensor *const *params, int num_params, double inv_scale);
 
 // ---- state, for checkpoints ----------------------------------------------------------------
-// State buffers are typed arrays (f32, or u8 codes with f32 block scales) owned by the optimizer, listed in a fixed order (group order,
-// then parameter order, then the kind's buffers). Names are "<param name>.<key>" with the keys
-// of torch.optim ("momentum_buffer", "square_avg", "exp_avg", "exp_avg_sq"); a parameter with
-// an empty name is called "param<i>" after its index in trit_optim_param order. Saving =
-// copying each buffer's `count` floats out plus the step counter; restoring = copying them
-// into a new optimizer built over the same parameters with the same config.
+// State buffers are typed arrays (f32, or u8 codes with f32 block scales) owned by the
+// optimizer, listed in a fixed order (group order, then parameter order, then the kind's
+// buffers). Names are "<param name>.<key>" with the keys of torch.optim ("momentum_buffer",
+// "square_avg", "exp_avg", "exp_avg_sq"); a parameter with an empty name is called "param<i>"
+// after its index in trit_optim_param order. Saving = copying each buffer's values (and
+// scales) out plus the step counter; restoring = copying them into a new optimizer of the same
+// kind built over the same parameters with the same config.
 
 // A typed buffer, so optimizers whose state is stored in 8 bits with block scales, low rank, or
 // sliced across processes, describe it the same way. Each buffer has its own dtype and shape:

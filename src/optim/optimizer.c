@@ -54,10 +54,10 @@ struct trit_optim {
     int64_t step;
     bool stochastic;        // 16-bit parameters round stochastically (trit_optim_set_rounding)
     uint64_t sr_seed;
-    trit_dynamic_code map[OPTIM_MAX_BUFS];  // AdamW8bit: signed (exp_avg), unsigned (exp_avg_sq)
+    trit_dynamic_code *maps;  // AdamW8bit: [0] signed (exp_avg), [1] unsigned (exp_avg_sq); else NULL
 };
 
-// The optimizer's code of a block must start where a 16-bit parameter's chunk starts.
+// A 16-bit parameter is stepped in chunks of OPTIM_CHUNK values: each must start on an 8-bit block.
 _Static_assert(OPTIM_CHUNK % TRIT_OPTIM_8BIT_BLOCK == 0, "8-bit blocks must not straddle optimizer chunks");
 
 static bool skipped(const trit_tensor *p) { return (p->flags & TRIT_FLAG_FROZEN) || !p->grad; }
@@ -177,16 +177,16 @@ trit_optim *trit_optim_new(const trit_optim_config *cfg, const trit_optim_group 
     }
     o->cfg = *cfg;
     o->n_keys = trit_optim_state_keys(cfg, o->keys);
-    if (cfg->kind == TRIT_OPTIM_ADAMW8BIT) {
-        trit_quant_dynamic_code_init(&o->map[0], true);
-        trit_quant_dynamic_code_init(&o->map[1], false);
-    }
     o->n_groups = num_groups;
     o->n_params = total;
     o->groups = calloc((size_t)num_groups, sizeof *o->groups);
     o->params = calloc((size_t)total + 1, sizeof *o->params);
     o->tensors = calloc((size_t)total + 1, sizeof *o->tensors);
-    if (!o->groups || !o->params || !o->tensors) {
+    if (cfg->kind == TRIT_OPTIM_ADAMW8BIT && (o->maps = malloc(2 * sizeof *o->maps))) {
+        trit_quant_dynamic_code_init(&o->maps[0], true);
+        trit_quant_dynamic_code_init(&o->maps[1], false);
+    }
+    if (!o->groups || !o->params || !o->tensors || (cfg->kind == TRIT_OPTIM_ADAMW8BIT && !o->maps)) {
         trit_error(TRIT_ERR_NOMEM, "optimizer: out of memory");
         trit_optim_free(o);
         return NULL;
@@ -242,6 +242,7 @@ trit_optim *trit_optim_new_gpt2(const trit_optim_config *cfg, trit_tensor *const
 void trit_optim_free(trit_optim *o) {
     if (!o) return;
     trit_aligned_free(o->block);
+    free(o->maps);
     free(o->state);
     free(o->tensors);
     free(o->params);
@@ -302,7 +303,7 @@ static void update_span(const trit_optim *o, const optim_param *p, float *x, con
     if (p->code[0]) {
         const int64_t blk = lo / TRIT_OPTIM_8BIT_BLOCK;
         const optim_q8 q = {.m = p->code[0] + lo, .v = p->code[1] + lo, .am = p->absmax[0] + blk,
-                            .av = p->absmax[1] + blk, .map_m = &o->map[0], .map_v = &o->map[1]};
+                            .av = p->absmax[1] + blk, .map_m = &o->maps[0], .map_v = &o->maps[1]};
         trit_optim_update_adamw8bit(x, g, &q, n, s);
         return;
     }
