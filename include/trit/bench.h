@@ -34,7 +34,9 @@ typedef struct trit_memory_report {
                          // compute copies are 16-bit; the weights themselves without one)
     size_t param_copies; // 16-bit compute copies of parameters (part of the arena)
     size_t grads;        // their gradients
-    size_t optimizer;    // optimizer state (AdamW: first and second moments)
+    size_t optimizer;    // optimizer state (AdamW: first and second moments), all of the below
+    size_t optimizer_codes;   // of which 8-bit codes (AdamW8bit's quantized moments)
+    size_t optimizer_scales;  // and their f32 block scales
     size_t arena;        // the graph's arena: activations, saved tensors, activation grads, op scratch
     size_t inputs;       // graph inputs (token ids and targets)
     size_t workspace;    // kernel buffers outside the arena (GEMM packing, one set per thread)

@@ -3,7 +3,9 @@
 // clipping by global L2 norm, and learning-rate schedules as pure functions of the step.
 //
 // Parameters are contiguous f32 tensors (or bf16/f16 without master weights, see
-// trit_optim_set_rounding) whose `grad` (same shape, f32, contiguous) is filled by the graph. Optimizer state is fp32, allocated once by trit_optim_new; a step allocates nothing.
+// trit_optim_set_rounding) whose `grad` (same shape, f32, contiguous) is filled by the graph.
+// Optimizer state is fp32 (8-bit codes with block scales for AdamW8bit), allocated once by
+// trit_optim_new; a step allocates nothing.
 // Every element update is independent, so results do not depend on the thread count.
 #ifndef TRIT_OPTIM_H
 #define TRIT_OPTIM_H
@@ -21,7 +23,20 @@ typedef enum trit_optim_kind {
     TRIT_OPTIM_RMSPROP,  // v = alpha v + (1 - alpha) g^2; p -= lr g / (sqrt(v) + eps)
     TRIT_OPTIM_ADAM,     // L2 decay added to the gradient, bias-corrected moments
     TRIT_OPTIM_ADAMW,    // decoupled decay p *= 1 - lr wd, then Adam without decay
+    TRIT_OPTIM_ADAMW8BIT,  // AdamW with both moments stored in 8 bits (below)
 } trit_optim_kind;
+
+// AdamW8bit keeps the moments of a parameter with at least TRIT_OPTIM_8BIT_MIN_SIZE elements
+// as bitsandbytes' 8-bit optimizers do: block-wise codes of its dynamic maps (trit/quant.h;
+// the signed map for exp_avg, the unsigned one for exp_avg_sq), TRIT_OPTIM_8BIT_BLOCK values
+// per block, one f32 absmax per block. A step, per block: decode both moments to f32, the
+// AdamW update of TRIT_OPTIM_ADAMW (same scalars, same fp32 arithmetic), encode them again
+// with the block's new absmax. Blocks are independent, so the thread count changes nothing.
+// Smaller parameters (biases, norm gains: bitsandbytes' min_8bit_size) keep fp32 moments and
+// are stepped exactly as by TRIT_OPTIM_ADAMW. State: 2 bytes + 8 / 256 bytes of scales per
+// element instead of 8.
+#define TRIT_OPTIM_8BIT_BLOCK 256
+#define TRIT_OPTIM_8BIT_MIN_SIZE 4096
 
 // Hyper-parameters shared by all groups. Weight decay belongs to the groups.
 typedef struct trit_optim_config {
@@ -39,6 +54,7 @@ trit_optim_config trit_optim_sgd(double momentum, bool nesterov);
 trit_optim_config trit_optim_rmsprop(double alpha, double eps, double momentum);  // 0.99, 1e-8, 0
 trit_optim_config trit_optim_adam(double beta1, double beta2, double eps);        // 0.9, 0.999, 1e-8
 trit_optim_config trit_optim_adamw(double beta1, double beta2, double eps);
+trit_optim_config trit_optim_adamw8bit(double beta1, double beta2, double eps);
 const char *trit_optim_kind_name(trit_optim_kind kind);
 
 // Checks ranges (betas in [0, 1), eps > 0, momentum >= 0, Nesterov with momentum).
@@ -126,16 +142,19 @@ void trit_loss_scaler_update(trit_loss_scaler *s, bool finite);
 bool trit_grads_unscale(trit_tensor *const *params, int num_params, double inv_scale);
 
 // ---- state, for checkpoints ----------------------------------------------------------------
-// State buffers are typed arrays (f32 today) owned by the optimizer, listed in a fixed order (group order,
-// then parameter order, then the kind's buffers). Names are "<param name>.<key>" with the keys
-// of torch.optim ("momentum_buffer", "square_avg", "exp_avg", "exp_avg_sq"); a parameter with
-// an empty name is called "param<i>" after its index in trit_optim_param order. Saving =
-// copying each buffer's `count` floats out plus the step counter; restoring = copying them
-// into a new optimizer built over the same parameters with the same config.
+// State buffers are typed arrays (f32, or u8 codes with f32 block scales) owned by the
+// optimizer, listed in a fixed order (group order, then parameter order, then the kind's
+// buffers). Names are "<param name>.<key>" with the keys of torch.optim ("momentum_buffer",
+// "square_avg", "exp_avg", "exp_avg_sq"); a parameter with an empty name is called "param<i>"
+// after its index in trit_optim_param order. Saving = copying each buffer's values (and
+// scales) out plus the step counter; restoring = copying them into a new optimizer of the same
+// kind built over the same parameters with the same config.
 
 // A typed buffer, so optimizers whose state is stored in 8 bits with block scales, low rank, or
-// sliced across processes, describe it the same way. Each buffer has its own dtype and shape;
-// the kinds today keep f32 values shaped like their parameter, without scales.
+// sliced across processes, describe it the same way. Each buffer has its own dtype and shape:
+// f32 values shaped like their parameter, without scales; AdamW8bit's quantized moments are u8
+// codes (indices into the dynamic map) shaped like the parameter, with ceil(count / 256)
+// scales.
 typedef struct trit_optim_state_buf {
     const char *name;
     trit_dtype dtype;               // storage of data

@@ -1,7 +1,8 @@
 // trit quantization codecs: f32 values to packed codes plus scales and back, on plain buffers
 // and on tensors. Integer codes of 8, 4 or 2 bits, symmetric ("scale") or affine (scale + zero
 // point), per tensor, per output channel or per group; NF4 (QLoRA); FP8 e4m3fn and e5m2 with a
-// scale; double quantization of the scales (bitsandbytes); round to nearest or stochastic.
+// scale; double quantization of the scales (bitsandbytes); round to nearest or stochastic; the
+// dynamic 8-bit maps of bitsandbytes' 8-bit optimizers, block-wise with an absmax per block.
 #ifndef TRIT_QUANT_H
 #define TRIT_QUANT_H
 
@@ -72,6 +73,48 @@ trit_status trit_terngrad_encode(const float *g /* (n) */, int64_t n, int64_t bu
 // out (n) += scales[i / bucket] * codes (one scale when bucket is 0).
 trit_status trit_terngrad_accumulate(const uint8_t *codes, const float *scales, int64_t n, int64_t bucket,
                                      float *out /* (n) */);
+
+// ---- dynamic 8-bit maps (bitsandbytes' 8-bit optimizer states) ---------------------------
+// A code is an index into a sorted map of 256 values in [-1, 1]; a block of `block` values is
+// stored as codes plus one f32 absmax, and code c of a block decodes to map[c] * absmax.
+// The maps are bitsandbytes' create_dynamic_map(signed) with 7 exponent bits: a dynamic
+// exponent 10^-6 .. 10^0 and a linear fraction whose resolution shrinks as the exponent grows
+// smaller (signed: 127 negative values, 0, 127 positive ones and 1; unsigned: 0, 254 positive
+// values and 1), bit for bit as bitsandbytes 0.50 with PyTorch 2 builds them
+// (tests/reference/make_dynamic_map_fixtures.py).
+//
+// Rounding: v = value / absmax (f32 division, so |v| <= 1) goes to the nearest map value,
+// exactly: the code of the first map value above each midpoint is taken from the midpoint on,
+// and a v on a midpoint keeps the lower code (bitsandbytes' kernels also search for the
+// nearest code; they compare f32 distances, which can differ right at a midpoint). A block of
+// zeros has absmax 0 and the code of 0; a NaN or Inf in a block makes its absmax NaN or Inf, so
+// the block decodes to NaN rather than hiding it.
+#define TRIT_DYNAMIC_MAP_SIZE 256
+void trit_quant_dynamic_map(bool is_signed, float map[TRIT_DYNAMIC_MAP_SIZE]);
+
+// A map with its decision thresholds and a table that finds the code of a float in two reads
+// (by its sign, exponent and top mantissa bits), for encoding.
+#define TRIT_DYNAMIC_LUT_SIZE (26 * 256)
+typedef struct trit_dynamic_code {
+    float values[TRIT_DYNAMIC_MAP_SIZE];  // the map, ascending
+    float above[TRIT_DYNAMIC_MAP_SIZE];   // least float nearer to values[k + 1] than to values[k]; [255] NaN
+    uint8_t lut[2][TRIT_DYNAMIC_LUT_SIZE];
+    bool has_lut;                         // false: a binary search instead
+} trit_dynamic_code;
+void trit_quant_dynamic_code_init(trit_dynamic_code *c, bool is_signed);
+uint8_t trit_quant_dynamic_nearest(const trit_dynamic_code *c, float v);
+// One block: x, codes: (len); *absmax receives max |x|. No checks (len >= 0, valid pointers).
+void trit_quant_dynamic_encode_block(const trit_dynamic_code *c, const float *x, int64_t len, uint8_t *codes,
+                                     float *absmax);
+// out (len) = map[codes] * absmax.
+void trit_quant_dynamic_decode_block(const trit_dynamic_code *c, const uint8_t *codes, float absmax, int64_t len,
+                                     float *out);
+// Whole buffers of n values in blocks of `block` (the last may be short): codes (n), absmax
+// (ceil(n / block)). Blocks are independent, so the thread count changes nothing.
+trit_status trit_quant_dynamic_encode(const trit_dynamic_code *c, const float *x /* (n) */, int64_t n, int64_t block,
+                                      uint8_t *codes, float *absmax);
+trit_status trit_quant_dynamic_decode(const trit_dynamic_code *c, const uint8_t *codes, const float *absmax,
+                                      int64_t n, int64_t block, float *out /* (n) */);
 
 // A new tensor of s->dtype holding x (f32, any layout) quantized along its last dim, owning its
 // quant info; NULL with trit_last_error set on failure.

@@ -26,12 +26,19 @@ trit_optim_config trit_optim_adamw(double beta1, double beta2, double eps) {
     return c;
 }
 
+trit_optim_config trit_optim_adamw8bit(double beta1, double beta2, double eps) {
+    trit_optim_config c = trit_optim_adam(beta1, beta2, eps);
+    c.kind = TRIT_OPTIM_ADAMW8BIT;
+    return c;
+}
+
 const char *trit_optim_kind_name(trit_optim_kind kind) {
     switch (kind) {
     case TRIT_OPTIM_SGD: return "sgd";
     case TRIT_OPTIM_RMSPROP: return "rmsprop";
     case TRIT_OPTIM_ADAM: return "adam";
     case TRIT_OPTIM_ADAMW: return "adamw";
+    case TRIT_OPTIM_ADAMW8BIT: return "adamw8bit";
     }
     return "unknown";
 }
@@ -62,6 +69,7 @@ trit_status trit_optim_config_check(const trit_optim_config *cfg) {
         break;
     case TRIT_OPTIM_ADAM:
     case TRIT_OPTIM_ADAMW:
+    case TRIT_OPTIM_ADAMW8BIT:
         if (!in_unit(cfg->beta1) || !in_unit(cfg->beta2))
             return trit_error(TRIT_ERR_INVALID,
                               "%s: betas must be in [0, 1), got (%g, %g) (usual: 0.9, 0.999)",
@@ -91,6 +99,7 @@ int trit_optim_state_keys(const trit_optim_config *cfg, const char *keys[OPTIM_M
         return 2;
     case TRIT_OPTIM_ADAM:
     case TRIT_OPTIM_ADAMW:
+    case TRIT_OPTIM_ADAMW8BIT:
         keys[0] = "exp_avg";
         keys[1] = "exp_avg_sq";
         return 2;

@@ -4,6 +4,7 @@
 #define TRIT_OPTIM_INTERNAL_H
 
 #include "trit/optim.h"
+#include "trit/quant.h"
 
 // Elements per static OpenMP chunk. Chunks are fixed, so which thread updates an element never
 // changes its value; below OPTIM_PAR_MIN elements a loop runs on the calling thread.
@@ -38,6 +39,15 @@ void trit_optim_update_rmsprop(float *p, const float *g, float *sq, float *buf, 
 // decoupled: AdamW (p *= decay_mul, no L2 term); otherwise Adam with L2 decay.
 void trit_optim_update_adam(float *p, const float *g, float *m, float *v, int64_t n,
                             const optim_scalars *s, bool decoupled);
+
+// AdamW with 8-bit moments: p, g (n) from an element that starts a block; m, v: (n) codes of
+// the signed and unsigned dynamic maps; am, av: (ceil(n / TRIT_OPTIM_8BIT_BLOCK)) their absmax.
+typedef struct optim_q8 {
+    uint8_t *m, *v;
+    float *am, *av;
+    const trit_dynamic_code *map_m, *map_v;  // signed, unsigned
+} optim_q8;
+void trit_optim_update_adamw8bit(float *p, const float *g, const optim_q8 *q, int64_t n, const optim_scalars *s);
 
 // The state buffer keys of a config, in order ("exp_avg", "exp_avg_sq", ...); returns the count.
 int trit_optim_state_keys(const trit_optim_config *cfg, const char *keys[OPTIM_MAX_BUFS]);

@@ -1,6 +1,7 @@
-// The optimizer object: parameter groups, fp32 state allocated once, the step driver that turns
-// a group's hyper-parameters into per-step scalars (as torch.optim does, in double, then
-// rounded to float), and the state listing that checkpoints use.
+// The optimizer object: parameter groups, state (fp32, or 8-bit codes with block scales)
+// allocated once, the step driver that turns a group's hyper-parameters into per-step scalars
+// (as torch.optim does, in double, then rounded to float), and the state listing that
+// checkpoints use.
 #include "optim/optim_internal.h"
 
 #include <math.h>
@@ -14,7 +15,9 @@ typedef struct optim_param {
     int group;
     int64_t n;
     bool has_state;  // false for parameters frozen when the optimizer was made
-    float *buf[OPTIM_MAX_BUFS];
+    float *buf[OPTIM_MAX_BUFS];     // f32 state, or NULL
+    uint8_t *code[OPTIM_MAX_BUFS];  // 8-bit state (AdamW8bit), or NULL
+    float *absmax[OPTIM_MAX_BUFS];  // its block scales
 } optim_param;
 
 typedef struct optim_group {
@@ -51,7 +54,11 @@ struct trit_optim {
     int64_t step;
     bool stochastic;        // 16-bit parameters round stochastically (trit_optim_set_rounding)
     uint64_t sr_seed;
+    trit_dynamic_code *maps;  // AdamW8bit: [0] signed (exp_avg), [1] unsigned (exp_avg_sq); else NULL
 };
+
+// A 16-bit parameter is stepped in chunks of OPTIM_CHUNK values: each must start on an 8-bit block.
+_Static_assert(OPTIM_CHUNK % TRIT_OPTIM_8BIT_BLOCK == 0, "8-bit blocks must not straddle optimizer chunks");
 
 static bool skipped(const trit_tensor *p) { return (p->flags & TRIT_FLAG_FROZEN) || !p->grad; }
 
@@ -99,16 +106,18 @@ static trit_status check_duplicates(const trit_optim *o) {
 
 static int64_t line_up(int64_t bytes) { return (bytes + TRIT_ALIGN - 1) / TRIT_ALIGN * TRIT_ALIGN; }
 
-// The layout of parameter p's state buffer b: every kind today keeps f32 values shaped like the
-// parameter, without scales. An optimizer with other states (8-bit moments in blocks with their
-// scales, low-rank projections) describes them here; the block, the listing and checkpoints follow.
+// The layout of parameter p's state buffer b: f32 values shaped like the parameter, without
+// scales; for AdamW8bit and a parameter of at least TRIT_OPTIM_8BIT_MIN_SIZE elements, u8
+// codes shaped like it with one f32 absmax per block. An optimizer with other states (low-rank
+// projections) describes them here; the block, the listing and checkpoints follow.
 static void state_layout(const trit_optim *o, const optim_param *p, int b, optim_state_entry *e) {
-    (void)o, (void)b;
-    e->dtype = TRIT_F32;
+    (void)b;
+    const bool q8 = o->cfg.kind == TRIT_OPTIM_ADAMW8BIT && p->n >= TRIT_OPTIM_8BIT_MIN_SIZE;
+    e->dtype = q8 ? TRIT_U8 : TRIT_F32;
     e->ndim = p->t->ndim;
     memcpy(e->shape, p->t->shape, sizeof e->shape);
     e->count = p->n;
-    e->num_scales = 0;
+    e->num_scales = q8 ? (p->n + TRIT_OPTIM_8BIT_BLOCK - 1) / TRIT_OPTIM_8BIT_BLOCK : 0;
 }
 
 static int64_t entry_bytes(const optim_state_entry *e) {
@@ -149,7 +158,9 @@ static trit_status alloc_state(trit_optim *o) {
         e->data = at;
         e->scales = e->num_scales ? (float *)(at + line_up((int64_t)trit_dtype_nbytes(e->dtype, e->count))) : NULL;
         at += entry_bytes(e);
-        if (e->dtype == TRIT_F32) o->params[e->param].buf[e->buf] = e->data;  // the f32 update loops' view
+        optim_param *p = &o->params[e->param];
+        if (e->dtype == TRIT_F32) p->buf[e->buf] = e->data;  // the update loops' views
+        else p->code[e->buf] = e->data, p->absmax[e->buf] = e->scales;
     }
     return TRIT_OK;
 }
@@ -171,7 +182,11 @@ trit_optim *trit_optim_new(const trit_optim_config *cfg, const trit_optim_group 
     o->groups = calloc((size_t)num_groups, sizeof *o->groups);
     o->params = calloc((size_t)total + 1, sizeof *o->params);
     o->tensors = calloc((size_t)total + 1, sizeof *o->tensors);
-    if (!o->groups || !o->params || !o->tensors) {
+    if (cfg->kind == TRIT_OPTIM_ADAMW8BIT && (o->maps = malloc(2 * sizeof *o->maps))) {
+        trit_quant_dynamic_code_init(&o->maps[0], true);
+        trit_quant_dynamic_code_init(&o->maps[1], false);
+    }
+    if (!o->groups || !o->params || !o->tensors || (cfg->kind == TRIT_OPTIM_ADAMW8BIT && !o->maps)) {
         trit_error(TRIT_ERR_NOMEM, "optimizer: out of memory");
         trit_optim_free(o);
         return NULL;
@@ -227,6 +242,7 @@ trit_optim *trit_optim_new_gpt2(const trit_optim_config *cfg, trit_tensor *const
 void trit_optim_free(trit_optim *o) {
     if (!o) return;
     trit_aligned_free(o->block);
+    free(o->maps);
     free(o->state);
     free(o->tensors);
     free(o->params);
@@ -243,7 +259,7 @@ static optim_scalars group_scalars(const trit_optim_config *c, const optim_group
     if (c->kind == TRIT_OPTIM_RMSPROP) {
         s.a = (float)c->alpha;
         s.one_minus_a = (float)(1.0 - c->alpha);
-    } else if (c->kind == TRIT_OPTIM_ADAM || c->kind == TRIT_OPTIM_ADAMW) {
+    } else if (c->kind == TRIT_OPTIM_ADAM || c->kind == TRIT_OPTIM_ADAMW || c->kind == TRIT_OPTIM_ADAMW8BIT) {
         double bc1 = 1.0 - pow(c->beta1, (double)t);
         double bc2 = 1.0 - pow(c->beta2, (double)t);
         s.neg_lr = (float)-(lr_g / bc1);
@@ -252,7 +268,7 @@ static optim_scalars group_scalars(const trit_optim_config *c, const optim_group
         s.one_minus_a = (float)(1.0 - c->beta1);
         s.b = (float)c->beta2;
         s.one_minus_b = (float)(1.0 - c->beta2);
-        if (c->kind == TRIT_OPTIM_ADAMW) {
+        if (c->kind != TRIT_OPTIM_ADAM) {
             s.decay_mul = (float)(1.0 - lr_g * g->weight_decay);
             s.weight_decay = 0.0f;
         }
@@ -279,10 +295,18 @@ static trit_status check_step(const trit_optim *o) {
     return TRIT_OK;
 }
 
-// The kind's update of elements [lo, lo + n) of p, with x holding those values as f32.
+// The kind's update of elements [lo, lo + n) of p, with x holding those values as f32. lo is 0
+// or the start of an OPTIM_CHUNK, so an 8-bit span starts on a block.
 static void update_span(const trit_optim *o, const optim_param *p, float *x, const float *g, int64_t lo, int64_t n,
                         const optim_scalars *s) {
     float *b0 = p->buf[0] ? p->buf[0] + lo : NULL, *b1 = p->buf[1] ? p->buf[1] + lo : NULL;
+    if (p->code[0]) {
+        const int64_t blk = lo / TRIT_OPTIM_8BIT_BLOCK;
+        const optim_q8 q = {.m = p->code[0] + lo, .v = p->code[1] + lo, .am = p->absmax[0] + blk,
+                            .av = p->absmax[1] + blk, .map_m = &o->maps[0], .map_v = &o->maps[1]};
+        trit_optim_update_adamw8bit(x, g, &q, n, s);
+        return;
+    }
     switch (o->cfg.kind) {
     case TRIT_OPTIM_SGD:
         if (o->n_keys == 0)
@@ -295,7 +319,8 @@ static void update_span(const trit_optim *o, const optim_param *p, float *x, con
         break;
     case TRIT_OPTIM_ADAM:
     case TRIT_OPTIM_ADAMW:
-        trit_optim_update_adam(x, g, b0, b1, n, s, o->cfg.kind == TRIT_OPTIM_ADAMW);
+    case TRIT_OPTIM_ADAMW8BIT:  // a parameter too small for 8-bit state: AdamW's fp32 moments
+        trit_optim_update_adam(x, g, b0, b1, n, s, o->cfg.kind != TRIT_OPTIM_ADAM);
         break;
     }
 }

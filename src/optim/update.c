@@ -99,15 +99,38 @@ void trit_optim_update_rmsprop(float *p, const float *g, float *sq, float *buf, 
         FOR_CHUNKS(n, rmsprop_chunk(p, g, sq, lo, hi, s));
 }
 
+static trit_adam_scalars adam_scalars(const optim_scalars *s) {
+    return (trit_adam_scalars){
+        .step = s->neg_lr, .weight_decay = s->weight_decay, .decay_mul = s->decay_mul,
+        .b1 = s->a, .omb1 = s->one_minus_a, .b2 = s->b, .omb2 = s->one_minus_b,
+        .bc2_sqrt = s->bc2_sqrt, .eps = s->eps,
+    };
+}
+
 // Adam (L2 decay in the gradient) or AdamW (the decoupled decay multiplies p before the Adam step,
 // as torch.optim.AdamW does); neg_lr already carries the bias correction of m. The loop is the
 // kernel of kernels/rowops.h (AVX-512 where available, bit-identical to its reference).
 void trit_optim_update_adam(float *p, const float *g, float *m, float *v, int64_t n,
                             const optim_scalars *s, bool decoupled) {
-    const trit_adam_scalars k = {
-        .step = s->neg_lr, .weight_decay = s->weight_decay, .decay_mul = s->decay_mul,
-        .b1 = s->a, .omb1 = s->one_minus_a, .b2 = s->b, .omb2 = s->one_minus_b,
-        .bc2_sqrt = s->bc2_sqrt, .eps = s->eps,
-    };
+    const trit_adam_scalars k = adam_scalars(s);
     trit_kernel_adam_f32(p, g, m, v, n, &k, decoupled);
+}
+
+// Each block: both moments decoded into f32 rows on the stack, the same AdamW kernel as the
+// fp32 path over the block, then encoded with the block's new absmax. A block is one unit of
+// work, so which thread takes it changes nothing.
+void trit_optim_update_adamw8bit(float *p, const float *g, const optim_q8 *q, int64_t n, const optim_scalars *s) {
+    enum { B = TRIT_OPTIM_8BIT_BLOCK };
+    const trit_adam_scalars k = adam_scalars(s);
+    const int64_t nb = (n + B - 1) / B;
+#pragma omp parallel for schedule(static) if (n >= OPTIM_PAR_MIN)
+    for (int64_t b = 0; b < nb; b++) {
+        float m[B], v[B];
+        const int64_t lo = b * B, len = n - lo < B ? n - lo : B;
+        trit_quant_dynamic_decode_block(q->map_m, q->m + lo, q->am[b], len, m);
+        trit_quant_dynamic_decode_block(q->map_v, q->v + lo, q->av[b], len, v);
+        trit_kernel_adam_f32(p + lo, g + lo, m, v, len, &k, true);
+        trit_quant_dynamic_encode_block(q->map_m, m, len, q->m + lo, q->am + b);
+        trit_quant_dynamic_encode_block(q->map_v, v, len, q->v + lo, q->av + b);
+    }
 }

@@ -402,11 +402,22 @@ static trit_status fill(const state_file *sf, const char *path, const trit_state
     return TRIT_OK;
 }
 
-trit_status trit_state_read(const char *path, trit_train_state *st, const trit_state_entry *entries, int n,
-                            int64_t *optim_step) {
+// The optimizer kind the file was saved by ("adamw" when it names none) against the live one.
+static trit_status check_kind(const state_file *sf, const char *kind, const char *path) {
+    const cJSON *k = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(sf->header, "optimizer"), "kind");
+    const char *saved = cJSON_IsString(k) ? k->valuestring : "adamw";
+    if (!kind || strcmp(saved, kind) == 0) return TRIT_OK;
+    return trit_error(TRIT_ERR_FORMAT, "'%s' holds the state of optimizer %s, this run uses %s: resume with "
+                      "--optimizer %s, or start a new run (--init-from takes the weights only)", path, saved, kind,
+                      saved);
+}
+
+static trit_status read_state(const char *path, trit_train_state *st, const trit_state_entry *entries, int n,
+                              int64_t *optim_step, const char *optim_kind) {
     state_file sf;
     trit_status s = state_open(path, &sf);
     if (s == TRIT_OK) s = parse_header(&sf, st, path);
+    if (s == TRIT_OK) s = check_kind(&sf, optim_kind, path);
     for (int i = 0; s == TRIT_OK && i < n; i++) s = fill(&sf, path, &entries[i]);
     const cJSON *opt = cJSON_GetObjectItemCaseSensitive(sf.header, "optimizer");
     if (s == TRIT_OK) s = json_i64(opt, "step", optim_step, path);
@@ -414,12 +425,17 @@ trit_status trit_state_read(const char *path, trit_train_state *st, const trit_s
     return s;
 }
 
+trit_status trit_state_read(const char *path, trit_train_state *st, const trit_state_entry *entries, int n,
+                            int64_t *optim_step) {
+    return read_state(path, st, entries, n, optim_step, NULL);
+}
+
 trit_status trit_state_load(const char *path, trit_train_state *st, trit_gpt *m, trit_optim *o) {
     int n = 0;
     trit_state_entry *e = entries_of(m, o, &n);
     if (!e) return trit_error(TRIT_ERR_NOMEM, "cannot list the training state");
     int64_t ostep = 0;
-    trit_status s = trit_state_read(path, st, e, n, &ostep);
+    trit_status s = read_state(path, st, e, n, &ostep, trit_optim_kind_name(trit_optim_get_config(o)->kind));
     free(e);
     if (s == TRIT_OK) s = trit_optim_set_step(o, ostep);
     return s;

@@ -41,6 +41,7 @@ static const char *const qat_names[] = {"off", "int8", "int4", "int2", "fp8", "t
 static const char *const recompute_names[] = {"off", "block", NULL};
 static const char *const schedule_names[] = {"cosine", "two-stage", NULL};
 static const char *const qat_acts_names[] = {"off", "token", NULL};
+static const char *const optimizer_names[] = {"adamw", "adamw8bit", NULL};
 
 // Upper bounds are where a run stops being a training run on one machine and becomes an
 // overflow or an allocation that cannot succeed; the products of sizes are checked too
@@ -87,6 +88,9 @@ static const field fields[] = {
     {"eps", F_DBL, K_OPT, OFF(eps), NULL, "AdamW epsilon (1e-8)", D(1e-30, 1, 0)},
     {"weight-decay", F_DBL, K_OPT, OFF(weight_decay), NULL, "AdamW decay of >= 2-D weights (0.1)", D(0, 100, 0)},
     {"clip", F_DBL, K_OPT, OFF(clip), NULL, "gradient clipping global norm, 0 = off (1.0)", D(0, 1e6, 0)},
+    {"optimizer", F_ENUM, K_OPT, OFF(optimizer), optimizer_names,
+     "adamw|adamw8bit: AdamW moments in fp32, or in 8 bits (bitsandbytes' dynamic maps, blocks of 256 with an "
+     "absmax each; tensors under 4096 values keep fp32) (adamw)", NONE},
     {"seed", F_INT, K_OPT, OFF(seed), NULL, "seed of init, data order and dropout (1337)", I(0, INT64_MAX)},
     {"precision", F_ENUM, K_OPT, OFF(precision), precision_names,
      "fp32|bf16|fp16: bf16/fp16 store matmul inputs in 16 bits, fp32 sums and optimizer (fp32)", NONE},
@@ -344,6 +348,7 @@ static void apply_defaults(trit_train_config *c) {
     DEF_D(stage2_lr, 0.5);
     DEF_D(stage2_weight_decay, bitnet ? 0.0 : c->weight_decay);
     DEF_D(clip, 1.0);
+    DEF_I(optimizer, TRIT_TRAIN_ADAMW);
     DEF_I(seed, 1337);
     DEF_I(precision, TRIT_PRECISION_FP32);
     DEF_I(master_weights, 1);
@@ -529,6 +534,9 @@ static bool same_value(const trit_train_config *a, const trit_train_config *b, c
 trit_status trit_train_config_merge(trit_train_config *out, const trit_train_config *saved,
                                     const trit_train_config *cli) {
     trit_train_config m = *saved;
+    // A field the saving trit did not know (absent from its JSON) had today's default then.
+    trit_train_config known = *saved;
+    if (trit_train_config_resolve(&known) != TRIT_OK) known = *saved;
     if (cli->out[0] && strcmp(cli->out, cli->resume) != 0)
         return trit_error(TRIT_ERR_INVALID,
                           "--out '%s' and --resume '%s' differ: a resumed run continues in its own "
@@ -541,9 +549,10 @@ trit_status trit_train_config_merge(trit_train_config *out, const trit_train_con
                    f->type == F_STR ? TRIT_PATH_MAX : f->type == F_DBL ? sizeof(double) : sizeof(int64_t));
             continue;
         }
-        if (same_value(saved, cli, f)) continue;
+        const trit_train_config *was = is_set(saved, f) ? saved : &known;
+        if (same_value(was, cli, f)) continue;
         char have[TRIT_PATH_MAX + 8], want[TRIT_PATH_MAX + 8];
-        value_str(saved, f, have, sizeof have);
+        value_str(was, f, have, sizeof have);
         value_str(cli, f, want, sizeof want);
         return trit_error(TRIT_ERR_INVALID,
                           "the checkpoint in '%s' was trained with --%s %s, but --%s %s was given: "

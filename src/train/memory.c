@@ -58,7 +58,10 @@ trit_status trit_memory_report_make(const trit_graph *g, const trit_optim *o, in
         trit_optim_state_buf b;
         s = trit_optim_get_state(o, i, &b);
         if (s != TRIT_OK) return s;
-        out->optimizer += trit_dtype_nbytes(b.dtype, b.count) + sizeof(float) * (size_t)b.num_scales;
+        // The values and scales themselves (the state block aligns each buffer to 64 bytes).
+        const size_t values = trit_dtype_nbytes(b.dtype, b.count), scales = sizeof(float) * (size_t)b.num_scales;
+        out->optimizer += values + scales;
+        if (b.num_scales > 0) out->optimizer_codes += values, out->optimizer_scales += scales;
     }
     out->threads = threads > 0 ? threads : trit_threads_get();
     size_t per_thread = 0;
@@ -90,6 +93,10 @@ void trit_memory_report_print(const trit_memory_report *r, const char *prefix, F
     line(fp, prefix, "parameters", r->params);
     line(fp, prefix, "gradients", r->grads);
     line(fp, prefix, "optimizer", r->optimizer);
+    if (r->optimizer_codes)
+        fprintf(fp, "%s(optimizer: 8-bit codes %.2f MB + block scales %.2f MB, fp32 state of small tensors %.2f MB)\n",
+                prefix, (double)r->optimizer_codes / 1e6, (double)r->optimizer_scales / 1e6,
+                (double)(r->optimizer - r->optimizer_codes - r->optimizer_scales) / 1e6);
     line(fp, prefix, "arena", r->arena);
     line(fp, prefix, "inputs", r->inputs);
     line(fp, prefix, "workspace", r->workspace);

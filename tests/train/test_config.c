@@ -36,6 +36,7 @@ static void test_defaults(void **state) {
     assert_int_equal(trit_train_config_accum(&c), 1);
     assert_int_equal(c.warmup, 50);  // default warmup never exceeds --steps
     assert_true(c.beta1 == 0.9 && c.beta2 == 0.95 && c.eps == 1e-8 && c.weight_decay == 0.1 && c.clip == 1.0);
+    assert_int_equal(c.optimizer, TRIT_TRAIN_ADAMW);
 }
 
 static void expect_set_error(const char *name, const char *value, const char *msg) {
@@ -65,6 +66,9 @@ static void test_flag_parsing(void **state) {
     expect_set_error("layers", "99999999999999999999999", "out of the 64-bit");
     expect_set_error("tokenizer", "word", "char|bpe");
     expect_set_error("bias", "maybe", "1 or 0");
+    assert_int_equal(trit_train_config_set(&c, "optimizer", "adamw8bit"), TRIT_OK);
+    assert_int_equal(c.optimizer, TRIT_TRAIN_ADAMW8BIT);
+    expect_set_error("optimizer", "sgd", "--optimizer expects adamw|adamw8bit, got 'sgd'");
     expect_set_error("no-such-flag", "1", "unknown");
 }
 
@@ -129,6 +133,19 @@ static void test_resume_merge(void **state) {
     assert_int_not_equal(trit_train_config_merge(&out, &saved, &cli), TRIT_OK);
     assert_non_null(strstr(trit_last_error(), "trained with --layers 4, but --layers 6 was given"));
     assert_non_null(strstr(trit_last_error(), "pass --layers 4"));
+
+    // The optimizer's state is in the checkpoint: a resume keeps the saved one.
+    trit_train_config_init(&cli);
+    assert_int_equal(trit_train_config_set(&cli, "resume", "runs/a"), TRIT_OK);
+    assert_int_equal(trit_train_config_set(&cli, "optimizer", "adamw8bit"), TRIT_OK);
+    assert_int_not_equal(trit_train_config_merge(&out, &saved, &cli), TRIT_OK);
+    assert_non_null(strstr(trit_last_error(), "trained with --optimizer adamw, but --optimizer adamw8bit was given"));
+    // A checkpoint from before the flag existed has no field: it was AdamW, the default.
+    saved.optimizer = TRIT_TRAIN_UNSET;
+    assert_int_not_equal(trit_train_config_merge(&out, &saved, &cli), TRIT_OK);
+    assert_non_null(strstr(trit_last_error(), "trained with --optimizer adamw, but"));
+    assert_int_equal(trit_train_config_set(&cli, "optimizer", "adamw"), TRIT_OK);
+    assert_int_equal(trit_train_config_merge(&out, &saved, &cli), TRIT_OK);
 }
 
 // A flag whose default differs for the addition task says so in its help, with the task's

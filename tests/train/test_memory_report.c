@@ -3,6 +3,7 @@
 // (kernels/gemm_scratch.h) times the threads; and a thread that runs a graph holds no more
 // packing memory than the report gives it, also when a 16-bit output with a deep K makes the
 // kernel pack more than the fp32 blocking bound (which the report used to give on every path).
+#define _POSIX_C_SOURCE 200809L
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -129,10 +130,57 @@ static void test_thread_holds_no_more_than_reported(void **state) {
     trit_tensor_free(w2);
 }
 
+// The optimizer line counts the state's own bytes: AdamW 8 per element; AdamW8bit 2 codes per
+// element plus two f32 scales per block of 256 for tensors of 4096 values or more, 8 below.
+static void test_optimizer_bytes(void **state) {
+    (void)state;
+    trit_gpt_config c = trit_gpt_config_default();
+    c.vocab_size = 64, c.seq_len = 16, c.n_layer = 2, c.n_head = 2, c.n_embd = 32;
+    trit_gpt *m = trit_gpt_new(&c, 3);
+    assert_non_null(m);
+    trit_gpt_graph gg;
+    assert_int_equal(trit_gpt_build_train(m, 2, 16, &gg), TRIT_OK);
+    const int n = trit_gpt_num_tensors(m);
+    trit_tensor *params[64];
+    size_t want32 = 0, want8 = 0, codes = 0, scales = 0;
+    for (int i = 0; i < n; i++) {
+        params[i] = trit_gpt_tensor(m, i);
+        const size_t k = (size_t)trit_tensor_numel(params[i]);
+        want32 += 8 * k;
+        if (k < TRIT_OPTIM_8BIT_MIN_SIZE) {
+            want8 += 8 * k;
+            continue;
+        }
+        codes += 2 * k;
+        scales += 2 * sizeof(float) * ((k + TRIT_OPTIM_8BIT_BLOCK - 1) / TRIT_OPTIM_8BIT_BLOCK);
+    }
+    want8 += codes + scales;
+    assert_true(codes > 0 && want8 < want32);  // the config has tensors on both sides of 4096
+    for (int k = 0; k < 2; k++) {
+        const trit_optim_config oc = k ? trit_optim_adamw8bit(0.9, 0.95, 1e-8) : trit_optim_adamw(0.9, 0.95, 1e-8);
+        trit_optim *o = trit_optim_new_gpt2(&oc, params, n, 0.1);
+        assert_non_null(o);
+        trit_memory_report r;
+        assert_int_equal(trit_memory_report_make(gg.graph, o, 1, &r), TRIT_OK);
+        assert_int_equal(r.optimizer, k ? want8 : want32);
+        assert_int_equal(r.optimizer_codes, k ? codes : 0);
+        assert_int_equal(r.optimizer_scales, k ? scales : 0);
+        char buf[4096] = {0};
+        FILE *f = fmemopen(buf, sizeof buf - 1, "w");
+        trit_memory_report_print(&r, "", f);
+        fclose(f);
+        assert_true((strstr(buf, "8-bit codes") != NULL) == (k == 1));
+        trit_optim_free(o);
+    }
+    trit_gpt_graph_free(&gg);
+    trit_gpt_free(m);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_report_takes_the_kernels_figures),
         cmocka_unit_test(test_thread_holds_no_more_than_reported),
+        cmocka_unit_test(test_optimizer_bytes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

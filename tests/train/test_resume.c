@@ -1,6 +1,6 @@
 // Exact resume: a run stopped at step k (by --stop-after, or by a stop request as SIGINT makes)
 // and continued with --resume gives the same train and validation losses, bit for bit, and the
-// same final weights as the run that was never stopped. The config uses dropout and gradient
+// same final weights as the run that was never stopped (with AdamW and with AdamW8bit). The config uses dropout and gradient
 // accumulation so that their randomness and data positions are covered too.
 #define _GNU_SOURCE
 #include <setjmp.h>
@@ -12,6 +12,8 @@
 #include <math.h>
 
 #include "train_fixture.h"
+#include "io/io_internal.h"
+#include "train/train_internal.h"
 
 enum { STEPS = 12 };
 
@@ -203,11 +205,78 @@ static void test_addition_resume(void **state) {
     tfile_rm_rf(d.root);
 }
 
+// AdamW8bit resumes bit-exactly: its codes and block scales are in train_state.bin (version 3,
+// dtype u8 with scales). Width 32 gives the MLP matrices 32 x 128 = 4096 values (8-bit state)
+// and leaves the others under 4096 (fp32 state), so both kinds of state are saved and restored.
+// A resume that asks for the other optimizer, and a load of the state into an AdamW optimizer,
+// are refused with the optimizer's name.
+static void test_adamw8bit_resume(void **state) {
+    (void)state;
+    dirs d;
+    make_dirs(&d, "res8", 1);
+    trit_train_config c;
+    trit_train_result res;
+    record a = {0}, b = {0};
+    for (int k = 0; k < 2; k++) {
+        config(&c, d.text, k ? d.part : d.full);
+        c.dim = 32;
+        c.optimizer = TRIT_TRAIN_ADAMW8BIT;
+        c.stop_after = k ? 5 : 0;
+        run(&c, k ? &b : &a, &res);
+    }
+    assert_true(a.loss[STEPS] < a.loss[1]);
+
+    // The state file lists u8 moments with scales, and fp32 ones.
+    char path[700];
+    snprintf(path, sizeof path, "%s/%s", d.part, TRIT_CKPT_STATE);
+    uint8_t *bytes;
+    size_t n;
+    assert_int_equal(trit_file_read_all(path, &bytes, &n), TRIT_OK);
+    const char *header = (const char *)bytes + 24;
+    assert_true(trit_le32_load(bytes + 8) == 3);
+    assert_non_null(strstr(header, "\"optimizer\":{\"kind\":\"adamw8bit\""));
+    assert_non_null(strstr(header, "\"name\":\"h.0.mlp.c_fc.weight.exp_avg\",\"role\":\"optim\",\"dtype\":\"u8\""));
+    assert_non_null(strstr(header, "\"name\":\"h.0.mlp.c_fc.weight.exp_avg_sq\",\"role\":\"optim\",\"dtype\":\"u8\""));
+    assert_non_null(strstr(header, "\"count\":\"4096\",\"scales_offset\""));
+    assert_non_null(strstr(header, "\"name\":\"h.0.attn.c_attn.weight.exp_avg\",\"role\":\"optim\",\"dtype\":\"f32\""));
+    free(bytes);
+
+    // Another optimizer on resume: the config merge names the flag.
+    resume_config(&c, d.part);
+    c.optimizer = TRIT_TRAIN_ADAMW;
+    assert_int_not_equal(trit_train_run(&c, NULL, &res), TRIT_OK);
+    assert_non_null(strstr(trit_last_error(), "trained with --optimizer adamw8bit, but --optimizer adamw was given"));
+    // The state loaded into an AdamW optimizer: the file names its optimizer.
+    char model[700];
+    snprintf(model, sizeof model, "%s/%s", d.part, TRIT_CKPT_MODEL);
+    trit_gpt *m = trit_checkpoint_load_model(model, NULL);
+    assert_non_null(m);
+    trit_tensor *params[64];
+    for (int i = 0; i < trit_gpt_num_tensors(m); i++) params[i] = trit_gpt_tensor(m, i);
+    const trit_optim_config oc = trit_optim_adamw(0.9, 0.95, 1e-8);
+    trit_optim *o = trit_optim_new_gpt2(&oc, params, trit_gpt_num_tensors(m), 0.1);
+    trit_train_state st;
+    assert_int_equal(trit_state_load(path, &st, m, o), TRIT_ERR_FORMAT);
+    assert_non_null(strstr(trit_last_error(), "holds the state of optimizer adamw8bit, this run uses adamw"));
+    trit_optim_free(o);
+    trit_gpt_free(m);
+
+    // Resume with only --resume, on 2 threads: the same bits as the uninterrupted run.
+    resume_config(&c, d.part);
+    c.threads = 2;
+    run(&c, &b, &res);
+    assert_int_equal(res.step, STEPS);
+    expect_same_bits(&a, &b, 1, STEPS);
+    expect_same_file(d.full, d.part, TRIT_CKPT_MODEL);
+    tfile_rm_rf(d.root);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_stop_after_and_resume),
         cmocka_unit_test(test_stop_request_and_resume),
         cmocka_unit_test(test_addition_resume),
+        cmocka_unit_test(test_adamw8bit_resume),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
