@@ -19,6 +19,31 @@ static trit_status alloc_act_buffers(trit_gpt_cache *k, const trit_gpt *m, int64
     return TRIT_OK;
 }
 
+// Whether the decoder multiplies a prompt by matrix i's decoded values: a weight-only (NF4, FP8)
+// matrix that keeps no f32 values (a decode-only model's).
+bool trit_gpt_cache_decodes(const trit_gpt_cache *k, int i) {
+    const trit_tensor *q = k->w->qscales && k->w->qscales[i] ? trit_gpt_cache_quantized(k, i) : NULL;
+    return q && (q->dtype == TRIT_NF4 || q->dtype == TRIT_F8_E4M3 || q->dtype == TRIT_F8_E5M2) && !trit_gpt_cache_f32(k, i);
+}
+
+// The residual stream of a whole context, and room for the most weight-only values one block's
+// steps decode.
+static trit_status alloc_prompt_buffers(trit_gpt_cache *k, const trit_gpt *m) {
+    int64_t most = 0, in_block = 0;
+    for (int s = 0; s < m->n_prog; s++) {
+        if (s > 0 && m->prog[s].block != m->prog[s - 1].block) in_block = 0;
+        const gpt_step *st = &m->prog[s];
+        if (st->op == GPT_OP_LINEAR && trit_gpt_cache_decodes(k, st->w))  // the head takes one row
+            in_block += (trit_tensor_numel(m->tensors[st->w]) + 15) / 16 * 16;
+        if (in_block > most) most = in_block;
+    }
+    if (!(k->xs = trit_aligned_alloc(sizeof(float) * (size_t)(m->cfg.seq_len * m->slot_width[GPT_X]))) ||
+        (most && (!(k->wdec = trit_aligned_alloc(sizeof(float) * (size_t)most)) ||
+                  !(k->wdec_at = malloc(sizeof(int64_t) * (size_t)m->n_tensors)))))
+        return trit_error(TRIT_ERR_NOMEM, "gpt cache: out of memory for a prompt's buffers");
+    return TRIT_OK;
+}
+
 trit_gpt_cache *trit_gpt_cache_new(const trit_gpt *m) { return trit_gpt_cache_new_kv(m, TRIT_F32); }
 
 trit_gpt_cache *trit_gpt_cache_new_kv(const trit_gpt *m, trit_dtype kv) {
@@ -71,7 +96,7 @@ trit_gpt_cache *trit_gpt_cache_new_kv(const trit_gpt *m, trit_dtype kv) {
             return NULL;
         }
     }
-    if (alloc_act_buffers(k, m, k->w->maxk) != TRIT_OK) {
+    if (alloc_act_buffers(k, m, k->w->maxk) != TRIT_OK || alloc_prompt_buffers(k, m) != TRIT_OK) {
         trit_gpt_cache_free(k);
         return NULL;
     }
@@ -87,6 +112,9 @@ void trit_gpt_cache_free(trit_gpt_cache *c) {
     free(c->xscale);
     free(c->xgsum);
     trit_aligned_free(c->xf);
+    trit_aligned_free(c->xs);
+    trit_aligned_free(c->wdec);
+    free(c->wdec_at);
     free(c);
 }
 

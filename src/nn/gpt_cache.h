@@ -71,11 +71,22 @@ struct trit_gpt_cache {
     float *xscale;         // (ROWS)
     int32_t *xgsum;        // (ROWS, max K / 64)
     float *xf;             // (ROWS, max K)
+    // A prompt runs a block at a time over all its chunks of ROWS positions (gpt_decode.c), its
+    // residual stream kept whole, so a block's weights are read from cache for every chunk; a
+    // decode-only model's weight-only (NF4, FP8) matrices, which keep no f32 values, are decoded
+    // once per block for a prompt's GEMMs.
+    float *xs;             // (T, C) the residual stream of the positions being fed
+    float *wdec;           // (the most weight-only values a block holds), NULL when there are none
+    int64_t *wdec_at;      // (n_tensors) where matrix i's values are in wdec for this block, or -1
+    int64_t wdec_used;     // floats of wdec taken in this block
 };
 
 static inline const trit_tensor *trit_gpt_cache_quantized(const trit_gpt_cache *k, int i) {
     return trit_gpt_weights_quantized(k->w, k->m, i);
 }
 static inline const float *trit_gpt_cache_f32(const trit_gpt_cache *k, int i) { return trit_gpt_weights_f32(k->w, k->m, i); }
+// Whether a prompt is multiplied by matrix i's values decoded per block: a weight-only (NF4,
+// FP8) matrix without f32 values (a decode-only model's).
+bool trit_gpt_cache_decodes(const trit_gpt_cache *k, int i);
 
 #endif

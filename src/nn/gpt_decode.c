@@ -9,6 +9,7 @@
 // weights: the f32 row). A model under quantization-aware training is decoded as it trains: its
 // block matrices quantized by the freeze rule (trit_train_freeze_qat's) in the cache, and their
 // inputs quantized per token as the graph's fake quantization does.
+#include "kernels/dequant.h"
 #include "kernels/gemm.h"
 #include "kernels/qgemm.h"
 #include "nn/gpt_cache.h"
@@ -27,12 +28,29 @@
 // each row, lose to the f32 GEMM over the parameters' decoded values: a prompt takes that.
 enum { WEIGHT_ONLY_ROWS = 4 };
 
+// The values of weight-only matrix i (q: its codes, (N, K)) for this block's prompt GEMMs, decoded
+// at its first use in the block: the values its f32 parameter would hold (the dtype table's), so
+// a decode-only model computes a prompt as a model that keeps them.
+static const float *decoded(trit_gpt_cache *c, int i, const trit_tensor *q) {
+    if (c->wdec_at[i] < 0) {
+        const int64_t N = q->shape[0], K = q->shape[1];
+        float *d = c->wdec + c->wdec_used;
+        const char *codes = trit_tensor_ptr(q);
+#pragma omp parallel for schedule(static) if (!omp_in_parallel())
+        for (int64_t r = 0; r < N; r++)
+            trit_kernel_dequant_f32(q->dtype, d + r * K, codes + trit_dtype_nbytes(q->dtype, r * K), K, q->quant, r * K);
+        c->wdec_at[i] = c->wdec_used;
+        c->wdec_used += (N * K + 15) / 16 * 16;
+    }
+    return c->wdec + c->wdec_at[i];
+}
+
 // out (R, N) = x (R, K) W^T for the weight of step st, W: (N, K), with W's codes when it has a
 // quantized copy the kernels take (integer codes with x quantized per token; NF4 and FP8 codes
 // for up to WEIGHT_ONLY_ROWS rows), else in f32. Under QAT's input quantization a block matrix
 // that no integer kernel takes is given x fake-quantized per token, as the graph gives it. e (or
 // NULL): an epilogue the panel kernels apply when w has panels; returns whether it was applied.
-static bool product(const trit_gpt_cache *c, float *out, const float *x, const gpt_step *st, int64_t R,
+static bool product(trit_gpt_cache *c, float *out, const float *x, const gpt_step *st, int64_t R,
                     const trit_qpanel_epilogue *e) {
     const trit_gpt *m = c->m;
     const int i = st->w;
@@ -58,7 +76,8 @@ static bool product(const trit_gpt_cache *c, float *out, const float *x, const g
         x = c->xf;
     }
     const float *w = trit_gpt_cache_f32(c, i);
-    if (q && (R <= WEIGHT_ONLY_ROWS || !w)) {  // a decode-only model has no f32 values for prompts
+    if (q && R > WEIGHT_ONLY_ROWS && !w) w = decoded(c, i, q);  // a decode-only model's prompt
+    if (q && R <= WEIGHT_ONLY_ROWS) {
         const int64_t G = wt->qgroup[i];
         if (q->dtype == TRIT_NF4) {
             float *xo = c->xf;  // the kernel's order, in place when x is already the scratch
@@ -83,7 +102,7 @@ static bool product(const trit_gpt_cache *c, float *out, const float *x, const g
 
 // out (R, N) = x (R, K) W^T + b for step st; then res (R, N) += out when res is given (the
 // residual stream).
-static void matmul(const trit_gpt_cache *c, float *out, const float *x, const gpt_step *st, int64_t R, float *res) {
+static void matmul(trit_gpt_cache *c, float *out, const float *x, const gpt_step *st, int64_t R, float *res) {
     const int64_t N = st->width;
     const float *bd = trit_gpt_cache_f32(c, st->b);
     const trit_qpanel_epilogue e = {bd, res, N};
@@ -243,10 +262,32 @@ static int run_step(trit_gpt_cache *c, int i, const int32_t *tokens, int64_t pos
     return 1;
 }
 
-// Feeds R <= ROWS tokens at the next positions; logits (V) of the last one when asked.
-static void forward_rows(const trit_gpt *m, trit_gpt_cache *c, const int32_t *tokens, int64_t R, float *logits) {
-    for (int i = 0; i < m->n_prog;) i += run_step(c, i, tokens, c->len, R, logits);
-    c->len += R;
+// Feeds n tokens at the next positions, a block of the program at a time over all chunks of ROWS
+// positions (the residual stream of all n kept in c->xs), so each block's weights are read once
+// per chunk while they are in cache, and weight-only matrices are decoded once per block. A
+// chunk's keys and values are stored before it attends, and the chunks before it have stored
+// theirs in this block already: each chunk computes what it computes run alone. Logits (V) of
+// the last position when asked (the head runs on the last chunk only).
+static void forward_tokens(const trit_gpt *m, trit_gpt_cache *c, const int32_t *tokens, int64_t n, float *logits) {
+    float *x = c->slot[GPT_X];
+    const int64_t C = m->slot_width[GPT_X];
+    for (int i = 0; i < m->n_prog;) {
+        int e = i + 1;
+        while (e < m->n_prog && m->prog[e].block == m->prog[i].block) e++;
+        if (c->wdec) {
+            for (int t = 0; t < m->n_tensors; t++) c->wdec_at[t] = -1;
+            c->wdec_used = 0;
+        }
+        const bool head = m->prog[i].block >= m->cfg.n_layer;
+        for (int64_t j = head ? (n - 1) / ROWS * ROWS : 0; j < n; j += ROWS) {
+            const int64_t R = n - j < ROWS ? n - j : ROWS;
+            c->slot[GPT_X] = c->xs + j * C;
+            for (int s = i; s < e;) s += run_step(c, s, tokens + j, c->len + j, R, j + R == n ? logits : NULL);
+        }
+        i = e;
+    }
+    c->slot[GPT_X] = x;
+    c->len += n;
 }
 
 trit_status trit_gpt_prefill(const trit_gpt *m, trit_gpt_cache *c, const int32_t *tokens, int64_t n, float *logits) {
@@ -262,10 +303,7 @@ trit_status trit_gpt_prefill(const trit_gpt *m, trit_gpt_cache *c, const int32_t
         if (tokens[i] < 0 || tokens[i] >= cfg->vocab_size)
             return trit_error(TRIT_ERR_RANGE, "gpt decode: token %d outside the vocabulary [0, %lld)", (int)tokens[i],
                               (long long)cfg->vocab_size);
-    for (int64_t i = 0; i < n; i += ROWS) {
-        const int64_t R = n - i < ROWS ? n - i : ROWS;
-        forward_rows(m, c, tokens + i, R, i + R == n ? logits : NULL);
-    }
+    forward_tokens(m, c, tokens, n, logits);
     return TRIT_OK;
 }
 

@@ -225,9 +225,39 @@ static void test_qat_decodes_as_trained(void **state) {
 
 // A decode-only model keeps each weight only as its kernel reads it (no f32 values, panels in
 // place of codes, embedding rows decoded from them) and decodes the same logits, bit for bit,
-// token by token; a prompt too, except weight-only formats, which run their kernel where the
-// full model would run the f32 GEMM over decoded values (within the kernels' tolerances). Graphs and saves
-// refuse it.
+// token by token and for a prompt (weight-only formats: the f32 GEMM over the values decoded per
+// block, which are the full model's f32 values). Graphs and saves refuse it.
+// A prompt runs a block at a time over its chunks of 64 positions: the logits of a 150-token
+// prompt fed at once equal, bit for bit, those of the same prompt fed as 64 + 64 + 22 (each call
+// then one chunk), for an f32 model and decode-only integer and weight-only ones.
+static void test_prefill_by_blocks(void **state) {
+    (void)state;
+    enum { P = 150 };
+    trit_gpt_config c = trit_gpt_config_default();
+    c.n_layer = 2, c.n_embd = 128, c.n_head = 4, c.seq_len = 160, c.vocab_size = V;
+    const trit_dtype dts[] = {TRIT_F32, TRIT_TERNARY, TRIT_QINT8, TRIT_NF4, TRIT_F8_E4M3};
+    int32_t prompt[P];
+    for (int t = 0; t < P; t++) prompt[t] = (t * 13 + 5) % V;
+    float a[V], b[V];
+    for (size_t k = 0; k < sizeof dts / sizeof dts[0]; k++) {
+        const trit_quant_spec s = trit_quant_spec_default(dts[k]);
+        trit_gpt *m = trit_gpt_new_quantized(&c, 5, dts[k] == TRIT_F32 ? NULL : &s, NULL);
+        assert_non_null(m);
+        trit_gpt_cache *ka = trit_gpt_cache_new(m), *kb = trit_gpt_cache_new(m);
+        assert_int_equal(trit_gpt_prefill(m, ka, prompt, P, a), TRIT_OK);
+        for (int at = 0; at < P; at += 64)
+            assert_int_equal(trit_gpt_prefill(m, kb, prompt + at, P - at < 64 ? P - at : 64, b), TRIT_OK);
+        assert_memory_equal(a, b, sizeof a);
+        // The next token sees the same cache.
+        assert_int_equal(trit_gpt_decode(m, ka, 7, a), TRIT_OK);
+        assert_int_equal(trit_gpt_decode(m, kb, 7, b), TRIT_OK);
+        assert_memory_equal(a, b, sizeof a);
+        trit_gpt_cache_free(ka);
+        trit_gpt_cache_free(kb);
+        trit_gpt_free(m);
+    }
+}
+
 static void test_decode_only(void **state) {
     (void)state;
     const trit_dtype dts[] = {TRIT_QINT8, TRIT_QINT4, TRIT_QINT2, TRIT_TERNARY, TRIT_TERNARY_B3, TRIT_NF4, TRIT_F8_E4M3};
@@ -260,13 +290,10 @@ static void test_decode_only(void **state) {
         assert_int_equal(trit_gpt_prefill(lean, kb, prompt, T, b), TRIT_OK);
         float diff = 0;
         for (int v = 0; v < V; v++) diff = fmaxf(diff, fabsf(a[v] - b[v]));
-        const bool weight_only = dts[k] == TRIT_NF4 || dts[k] == TRIT_F8_E4M3;
         print_message("decode-only %s: f32 parameter bytes %zu -> %zu, prompt logits differ by %.3g of the largest\n",
                       trit_dtype_name(dts[k]), before, after, diff / max_abs(a, V));
         assert_true(after * 20 < before);  // norms, biases and positions are all that stay f32
-        // The weight-only kernels' tolerances of test_nf4_weight_only and test_fp8_weight_only.
-        const float tol = dts[k] == TRIT_NF4 && (trit_cpu_usable_features() & TRIT_FEAT_AVX512_BF16) ? 1e-2f : 1e-3f;
-        assert_true(weight_only ? diff <= tol * max_abs(a, V) : diff == 0);
+        assert_true(diff == 0);
         trit_gpt_cache_free(ka);
         trit_gpt_cache_free(kb);
         trit_gpt_graph gg;
@@ -310,6 +337,7 @@ static void test_decode_only(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_prefill_by_blocks),
         cmocka_unit_test(test_decode_only),
         cmocka_unit_test(test_qat_decodes_as_trained),
         cmocka_unit_test(test_prefill_matches_decode),
