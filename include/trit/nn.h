@@ -169,6 +169,9 @@ trit_status trit_gpt_build(trit_gpt *m, int64_t B, int64_t T, trit_gpt_graph *ou
 // The same graph for training steps: logits are not kept (out->logits is NULL), so the compiler
 // computes the head and the cross-entropy in row chunks and the B x T x V logits never exist.
 trit_status trit_gpt_build_train(trit_gpt *m, int64_t B, int64_t T, trit_gpt_graph *out);
+// trit_gpt_build_train's graph planned only (trit_graph_set_plan_only): its memory report
+// without its arena, for choosing a recompute policy by memory. It cannot run.
+trit_status trit_gpt_plan_train(trit_gpt *m, int64_t B, int64_t T, trit_gpt_graph *out);
 void trit_gpt_graph_free(trit_gpt_graph *gg);
 // The hidden states after the final norm for tokens idx (B, T) i32, 1 <= T <= seq_len (a graph
 // input of g): (B, T, C), built into g, a graph of the model's policy (trit_gpt_get_policy) that

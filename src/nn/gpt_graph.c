@@ -146,7 +146,7 @@ trit_tensor *trit_gpt_hidden(trit_graph *g, trit_gpt *m, trit_tensor *idx) {
     return build_body(g, m, idx->shape[1], &out, false);
 }
 
-static trit_status build(trit_gpt *m, int64_t B, int64_t T, bool keep_logits, trit_gpt_graph *out) {
+static trit_status build(trit_gpt *m, int64_t B, int64_t T, bool keep_logits, bool plan_only, trit_gpt_graph *out) {
     if (!out) return trit_error(TRIT_ERR_INVALID, "gpt build: NULL output struct");
     memset(out, 0, sizeof *out);
     if (!m) return trit_error(TRIT_ERR_INVALID, "gpt build: NULL model");
@@ -164,6 +164,7 @@ static trit_status build(trit_gpt *m, int64_t B, int64_t T, bool keep_logits, tr
     trit_graph *g = trit_graph_new_policy(&m->policy);
     if (!g) return trit_error(TRIT_ERR_INVALID, "gpt build: %s", trit_last_error());
     out->graph = g;
+    trit_graph_set_plan_only(g, plan_only);
     build_forward(g, m, B, T, out);
     // A failed op leaves NULLs behind; compile then reports the first build error.
     trit_status s = out->logits && keep_logits ? trit_graph_keep(g, out->logits) : TRIT_OK;
@@ -178,11 +179,15 @@ static trit_status build(trit_gpt *m, int64_t B, int64_t T, bool keep_logits, tr
 }
 
 trit_status trit_gpt_build(trit_gpt *m, int64_t B, int64_t T, trit_gpt_graph *out) {
-    return build(m, B, T, true, out);
+    return build(m, B, T, true, false, out);
 }
 
 trit_status trit_gpt_build_train(trit_gpt *m, int64_t B, int64_t T, trit_gpt_graph *out) {
-    return build(m, B, T, false, out);
+    return build(m, B, T, false, false, out);
+}
+
+trit_status trit_gpt_plan_train(trit_gpt *m, int64_t B, int64_t T, trit_gpt_graph *out) {
+    return build(m, B, T, false, true, out);
 }
 
 void trit_gpt_graph_free(trit_gpt_graph *gg) {

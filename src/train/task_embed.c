@@ -148,13 +148,14 @@ int64_t trit_embed_num_pairs(const trainer *t, bool validation) {
     return t->embed ? (validation ? t->embed->n_val : t->embed->n_train) : 0;
 }
 
-trit_status trit_embed_build(trainer *t) {
+trit_status trit_embed_build(trainer *t, bool plan_only) {
     struct trit_embed_task *e = t->embed;
     const trit_compute_policy pol = trit_gpt_get_policy(t->model);
     trit_graph *g = trit_graph_new_policy(&pol);
     if (!g) return TRIT_ERR_INVALID;
     memset(&t->gg, 0, sizeof t->gg);
     t->gg.graph = g;
+    trit_graph_set_plan_only(g, plan_only);
     const int64_t bt[2] = {t->cfg.batch, t->T};
     trit_tensor *pooled[2];
     for (int k = 0; k < 2; k++) {

@@ -261,7 +261,9 @@ static trit_status setup_model(trainer *t, const trit_gpt_config *gc) {
     if (s == TRIT_OK) s = apply_precision(t);
     if (s == TRIT_OK) s = trit_train_set_qat(t->model, c);
     if (s == TRIT_OK) s = trit_train_freeze(t->model, c->freeze, &t->trainable);
-    if (s == TRIT_OK) s = trit_trainer_build_graph(t);
+    // The gradients now (the optimizer checks them); the graph once the optimizer exists
+    // (trit_trainer_fit_memory: its state counts against --memory-budget).
+    if (s == TRIT_OK) s = trit_gpt_attach_grads(t->model);
     if (s != TRIT_OK) return s;
     int n = trit_gpt_num_tensors(t->model);
     t->params = malloc((size_t)n * sizeof *t->params);

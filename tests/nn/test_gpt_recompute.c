@@ -1,7 +1,8 @@
 // Every recompute policy (attn, mlp, block, on all blocks or the first few) gives the loss and
 // gradients of no recompute bit for bit, with dropout on, in fp32 and bf16, over two
 // micro-batches; each holds less activation memory than none, block the least; SwiGLU, RoPE and
-// SubLN programs split into the same halves.
+// SubLN programs split into the same halves. A graph planned only reports the same memory and
+// refuses to run.
 #define _POSIX_C_SOURCE 200809L
 #include <setjmp.h>
 #include <stdarg.h>
@@ -104,6 +105,16 @@ static void same_bits(trit_precision p, bool variant) {
                       mr.arena_bytes);
         assert_true(recompute_steps(gg.graph) > 0);
         assert_true(mr.arena_bytes < mp.arena_bytes);
+        // Planned only: the same report, no arena, and it does not run.
+        trit_gpt_graph planned;
+        assert_int_equal(trit_gpt_plan_train(m, B, T, &planned), TRIT_OK);
+        trit_graph_memory mq;
+        assert_int_equal(trit_graph_memory_report(planned.graph, &mq), TRIT_OK);
+        assert_memory_equal(&mq, &mr, sizeof mq);
+        assert_int_equal(trit_graph_num_steps(planned.graph), 0);
+        assert_int_equal(trit_graph_forward(planned.graph), TRIT_ERR_STATE);
+        assert_non_null(strstr(trit_last_error(), "plan its memory only"));
+        trit_gpt_graph_free(&planned);
         float *got = step(m, &gg);
         assert_memory_equal(got, ref, grad_bytes(m));
         free(got);
