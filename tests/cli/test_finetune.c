@@ -172,6 +172,7 @@ static void test_embed(void **state) {
     assert_string_equal(l1, l2);
     assert_true(strncmp(l1, l3, strlen(l1)) != 0);
     cli_free(&r);
+    cli_expect(RUN("info", emb), 0, "(sentence embeddings)", NULL);
     cli_expect(RUN("embed", emb), 2, NULL, "no --text given");
     cli_expect(RUN("embed", "--text", "x"), 2, NULL, "no RUN given");
     cli_expect(RUN("embed", at("nowhere"), "--text", "x"), 1, NULL, "not a run directory");
