@@ -165,14 +165,20 @@ static void print_header(const trainer *t) {
            "warmup %lld; threads %d\n", (long long)c->batch, (long long)t->T, (long long)t->accum,
            (long long)(c->batch * t->T * t->accum), (long long)c->steps, c->lr, c->min_lr,
            (long long)c->warmup, trit_threads_get());
-    if (c->freeze[0]) {
+    trit_memory_report mem;
+    const bool have_mem = trit_memory_report_make(t->gg.graph, t->opt, 0, &mem) == TRIT_OK;
+    if (have_mem) trit_memory_report_print(&mem, "memory: ", stdout);
+    if (c->freeze[0] && have_mem) {
+        // What the frozen values would hold if they trained: an f32 gradient each, and the
+        // optimizer's state at its bytes per trainable value.
         char rules[2 * TRIT_PATH_MAX];
         trit_train_freeze_describe(c->freeze, rules, sizeof rules);
-        printf("frozen: %s: %lld of %lld parameters train (%.2f%%); only they have gradients and optimizer state\n",
-               rules, (long long)t->trainable, (long long)np, 100.0 * (double)t->trainable / (double)np);
+        const double frozen = (double)(np - t->trainable);
+        printf("frozen: %s: %lld of %lld parameters train (%.2f%%); the frozen ones hold no gradients (%.2f MB "
+               "saved) and no optimizer state (%.2f MB saved)\n", rules, (long long)t->trainable, (long long)np,
+               100.0 * (double)t->trainable / (double)np, 4.0 * frozen / 1e6,
+               (double)mem.optimizer / (double)t->trainable * frozen / 1e6);
     }
-    trit_memory_report mem;
-    if (trit_memory_report_make(t->gg.graph, t->opt, 0, &mem) == TRIT_OK) trit_memory_report_print(&mem, "memory: ", stdout);
     trit_trainer_print_recompute(t, stdout);
     if (t->init && t->init_step > 0)
         printf("initialised from %s (its weights at step %lld), with a fresh optimizer and schedule\n", c->init_from,
