@@ -6,6 +6,7 @@
 #include <getopt.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "trit/trit.h"
 #include "trit/train.h"
@@ -16,6 +17,14 @@ int trit_cli_train(int argc, char **argv);
 // The flags of `trit train` into *cfg (not resolved): -1 when training should go ahead, else
 // the exit code (--help printed, or a usage error reported). Split out so it can be fuzzed.
 int trit_cli_train_parse(int argc, char **argv, trit_train_config *cfg);
+// The same for another verb taking the training flags: its name in messages, its --help, and
+// (positional not NULL) one argument that is not a flag into *positional (NULL when none).
+int trit_cli_train_parse_as(const char *verb, void (*usage)(FILE *), int argc, char **argv, trit_train_config *cfg,
+                            const char **positional);
+// Run the training of cfg and print its outcome line; the exit code.
+int trit_cli_train_run(const char *verb, const trit_train_config *cfg);
+int trit_cli_finetune(int argc, char **argv);
+int trit_cli_embed(int argc, char **argv);
 int trit_cli_sample(int argc, char **argv);
 int trit_cli_eval(int argc, char **argv);
 int trit_cli_info(int argc, char **argv);

@@ -69,8 +69,9 @@ static int info_state(const char *path) {
     trit_train_config cfg;
     int64_t step = 0;
     if (trit_train_run_info(path, &cfg, &step) != TRIT_OK) return cli_fail("info", CLI_FAIL);
+    const trit_train_task task = trit_train_config_task(&cfg);
     printf("%s: training state at step %lld of %lld (%s)\nconfig:\n", path, (long long)step, (long long)cfg.steps,
-           trit_train_config_task(&cfg) == TRIT_TASK_ADDITION ? "addition task" : "text");
+           task == TRIT_TASK_ADDITION ? "addition task" : task == TRIT_TASK_EMBED ? "sentence embeddings" : "text");
     trit_train_config_print(&cfg, stdout);
     return CLI_OK;
 }

@@ -13,6 +13,8 @@ typedef struct verb {
 
 static const verb verbs[] = {
     {"train", trit_cli_train, "train a GPT (with no --data: the built-in addition task)"},
+    {"finetune", trit_cli_finetune, "fine-tune a base run on new data (freezing, recompute, sentence embeddings)"},
+    {"embed", trit_cli_embed, "print the sentence embeddings of texts from a run"},
     {"sample", trit_cli_sample, "generate text from a checkpoint"},
     {"eval", trit_cli_eval, "validation loss (or task accuracy) of a checkpoint"},
     {"info", trit_cli_info, "describe a run directory, safetensors, tokenizer or shard file"},

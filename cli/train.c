@@ -21,12 +21,13 @@ static void usage(FILE *fp) {
                 "metrics.jsonl; `trit train --resume DIR` continues a run exactly.\n");
 }
 
-int trit_cli_train_parse(int argc, char **argv, trit_train_config *cfg) {
+int trit_cli_train_parse_as(const char *verb, void (*usage_fn)(FILE *), int argc, char **argv, trit_train_config *cfg,
+                            const char **positional) {
     const trit_train_flag *flags = trit_train_flags();
     int n = 0;
     while (flags[n].name) n++;
     struct option *opts = calloc((size_t)n + 2, sizeof *opts);
-    if (!opts) return cli_error("train", CLI_FAIL, "out of memory");
+    if (!opts) return cli_error(verb, CLI_FAIL, "out of memory");
     for (int i = 0; i < n; i++)
         opts[i] = (struct option){flags[i].name, flags[i].is_switch ? no_argument : required_argument, NULL, 1000 + i};
     opts[n] = (struct option){"help", no_argument, NULL, 'h'};
@@ -35,29 +36,31 @@ int trit_cli_train_parse(int argc, char **argv, trit_train_config *cfg) {
     int c, rc = -1;
     while (rc < 0 && (c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
         if (c == 'h') {
-            usage(stdout);
+            usage_fn(stdout);
             rc = CLI_OK;
         } else if (c >= 1000 && c < 1000 + n) {
             const trit_train_flag *f = &flags[c - 1000];
-            if (trit_train_config_set(cfg, f->name, f->is_switch ? "1" : optarg) != TRIT_OK) rc = cli_fail("train", CLI_USAGE);
+            if (trit_train_config_set(cfg, f->name, f->is_switch ? "1" : optarg) != TRIT_OK) rc = cli_fail(verb, CLI_USAGE);
         } else {
-            rc = cli_bad_option("train", c, argv);
+            rc = cli_bad_option(verb, c, argv);
         }
     }
     free(opts);
     if (rc >= 0) return rc;
+    if (positional && optind < argc) *positional = argv[optind++];
     if (optind < argc)
-        return cli_error("train", CLI_USAGE, "unexpected argument '%s' (did you mean --data %s?)", argv[optind],
+        return cli_error(verb, CLI_USAGE, "unexpected argument '%s' (did you mean --data %s?)", argv[optind],
                          argv[optind]);
     return -1;
 }
 
-int trit_cli_train(int argc, char **argv) {
-    trit_train_config cfg;
-    const int rc = trit_cli_train_parse(argc, argv, &cfg);
-    if (rc >= 0) return rc;
+int trit_cli_train_parse(int argc, char **argv, trit_train_config *cfg) {
+    return trit_cli_train_parse_as("train", usage, argc, argv, cfg, NULL);
+}
+
+int trit_cli_train_run(const char *verb, const trit_train_config *cfg) {
     trit_train_result r;
-    if (trit_train_run(&cfg, NULL, &r) != TRIT_OK) return cli_fail("train", CLI_FAIL);
+    if (trit_train_run(cfg, NULL, &r) != TRIT_OK) return cli_fail(verb, CLI_FAIL);
     char took[32];
     trit_format_duration(r.seconds, took, sizeof took);
     printf("%s at step %lld: loss %.4f", r.interrupted ? "stopped" : "done", (long long)r.step, r.loss);
@@ -65,4 +68,11 @@ int trit_cli_train(int argc, char **argv) {
     if (!isnan(r.accuracy)) printf(", held-out exact match %.2f%%", 100.0 * r.accuracy);
     printf(", %s; weights in %s/%s\n", took, r.out, TRIT_CKPT_MODEL);
     return CLI_OK;
+}
+
+int trit_cli_train(int argc, char **argv) {
+    trit_train_config cfg;
+    const int rc = trit_cli_train_parse(argc, argv, &cfg);
+    if (rc >= 0) return rc;
+    return trit_cli_train_run("train", &cfg);
 }

@@ -143,6 +143,11 @@ void trit_graph_set_rng(trit_graph *g, uint64_t seed, uint64_t step);
 // Multiplier on d(loss)/d(loss); 1/n for n accumulated micro-batches, or a loss scale.
 void trit_graph_set_grad_scale(trit_graph *g, double scale);
 
+// Plan only: compile orders the graph and plans its memory (trit_graph_memory_report gives the
+// arena it would have) but allocates no arena and builds no steps, so the graph cannot run; for
+// choosing between graphs by their memory without holding each. Call before compile.
+void trit_graph_set_plan_only(trit_graph *g, bool on);
+
 // Fused ops (bias+GELU, residual add+LayerNorm, classifier+cross-entropy in row chunks) are
 // substituted at compile time unless turned off here or by TRIT_FUSE=0. Call before compile.
 void trit_graph_set_fusion(trit_graph *g, bool on);

@@ -117,10 +117,19 @@ trit_status trit_gpt_set_qat(trit_gpt *m, const trit_fake_quant_spec *weights, c
 // Activation recompute (checkpointing) in the graphs built from now on: NONE holds every
 // activation backward reads from forward; BLOCK holds only each block's input (the residual
 // stream between blocks) and recomputes the rest of a block in backward, just before its backward
-// needs it, in a buffer of its own (trit_graph_recompute_since). Same bits, less memory, one more
-// forward of the blocks.
-typedef enum trit_recompute_policy { TRIT_RECOMPUTE_NONE = 0, TRIT_RECOMPUTE_BLOCK = 1 } trit_recompute_policy;
+// needs it, in a buffer of its own (trit_graph_recompute_since); ATTN and MLP do that for one
+// half of each block only (ln_1 .. the attention residual, or ln_2 .. the MLP residual), holding
+// the half's input and output. Same bits, less memory, one more forward of what is recomputed.
+typedef enum trit_recompute_policy {
+    TRIT_RECOMPUTE_NONE = 0,
+    TRIT_RECOMPUTE_BLOCK = 1,
+    TRIT_RECOMPUTE_ATTN = 2,
+    TRIT_RECOMPUTE_MLP = 3,
+} trit_recompute_policy;
 trit_status trit_gpt_set_recompute(trit_gpt *m, trit_recompute_policy policy);
+// The policy on blocks [0, n_blocks) only, the others hold everything (n_blocks >= the layer
+// count: all of them, as trit_gpt_set_recompute).
+trit_status trit_gpt_set_recompute_blocks(trit_gpt *m, trit_recompute_policy policy, int64_t n_blocks);
 
 // Training precision modes, as `trit train --precision` and `trit bench --precision` name them:
 // fp32; bf16 (matmul inputs and activations between matmuls bf16, fp32 accumulation, norms,
@@ -160,7 +169,16 @@ trit_status trit_gpt_build(trit_gpt *m, int64_t B, int64_t T, trit_gpt_graph *ou
 // The same graph for training steps: logits are not kept (out->logits is NULL), so the compiler
 // computes the head and the cross-entropy in row chunks and the B x T x V logits never exist.
 trit_status trit_gpt_build_train(trit_gpt *m, int64_t B, int64_t T, trit_gpt_graph *out);
+// trit_gpt_build_train's graph planned only (trit_graph_set_plan_only): its memory report
+// without its arena, for choosing a recompute policy by memory. It cannot run.
+trit_status trit_gpt_plan_train(trit_gpt *m, int64_t B, int64_t T, trit_gpt_graph *out);
 void trit_gpt_graph_free(trit_gpt_graph *gg);
+// The hidden states after the final norm for tokens idx (B, T) i32, 1 <= T <= seq_len (a graph
+// input of g): (B, T, C), built into g, a graph of the model's policy (trit_gpt_get_policy) that
+// the caller compiles; the gradients of the model's trainable parameters are attached. The
+// model's recompute policy applies. Two calls in one graph share the weights (and the dropout
+// streams). NULL with a message on failure.
+trit_tensor *trit_gpt_hidden(trit_graph *g, trit_gpt *m, trit_tensor *idx);
 
 // Incremental decoding: each call feeds one token at the next position and returns the logits
 // (V) for the position after it, reusing cached keys and values, so a token costs O(T).

@@ -105,6 +105,7 @@ trit_status trit_make_dir(const char *path, bool *created);
 typedef enum trit_train_task {
     TRIT_TASK_TEXT = 0,      // language modelling on --data
     TRIT_TASK_ADDITION = 1,  // the built-in addition problems (no --data)
+    TRIT_TASK_EMBED = 2,     // --task embed: sentence embeddings from (anchor, positive) pairs
 } trit_train_task;
 
 typedef struct trit_train_config {
@@ -162,7 +163,20 @@ typedef struct trit_train_config {
     char out[TRIT_PATH_MAX];     // run directory
     char resume[TRIT_PATH_MAX];  // run directory to continue
     char init_from[TRIT_PATH_MAX];  // run whose weights, architecture and tokenizer a new run takes
+    // fine-tuning (src/train/freeze.c, src/train/task_embed.c)
+    double memory_budget;        // MB the memory report's total must fit in (0 = none); --recompute auto
+    char freeze[TRIT_PATH_MAX];  // --freeze/--unfreeze globs in flag order, comma-separated, "!" = unfreeze
+    int64_t task;                // trit_train_objective
+    int64_t pool;                // trit_train_pool of --task embed
+    double temperature;          // --task embed: InfoNCE tau
 } trit_train_config;
+
+// --task: what the model is trained to do with --data.
+typedef enum { TRIT_OBJECTIVE_LM = 0, TRIT_OBJECTIVE_EMBED = 1 } trit_train_objective;
+typedef enum { TRIT_POOL_MEAN = 0, TRIT_POOL_LAST = 1 } trit_train_pool;
+// --recompute auto: the trainer recomputes the fewest whole blocks that fit --memory-budget (the
+// other values are trit_recompute_policy's).
+enum { TRIT_RECOMPUTE_AUTO = 4 };
 
 // --qat: the codes of quantization-aware training.
 typedef enum { TRIT_QAT_OFF = 0, TRIT_QAT_INT8, TRIT_QAT_INT4, TRIT_QAT_INT2, TRIT_QAT_FP8, TRIT_QAT_TERNARY } trit_train_qat;
@@ -197,6 +211,47 @@ const trit_train_flag *trit_train_flags(void);
 // Set the field of flag `name` from the text `value` (full-string numeric check, enum names
 // like "char", "bpe", "rms", "swiglu", "rope", "random", "sequential").
 trit_status trit_train_config_set(trit_train_config *c, const char *name, const char *value);
+
+// ---- bases: what a fine-tune starts from (src/train/base.c) ----------------------------------
+
+typedef enum trit_base_kind {
+    TRIT_BASE_RUN = 0,   // a trit run directory: model.safetensors + tokenizer.bin
+    TRIT_BASE_HF = 1,    // a Hugging Face GPT-2 directory (config.json): recognised, no reader yet
+    TRIT_BASE_GGUF = 2,  // a GGUF file: recognised, no reader yet
+} trit_base_kind;
+
+typedef struct trit_base {
+    trit_base_kind kind;
+    trit_gpt *model;     // as trained (trit_checkpoint_load_as_trained for a run)
+    trit_tokenizer *tok;
+    int64_t step;        // the step its weights were saved at (0 when unknown)
+} trit_base;
+
+const char *trit_base_kind_name(trit_base_kind k);
+// What kind of base `path` is, from its files (nothing is loaded); a missing path, a plain file
+// or a directory without a model is an error that says what to pass.
+trit_status trit_base_probe(const char *path, trit_base_kind *kind);
+// The base's model and tokenizer (b's fields NULL on failure, with a message).
+trit_status trit_base_load(const char *path, trit_base *b);
+void trit_base_free(trit_base *b);
+
+// ---- freezing (src/train/freeze.c) --------------------------------------------------------------
+// rules: globs (fnmatch) over the GPT-2 parameter names, comma-separated, applied in order; one
+// that starts with '!' unfreezes what it matches (as --freeze/--unfreeze build it). Sets or
+// clears TRIT_FLAG_FROZEN on m's parameters (call before graphs and the optimizer: frozen ones
+// get no gradient and no optimizer state). A glob that matches nothing, or rules that leave
+// nothing trainable, is an error naming the flag and some of the names. *trainable (may be
+// NULL) receives the trainable elements.
+trit_status trit_train_freeze(trit_gpt *m, const char *rules, int64_t *trainable);
+// The rules as the flags that give them: "--freeze 'h.*.attn.*' --unfreeze 'h.0.attn.*'".
+void trit_train_freeze_describe(const char *rules, char *buf, size_t n);
+
+// ---- sentence embeddings (src/train/embed_text.c) ----------------------------------------------
+// The embedding of text by m (a --task embed run, or any GPT): its tokens, cut to the context
+// (*cut, may be NULL, says whether they were), through the model in eval mode, the final norm's
+// hidden states pooled by `pool` (trit_train_pool). out: (C). An empty text is an error.
+trit_status trit_embed_text(trit_gpt *m, const trit_tokenizer *tok, int64_t pool, const char *text,
+                            float *out /* (C) */, bool *cut);
 
 // ---- the training loop -------------------------------------------------------------------
 

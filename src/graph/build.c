@@ -347,6 +347,10 @@ void trit_graph_set_rng(trit_graph *g, uint64_t seed, uint64_t step) {
     g->seed = seed;
     g->step = step;
 }
+void trit_graph_set_plan_only(trit_graph *g, bool on) {
+    if (g && !g->compiled) g->plan_only = on;
+}
+
 void trit_graph_set_fusion(trit_graph *g, bool on) {
     if (g) g->fusion = on;
 }

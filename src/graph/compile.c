@@ -155,6 +155,10 @@ static trit_status compile(trit_graph *g, trit_tensor *root, bool seeded) {
     s = trit_graph_schedule(g);
     if (s == TRIT_OK) s = attach_param_grads(g);
     if (s == TRIT_OK) s = trit_graph_plan_memory(g);
+    if (s == TRIT_OK && g->plan_only) {
+        g->compiled = true;
+        return TRIT_OK;
+    }
     if (s == TRIT_OK) s = trit_graph_build_steps(g);
     if (s != TRIT_OK) {
         trit_graph_release_compiled(g);

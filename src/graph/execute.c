@@ -9,6 +9,9 @@
 static trit_status check_compiled(const trit_graph *g, const char *what) {
     if (!g) return trit_error(TRIT_ERR_INVALID, "%s: graph is NULL", what);
     if (!g->compiled) return trit_error(TRIT_ERR_STATE, "%s: compile the graph first (trit_graph_compile)", what);
+    if (g->plan_only)
+        return trit_error(TRIT_ERR_STATE, "%s: the graph was compiled to plan its memory only (trit_graph_set_plan_only); "
+                          "build it again to run it", what);
     return TRIT_OK;
 }
 

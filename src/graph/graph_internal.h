@@ -83,6 +83,7 @@ struct trit_graph {
     uint64_t next_stream;     // build-order counter of random ops without a stream of their own
     // compiled state
     bool compiled;
+    bool plan_only;           // trit_graph_set_plan_only: compile sizes the arena, allocates nothing
     bool forward_done;
     int loss;                 // value id of the loss or the seeded output, or -1
     bool seeded;              // compiled with trit_graph_compile_output: backward needs a seed

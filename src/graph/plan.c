@@ -219,6 +219,10 @@ static trit_status assign_memory(trit_graph *g) {
     size_t total = pack_buffers(g, order);
     free(order);
     size_t scratch_off = (total + TRIT_ALIGN - 1) / TRIT_ALIGN * TRIT_ALIGN;
+    if (g->plan_only) {  // the size the arena would have, for trit_graph_memory_report
+        g->arena.size = scratch_off + g->scratch_bytes + TRIT_ALIGN;
+        return TRIT_OK;
+    }
     trit_status s = trit_arena_init(&g->arena, scratch_off + g->scratch_bytes + TRIT_ALIGN);
     if (s != TRIT_OK) return s;
     uint8_t *base = g->arena.base;

@@ -458,13 +458,19 @@ trit_status trit_gpt_attach_grads(trit_gpt *m) {
     return trit_flat_attach_grads(m->flat, TRIT_F32);
 }
 
-trit_status trit_gpt_set_recompute(trit_gpt *m, trit_recompute_policy policy) {
+trit_status trit_gpt_set_recompute_blocks(trit_gpt *m, trit_recompute_policy policy, int64_t n_blocks) {
     if (!m) return trit_error(TRIT_ERR_INVALID, "trit_gpt_set_recompute: NULL model");
-    if (policy != TRIT_RECOMPUTE_NONE && policy != TRIT_RECOMPUTE_BLOCK)
-        return trit_error(TRIT_ERR_INVALID, "gpt: unknown recompute policy %d (TRIT_RECOMPUTE_NONE or TRIT_RECOMPUTE_BLOCK)",
-                          (int)policy);
+    if (policy < TRIT_RECOMPUTE_NONE || policy > TRIT_RECOMPUTE_MLP)
+        return trit_error(TRIT_ERR_INVALID, "gpt: unknown recompute policy %d (TRIT_RECOMPUTE_NONE, _BLOCK, _ATTN or "
+                          "_MLP)", (int)policy);
+    if (n_blocks < 0) return trit_error(TRIT_ERR_INVALID, "gpt: recompute of %lld blocks", (long long)n_blocks);
     m->recompute = policy;
+    m->recompute_blocks = n_blocks;
     return TRIT_OK;
+}
+
+trit_status trit_gpt_set_recompute(trit_gpt *m, trit_recompute_policy policy) {
+    return trit_gpt_set_recompute_blocks(m, policy, INT64_MAX);
 }
 
 trit_status trit_gpt_set_qat(trit_gpt *m, const trit_fake_quant_spec *weights, const trit_fake_quant_spec *acts) {

@@ -79,28 +79,74 @@ static void build_step(trit_graph *g, const trit_gpt *m, const gpt_step *s, slot
     }
 }
 
-// Adds the model's forward and loss to g; fills out's tensors (NULL on a build error, which the
-// graph remembers). Under TRIT_RECOMPUTE_BLOCK everything a block makes but its output (the
-// residual stream) is recomputed in backward.
-static void build_forward(trit_graph *g, const trit_gpt *m, int64_t B, int64_t T, trit_gpt_graph *out) {
-    const int64_t bt[2] = {B, T};
-    out->idx = trit_graph_input(g, TRIT_I32, 2, bt, "idx");
-    out->targets = trit_graph_input(g, TRIT_I32, 2, bt, "targets");
+// Whether the half (0: ln_1 .. the attention residual, 1: ln_2 .. the MLP residual) of block b is
+// recomputed in backward under the model's policy.
+static bool recomputed(const trit_gpt *m, int b, int half) {
+    if (b < 0 || b >= m->cfg.n_layer || b >= m->recompute_blocks) return false;
+    switch (m->recompute) {
+    case TRIT_RECOMPUTE_BLOCK: return true;
+    case TRIT_RECOMPUTE_ATTN: return half == 0;
+    case TRIT_RECOMPUTE_MLP: return half == 1;
+    default: return false;
+    }
+}
+
+// The program's steps into g up to the head (which is built only when with_head), for tokens
+// out->idx. A recomputed segment (a block, or one of its halves) gets everything it makes but its
+// output (the residual stream) recomputed in backward. Returns the final norm's output (B, T, C).
+static trit_tensor *build_body(trit_graph *g, const trit_gpt *m, int64_t T, trit_gpt_graph *out, bool with_head) {
     slots sl = {0};
-    int mark = 0;
+    int mark = 0, half = 0;
+    bool half_starts = true;
+    const bool whole = m->recompute == TRIT_RECOMPUTE_BLOCK;
     for (int i = 0; i < m->n_prog; i++) {
         const gpt_step *s = &m->prog[i];
         const bool starts = i == 0 || m->prog[i - 1].block != s->block;
         const bool ends = i + 1 == m->n_prog || m->prog[i + 1].block != s->block;
-        if (starts) mark = trit_graph_mark(g);
+        if (starts) half = 0;
+        if (s->op == GPT_OP_HEAD && !with_head) break;
+        if (whole ? starts : starts || half_starts) mark = trit_graph_mark(g);
+        half_starts = false;
         build_step(g, m, s, &sl, out, T);
-        if (ends && s->block >= 0 && s->block < m->cfg.n_layer && m->recompute == TRIT_RECOMPUTE_BLOCK && sl.v[GPT_X])
+        const bool half_ends = ends || (s->op == GPT_OP_RESIDUAL && half == 0);
+        if ((whole ? ends : half_ends) && recomputed(m, s->block, half) && sl.v[GPT_X])
             trit_graph_recompute_since(g, mark, sl.v[GPT_X]);
+        if (half_ends) half_starts = true;
+        if (s->op == GPT_OP_RESIDUAL) half = 1;
     }
+    return sl.v[GPT_H];
+}
+
+// Adds the model's forward and loss to g; fills out's tensors (NULL on a build error, which the
+// graph remembers).
+static void build_forward(trit_graph *g, const trit_gpt *m, int64_t B, int64_t T, trit_gpt_graph *out) {
+    const int64_t bt[2] = {B, T};
+    out->idx = trit_graph_input(g, TRIT_I32, 2, bt, "idx");
+    out->targets = trit_graph_input(g, TRIT_I32, 2, bt, "targets");
+    build_body(g, m, T, out, true);
     out->loss = trit_cross_entropy(g, out->logits, out->targets, -1, TRIT_REDUCE_MEAN);
 }
 
-static trit_status build(trit_gpt *m, int64_t B, int64_t T, bool keep_logits, trit_gpt_graph *out) {
+trit_tensor *trit_gpt_hidden(trit_graph *g, trit_gpt *m, trit_tensor *idx) {
+    if (!g || !m || !idx) {
+        trit_error(TRIT_ERR_INVALID, "trit_gpt_hidden: NULL argument");
+        return NULL;
+    }
+    if (idx->ndim != 2 || idx->dtype != TRIT_I32 || idx->shape[1] < 1 || idx->shape[1] > m->cfg.seq_len) {
+        trit_error(TRIT_ERR_INVALID, "trit_gpt_hidden: idx must be (B, T) i32 with 1 <= T <= seq_len = %lld",
+                   (long long)m->cfg.seq_len);
+        return NULL;
+    }
+    if (m->dec) {
+        trit_error(TRIT_ERR_STATE, "trit_gpt_hidden: the model decodes only; load it again to build a graph");
+        return NULL;
+    }
+    if (trit_gpt_attach_grads(m) != TRIT_OK) return NULL;
+    trit_gpt_graph out = {.graph = g, .idx = idx};
+    return build_body(g, m, idx->shape[1], &out, false);
+}
+
+static trit_status build(trit_gpt *m, int64_t B, int64_t T, bool keep_logits, bool plan_only, trit_gpt_graph *out) {
     if (!out) return trit_error(TRIT_ERR_INVALID, "gpt build: NULL output struct");
     memset(out, 0, sizeof *out);
     if (!m) return trit_error(TRIT_ERR_INVALID, "gpt build: NULL model");
@@ -118,6 +164,7 @@ static trit_status build(trit_gpt *m, int64_t B, int64_t T, bool keep_logits, tr
     trit_graph *g = trit_graph_new_policy(&m->policy);
     if (!g) return trit_error(TRIT_ERR_INVALID, "gpt build: %s", trit_last_error());
     out->graph = g;
+    trit_graph_set_plan_only(g, plan_only);
     build_forward(g, m, B, T, out);
     // A failed op leaves NULLs behind; compile then reports the first build error.
     trit_status s = out->logits && keep_logits ? trit_graph_keep(g, out->logits) : TRIT_OK;
@@ -132,11 +179,15 @@ static trit_status build(trit_gpt *m, int64_t B, int64_t T, bool keep_logits, tr
 }
 
 trit_status trit_gpt_build(trit_gpt *m, int64_t B, int64_t T, trit_gpt_graph *out) {
-    return build(m, B, T, true, out);
+    return build(m, B, T, true, false, out);
 }
 
 trit_status trit_gpt_build_train(trit_gpt *m, int64_t B, int64_t T, trit_gpt_graph *out) {
-    return build(m, B, T, false, out);
+    return build(m, B, T, false, false, out);
+}
+
+trit_status trit_gpt_plan_train(trit_gpt *m, int64_t B, int64_t T, trit_gpt_graph *out) {
+    return build(m, B, T, false, true, out);
 }
 
 void trit_gpt_graph_free(trit_gpt_graph *gg) {

@@ -77,6 +77,7 @@ struct trit_gpt {
     bool qat_weights, qat_acts;
     trit_fake_quant_spec qat_w, qat_a;
     trit_recompute_policy recompute;
+    int64_t recompute_blocks; // the policy applies to blocks [0, recompute_blocks)
     trit_flat *flat;          // the parameters' storage and their gradients (reverse first use)
     struct gpt_weights *dec;  // a decode-only model's weights in kernel form (gpt_weights.c), else NULL
     gpt_step *prog;           // the program (gpt_program.c)

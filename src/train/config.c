@@ -26,6 +26,11 @@ typedef struct field {
     unsigned open;             // TRIT_OPEN_LO | TRIT_OPEN_HI
     const char *why;           // reason added to a range error, may be NULL
     bool is_switch;            // F_BOOL given without a value on the command line (--ternary)
+    // F_STR lists (a repeatable flag): each comma-separated item of a value is appended to the
+    // field's comma-separated list with this prefix ("" or "!"), instead of replacing it.
+    const char *append;
+    bool alias;                // another name of an earlier row's field: not in JSON, print or merge
+    const char *const *synonyms;  // F_ENUM: pairs {other name, enum name}, NULL-terminated
 } field;
 
 static const char *const tokenizer_names[] = {"none", "char", "bpe", NULL};
@@ -38,7 +43,10 @@ static const char *const off_on_names[] = {"off", "on", NULL};
 static const char *const rounding_names[] = {"nearest", "stochastic", NULL};
 static const char *const matmul_names[] = {"highest", "high", "medium", NULL};
 static const char *const qat_names[] = {"off", "int8", "int4", "int2", "fp8", "ternary", NULL};
-static const char *const recompute_names[] = {"off", "block", NULL};
+static const char *const recompute_names[] = {"off", "block", "attn", "mlp", "auto", NULL};
+static const char *const recompute_synonyms[] = {"none", "off", NULL};
+static const char *const task_names[] = {"lm", "embed", NULL};
+static const char *const pool_names[] = {"mean", "last", NULL};
 static const char *const schedule_names[] = {"cosine", "two-stage", NULL};
 static const char *const qat_acts_names[] = {"off", "token", NULL};
 static const char *const optimizer_names[] = {"adamw", "adamw8bit", NULL};
@@ -137,8 +145,12 @@ static const field fields[] = {
     {"sample-tokens", F_INT, K_RUN, OFF(sample_tokens), NULL, "tokens sampled at each eval, 0 = none (200; task 0)", I(0, 1000000)},
     {"threads", F_INT, K_RUN, OFF(threads), NULL, "threads, 0 = all cores (0; task 1)", I(0, 4096)},
     {"recompute", F_ENUM, K_RUN, OFF(recompute), recompute_names,
-     "off|block: hold every activation backward reads, or only each block's input and recompute the rest "
-     "of the block in backward (the same bits, less memory) (off)", NONE},
+     "none|attn|mlp|block|auto: hold every activation backward reads, or recompute in backward each block's "
+     "attention half, MLP half or all of it but its output (the same bits, less memory); auto: the fewest "
+     "whole blocks that fit --memory-budget (none; off = none)", NONE, .synonyms = recompute_synonyms},
+    {"memory-budget", F_DBL, K_RUN, OFF(memory_budget), NULL,
+     "MB (1e6 bytes) the memory report's total must fit in, 0 = no limit; --recompute auto chooses by it (0)",
+     D(0, 1e12, 0)},
     {"stop-after", F_INT, K_RUN, OFF(stop_after), NULL, "stop with a checkpoint after this step (0 = never)", I(0, MAX_STEPS)},
     {"max-skips", F_INT, K_RUN, OFF(max_skips), NULL,
      "end the run (with a checkpoint) after this many non-finite steps in a row (10)", I(1, 1000000)},
@@ -148,6 +160,18 @@ static const field fields[] = {
     {"init-from", F_STR, K_MODEL, OFF(init_from), NULL,
      "start a new run from this run's weights (as trained), architecture and tokenizer, with a fresh optimizer "
      "and schedule", NONE},
+    {"freeze", F_STR, K_OPT, OFF(freeze), NULL,
+     "freeze the parameters whose GPT-2 names match this glob (h.*.attn.*; repeatable, or comma-separated): "
+     "no gradient, no optimizer state", NONE, .append = ""},
+    {"unfreeze", F_STR, K_OPT, OFF(freeze), NULL,
+     "train again those of the frozen ones that match this glob; the flags apply in their order", NONE,
+     .append = "!", .alias = true},
+    {"task", F_ENUM, K_DATA, OFF(task), task_names,
+     "lm|embed: language modelling, or a sentence-embedding model from --data PAIRS.jsonl (\"anchor\", "
+     "\"positive\" per line), InfoNCE over pooled hidden states (lm)", NONE},
+    {"pool", F_ENUM, K_MODEL, OFF(pool), pool_names, "embed: mean|last pooling of the hidden states (mean)", NONE},
+    {"temperature", F_DBL, K_OPT, OFF(temperature), NULL, "embed: InfoNCE temperature tau (0.05)",
+     D(1e-4, 100, 0)},
 };
 #undef OFF
 #undef I
@@ -202,6 +226,10 @@ static const char *enum_list(const field *f, char *buf, size_t n) {
         size_t k = strlen(buf);
         snprintf(buf + k, n - k, "%s%s", k ? "|" : "", f->enums[i]);
     }
+    for (int i = 0; f->synonyms && f->synonyms[i]; i += 2) {
+        size_t k = strlen(buf);
+        snprintf(buf + k, n - k, "|%s", f->synonyms[i]);
+    }
     return buf;
 }
 
@@ -217,6 +245,8 @@ static trit_status parse_bool(const char *flag, const char *s, int64_t *out) {
 }
 
 static trit_status parse_enum(const field *f, const char *flag, const char *s, int64_t *out) {
+    for (int i = 0; f->synonyms && f->synonyms[i]; i += 2)
+        if (strcmp(s, f->synonyms[i]) == 0) s = f->synonyms[i + 1];
     for (int i = 0; f->enums[i]; i++)
         if (strcmp(f->enums[i], "none") != 0 && strcmp(s, f->enums[i]) == 0) return *out = i, TRIT_OK;
     char names[128];
@@ -252,6 +282,23 @@ static trit_status check_field(const trit_train_config *c, const field *f) {
     return check_value(f, f->type == F_DBL ? 0 : int_of(c, f), f->type == F_DBL ? dbl_of(c, f) : 0);
 }
 
+// A list field: each comma-separated item of value, prefixed, appended to list.
+static trit_status append_items(char *list, const char *prefix, const char *flag, const char *value) {
+    char buf[TRIT_PATH_MAX];
+    snprintf(buf, sizeof buf, "%s", list);
+    for (const char *p = value; *p;) {
+        const size_t n = strcspn(p, ",");
+        if (n == 0) return trit_error(TRIT_ERR_INVALID, "%s: empty item in '%s'", flag, value);
+        const size_t k = strlen(buf);
+        if (k + 1 + strlen(prefix) + n >= sizeof buf)
+            return trit_error(TRIT_ERR_RANGE, "%s: the list grows past %d bytes", flag, TRIT_PATH_MAX - 1);
+        snprintf(buf + k, sizeof buf - k, "%s%s%.*s", k ? "," : "", prefix, (int)n, p);
+        p += n + (p[n] == ',');
+    }
+    memcpy(list, buf, TRIT_PATH_MAX);
+    return TRIT_OK;
+}
+
 // Parse `value` for field f (flag is its name as the message shows it), check it and store it.
 static trit_status set_field(trit_train_config *c, const field *f, const char *flag, const char *value) {
     int64_t iv = 0;
@@ -264,6 +311,7 @@ static trit_status set_field(trit_train_config *c, const field *f, const char *f
     case F_ENUM: s = parse_enum(f, flag, value, &iv); break;
     case F_STR:
         if (!*value) return trit_error(TRIT_ERR_INVALID, "%s needs a non-empty value", flag);
+        if (f->append) return append_items(str_at(c, f), f->append, flag, value);
         if (strlen(value) >= TRIT_PATH_MAX)
             return trit_error(TRIT_ERR_RANGE, "%s: path longer than %d bytes", flag, TRIT_PATH_MAX - 1);
         snprintf(str_at(c, f), TRIT_PATH_MAX, "%s", value);
@@ -297,6 +345,7 @@ void trit_train_config_init(trit_train_config *c) {
 }
 
 trit_train_task trit_train_config_task(const trit_train_config *c) {
+    if (c->task == TRIT_OBJECTIVE_EMBED) return TRIT_TASK_EMBED;
     return c->data[0] ? TRIT_TASK_TEXT : TRIT_TASK_ADDITION;
 }
 
@@ -370,6 +419,10 @@ static void apply_defaults(trit_train_config *c) {
     DEF_I(sample_tokens, task ? 0 : 200);
     DEF_I(threads, task ? 1 : 0);  // the task's model is too small to gain from more threads
     DEF_I(recompute, TRIT_RECOMPUTE_NONE);
+    DEF_D(memory_budget, 0.0);
+    DEF_I(task, TRIT_OBJECTIVE_LM);
+    DEF_I(pool, TRIT_POOL_MEAN);
+    DEF_D(temperature, 0.05);
     DEF_I(stop_after, 0);
     DEF_I(max_skips, 10);
     DEF_I(quiet, 0);
@@ -425,6 +478,10 @@ static trit_status check_relations(const trit_train_config *c) {
     NEED(c->min_lr <= c->lr, "--min-lr must be in [0, --lr %g], got %g", c->lr, c->min_lr);
     NEED(c->master_weights || c->precision != TRIT_PRECISION_FP32,
          "--master-weights off needs --precision bf16 or fp16 (fp32 weights are their own master copy)");
+    NEED(c->task != TRIT_OBJECTIVE_EMBED || c->data[0], "--task embed needs --data PAIRS.jsonl (JSON Lines with "
+         "\"anchor\" and \"positive\" text fields)");
+    NEED(c->recompute != TRIT_RECOMPUTE_AUTO || c->memory_budget > 0, "--recompute auto chooses the blocks to "
+         "recompute by --memory-budget MB: pass one, or choose none|attn|mlp|block");
     NEED(c->terngrad_bucket % 4 == 0, "--terngrad-bucket must be 0 or a multiple of 4 (whole bytes of codes), got %lld",
          (long long)c->terngrad_bucket);
     return TRIT_OK;
@@ -447,7 +504,7 @@ char *trit_train_config_to_json(const trit_train_config *c) {
     if (!o) return NULL;
     for (int i = 0; i < NUM_FIELDS; i++) {
         const field *f = &fields[i];
-        if (!is_set(c, f)) continue;
+        if (!is_set(c, f) || f->alias) continue;
         cJSON *v = NULL;
         switch (f->type) {
         case F_DBL: {
@@ -543,7 +600,7 @@ trit_status trit_train_config_merge(trit_train_config *out, const trit_train_con
                           "directory, so pass only --resume", cli->out, cli->resume);
     for (int i = 0; i < NUM_FIELDS; i++) {
         const field *f = &fields[i];
-        if (!is_set(cli, f) || strcmp(f->name, "resume") == 0) continue;
+        if (!is_set(cli, f) || f->alias || strcmp(f->name, "resume") == 0) continue;
         if (f->kind == K_RUN) {
             memcpy((char *)&m + f->off, (const char *)cli + f->off,
                    f->type == F_STR ? TRIT_PATH_MAX : f->type == F_DBL ? sizeof(double) : sizeof(int64_t));
@@ -568,7 +625,7 @@ trit_status trit_train_config_merge(trit_train_config *out, const trit_train_con
 void trit_train_config_print(const trit_train_config *c, void *file) {
     FILE *fp = file;
     for (int i = 0; i < NUM_FIELDS; i++) {
-        if (!is_set(c, &fields[i])) continue;
+        if (!is_set(c, &fields[i]) || fields[i].alias) continue;
         char v[TRIT_PATH_MAX + 8];
         value_str(c, &fields[i], v, sizeof v);
         fprintf(fp, "  %-20s %s\n", fields[i].name, v);

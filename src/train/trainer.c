@@ -153,6 +153,10 @@ static void print_header(const trainer *t) {
     if (t->task == TRIT_TASK_ADDITION)
         printf("data: %lld-digit addition problems, e.g. \"123+456=9750\" (answer digits reversed)\n",
                (long long)c->digits);
+    else if (t->task == TRIT_TASK_EMBED)
+        printf("data: %lld train pairs, %lld held out (sentence embeddings: %s pooling, InfoNCE at temperature %g)\n",
+               (long long)trit_embed_num_pairs(t, false), (long long)trit_embed_num_pairs(t, true),
+               c->pool == TRIT_POOL_LAST ? "last-token" : "mean", c->temperature);
     else
         printf("data: %lld train tokens, %lld val tokens (%s order)\n",
                (long long)trit_data_num_tokens(t->train), (long long)trit_data_num_tokens(t->val),
@@ -162,7 +166,20 @@ static void print_header(const trainer *t) {
            (long long)(c->batch * t->T * t->accum), (long long)c->steps, c->lr, c->min_lr,
            (long long)c->warmup, trit_threads_get());
     trit_memory_report mem;
-    if (trit_memory_report_make(t->gg.graph, t->opt, 0, &mem) == TRIT_OK) trit_memory_report_print(&mem, "memory: ", stdout);
+    const bool have_mem = trit_memory_report_make(t->gg.graph, t->opt, 0, &mem) == TRIT_OK;
+    if (have_mem) trit_memory_report_print(&mem, "memory: ", stdout);
+    if (c->freeze[0] && have_mem) {
+        // What the frozen values would hold if they trained: an f32 gradient each, and the
+        // optimizer's state at its bytes per trainable value.
+        char rules[2 * TRIT_PATH_MAX];
+        trit_train_freeze_describe(c->freeze, rules, sizeof rules);
+        const double frozen = (double)(np - t->trainable);
+        printf("frozen: %s: %lld of %lld parameters train (%.2f%%); the frozen ones hold no gradients (%.2f MB "
+               "saved) and no optimizer state (%.2f MB saved)\n", rules, (long long)t->trainable, (long long)np,
+               100.0 * (double)t->trainable / (double)np, 4.0 * frozen / 1e6,
+               (double)mem.optimizer / (double)t->trainable * frozen / 1e6);
+    }
+    trit_trainer_print_recompute(t, stdout);
     if (t->init && t->init_step > 0)
         printf("initialised from %s (its weights at step %lld), with a fresh optimizer and schedule\n", c->init_from,
                (long long)t->init_step);

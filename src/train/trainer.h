@@ -36,6 +36,12 @@ typedef struct trainer {
     trit_tokenizer *init_tok;
     int64_t init_step;       // the step RUN's weights were saved at
     FILE *metrics;
+    // --recompute / --memory-budget (trainer_memory.c): blocks recomputed, and the arena and
+    // memory total of the graph without recompute (0 when it was not planned).
+    int64_t recompute_blocks;
+    size_t arena_plain, total_plain;
+    int64_t trainable;       // elements not frozen
+    struct trit_embed_task *embed;  // --task embed (task_embed.c)
     // Files and directory a fresh run made before it failed in setup, removed on failure.
     bool made_dir;
     int n_made;
@@ -63,6 +69,24 @@ trit_status trit_trainer_init_check_tokenizer(const trainer *t, const trit_token
 trit_status trit_trainer_init_check_out(const trainer *t);
 // Copies RUN's weights into t->model (built from the resolved config) and drops RUN's model.
 trit_status trit_trainer_init_weights(trainer *t);
+
+// --recompute and --memory-budget: builds t->gg under the policy, for auto recomputing the
+// fewest whole blocks that fit the budget; an error when the run does not fit. Needs the
+// optimizer (its state counts).
+trit_status trit_trainer_fit_memory(trainer *t);
+// "recompute: block: arena .. MB, .. MB without recompute (saves ..)" when a policy is on.
+void trit_trainer_print_recompute(const trainer *t, FILE *fp);
+
+// --task embed (task_embed.c): the pairs of --data tokenized with tok (t->T set), the graph
+// (t->gg.graph and t->gg.loss; no idx or targets), batch filling, and freeing.
+trit_status trit_embed_load(trainer *t, const trit_tokenizer *tok);
+int64_t trit_embed_num_pairs(const trainer *t, bool validation);
+trit_status trit_embed_build(trainer *t, bool plan_only);
+void trit_embed_fill(trainer *t, int64_t batch, bool validation);
+void trit_embed_free(struct trit_embed_task *e);
+// The training graph of t's task (t->gg, freed first when built): the GPT's, or --task embed's;
+// plan_only: planned, not allocated (trit_graph_set_plan_only).
+trit_status trit_trainer_build_graph(trainer *t, bool plan_only);
 
 // One optimizer step, the one every run takes: --total-batch-tokens / (B T) micro-batches of
 // forward and backward (the loss scaled when a scaler is on), the skip of a non-finite step,

@@ -10,6 +10,10 @@
 #include <string.h>
 
 void trit_trainer_fill(trainer *t, int64_t batch, bool validation) {
+    if (t->task == TRIT_TASK_EMBED) {
+        trit_embed_fill(t, batch, validation);
+        return;
+    }
     int32_t *x = trit_tensor_ptr(t->gg.idx), *y = trit_tensor_ptr(t->gg.targets);
     const trit_train_config *c = &t->cfg;
     if (t->task == TRIT_TASK_ADDITION) {

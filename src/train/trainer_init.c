@@ -19,15 +19,6 @@ static trit_status init_error(const char *run, trit_status s) {
     return trit_error(s, "--init-from '%s': %s", run, why);
 }
 
-static trit_status need_file(const char *run, const char *name, char *path, size_t n) {
-    trit_status s = trit_path_join(path, n, run, name);
-    struct stat st;
-    if (s == TRIT_OK && stat(path, &st) != 0)
-        return trit_error(TRIT_ERR_IO, "--init-from '%s' has no %s: pass a run directory written by `trit train` or "
-                          "`trit quantize`", run, name);
-    return s;
-}
-
 // ---- the architecture ---------------------------------------------------------------------
 
 // One architecture flag: RUN's value, and how a value of it reads in a sentence ("4 layers",
@@ -153,25 +144,16 @@ trit_status trit_trainer_init_check_tokenizer(const trainer *t, const trit_token
 
 trit_status trit_trainer_init_load(trainer *t, trit_train_config *cfg) {
     const char *run = cfg->init_from;
-    struct stat st;
-    if (stat(run, &st) != 0)
-        return trit_error(TRIT_ERR_IO, "cannot start from '%s': no such directory (--init-from takes a run directory "
-                          "written by `trit train` or `trit quantize`)", run);
-    if (!S_ISDIR(st.st_mode))
-        return trit_error(TRIT_ERR_INVALID, "--init-from takes a run directory (with %s and %s), but '%s' is a file",
-                          TRIT_CKPT_MODEL, TRIT_CKPT_TOKENIZER, run);
-    char model[TRIT_PATH_MAX + 32], tok[TRIT_PATH_MAX + 32];
-    trit_status s = need_file(run, TRIT_CKPT_MODEL, model, sizeof model);
-    if (s == TRIT_OK) s = need_file(run, TRIT_CKPT_TOKENIZER, tok, sizeof tok);
+    trit_base_kind kind;
+    trit_status s = trit_base_probe(run, &kind);
     if (s != TRIT_OK) return s;
     t->init = true;
-    if (!(t->init_tok = trit_tokenizer_load(tok))) return init_error(run, TRIT_ERR_FORMAT);
-    if (!(t->init_model = trit_checkpoint_load_as_trained(run, &t->init_step))) return init_error(run, TRIT_ERR_FORMAT);
+    trit_base b;
+    if ((s = trit_base_load(run, &b)) != TRIT_OK) return init_error(run, s);
+    t->init_model = b.model;
+    t->init_tok = b.tok;
+    t->init_step = b.step;
     const trit_gpt_config *g = trit_gpt_get_config(t->init_model);
-    if (g->vocab_size != trit_tokenizer_vocab_size(t->init_tok))
-        return trit_error(TRIT_ERR_FORMAT, "--init-from '%s': its model has a vocabulary of %lld tokens but its %s has "
-                          "%d: the directory mixes two runs", run, (long long)g->vocab_size, TRIT_CKPT_TOKENIZER,
-                          trit_tokenizer_vocab_size(t->init_tok));
     s = check_expressible(run, g);
     if (s == TRIT_OK) s = check_tokenizer_flags(cfg, t->init_tok);
     if (s == TRIT_OK) s = take_architecture(cfg, g);

@@ -170,10 +170,33 @@ static trit_status setup_addition(trainer *t) {
     return s;
 }
 
+// --task embed: the base's tokenizer (a resume's own copy), then the pairs, read and checked
+// before the run directory is made.
+static trit_status setup_embed(trainer *t) {
+    char tok_path[TRIT_PATH_MAX + 32];
+    trit_status s = trit_trainer_path(t, TRIT_CKPT_TOKENIZER, tok_path, sizeof tok_path);
+    if (s != TRIT_OK) return s;
+    if (!t->resumed && !t->init)
+        return trit_error(TRIT_ERR_INVALID, "--task embed fine-tunes a base model: use `trit finetune BASE --task embed "
+                          "--data PAIRS.jsonl` (or pass --init-from RUN)");
+    if (!t->resumed && !exists(t->cfg.data))
+        return trit_error(TRIT_ERR_IO, "cannot open '%s': no such file (--task embed reads --data PAIRS.jsonl)", t->cfg.data);
+    if (t->resumed) return (t->tok = trit_tokenizer_load(tok_path)) ? trit_embed_load(t, t->tok) : TRIT_ERR_FORMAT;
+    s = trit_embed_load(t, t->init_tok);
+    if (s == TRIT_OK) s = make_run_dir(t);
+    if (s == TRIT_OK) s = trit_tokenizer_save(t->init_tok, tok_path);
+    if (s == TRIT_OK) note_made(t, tok_path);
+    if (s == TRIT_OK && !(t->tok = trit_tokenizer_load(tok_path))) s = TRIT_ERR_FORMAT;
+    return s;
+}
+
 static trit_status setup_data(trainer *t) {
     const trit_train_config *c = &t->cfg;
     trit_status s;
-    if (t->task == TRIT_TASK_ADDITION) {
+    if (t->task == TRIT_TASK_EMBED) {
+        t->T = c->seq;
+        s = setup_embed(t);
+    } else if (t->task == TRIT_TASK_ADDITION) {
         t->T = trit_addition_text_len(c->digits) - 1;
         s = setup_addition(t);
     } else {
@@ -197,7 +220,8 @@ static trit_status apply_precision(trainer *t) {
     const trit_precision p = (trit_precision)c->precision;
     const trit_compute_policy policy = trit_precision_policy(p, (trit_matmul_precision)c->matmul_precision);
     trit_status s = trit_gpt_set_policy(t->model, &policy);
-    if (s == TRIT_OK) s = trit_gpt_set_recompute(t->model, (trit_recompute_policy)c->recompute);
+    // The policy applies in trit_trainer_fit_memory, once the optimizer's state is known.
+    if (s == TRIT_OK) s = trit_gpt_set_recompute(t->model, TRIT_RECOMPUTE_NONE);
     if (s == TRIT_OK && !c->master_weights) s = trit_gpt_set_param_dtype(t->model, policy.activation);
     t->use_scaler = p == TRIT_PRECISION_FP16 || c->loss_scale > 0;
     if (s == TRIT_OK && t->use_scaler)
@@ -236,7 +260,10 @@ static trit_status setup_model(trainer *t, const trit_gpt_config *gc) {
     trit_status s = t->init_model ? trit_trainer_init_weights(t) : TRIT_OK;
     if (s == TRIT_OK) s = apply_precision(t);
     if (s == TRIT_OK) s = trit_train_set_qat(t->model, c);
-    if (s == TRIT_OK) s = trit_gpt_build_train(t->model, c->batch, t->T, &t->gg);
+    if (s == TRIT_OK) s = trit_train_freeze(t->model, c->freeze, &t->trainable);
+    // The gradients now (the optimizer checks them); the graph once the optimizer exists
+    // (trit_trainer_fit_memory: its state counts against --memory-budget).
+    if (s == TRIT_OK) s = trit_gpt_attach_grads(t->model);
     if (s != TRIT_OK) return s;
     int n = trit_gpt_num_tensors(t->model);
     t->params = malloc((size_t)n * sizeof *t->params);
@@ -261,7 +288,8 @@ static trit_status setup_model(trainer *t, const trit_gpt_config *gc) {
                                        c->stage2_lr)
                    : trit_lr_warmup_cosine(c->lr, c->min_lr, c->warmup, c->steps);
     t->accum = trit_train_config_accum(c);
-    return trit_lr_check(&t->sched);
+    trit_status ls = trit_lr_check(&t->sched);
+    return ls == TRIT_OK ? trit_trainer_fit_memory(t) : ls;
 }
 
 static trit_status restore(trainer *t) {
@@ -349,6 +377,7 @@ void trit_trainer_free(trainer *t, bool failed) {
     trit_tokenizer_free(t->tok);
     trit_gpt_free(t->init_model);
     trit_tokenizer_free(t->init_tok);
+    trit_embed_free(t->embed);
     if (failed && !t->resumed) {
         for (int i = 0; i < t->n_made; i++) unlink(t->made[i]);
         if (t->made_dir) {

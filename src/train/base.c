@@ -1,0 +1,92 @@
+// The model a fine-tune or an --init-from run starts from, found from one path: what kind of base
+// it is, then that kind's reader. Each reader gives the model as trained and its tokenizer. Kinds:
+//   run   a trit run directory (model.safetensors + tokenizer.bin, `trit train` or `trit quantize`)
+// A Hugging Face GPT-2 directory (config.json + model.safetensors) and a GGUF file are recognised
+// and refused with a message until their readers are added here (one case of trit_base_load each).
+#include "trit/io.h"
+#include "trit/train.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+static bool has_file(const char *dir, const char *name) {
+    char path[TRIT_PATH_MAX + 64];
+    struct stat st;
+    return trit_path_join(path, sizeof path, dir, name) == TRIT_OK && stat(path, &st) == 0;
+}
+
+static bool gguf_magic(const char *path) {
+    FILE *fp = fopen(path, "rb");
+    char magic[4] = {0};
+    const bool ok = fp && fread(magic, 1, 4, fp) == 4 && memcmp(magic, "GGUF", 4) == 0;
+    if (fp) fclose(fp);
+    return ok;
+}
+
+const char *trit_base_kind_name(trit_base_kind k) {
+    switch (k) {
+    case TRIT_BASE_RUN: return "trit run";
+    case TRIT_BASE_HF: return "Hugging Face directory";
+    case TRIT_BASE_GGUF: return "GGUF file";
+    }
+    return "(unknown)";
+}
+
+trit_status trit_base_probe(const char *path, trit_base_kind *kind) {
+    struct stat st;
+    if (!path || !*path) return trit_error(TRIT_ERR_INVALID, "no base given: pass a trit run directory");
+    if (stat(path, &st) != 0)
+        return trit_error(TRIT_ERR_IO, "cannot start from '%s': no such directory (pass a run directory written by "
+                          "`trit train` or `trit quantize`)", path);
+    if (!S_ISDIR(st.st_mode)) {
+        if (gguf_magic(path)) return *kind = TRIT_BASE_GGUF, TRIT_OK;
+        return trit_error(TRIT_ERR_INVALID, "a base is a run directory (with %s and %s), but '%s' is a file",
+                          TRIT_CKPT_MODEL, TRIT_CKPT_TOKENIZER, path);
+    }
+    if (has_file(path, "config.json") && !has_file(path, TRIT_CKPT_TOKENIZER)) return *kind = TRIT_BASE_HF, TRIT_OK;
+    for (const char *const *f = (const char *const[]){TRIT_CKPT_MODEL, TRIT_CKPT_TOKENIZER, NULL}; *f; f++)
+        if (!has_file(path, *f))
+            return trit_error(TRIT_ERR_IO, "'%s' has no %s: pass a run directory written by `trit train` or "
+                              "`trit quantize`", path, *f);
+    *kind = TRIT_BASE_RUN;
+    return TRIT_OK;
+}
+
+static trit_status load_run(const char *path, trit_base *b) {
+    char tok[TRIT_PATH_MAX + 32];
+    trit_status s = trit_path_join(tok, sizeof tok, path, TRIT_CKPT_TOKENIZER);
+    if (s != TRIT_OK) return s;
+    if (!(b->tok = trit_tokenizer_load(tok))) return TRIT_ERR_FORMAT;
+    if (!(b->model = trit_checkpoint_load_as_trained(path, &b->step))) return TRIT_ERR_FORMAT;
+    const trit_gpt_config *g = trit_gpt_get_config(b->model);
+    if (g->vocab_size != trit_tokenizer_vocab_size(b->tok))
+        return trit_error(TRIT_ERR_FORMAT, "'%s': its model has a vocabulary of %lld tokens but its %s has %d: the "
+                          "directory mixes two runs", path, (long long)g->vocab_size, TRIT_CKPT_TOKENIZER,
+                          trit_tokenizer_vocab_size(b->tok));
+    return TRIT_OK;
+}
+
+trit_status trit_base_load(const char *path, trit_base *b) {
+    memset(b, 0, sizeof *b);
+    trit_status s = trit_base_probe(path, &b->kind);
+    if (s != TRIT_OK) return s;
+    switch (b->kind) {
+    case TRIT_BASE_RUN: s = load_run(path, b); break;
+    case TRIT_BASE_HF:
+    case TRIT_BASE_GGUF:
+        s = trit_error(TRIT_ERR_INVALID, "'%s' is a %s: this build starts only from trit run directories; convert it "
+                       "to a run first", path, trit_base_kind_name(b->kind));
+        break;
+    }
+    if (s != TRIT_OK) trit_base_free(b);
+    return s;
+}
+
+void trit_base_free(trit_base *b) {
+    if (!b) return;
+    trit_gpt_free(b->model);
+    trit_tokenizer_free(b->tok);
+    b->model = NULL;
+    b->tok = NULL;
+}
