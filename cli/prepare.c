@@ -30,6 +30,7 @@ int trit_cli_prepare(int argc, char **argv) {
     const char *data = NULL, *out = NULL, *spec = NULL, *field = NULL;
     trit_tokenizer_kind kind = TRIT_TOKENIZER_CHAR;
     int64_t vocab = 512;
+    bool vocab_given = false;
     double frac = TRIT_DEFAULT_VAL_FRACTION;
     cli_getopt_reset();
     int c;
@@ -44,7 +45,10 @@ int trit_cli_prepare(int argc, char **argv) {
             else spec = optarg;
             break;
         case 'F': field = optarg; break;
-        case 'v': ok = cli_int("prepare", "--vocab", optarg, 257, TRIT_SHARD_MAX_VOCAB, &vocab); break;
+        case 'v':
+            ok = cli_int("prepare", "--vocab", optarg, 257, TRIT_SHARD_MAX_VOCAB, &vocab);
+            vocab_given = true;
+            break;
         case 'f': ok = cli_double("prepare", "--val-fraction", optarg, 0, 1, TRIT_OPEN_LO | TRIT_OPEN_HI, &frac); break;
         case 'h': usage(stdout); return CLI_OK;
         default: return cli_bad_option("prepare", c, argv);
@@ -55,6 +59,9 @@ int trit_cli_prepare(int argc, char **argv) {
     if (!data || !out) return cli_error("prepare", CLI_USAGE, "--data FILE and --out DIR are required");
     const size_t dl = strlen(data);
     const bool jsonl = field || (dl > 6 && strcmp(data + dl - 6, ".jsonl") == 0);
+    if (spec && vocab_given)
+        return cli_error("prepare", CLI_USAGE, "--vocab sizes a tokenizer trained on the text; '%s' is given whole",
+                         spec);
     if (jsonl && !spec)
         return cli_error("prepare", CLI_USAGE, "JSON Lines needs a given tokenizer with <|endoftext|>: pass "
                          "--tokenizer gpt2:DIR");

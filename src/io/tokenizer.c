@@ -122,10 +122,7 @@ trit_status trit_tokenizer_encode_ordinary(const trit_tokenizer *tok, const void
 }
 
 int32_t trit_tokenizer_special_id(const trit_tokenizer *tok, const char *text) {
-    if (!tok || !text || !tok->gpt2) return -1;
-    const size_t n = strlen(text);
-    const int32_t id = n ? trit_bytes_map_get(&tok->gpt2->by_bytes, (const uint8_t *)text, n) : -1;
-    return id >= 0 && tok->gpt2->rank[id] == -2 ? id : -1;
+    return tok && text && tok->gpt2 ? trit_tokenizer_gpt2_special_id(tok, text) : -1;
 }
 
 trit_status trit_tokenizer_decode(const trit_tokenizer *tok, const int32_t *tokens, size_t n,

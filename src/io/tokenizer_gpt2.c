@@ -182,6 +182,12 @@ trit_status trit_tokenizer_gpt2_build(trit_tokenizer *tok, trit_gpt2_spec *sp) {
     return s;
 }
 
+int32_t trit_tokenizer_gpt2_special_id(const trit_tokenizer *tok, const char *text) {
+    const size_t n = strlen(text);
+    const int32_t id = n ? trit_bytes_map_get(&tok->gpt2->by_bytes, (const uint8_t *)text, n) : -1;
+    return id >= 0 && tok->gpt2->rank[id] == RANK_SPECIAL ? id : -1;
+}
+
 // ---- encoding ----------------------------------------------------------------------------
 
 typedef struct {

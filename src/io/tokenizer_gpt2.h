@@ -37,6 +37,9 @@ typedef struct trit_gpt2_spec {
 trit_status trit_tokenizer_gpt2_build(trit_tokenizer *tok, trit_gpt2_spec *spec);
 void trit_tokenizer_gpt2_free(trit_tokenizer *tok);
 
+// Id of the special token spelled `text`, or -1.
+int32_t trit_tokenizer_gpt2_special_id(const trit_tokenizer *tok, const char *text);
+
 // Special tokens in the text are matched unless `ordinary`.
 trit_status trit_tokenizer_gpt2_encode(const trit_tokenizer *tok, const uint8_t *text, size_t len, bool ordinary,
                                        int32_t *out, size_t *n_out);

@@ -135,6 +135,9 @@ static void test_bad_input(void **state) {
     cli_expect(cli_run(root, (const char *const[]){"prepare", "--data", in, "--tokenizer", bad_spec, "--out", out, NULL}),
                1, NULL, "has 0 tokens");
     assert_false(tfile_exists(out));
+    cli_expect(cli_run(root, (const char *const[]){"prepare", "--data", in, "--tokenizer", bad_spec, "--vocab", "300",
+                                                   "--out", out, NULL}),
+               2, NULL, "--vocab sizes a tokenizer trained on the text");
     // trit train takes GPT-2's tokenizer through a prepared directory, and says so.
     cli_expect(cli_run(root, (const char *const[]){"train", "--data", in, "--tokenizer", bad_spec, "--out", out, NULL}),
                2, NULL, "run `trit prepare --data FILE --tokenizer gpt2:");
