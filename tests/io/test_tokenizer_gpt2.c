@@ -1,7 +1,8 @@
 // GPT-2's tokenizer from its files: ids identical to tiktoken's gpt2 encoding (fixtures made by
 // tests/reference/make_gpt2_tokenizer_fixtures.py) on a text of every Unicode category and on
-// tinyshakespeare, the three file layouts, the tokenizer file, and a small vocabulary written
-// here for the rules (special tokens, merging by the rank of the concatenation) and bad files.
+// tinyshakespeare, the three file layouts, the tokenizer file, a tokenizer.json trained by
+// Hugging Face's tokenizers with its ids, and a small vocabulary written here for the rules
+// (special tokens, merging by the rank of the concatenation) and bad files.
 #define _POSIX_C_SOURCE 200809L
 #include <setjmp.h>
 #include <stdarg.h>
@@ -90,11 +91,11 @@ static void assert_ids(const trit_tokenizer *tok, const void *text, size_t len, 
     free(ids);
 }
 
-// The fixture text with every Unicode category, through `tok`.
-static void check_fixture_text(const trit_tokenizer *tok) {
+// The fixture text with every Unicode category through `tok` gives the ids in `ids_name`.
+static void check_fixture_ids(const trit_tokenizer *tok, const char *ids_name) {
     size_t len, n_ids_text, n_want;
     uint8_t *text = read_rel(fixtures(), "gpt2_text.txt", &len);
-    uint8_t *ids_text = read_rel(fixtures(), "gpt2_text.ids", &n_ids_text);
+    uint8_t *ids_text = read_rel(fixtures(), ids_name, &n_ids_text);
     assert_non_null(text);
     assert_non_null(ids_text);
     ids_text = realloc(ids_text, n_ids_text + 1);
@@ -105,6 +106,23 @@ static void check_fixture_text(const trit_tokenizer *tok) {
     free(want);
     free(ids_text);
     free(text);
+}
+
+// tiktoken's ids (tests/reference/make_gpt2_tokenizer_fixtures.py).
+static void check_fixture_text(const trit_tokenizer *tok) { check_fixture_ids(tok, "gpt2_text.ids"); }
+
+// A tokenizer.json that Hugging Face's tokenizers trained and saved (special token at id 0, merges
+// as pairs) gives the ids tokenizers gives (tests/reference/make_hf_tokenizer_fixtures.py).
+static void test_hf_trained_tokenizer_json(void **state) {
+    (void)state;
+    char path[1100];
+    snprintf(path, sizeof path, "%s/hf_bpe600_tokenizer.json", fixtures());
+    trit_tokenizer *tok = trit_tokenizer_load_gpt2(path);
+    if (!tok) fail_msg("%s", trit_last_error());
+    assert_int_equal(trit_tokenizer_vocab_size(tok), 600);
+    assert_int_equal(trit_tokenizer_special_id(tok, "<|endoftext|>"), 0);
+    check_fixture_ids(tok, "hf_bpe600_text.ids");
+    trit_tokenizer_free(tok);
 }
 
 static void test_known_answer(void **state) {
@@ -462,6 +480,7 @@ int main(void) {
         cmocka_unit_test(test_small_vocabulary),
         cmocka_unit_test(test_bad_files),
         cmocka_unit_test(test_tokenizer_json),
+        cmocka_unit_test(test_hf_trained_tokenizer_json),
         cmocka_unit_test(test_known_answer),
         cmocka_unit_test(test_tiktoken_text),
         cmocka_unit_test(test_tiktoken_tinyshakespeare),
