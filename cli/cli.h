@@ -33,6 +33,10 @@ int trit_cli_prepare(int argc, char **argv);
 int trit_cli_bench(int argc, char **argv);
 int trit_cli_quantize(int argc, char **argv);
 int trit_cli_export(int argc, char **argv);
+int trit_cli_tokenize(int argc, char **argv);
+// A --tokenizer argument: gpt2:DIR (GPT-2's files), a run or data directory (its
+// tokenizer.bin) or a tokenizer file. NULL with the reason in trit_last_error().
+trit_tokenizer *cli_open_tokenizer(const char *spec);
 
 // Gives OpenMP a bounded spin before its threads sleep, unless the user chose a wait policy:
 // re-executes the program once with the limit in its environment (cli/wait_policy.c).

@@ -20,6 +20,7 @@ static const verb verbs[] = {
     {"info", trit_cli_info, "describe a run directory, safetensors, tokenizer or shard file"},
     {"plot", trit_cli_plot, "draw RUN/loss.svg from RUN/metrics.jsonl"},
     {"prepare", trit_cli_prepare, "tokenize a text file into train/val token shards"},
+    {"tokenize", trit_cli_tokenize, "token ids of standard input (or, --decode, the text of ids)"},
     {"quantize", trit_cli_quantize, "post-training quantization of a run (int8/4/2, nf4, fp8)"},
     {"export", trit_cli_export, "write a run's model as GGUF for llama.cpp"},
     {"bench", trit_cli_bench, "time training steps of named GPT configs against a measured GEMM peak"},

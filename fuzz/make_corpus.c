@@ -3,6 +3,7 @@
 // Text seeds (argv lists, JSON, metrics lines) are written out as given here.
 #include "fuzz_util.h"
 #include "train/train_internal.h"
+#include "io/tokenizer_gpt2.h"
 
 #include <errno.h>
 #include <sys/stat.h>
@@ -124,6 +125,69 @@ static void tokenizer_seeds(void) {
     }
 }
 
+// GPT-2's alphabet spelling of byte b (JSON-escaped), as in encoder.json.
+static size_t gpt2_spell(unsigned b, char *out) {
+    const bool printable = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || b >= 174;
+    unsigned c = b, k = 0;
+    if (!printable)
+        for (unsigned x = 0, n = 0; x <= b; x++) {
+            const bool px = (x >= 33 && x <= 126) || (x >= 161 && x <= 172) || x >= 174;
+            if (!px) c = 256 + n++;
+        }
+    if (c == '"' || c == '\\') out[k++] = '\\';
+    if (c < 0x80) {
+        out[k++] = (char)c;
+    } else {
+        out[k++] = (char)(0xC0 | c >> 6);
+        out[k++] = (char)(0x80 | (c & 0x3F));
+    }
+    return k;
+}
+
+// fuzz_tokenizer_gpt2's inputs: a small GPT-2 vocabulary (the 256 bytes, a few merges,
+// <|endoftext|>) as encoder.json + vocab.bpe and as tokenizer.json, each with a text; and the
+// same tokenizer as a tokenizer file for fuzz_tokenizer_file.
+static void gpt2_seeds(void) {
+    static const char merges[] = "#version: 0.2\nh e\nl l\nhe ll\nhell o\n\xc4\xa0 h\n\xc4\xa0h e\n\xc4\xa0he ll\n"
+                                 "\xc4\xa0hell o\n";
+    static const char *const made[] = {"he", "ll", "hell", "hello", "\xc4\xa0h", "\xc4\xa0he", "\xc4\xa0hell", NULL};
+    static const char text[] = "hello <|endoftext|> hello's  \t\r\n caf\xc3\xa9 \xf0\x9f\x98\x80 123 \xff";
+    char *vocab = malloc(1 << 14);
+    size_t k = 0;
+    int id = 0;
+    vocab[k++] = '{';
+    for (int pass = 0; pass < 2; pass++)
+        for (unsigned b = 0; b < 256; b++) {
+            const bool printable = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || b >= 174;
+            if (printable != (pass == 0)) continue;
+            vocab[k++] = '"';
+            k += gpt2_spell(b, vocab + k);
+            k += (size_t)sprintf(vocab + k, "\": %d, ", id++);
+        }
+    for (int m = 0; made[m]; m++) k += (size_t)sprintf(vocab + k, "\"%s\": %d, ", made[m], id++);
+    k += (size_t)sprintf(vocab + k, "\"\xc4\xa0hello\": %d, \"<|endoftext|>\": %d}", id, id + 1);
+    char *seed = malloc(1 << 15);
+    size_t n = 0;
+    seed[n++] = 'E';
+    memcpy(seed + n, vocab, k), n += k, seed[n++] = 0;
+    memcpy(seed + n, merges, sizeof merges - 1), n += sizeof merges - 1, seed[n++] = 0;
+    memcpy(seed + n, text, sizeof text - 1), n += sizeof text - 1;
+    write_seed("fuzz_tokenizer_gpt2", "encoder_vocab_bpe", seed, n);
+    trit_tokenizer *tok = trit_tokenizer_gpt2_parse(vocab, k, "encoder.json", merges, sizeof merges - 1, "vocab.bpe");
+    if (!tok) check(TRIT_ERR_INVALID, "gpt2 tokenizer");
+    tokenizer_seed(tok, "gpt2.tok", text);
+    trit_tokenizer_free(tok);
+    n = (size_t)sprintf(seed, "H{\"added_tokens\": [{\"id\": %d, \"content\": \"<|endoftext|>\", \"special\": true}], "
+                        "\"pre_tokenizer\": {\"type\": \"ByteLevel\", \"add_prefix_space\": false}, "
+                        "\"model\": {\"type\": \"BPE\", \"vocab\": %.*s, \"merges\": [\"h e\", [\"l\", \"l\"], "
+                        "\"he ll\", \"hell o\", \"\xc4\xa0 h\", \"\xc4\xa0h e\", \"\xc4\xa0he ll\", \"\xc4\xa0hell o\"]}}", id + 1, (int)k, vocab);
+    seed[n++] = 0;
+    memcpy(seed + n, text, sizeof text - 1), n += sizeof text - 1;
+    write_seed("fuzz_tokenizer_gpt2", "tokenizer_json", seed, n);
+    free(seed);
+    free(vocab);
+}
+
 // argv lists: NUL-separated flags after "train".
 static void args_seeds(void) {
     static const char a0[] = "--layers\0" "2\0--dim\0" "64\0--heads\0" "4\0--steps\0" "10\0--quiet\0" "1";
@@ -162,6 +226,7 @@ int main(int argc, char **argv) {
     model_seeds();
     shard_seeds();
     tokenizer_seeds();
+    gpt2_seeds();
     args_seeds();
     metrics_seeds();
     return 0;

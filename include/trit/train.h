@@ -90,6 +90,11 @@ trit_status trit_prepare_text(const char *text_path, trit_tokenizer_kind kind, i
 // byte outside its vocabulary, and nothing is left behind.
 trit_status trit_prepare_text_with(const char *text_path, const trit_tokenizer *tok, double val_fraction,
                                    const char *out_dir, trit_prepare_result *res);
+// JSON Lines (one object per line, the text in its string field `field`) with a tokenizer that
+// has <|endoftext|> (GPT-2's): each document is <|endoftext|> then its text encoded as ordinary
+// text, as llm.c's shards are; written like trit_prepare_text_with.
+trit_status trit_prepare_jsonl(const char *jsonl_path, const char *field, const trit_tokenizer *tok,
+                               double val_fraction, const char *out_dir, trit_prepare_result *res);
 // mkdir -p; *created (may be NULL) says whether the directory itself was made by this call.
 trit_status trit_make_dir(const char *path, bool *created);
 

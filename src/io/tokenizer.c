@@ -4,14 +4,16 @@
 // File layout (little-endian):
 //   0  "TTOK"            magic
 //   4  u32 version       1
-//   8  u32 kind          1 char, 2 bpe
+//   8  u32 kind          1 char, 2 bpe, 3 gpt2
 //   12 u32 vocab_size
-//   16 u32 pretokenizer  0 for char; the BPE pre-splitting rules version for bpe
+//   16 u32 pretokenizer  0 for char; the version of the pre-splitting rules for bpe and gpt2
 //   20 u32 payload_bytes
 //   24 payload           char: the vocab_size bytes in increasing order;
-//                        bpe: (vocab_size - 256) merges as i32 (left, right), in rank order
+//                        bpe: (vocab_size - 256) merges as i32 (left, right), in rank order;
+//                        gpt2: tokens, merges and special tokens (src/io/tokenizer_gpt2.c)
 //   .. u32 CRC-32 of every byte before it
 #include "io/tokenizer_internal.h"
+#include "io/tokenizer_gpt2.h"
 #include "io/io_internal.h"
 #include "trit/io.h"
 
@@ -41,6 +43,7 @@ void trit_tokenizer_free(trit_tokenizer *tok) {
     free(tok->off);
     free(tok->merges);
     if (tok->ranks.keys) trit_pair_map_free(&tok->ranks);
+    trit_tokenizer_gpt2_free(tok);
     free(tok);
 }
 
@@ -50,6 +53,7 @@ const char *trit_tokenizer_kind_name(trit_tokenizer_kind kind) {
     switch (kind) {
     case TRIT_TOKENIZER_CHAR: return "char";
     case TRIT_TOKENIZER_BPE: return "bpe";
+    case TRIT_TOKENIZER_GPT2: return "gpt2";
     }
     return "unknown";
 }
@@ -79,21 +83,21 @@ trit_status trit_tokenizer_token_bytes(const trit_tokenizer *tok, int32_t id, co
     return TRIT_OK;
 }
 
-trit_status trit_tokenizer_encode(const trit_tokenizer *tok, const void *text, size_t len,
-                                  int32_t **tokens, size_t *n_tokens) {
+static trit_status encode(const trit_tokenizer *tok, const void *text, size_t len, bool ordinary,
+                          int32_t **tokens, size_t *n_tokens) {
     if (!tok || !tokens || !n_tokens || (!text && len))
         return trit_error(TRIT_ERR_INVALID, "trit_tokenizer_encode: NULL argument");
     *tokens = NULL;
     *n_tokens = 0;
-    // Neither kind makes more tokens than bytes.
+    // No kind makes more tokens than bytes.
     if (len > SIZE_MAX / sizeof(int32_t) - 1)
         return trit_error(TRIT_ERR_RANGE, "text of %zu bytes is too long to encode", len);
     int32_t *out = malloc((len ? len : 1) * sizeof *out);
     if (!out) return trit_error(TRIT_ERR_NOMEM, "cannot allocate %zu tokens to encode a text", len);
     size_t n = 0;
-    trit_status s = tok->kind == TRIT_TOKENIZER_CHAR
-                        ? trit_tokenizer_char_encode(tok, text, len, out, &n)
-                        : trit_tokenizer_bpe_encode(tok, text, len, out, &n);
+    trit_status s = tok->kind == TRIT_TOKENIZER_CHAR   ? trit_tokenizer_char_encode(tok, text, len, out, &n)
+                    : tok->kind == TRIT_TOKENIZER_GPT2 ? trit_tokenizer_gpt2_encode(tok, text, len, ordinary, out, &n)
+                                                       : trit_tokenizer_bpe_encode(tok, text, len, out, &n);
     if (s != TRIT_OK) {
         free(out);
         return s;
@@ -105,6 +109,20 @@ trit_status trit_tokenizer_encode(const trit_tokenizer *tok, const void *text, s
     *tokens = out;
     *n_tokens = n;
     return TRIT_OK;
+}
+
+trit_status trit_tokenizer_encode(const trit_tokenizer *tok, const void *text, size_t len,
+                                  int32_t **tokens, size_t *n_tokens) {
+    return encode(tok, text, len, false, tokens, n_tokens);
+}
+
+trit_status trit_tokenizer_encode_ordinary(const trit_tokenizer *tok, const void *text, size_t len,
+                                           int32_t **tokens, size_t *n_tokens) {
+    return encode(tok, text, len, true, tokens, n_tokens);
+}
+
+int32_t trit_tokenizer_special_id(const trit_tokenizer *tok, const char *text) {
+    return tok && text && tok->gpt2 ? trit_tokenizer_gpt2_special_id(tok, text) : -1;
 }
 
 trit_status trit_tokenizer_decode(const trit_tokenizer *tok, const int32_t *tokens, size_t n,
@@ -140,12 +158,18 @@ trit_status trit_tokenizer_decode(const trit_tokenizer *tok, const int32_t *toke
 // ---- save / load -------------------------------------------------------------------------
 
 static size_t payload_bytes(const trit_tokenizer *tok) {
+    if (tok->kind == TRIT_TOKENIZER_GPT2) return trit_tokenizer_gpt2_payload(tok, NULL);
     return tok->kind == TRIT_TOKENIZER_CHAR ? (size_t)tok->vocab_size : (size_t)tok->n_merges * 8;
+}
+
+static uint32_t pretokenizer_version(trit_tokenizer_kind kind) {
+    return kind == TRIT_TOKENIZER_BPE ? TRIT_BPE_PRETOKENIZER : kind == TRIT_TOKENIZER_GPT2 ? TRIT_GPT2_PRETOKENIZER : 0;
 }
 
 trit_status trit_tokenizer_save(const trit_tokenizer *tok, const char *path) {
     if (!tok || !path) return trit_error(TRIT_ERR_INVALID, "trit_tokenizer_save: NULL argument");
     size_t pay = payload_bytes(tok);
+    if (pay > UINT32_MAX) return trit_error(TRIT_ERR_RANGE, "a tokenizer of %zu bytes does not fit the file format", pay);
     size_t total = TOK_HEADER + pay + TOK_TRAILER;
     uint8_t *buf = malloc(total);
     if (!buf) return trit_error(TRIT_ERR_NOMEM, "cannot allocate %zu bytes to save a tokenizer", total);
@@ -153,11 +177,13 @@ trit_status trit_tokenizer_save(const trit_tokenizer *tok, const char *path) {
     trit_le32_store(buf + 4, TOK_VERSION);
     trit_le32_store(buf + 8, (uint32_t)tok->kind);
     trit_le32_store(buf + 12, (uint32_t)tok->vocab_size);
-    trit_le32_store(buf + 16, tok->kind == TRIT_TOKENIZER_BPE ? TRIT_BPE_PRETOKENIZER : 0);
+    trit_le32_store(buf + 16, pretokenizer_version(tok->kind));
     trit_le32_store(buf + 20, (uint32_t)pay);
     uint8_t *p = buf + TOK_HEADER;
     if (tok->kind == TRIT_TOKENIZER_CHAR) {
         memcpy(p, tok->pool, pay); // each char token is its one byte, in increasing order
+    } else if (tok->kind == TRIT_TOKENIZER_GPT2) {
+        trit_tokenizer_gpt2_payload(tok, p);
     } else {
         for (int32_t i = 0; i < 2 * tok->n_merges; i++) trit_le32_store(p + 4 * i, (uint32_t)tok->merges[i]);
     }
@@ -209,6 +235,12 @@ static trit_status load_payload(trit_tokenizer *tok, const char *path, uint32_t 
                               path, vocab, pay);
         return trit_tokenizer_char_build(tok, payload, (int32_t)vocab);
     }
+    if (tok->kind == TRIT_TOKENIZER_GPT2) {
+        if (pretok != TRIT_GPT2_PRETOKENIZER)
+            return trit_error(TRIT_ERR_FORMAT, "GPT-2 tokenizer file '%s' uses pre-tokenization v%u, this build has v%d",
+                              path, pretok, TRIT_GPT2_PRETOKENIZER);
+        return trit_tokenizer_gpt2_load_payload(tok, vocab, payload, pay);
+    }
     if (pretok != TRIT_BPE_PRETOKENIZER)
         return trit_error(TRIT_ERR_FORMAT,
                           "BPE tokenizer file '%s' uses pre-splitting rules v%u, this build has v%d: retrain it",
@@ -237,8 +269,8 @@ trit_tokenizer *trit_tokenizer_load(const char *path) {
     size_t pay = 0;
     trit_tokenizer *tok = NULL;
     if (check_header(path, buf, len, &kind, &vocab, &payload, &pay) != TRIT_OK) goto done;
-    if (kind != TRIT_TOKENIZER_CHAR && kind != TRIT_TOKENIZER_BPE) {
-        trit_error(TRIT_ERR_FORMAT, "tokenizer file '%s' has kind %u (known: 1 char, 2 bpe)", path, kind);
+    if (kind != TRIT_TOKENIZER_CHAR && kind != TRIT_TOKENIZER_BPE && kind != TRIT_TOKENIZER_GPT2) {
+        trit_error(TRIT_ERR_FORMAT, "tokenizer file '%s' has kind %u (known: 1 char, 2 bpe, 3 gpt2)", path, kind);
         goto done;
     }
     tok = trit_tokenizer_alloc((trit_tokenizer_kind)kind);

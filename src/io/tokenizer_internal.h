@@ -1,4 +1,4 @@
-// The tokenizer handle shared by the character-level and BPE implementations.
+// The tokenizer handle shared by the character-level, BPE and GPT-2 implementations.
 #ifndef TRIT_IO_TOKENIZER_INTERNAL_H
 #define TRIT_IO_TOKENIZER_INTERNAL_H
 
@@ -19,6 +19,7 @@ struct trit_tokenizer {
     int32_t n_merges;           // bpe: vocab_size - 256
     int32_t *merges;            // bpe: (left, right) of merge r at [2r], [2r + 1]
     trit_pair_map ranks;        // bpe: (left, right) -> rank
+    struct trit_gpt2_data *gpt2; // gpt2: its vocabulary tables (io/tokenizer_gpt2.h)
 };
 
 trit_tokenizer *trit_tokenizer_alloc(trit_tokenizer_kind kind);

@@ -250,6 +250,10 @@ static trit_status parse_enum(const field *f, const char *flag, const char *s, i
     for (int i = 0; f->enums[i]; i++)
         if (strcmp(f->enums[i], "none") != 0 && strcmp(s, f->enums[i]) == 0) return *out = i, TRIT_OK;
     char names[128];
+    if (strcmp(f->name, "tokenizer") == 0 && strncmp(s, "gpt2:", 5) == 0)  // a given tokenizer goes through prepare
+        return trit_error(TRIT_ERR_INVALID, "%s expects %s for a text file; for GPT-2's tokenizer run `trit prepare "
+                          "--data FILE --tokenizer %s --out DIR` and train with --data DIR", flag,
+                          enum_list(f, names, sizeof names), s);
     return trit_error(TRIT_ERR_INVALID, "%s expects %s, got '%s'", flag, enum_list(f, names, sizeof names), s);
 }
 
