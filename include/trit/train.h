@@ -9,7 +9,8 @@
 //   tokenizer.bin      the tokenizer (trit_tokenizer_save format)
 //   train.bin val.bin  token shards (llm.c layout) when trained from a text file
 //   metrics.jsonl      one JSON object per log line: step, loss, val_loss, lr, grad_norm, ms,
-//                      tokens_per_s (and accuracy for the addition task)
+//                      tokens_per_s (and accuracy for the addition task); with --tensorboard
+//                      DIR the same values as scalars in DIR/events.out.tfevents.*
 //   loss.svg           `trit plot`
 #ifndef TRIT_TRAIN_H
 #define TRIT_TRAIN_H
@@ -162,6 +163,7 @@ typedef struct trit_train_config {
     char out[TRIT_PATH_MAX];     // run directory
     char resume[TRIT_PATH_MAX];  // run directory to continue
     char init_from[TRIT_PATH_MAX];  // run whose weights, architecture and tokenizer a new run takes
+    char tensorboard[TRIT_PATH_MAX];  // also write the metrics as TensorBoard event files here
 } trit_train_config;
 
 // --qat: the codes of quantization-aware training.

@@ -148,6 +148,8 @@ static const field fields[] = {
     {"init-from", F_STR, K_MODEL, OFF(init_from), NULL,
      "start a new run from this run's weights (as trained), architecture and tokenizer, with a fresh optimizer "
      "and schedule", NONE},
+    {"tensorboard", F_STR, K_RUN, OFF(tensorboard), NULL,
+     "also write the metrics.jsonl values as TensorBoard scalars into this directory (made if missing)", NONE},
 };
 #undef OFF
 #undef I

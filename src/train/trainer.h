@@ -36,6 +36,7 @@ typedef struct trainer {
     trit_tokenizer *init_tok;
     int64_t init_step;       // the step RUN's weights were saved at
     FILE *metrics;
+    trit_tb_writer *tb;      // --tensorboard DIR, else NULL
     // Files and directory a fresh run made before it failed in setup, removed on failure.
     bool made_dir;
     int n_made;
