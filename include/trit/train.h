@@ -176,6 +176,10 @@ typedef enum { TRIT_TRAIN_ADAMW = 0, TRIT_TRAIN_ADAMW8BIT = 1 } trit_train_optim
 typedef enum { TRIT_ROUND_NEAREST = 0, TRIT_ROUND_STOCHASTIC = 1 } trit_train_rounding;
 
 void trit_train_config_init(trit_train_config *c);             // everything unset
+// A config on the heap, everything unset (for bindings that cannot size the struct); NULL
+// with a message when out of memory. Free with trit_train_config_free (NULL does nothing).
+trit_train_config *trit_train_config_new(void);
+void trit_train_config_free(trit_train_config *c);
 trit_status trit_train_config_resolve(trit_train_config *c);   // defaults, then range checks
 trit_train_task trit_train_config_task(const trit_train_config *c);
 int64_t trit_train_config_accum(const trit_train_config *c);   // micro-batches per step

@@ -595,3 +595,15 @@ const trit_train_flag *trit_train_flags(void) {
     }
     return flags;
 }
+
+trit_train_config *trit_train_config_new(void) {
+    trit_train_config *c = malloc(sizeof *c);
+    if (!c) {
+        trit_error(TRIT_ERR_NOMEM, "cannot allocate a training config (%zu bytes)", sizeof *c);
+        return NULL;
+    }
+    trit_train_config_init(c);
+    return c;
+}
+
+void trit_train_config_free(trit_train_config *c) { free(c); }
