@@ -44,6 +44,18 @@ def test_tensors_are_views(trained_run):
     assert np.array_equal(ts["wte.weight"], saved)
 
 
+def test_close_refuses_while_views_live(trained_run):
+    run = trit.load(trained_run["out"])
+    w = run.tensors()["wpe.weight"]
+    with pytest.raises(ValueError, match="views"):
+        run.close()
+    assert w.sum() == w.sum()  # still valid memory
+    del w
+    run.close()
+    with pytest.raises(ValueError, match="closed"):
+        run.tensors()
+
+
 def test_sample(trained_run):
     run = trit.load(trained_run["out"])
     a = run.sample("the king", max_tokens=20, temperature=0.0)

@@ -2,6 +2,7 @@
 import ctypes
 import json
 import os
+import weakref
 
 import numpy as np
 
@@ -38,9 +39,14 @@ class Run:
         self.config = json.loads(take_string(lib.trit_checkpoint_config_to_json(lib.trit_gpt_get_config(self._m))))
         tok = os.path.join(self.path, "tokenizer.bin") if os.path.isdir(self.path) else None
         self.tokenizer = Tokenizer(tok) if tok and os.path.exists(tok) else None
+        self._views = []  # weak references to the buffers under tensors()' arrays
 
     def close(self):
-        """Frees the model now (NumPy views from tensors() keep it alive until they go)."""
+        """Frees the model now; refused while a NumPy view from tensors() is still alive (drop the
+        views first, or let the last of them free the model)."""
+        alive = sum(1 for r in self._views if r() is not None)
+        if alive:
+            raise ValueError(f"{alive} NumPy views of this run's tensors are alive: delete them before close()")
         self._free()
 
     def _free(self, free=lib.trit_gpt_free):
@@ -70,11 +76,13 @@ class Run:
     def tensors(self):
         """name -> NumPy view of each parameter (f32 as trained; writing to a view changes the model)."""
         m = self._model()
+        self._views = [r for r in self._views if r() is not None]
         out = {}
         for i in range(lib.trit_gpt_num_tensors(m)):
             t = lib.trit_gpt_tensor(m, i)
             name = ctypes.cast(t, ctypes.POINTER(TensorHead)).contents.name.decode()
             out[name] = tensor_view(t, self)
+            self._views.append(weakref.ref(out[name].base))
         return out
 
     def eval_loss(self, batches=20, batch=8, seq=None, data=None):
