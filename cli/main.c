@@ -28,7 +28,8 @@ static const verb verbs[] = {
 enum { NUM_VERBS = (int)(sizeof verbs / sizeof verbs[0]) };
 
 static void usage(FILE *fp) {
-    fprintf(fp, "usage: trit <command> [options]   (trit <command> --help for its options)\n\ncommands:\n");
+    fprintf(fp, "usage: trit <command> [options]   (trit <command> --help for its options; trit --version)\n\n"
+                "commands:\n");
     for (int i = 0; i < NUM_VERBS; i++) fprintf(fp, "  %-8s %s\n", verbs[i].name, verbs[i].help);
     fprintf(fp, "\nStart with `trit train`: it learns multi-digit addition in a few minutes.\n");
 }
@@ -41,6 +42,10 @@ int main(int argc, char **argv) {
     }
     if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "help") == 0) {
         usage(stdout);
+        return CLI_OK;
+    }
+    if (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "version") == 0) {
+        printf("trit %s\n", trit_version());
         return CLI_OK;
     }
     if (trit_cpu_env_check() != TRIT_OK) {  // e.g. TRIT_CPU=amx: refused rather than run as avx512

@@ -6,7 +6,9 @@ SUDO=""
 export DEBIAN_FRONTEND=noninteractive
 # libclang-rt-14-dev: libFuzzer and the sanitizer runtimes for clang (tools/fuzz.sh).
 # libicu-dev: Unicode character classes for GPT-2's pre-tokenization.
-pkgs=(build-essential cmake pkg-config clang libclang-rt-14-dev libomp-dev libcmocka-dev libcjson-dev libicu-dev)
+# python3-numpy, python3-pytest: the Python bindings' tests (python/tests, ctest python_bindings).
+pkgs=(build-essential cmake pkg-config clang libclang-rt-14-dev libomp-dev libcmocka-dev libcjson-dev libicu-dev
+      python3-numpy python3-pytest)
 missing=()
 for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ]; then

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The README's test command (CI runs it too). In order:
-#   1. release build, the whole CTest suite;
+#   1. release build, the whole CTest suite (with the Python bindings' pytest suite, python/tests,
+#      when /usr/bin/python3 has numpy and pytest, and the installed-library check);
 #   2. the tests labelled "levels" (every area but train's whole training runs and the examples:
 #      tests/CMakeLists.txt) again with the kernels forced to each CPU level below this
 #      machine's own (`trit info --cpu`): avx2 and ref on AVX-512 machines, ref on AVX2-only
@@ -21,6 +22,9 @@ cmake --build build -j"$jobs"
 step "release build"
 (cd build && ctest --output-on-failure -j"$jobs")
 step "release tests"
+# The Python bindings' pytest suite is the ctest python_bindings above; say so when it was skipped.
+/usr/bin/python3 -c "import numpy, pytest" 2>/dev/null ||
+  echo "test.sh: python bindings skipped: /usr/bin/python3 has no numpy or pytest (bash tools/setup.sh installs them)"
 
 levels=(ref avx2 avx512)
 best=$(build/trit info --cpu | sed -n 's/^detected level: //p')

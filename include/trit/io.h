@@ -149,6 +149,55 @@ trit_status trit_gguf_write(const trit_gguf *g, const char *path);
 const char *trit_safetensors_dtype_name(trit_dtype dt);
 trit_dtype trit_safetensors_dtype_from_name(const char *name);
 
+// ---- TensorBoard event files --------------------------------------------------------------
+// TensorBoard reads a directory of files named events.out.tfevents.<seconds>.<host>...: TFRecord
+// records (u64 length, u32 masked CRC-32C of the length, the bytes, u32 masked CRC-32C of the
+// bytes; all little-endian), each a serialized tensorflow.Event protobuf. The first record is
+// Event{wall_time, file_version: "brain.Event:2"}; each later one here is Event{wall_time, step,
+// summary: Summary{value: [Value{tag, simple_value}, ...]}}, the subset trit writes, encoded
+// by hand (fields in number order, zero-valued non-oneof fields left out, as protobuf does).
+
+// CRC-32C (Castagnoli, reflected 0x82F63B78); crc = 0 to start, or a previous result to go on.
+uint32_t trit_crc32c(uint32_t crc, const void *data, size_t n);
+// TFRecord's mask of a CRC: ((crc >> 15) | (crc << 17)) + 0xa282ead8.
+uint32_t trit_tfrecord_mask(uint32_t crc);
+// The record of n bytes into out (n + 16 bytes).
+void trit_tfrecord_frame(uint8_t *out, const void *data, size_t n);
+// Checks one record at buf (len bytes available): both CRCs and the size. *data and *n receive
+// the payload, *used the record's bytes. TRIT_ERR_FORMAT with a message naming the bad part.
+trit_status trit_tfrecord_read(const uint8_t *buf, size_t len, const uint8_t **data, size_t *n, size_t *used);
+
+typedef struct trit_tb_scalar {
+    const char *tag;
+    float value;
+} trit_tb_scalar;
+
+typedef enum trit_tb_event_kind {
+    TRIT_TB_SCALARS = 0,       // Event{wall_time, step, summary{value[n]}}
+    TRIT_TB_FILE_VERSION = 1,  // Event{wall_time, file_version: "brain.Event:2"}, a file's first
+    TRIT_TB_START = 2,         // Event{wall_time, step, session_log{status: START}}: a restart at
+                               // `step`; readers drop what earlier files logged at steps >= step
+} trit_tb_event_kind;
+
+// The Event protobuf into buf: writes at most cap bytes (buf may be NULL with cap 0) and returns
+// the full length, like snprintf; 0 when n is outside [1, 64] for scalars or a tag is longer
+// than 4096 bytes.
+size_t trit_tb_encode_event(uint8_t *buf, size_t cap, trit_tb_event_kind kind, double wall_time, int64_t step,
+                            const trit_tb_scalar *v, int n);
+
+typedef struct trit_tb_writer trit_tb_writer;
+// A new event file in the existing directory dir, named events.out.tfevents.<wall_time
+// seconds>.<host>.<pid>.trit, starting with the file-version event. NULL with a message.
+trit_tb_writer *trit_tb_open(const char *dir, double wall_time);
+// One event of n scalars (1 to 64), flushed to the file.
+trit_status trit_tb_write_scalars(trit_tb_writer *w, double wall_time, int64_t step, const trit_tb_scalar *v, int n);
+// A restart at `step` (TRIT_TB_START): a resumed run writes it first.
+trit_status trit_tb_write_start(trit_tb_writer *w, double wall_time, int64_t step);
+// The file's path (valid while w lives).
+const char *trit_tb_path(const trit_tb_writer *w);
+// Closes the file; the status of the final flush. NULL does nothing.
+trit_status trit_tb_close(trit_tb_writer *w);
+
 #ifdef __cplusplus
 }
 #endif

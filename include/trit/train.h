@@ -9,7 +9,8 @@
 //   tokenizer.bin      the tokenizer (trit_tokenizer_save format)
 //   train.bin val.bin  token shards (llm.c layout) when trained from a text file
 //   metrics.jsonl      one JSON object per log line: step, loss, val_loss, lr, grad_norm, ms,
-//                      tokens_per_s (and accuracy for the addition task)
+//                      tokens_per_s (and accuracy for the addition task); with --tensorboard
+//                      DIR the same values as scalars in DIR/events.out.tfevents.*
 //   loss.svg           `trit plot`
 #ifndef TRIT_TRAIN_H
 #define TRIT_TRAIN_H
@@ -174,6 +175,7 @@ typedef struct trit_train_config {
     int64_t task;                // trit_train_objective
     int64_t pool;                // trit_train_pool of --task embed
     double temperature;          // --task embed: InfoNCE tau
+    char tensorboard[TRIT_PATH_MAX];  // also write the metrics as TensorBoard event files here
 } trit_train_config;
 
 // --task: what the model is trained to do with --data.
@@ -193,6 +195,10 @@ typedef enum { TRIT_TRAIN_ADAMW = 0, TRIT_TRAIN_ADAMW8BIT = 1 } trit_train_optim
 typedef enum { TRIT_ROUND_NEAREST = 0, TRIT_ROUND_STOCHASTIC = 1 } trit_train_rounding;
 
 void trit_train_config_init(trit_train_config *c);             // everything unset
+// A config on the heap, everything unset (for bindings that cannot size the struct); NULL
+// with a message when out of memory. Free with trit_train_config_free (NULL does nothing).
+trit_train_config *trit_train_config_new(void);
+void trit_train_config_free(trit_train_config *c);
 trit_status trit_train_config_resolve(trit_train_config *c);   // defaults, then range checks
 trit_train_task trit_train_config_task(const trit_train_config *c);
 int64_t trit_train_config_accum(const trit_train_config *c);   // micro-batches per step

@@ -2,6 +2,7 @@
 #ifndef TRIT_H
 #define TRIT_H
 
+#include "trit/version.h"
 #include "trit/base.h"
 #include "trit/tensor.h"
 #include "trit/quant.h"

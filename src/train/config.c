@@ -172,6 +172,8 @@ static const field fields[] = {
     {"pool", F_ENUM, K_MODEL, OFF(pool), pool_names, "embed: mean|last pooling of the hidden states (mean)", NONE},
     {"temperature", F_DBL, K_OPT, OFF(temperature), NULL, "embed: InfoNCE temperature tau (0.05)",
      D(1e-4, 100, 0)},
+    {"tensorboard", F_STR, K_RUN, OFF(tensorboard), NULL,
+     "also write the metrics.jsonl values as TensorBoard scalars into this directory (made if missing)", NONE},
 };
 #undef OFF
 #undef I
@@ -654,3 +656,15 @@ const trit_train_flag *trit_train_flags(void) {
     }
     return flags;
 }
+
+trit_train_config *trit_train_config_new(void) {
+    trit_train_config *c = malloc(sizeof *c);
+    if (!c) {
+        trit_error(TRIT_ERR_NOMEM, "cannot allocate a training config (%zu bytes)", sizeof *c);
+        return NULL;
+    }
+    trit_train_config_init(c);
+    return c;
+}
+
+void trit_train_config_free(trit_train_config *c) { free(c); }

@@ -2,6 +2,7 @@
 // DIR/metrics.jsonl (written with printf: the keys are fixed and the values are numbers; "%.9g"
 // keeps every float bit). Reading the file back uses cJSON.
 #define _POSIX_C_SOURCE 200809L
+#include "trit/io.h"
 #include "trit/train.h"
 #include "train/train_internal.h"
 
@@ -10,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 void trit_format_duration(double seconds, char *buf, size_t n) {
     if (!(seconds >= 0) || seconds > 1e8) {
@@ -41,18 +43,63 @@ void trit_progress_print(const trit_train_step_info *in, double val_loss_known, 
     fflush(stdout);
 }
 
+double trit_wall_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+// The numbers of one metrics line, in the order written, each with the printf format that
+// writes it: metrics.jsonl prints them, the TensorBoard file stores the printed values.
+typedef struct metric {
+    const char *key;
+    double value;
+    const char *fmt;
+    bool null;  // JSON has no NaN or Inf: a skipped step's non-finite loss is written as null
+} metric;
+enum { MAX_METRICS = 9 };
+
+static int metric_row(const trit_train_step_info *in, double tokens_per_s, metric *m) {
+    int n = 0;
+    m[n++] = (metric){"loss", in->loss, "%.9g", !isfinite(in->loss)};
+    if (!isnan(in->val_loss)) m[n++] = (metric){"val_loss", in->val_loss, "%.9g", false};
+    if (!isnan(in->accuracy)) m[n++] = (metric){"accuracy", in->accuracy, "%.9g", false};
+    if (!isnan(in->loss_scale)) m[n++] = (metric){"loss_scale", in->loss_scale, "%.9g", false};
+    m[n++] = (metric){"skipped", (double)in->skipped, "%.0f", false};
+    m[n++] = (metric){"lr", in->lr, "%.9g", false};
+    m[n++] = (metric){"grad_norm", isfinite(in->grad_norm) ? in->grad_norm : -1.0, "%.9g", false};
+    m[n++] = (metric){"ms", in->ms, "%.4f", false};
+    m[n++] = (metric){"tokens_per_s", tokens_per_s, "%.2f", false};
+    return n;
+}
+
 void trit_metrics_write(FILE *fp, const trit_train_step_info *in, double tokens_per_s) {
     if (!fp) return;
-    // JSON has no NaN or Inf: a skipped step's non-finite loss is written as null.
-    if (isfinite(in->loss)) fprintf(fp, "{\"step\":%lld,\"loss\":%.9g", (long long)in->step, in->loss);
-    else fprintf(fp, "{\"step\":%lld,\"loss\":null", (long long)in->step);
-    if (!isnan(in->val_loss)) fprintf(fp, ",\"val_loss\":%.9g", in->val_loss);
-    if (!isnan(in->accuracy)) fprintf(fp, ",\"accuracy\":%.9g", in->accuracy);
-    if (!isnan(in->loss_scale)) fprintf(fp, ",\"loss_scale\":%.9g", in->loss_scale);
-    fprintf(fp, ",\"skipped\":%lld", (long long)in->skipped);
-    fprintf(fp, ",\"lr\":%.9g,\"grad_norm\":%.9g,\"ms\":%.4f,\"tokens_per_s\":%.2f}\n", in->lr,
-            isfinite(in->grad_norm) ? in->grad_norm : -1.0, in->ms, tokens_per_s);
+    metric m[MAX_METRICS];
+    int n = metric_row(in, tokens_per_s, m);
+    fprintf(fp, "{\"step\":%lld", (long long)in->step);
+    for (int i = 0; i < n; i++) {
+        fprintf(fp, ",\"%s\":", m[i].key);
+        if (m[i].null) fputs("null", fp);
+        else fprintf(fp, m[i].fmt, m[i].value);
+    }
+    fputs("}\n", fp);
     fflush(fp);
+}
+
+trit_status trit_metrics_tb_write(trit_tb_writer *w, double wall_time, const trit_train_step_info *in,
+                                  double tokens_per_s) {
+    if (!w) return TRIT_OK;
+    metric m[MAX_METRICS];
+    int n = metric_row(in, tokens_per_s, m), k = 0;
+    trit_tb_scalar v[MAX_METRICS];
+    for (int i = 0; i < n; i++) {
+        if (m[i].null) continue;
+        char text[64];
+        snprintf(text, sizeof text, m[i].fmt, m[i].value);
+        v[k++] = (trit_tb_scalar){m[i].key, (float)strtod(text, NULL)};
+    }
+    return trit_tb_write_scalars(w, wall_time, in->step, v, k);
 }
 
 // Step of one metrics line of n bytes, or -1 if it has none.

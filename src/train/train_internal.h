@@ -71,6 +71,12 @@ trit_status trit_file_crc32(const char *path, uint32_t *crc);
 FILE *trit_metrics_open(const char *dir, int64_t keep_until);
 // One JSON line (val_loss / accuracy only when not NaN), flushed.
 void trit_metrics_write(FILE *fp, const trit_train_step_info *info, double tokens_per_s);
+// The same numbers (those metrics.jsonl does not write as null) as one event of TensorBoard
+// scalars tagged with their metrics.jsonl keys, each the value printed there. w NULL: nothing.
+trit_status trit_metrics_tb_write(trit_tb_writer *w, double wall_time, const trit_train_step_info *info,
+                                  double tokens_per_s);
+// Seconds since the epoch (CLOCK_REALTIME): an event's wall_time.
+double trit_wall_seconds(void);
 // The progress line on stdout.
 void trit_progress_print(const trit_train_step_info *info, double val_loss_known,
                          double tokens_per_s, double eta_seconds);

@@ -204,6 +204,12 @@ static void log_step(trainer *t, trit_train_step_info *info, loop_clock *clk, do
     shown.ms = ms;
     if (!t->cfg.quiet) trit_progress_print(&shown, last_val, tps, eta);
     trit_metrics_write(t->metrics, &shown, tps);
+    if (trit_metrics_tb_write(t->tb, trit_wall_seconds(), &shown, tps) != TRIT_OK) {
+        // Losing the TensorBoard copy is not worth the run: say so once and go on without it.
+        fprintf(stderr, "trit train: %s; TensorBoard output stops here\n", trit_last_error());
+        trit_tb_close(t->tb);
+        t->tb = NULL;
+    }
     clk->interval_ms = 0;
     clk->interval_n = 0;
 }

@@ -42,6 +42,7 @@ typedef struct trainer {
     size_t arena_plain, total_plain;
     int64_t trainable;       // elements not frozen
     struct trit_embed_task *embed;  // --task embed (task_embed.c)
+    trit_tb_writer *tb;      // --tensorboard DIR, else NULL
     // Files and directory a fresh run made before it failed in setup, removed on failure.
     bool made_dir;
     int n_made;

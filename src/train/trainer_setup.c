@@ -312,6 +312,18 @@ static trit_status restore(trainer *t) {
     return TRIT_OK;
 }
 
+// --tensorboard DIR: a new event file there (the directory made if missing); a resumed run
+// first marks a restart at its next step, so TensorBoard drops what the interrupted run logged
+// after the checkpoint, as metrics.jsonl is cut back.
+static trit_status open_tensorboard(trainer *t) {
+    trit_status s = trit_make_dir(t->cfg.tensorboard, NULL);
+    if (s != TRIT_OK) return s;
+    double wall = trit_wall_seconds();
+    t->tb = trit_tb_open(t->cfg.tensorboard, wall);
+    if (!t->tb) return TRIT_ERR_IO;
+    return t->resumed ? trit_tb_write_start(t->tb, wall, t->step + 1) : TRIT_OK;
+}
+
 trit_status trit_trainer_setup(trainer *t, const trit_train_config *cli) {
     memset(t, 0, sizeof *t);
     trit_train_config cfg = *cli;
@@ -340,6 +352,7 @@ trit_status trit_trainer_setup(trainer *t, const trit_train_config *cli) {
         t->metrics = trit_metrics_open(cfg.out, t->resumed ? t->step : -1);
         if (!t->metrics) s = TRIT_ERR_IO;
     }
+    if (s == TRIT_OK && cfg.tensorboard[0]) s = open_tensorboard(t);
     return s;
 }
 
@@ -366,6 +379,7 @@ trit_status trit_trainer_setup_tokens(trainer *t, const trit_train_config *cfg, 
 
 void trit_trainer_free(trainer *t, bool failed) {
     if (t->metrics) fclose(t->metrics);
+    trit_tb_close(t->tb);
     trit_optim_free(t->opt);
     free(t->params);
     free(t->tern_codes);

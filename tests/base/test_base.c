@@ -6,9 +6,11 @@
 #include <cmocka.h>
 
 #include <omp.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "trit/base.h"
+#include "trit/version.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #define UNDER_ASAN 1
@@ -17,6 +19,18 @@
 #define UNDER_ASAN 1
 #endif
 #endif
+
+// The version string the library reports is the one its headers' macros spell.
+static void test_version(void **state) {
+    (void)state;
+    char want[48];
+    snprintf(want, sizeof want, "%d.%d.%d", TRIT_VERSION_MAJOR, TRIT_VERSION_MINOR, TRIT_VERSION_PATCH);
+    assert_string_equal(trit_version(), want);
+    assert_true(TRIT_VERSION_AT_LEAST(TRIT_VERSION_MAJOR, TRIT_VERSION_MINOR, TRIT_VERSION_PATCH));
+    assert_false(TRIT_VERSION_AT_LEAST(TRIT_VERSION_MAJOR, TRIT_VERSION_MINOR, TRIT_VERSION_PATCH + 1));
+    assert_false(TRIT_VERSION_AT_LEAST(TRIT_VERSION_MAJOR + 1, 0, 0));
+    assert_true(TRIT_VERSION_AT_LEAST(0, 0, 0));
+}
 
 static void test_error_message(void **state) {
     (void)state;
@@ -163,6 +177,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_error_message),
         cmocka_unit_test(test_error_thread_local),
+        cmocka_unit_test(test_version),
         cmocka_unit_test(test_status_names),
         cmocka_unit_test(test_log_level),
         cmocka_unit_test(test_arena),

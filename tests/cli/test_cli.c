@@ -41,6 +41,9 @@ static void test_help(void **state) {
     cli_expect(RUN("--help"), 0, "commands:", NULL);
     cli_expect(cli_run(root, (const char *const[]){NULL}), 2, NULL, "usage: trit");
     cli_expect(RUN("fly"), 2, NULL, "unknown command 'fly'");
+    char version[64];
+    snprintf(version, sizeof version, "trit %d.%d.%d\n", TRIT_VERSION_MAJOR, TRIT_VERSION_MINOR, TRIT_VERSION_PATCH);
+    cli_expect(RUN("--version"), 0, version, NULL);
     const char *verbs[] = {"train", "sample", "eval", "info", "plot", "prepare"};
     for (int i = 0; i < 6; i++) {
         char want[64];

@@ -114,6 +114,23 @@ static void test_json_round_trip(void **state) {
     assert_int_not_equal(trit_train_config_from_json(&d, "{\"layers\": 4}"), TRIT_OK);  // ints are strings
 }
 
+// The heap config of bindings starts as unset as trit_train_config_init's, and takes flags.
+static void test_heap_config(void **state) {
+    (void)state;
+    trit_train_config *h = trit_train_config_new(), c;
+    assert_non_null(h);
+    trit_train_config_init(&c);
+    assert_memory_equal(h, &c, sizeof c);
+    assert_int_equal(trit_train_config_set(h, "layers", "3"), TRIT_OK);
+    assert_int_equal(trit_train_config_set(h, "tensorboard", "tb/dir"), TRIT_OK);
+    assert_int_equal(h->layers, 3);
+    assert_string_equal(h->tensorboard, "tb/dir");
+    assert_int_not_equal(trit_train_config_set(h, "layers", "x"), TRIT_OK);
+    assert_int_equal(h->layers, 3);
+    trit_train_config_free(h);
+    trit_train_config_free(NULL);
+}
+
 static void test_resume_merge(void **state) {
     (void)state;
     trit_train_config saved, cli, out;
@@ -190,6 +207,7 @@ int main(void) {
         cmocka_unit_test(test_defaults),        cmocka_unit_test(test_flag_parsing),
         cmocka_unit_test(test_ranges),          cmocka_unit_test(test_json_round_trip),
         cmocka_unit_test(test_resume_merge),    cmocka_unit_test(test_help_names_task_defaults),
+        cmocka_unit_test(test_heap_config),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
