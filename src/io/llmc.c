@@ -17,6 +17,7 @@
 
 // Past this a header is damaged, not a model (GPT-2 XL: L 48, C 1600, V 50257, T 1024).
 #define LLMC_MAX_DIM (1 << 24)
+#define LLMC_MAX_PARAMS 0x1p38
 
 struct trit_llmc_file {
     FILE *fp;
@@ -56,6 +57,11 @@ trit_status trit_llmc_header_check(const trit_llmc_header *h, const char *where)
         return trit_error(TRIT_ERR_FORMAT, "%s: channels %d is not a multiple of num_heads %d", where, (int)h->C, (int)h->H);
     if (h->Vp < h->V)
         return trit_error(TRIT_ERR_FORMAT, "%s: padded_vocab_size %d is below vocab_size %d", where, (int)h->Vp, (int)h->V);
+    // Counted in double first: L * 4C^2 of damaged fields would overflow int64.
+    const double C = h->C, n = ((double)h->Vp + h->max_T) * C + (double)h->L * (12 * C * C + 13 * C) + 2 * C;
+    if (n > LLMC_MAX_PARAMS)
+        return trit_error(TRIT_ERR_FORMAT, "%s: the header describes %.3g parameters, more than trit loads (%.3g): the "
+                          "file is damaged", where, n, LLMC_MAX_PARAMS);
     return TRIT_OK;
 }
 

@@ -48,6 +48,23 @@ static trit_status check_embedding(const trit_hf_gpt2 *h, const char *dir) {
     return TRIT_OK;
 }
 
+// The tensors hold at least 2 bytes (F16, BF16) for each parameter config.json implies: a
+// config that describes more than the files hold is refused before anything is allocated.
+static trit_status check_sizes(const trit_hf_gpt2 *h, const trit_gpt_config *c, const char *dir) {
+    const double C = (double)c->n_embd, F = (double)trit_gpt_mlp_hidden(c);
+    const double elems = ((double)c->vocab_size + (double)c->seq_len) * C +
+                         (double)c->n_layer * (4 * C * C + 2 * C * F + 9 * C + F) + 2 * C;
+    double bytes = 0;
+    for (int64_t i = 0; i < trit_hf_gpt2_count(h); i++) {
+        const trit_safetensors_info *t = trit_hf_gpt2_info(h, trit_hf_gpt2_name(h, i));
+        bytes += (double)(t->end - t->begin);
+    }
+    if (bytes >= 2 * elems) return TRIT_OK;
+    return trit_error(TRIT_ERR_FORMAT, "'%s': config.json describes a model of %.0f parameters (n_layer %lld, n_embd "
+                      "%lld), the weights hold %.0f bytes, fewer than 2 per parameter: config.json and the weights "
+                      "disagree, or tensors are missing", dir, elems, (long long)c->n_layer, (long long)c->n_embd, bytes);
+}
+
 // Every stored tensor is a parameter of m or the head.
 static trit_status check_strays(const trit_hf_gpt2 *h, const trit_gpt *m, const char *dir) {
     for (int64_t i = 0; i < trit_hf_gpt2_count(h); i++) {
@@ -89,6 +106,7 @@ trit_gpt *trit_import_hf_gpt2(const char *dir) {
     trit_gpt *m = NULL;
     trit_status s = trit_gpt_config_check(&cfg);
     if (s == TRIT_OK) s = check_embedding(h, dir);
+    if (s == TRIT_OK) s = check_sizes(h, &cfg, dir);
     if (s == TRIT_OK && !(m = trit_gpt_new(&cfg, 0))) s = TRIT_ERR_NOMEM;
     if (s == TRIT_OK) s = check_strays(h, m, dir);
     for (int i = 0; s == TRIT_OK && m && i < trit_gpt_num_tensors(m); i++)
