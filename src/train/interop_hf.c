@@ -157,8 +157,13 @@ static char *hf_config_json(const trit_gpt_config *c) {
     cJSON_AddTrueToObject(o, "tie_word_embeddings");
     cJSON_AddTrueToObject(o, "scale_attn_weights");
     // The end-of-text id is the last token in GPT-2's own vocabulary; other vocabularies have none.
-    cJSON_AddNumberToObject(o, "bos_token_id", c->vocab_size == 50257 ? 50256 : 0);
-    cJSON_AddNumberToObject(o, "eos_token_id", c->vocab_size == 50257 ? 50256 : 0);
+    if (c->vocab_size == 50257) {
+        cJSON_AddNumberToObject(o, "bos_token_id", 50256);
+        cJSON_AddNumberToObject(o, "eos_token_id", 50256);
+    } else {
+        cJSON_AddNullToObject(o, "bos_token_id");
+        cJSON_AddNullToObject(o, "eos_token_id");
+    }
     cJSON_AddStringToObject(o, "torch_dtype", "float32");
     char *s = cJSON_Print(o);
     cJSON_Delete(o);
