@@ -107,7 +107,7 @@ trit_gpt *trit_import_hf_gpt2(const char *dir) {
     trit_status s = trit_gpt_config_check(&cfg);
     if (s == TRIT_OK) s = check_embedding(h, dir);
     if (s == TRIT_OK) s = check_sizes(h, &cfg, dir);
-    if (s == TRIT_OK && !(m = trit_gpt_new(&cfg, 0))) s = TRIT_ERR_NOMEM;
+    if (s == TRIT_OK && !(m = trit_gpt_new_zeroed(&cfg))) s = TRIT_ERR_NOMEM;
     if (s == TRIT_OK) s = check_strays(h, m, dir);
     for (int i = 0; s == TRIT_OK && m && i < trit_gpt_num_tensors(m); i++)
         s = trit_hf_gpt2_load(h, trit_gpt_tensor(m, i)->name, trit_gpt_tensor(m, i));

@@ -54,7 +54,7 @@ trit_gpt *trit_import_llmc(const char *path) {
     c.norm = TRIT_NORM_LAYER, c.mlp = TRIT_MLP_GELU, c.pos = TRIT_POS_LEARNED;
     trit_gpt *m = NULL;
     trit_status s = trit_gpt_config_check(&c);
-    if (s == TRIT_OK && !(m = trit_gpt_new(&c, 0))) s = TRIT_ERR_NOMEM;
+    if (s == TRIT_OK && !(m = trit_gpt_new_zeroed(&c))) s = TRIT_ERR_NOMEM;
     if (s == TRIT_OK) s = walk(m, &h, read_one, f);
     trit_llmc_close(f);
     if (s != TRIT_OK) {
