@@ -269,8 +269,12 @@ trit_hf_gpt2 *trit_hf_gpt2_open(const char *dir) {
     uint8_t *text = NULL;
     size_t len = 0;
     trit_status s = snprintf(p, sizeof p, "%s/config.json", dir) < (int)sizeof p
-                        ? trit_file_read_all(p, &text, &len)
+                        ? TRIT_OK
                         : trit_error(TRIT_ERR_RANGE, "path '%s' is too long", dir);
+    if (s == TRIT_OK && !exists(dir, "config.json"))
+        s = trit_error(TRIT_ERR_IO, "'%s' has no config.json: pass a transformers GPT-2 directory (save_pretrained "
+                       "writes config.json beside the weights)", dir);
+    if (s == TRIT_OK) s = trit_file_read_all(p, &text, &len);
     snprintf(where, sizeof where, "'%s'", p);
     if (s == TRIT_OK) s = trit_hf_gpt2_parse_config((const char *)text, len, where, &h->cfg);
     free(text);

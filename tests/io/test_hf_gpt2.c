@@ -185,7 +185,7 @@ static void test_bad_directories(void **state) {
     d = copy_dir("fp32", "none", "model.safetensors");
     expect_refused(d, "neither model.safetensors nor");
     d = copy_dir("fp32", "noconfig", "config.json");
-    expect_refused(d, "config.json");
+    expect_refused(d, "has no config.json");
     d = copy_dir("fp32_sharded", "missing", "model-00002-of-00004.safetensors");
     expect_refused(d, "lists the shard 'model-00002-of-00004.safetensors', which is missing");
     expect_refused(fixture_dir("untied"), "untied lm_head.weight");
@@ -193,6 +193,61 @@ static void test_bad_directories(void **state) {
     tfile_rm_rf(tfile_join(d, "model.safetensors"));
     assert_int_equal(trit_file_copy(tfile_join(fixture_dir("fp32"), "model.safetensors"), tfile_join(d, "model.safetensors")), TRIT_OK);
     expect_refused(d, "no lm_head.weight");
+}
+
+// fp32's tensors rewritten into dir/model.safetensors plus `extra` (name, tensor), names renamed
+// by dropping the "transformer." prefix when `strip`.
+static void rewrite(const char *dir, bool strip, const char *extra_name, const trit_tensor *extra) {
+    char src[1024];
+    snprintf(src, sizeof src, "%s/model.safetensors", fixture_dir("fp32"));
+    trit_safetensors *f = trit_safetensors_open(src);
+    assert_non_null(f);
+    const int64_t n = trit_safetensors_count(f);
+    trit_safetensors_entry *e = calloc((size_t)n + 1, sizeof *e);
+    trit_tensor **t = calloc((size_t)n, sizeof *t);
+    for (int64_t i = 0; i < n; i++) {
+        const char *name = trit_safetensors_at(f, i)->name;
+        t[i] = trit_safetensors_read_tensor(f, name);
+        assert_non_null(t[i]);
+        e[i].name = strip && strncmp(name, "transformer.", 12) == 0 ? name + 12 : name;
+        e[i].tensor = t[i];
+    }
+    e[n].name = extra_name, e[n].tensor = extra;
+    const trit_safetensors_kv meta[] = {{"format", "pt"}};
+    assert_int_equal(trit_safetensors_write(tfile_join(dir, "model.safetensors"), e, n + (extra ? 1 : 0), meta, 1), TRIT_OK);
+    for (int64_t i = 0; i < n; i++) trit_tensor_free(t[i]);
+    free(t), free(e);
+    trit_safetensors_close(f);
+}
+
+// Older transformers saved the causal mask buffers (attn.bias, attn.masked_bias): they are not
+// weights and are skipped; the prefix may be there or not, but not both for one tensor.
+static void test_mask_buffers_and_prefixes(void **state) {
+    (void)state;
+    const int64_t mshape[4] = {1, 1, 32, 32};
+    trit_tensor *mask = trit_tensor_new(TRIT_F32, 4, mshape);
+    for (int64_t i = 0; i < 32; i++)
+        for (int64_t j = 0; j <= i; j++) ((float *)mask->data)[i * 32 + j] = 1;
+    tf_file *f = tf_open("hf_gpt2/logits.bin");
+    const char *d = copy_dir("fp32", "masks", "model.safetensors");
+    rewrite(d, true, "h.1.attn.bias", mask);
+    trit_gpt *m = trit_import_hf_gpt2(d);
+    if (!m) fail_msg("%s", trit_last_error());
+    check_logits(m, f, "tokens", "fp32.logits");
+    trit_gpt_free(m);
+    d = copy_dir("fp32", "masked_bias", "model.safetensors");
+    rewrite(d, false, "transformer.h.0.attn.masked_bias", mask);
+    m = trit_import_hf_gpt2(d);
+    if (!m) fail_msg("%s", trit_last_error());
+    trit_gpt_free(m);
+    d = copy_dir("fp32", "twice", "model.safetensors");
+    rewrite(d, false, "h.0.ln_1.weight", mask);
+    expect_refused(d, "'h.0.ln_1.weight' is stored twice");
+    d = copy_dir("fp32", "stray", "model.safetensors");
+    rewrite(d, false, "transformer.h.0.attn.rotary", mask);
+    expect_refused(d, "holds 'h.0.attn.rotary'");
+    trit_tensor_free(mask);
+    tf_close(f);
 }
 
 static void test_config_parse(void **state) {
@@ -226,6 +281,7 @@ int main(void) {
         cmocka_unit_test(test_export_parity),
         cmocka_unit_test(test_export_refuses_other_shapes),
         cmocka_unit_test(test_bad_directories),
+        cmocka_unit_test(test_mask_buffers_and_prefixes),
     };
     return cmocka_run_group_tests(tests, tfile_group_setup, tfile_group_teardown);
 }
