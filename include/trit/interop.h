@@ -107,6 +107,9 @@ trit_gpt *trit_import_hf_gpt2(const char *dir);
 // shaped model only (LayerNorm, GELU, learned positions, biases, no SubLN). The directory is
 // made beside dir under a temporary name and renamed into place when complete.
 trit_status trit_export_hf_gpt2(const trit_gpt *m, const char *dir);
+// The same two files written (each atomically) into the existing directory dir: for a caller
+// that puts more beside them (the tokenizer's files) in a directory of its own staging.
+trit_status trit_export_hf_gpt2_into(const trit_gpt *m, const char *dir);
 
 // A trit GPT from an llm.c model file (fp32 or bf16; the padded vocabulary rows dropped).
 trit_gpt *trit_import_llmc(const char *path);

@@ -194,22 +194,30 @@ static trit_status write_weights(const trit_gpt *m, const char *path) {
     return s;
 }
 
-trit_status trit_export_hf_gpt2(const trit_gpt *m, const char *dir) {
+trit_status trit_export_hf_gpt2_into(const trit_gpt *m, const char *dir) {
     if (!m || !dir) return trit_error(TRIT_ERR_INVALID, "hf export: NULL argument");
     const trit_gpt_config *c = trit_gpt_get_config(m);
     trit_status s = check_gpt2_shaped(c, "hf");
     if (s == TRIT_OK && trit_gpt_decode_only(m))
         s = trit_error(TRIT_ERR_STATE, "hf export: a decode-only model no longer has its f32 weights");
-    char stage[TRIT_PATH_MAX + 64], path[TRIT_PATH_MAX + 96];
-    if (s == TRIT_OK) s = trit_stage_open(dir, stage, sizeof stage);
-    if (s != TRIT_OK) return s;
-    char *json = hf_config_json(c);
-    if (!json) s = trit_error(TRIT_ERR_NOMEM, "hf export: out of memory");
-    if (s == TRIT_OK) s = trit_path_join(path, sizeof path, stage, "model.safetensors");
+    char path[TRIT_PATH_MAX + 96];
+    char *json = s == TRIT_OK ? hf_config_json(c) : NULL;
+    if (s == TRIT_OK && !json) s = trit_error(TRIT_ERR_NOMEM, "hf export: out of memory");
+    if (s == TRIT_OK) s = trit_path_join(path, sizeof path, dir, "model.safetensors");
     if (s == TRIT_OK) s = write_weights(m, path);
-    if (s == TRIT_OK) s = trit_path_join(path, sizeof path, stage, "config.json");
+    if (s == TRIT_OK) s = trit_path_join(path, sizeof path, dir, "config.json");
     if (s == TRIT_OK) s = trit_file_write_atomic(path, json, strlen(json));
     free(json);
+    return s;
+}
+
+trit_status trit_export_hf_gpt2(const trit_gpt *m, const char *dir) {
+    if (!m || !dir) return trit_error(TRIT_ERR_INVALID, "hf export: NULL argument");
+    trit_status s = check_gpt2_shaped(trit_gpt_get_config(m), "hf");  // before anything is made
+    char stage[TRIT_PATH_MAX + 64];
+    if (s == TRIT_OK) s = trit_stage_open(dir, stage, sizeof stage);
+    if (s != TRIT_OK) return s;
+    s = trit_export_hf_gpt2_into(m, stage);
     if (s == TRIT_OK) return trit_stage_commit(stage, dir);
     trit_stage_abort(stage);
     return s;
