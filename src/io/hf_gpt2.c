@@ -314,7 +314,7 @@ static void transpose_f32(float *out, const float *in, int64_t rows, int64_t col
                 for (int64_t c = c0; c < c0 + TILE && c < cols; c++) out[c * rows + r] = in[r * cols + c];
 }
 
-trit_status trit_hf_gpt2_load(const trit_hf_gpt2 *h, const char *name, trit_tensor *dst) {
+trit_status trit_hf_gpt2_load(const trit_hf_gpt2 *h, const char *name, trit_tensor *dst /* trit's shape */) {
     if (!h || !name || !dst) return trit_error(TRIT_ERR_INVALID, "trit_hf_gpt2_load: NULL argument");
     const hf_entry *e = find(h, name);
     if (!e)
@@ -341,7 +341,7 @@ trit_status trit_hf_gpt2_load(const trit_hf_gpt2 *h, const char *name, trit_tens
     if (!conv) return trit_safetensors_load(f, e->full, dst);
     if (dst->dtype != TRIT_F32 || !trit_tensor_is_contiguous(dst))
         return trit_error(TRIT_ERR_INVALID, "trit_hf_gpt2_load: '%s' needs a contiguous f32 destination", name);
-    trit_tensor *tmp = trit_tensor_new(TRIT_F32, 2, want);
+    trit_tensor *tmp = trit_tensor_new(TRIT_F32, 2, want);  // (in, out) as stored
     if (!tmp) return TRIT_ERR_NOMEM;
     trit_status s = trit_safetensors_load(f, e->full, tmp);
     if (s == TRIT_OK) transpose_f32(trit_tensor_ptr(dst), trit_tensor_ptr(tmp), want[0], want[1]);

@@ -85,8 +85,8 @@ static trit_status check_head(const trit_hf_gpt2 *h, const trit_gpt *m, const ch
     if (!has)
         return trit_error(TRIT_ERR_FORMAT, "'%s': config.json sets tie_word_embeddings false but there is no "
                           "lm_head.weight: the checkpoint is incomplete", dir);
-    const trit_tensor *wte = trit_gpt_find(m, "wte.weight");
-    trit_tensor *head = trit_tensor_new(TRIT_F32, 2, wte->shape);
+    const trit_tensor *wte = trit_gpt_find(m, "wte.weight");  // (V, C)
+    trit_tensor *head = trit_tensor_new(TRIT_F32, 2, wte->shape);  // (V, C)
     if (!head) return TRIT_ERR_NOMEM;
     trit_status s = trit_hf_gpt2_load(h, "lm_head.weight", head);
     double diff = 0;
@@ -174,11 +174,11 @@ static char *hf_config_json(const trit_gpt_config *c) {
 static trit_status write_weights(const trit_gpt *m, const char *path) {
     const int n = trit_gpt_num_tensors(m);
     trit_safetensors_entry *e = calloc((size_t)n, sizeof *e);
-    trit_tensor *views = calloc((size_t)n, sizeof *views);
+    trit_tensor *views = calloc((size_t)n, sizeof *views);  // (n) each (in, out) over an (out, in) weight
     char (*names)[TRIT_NAME_MAX + 16] = calloc((size_t)n, sizeof *names);
     trit_status s = e && views && names ? TRIT_OK : trit_error(TRIT_ERR_NOMEM, "hf export: out of memory");
     for (int i = 0; s == TRIT_OK && i < n; i++) {
-        const trit_tensor *t = trit_gpt_tensor(m, i);
+        const trit_tensor *t = trit_gpt_tensor(m, i);  // any parameter's shape
         snprintf(names[i], sizeof names[i], "transformer.%s", t->name);
         e[i].name = names[i];
         if (trit_hf_gpt2_is_conv1d(t->name)) {

@@ -20,7 +20,7 @@ static const char *const kind_names[TRIT_LLMC_NUM_KINDS] = {
 static bool per_layer(int k) { return k >= 2 && k < 14; }
 
 // Calls visit(ctx, tensor, file offset) for every trit tensor of m in llm.c's order.
-typedef trit_status (*visit_fn)(void *ctx, trit_tensor *t, int64_t offset);
+typedef trit_status (*visit_fn)(void *ctx, trit_tensor *t /* one layer's slice of a kind */, int64_t offset);
 static trit_status walk(const trit_gpt *m, const trit_llmc_header *h, visit_fn visit, void *ctx) {
     int64_t sizes[TRIT_LLMC_NUM_KINDS], offset = 0;
     trit_llmc_kind_sizes(h, sizes);
@@ -30,7 +30,7 @@ static trit_status walk(const trit_gpt *m, const trit_llmc_header *h, visit_fn v
         for (int l = 0; l < layers && s == TRIT_OK; l++) {
             char name[64];
             snprintf(name, sizeof name, kind_names[k], l);
-            trit_tensor *t = trit_gpt_find(m, name);
+            trit_tensor *t = trit_gpt_find(m, name);  // e.g. (3C, C) for c_attn
             if (!t) return trit_error(TRIT_ERR_STATE, "llm.c: the model has no '%s'", name);
             s = visit(ctx, t, offset + (per_layer(k) ? l * (sizes[k] / h->L) : 0));
         }
@@ -39,7 +39,7 @@ static trit_status walk(const trit_gpt *m, const trit_llmc_header *h, visit_fn v
     return s;
 }
 
-static trit_status read_one(void *f, trit_tensor *t, int64_t offset) {
+static trit_status read_one(void *f, trit_tensor *t /* any parameter */, int64_t offset) {
     // wte's first V rows: its padding rows follow them in the file and are skipped.
     return trit_llmc_read(f, offset, trit_tensor_numel(t), trit_tensor_ptr(t));
 }
@@ -85,7 +85,7 @@ static trit_status put(writer *w, const float *x, int64_t n) {
     return w->f.status;
 }
 
-static trit_status write_one(void *ctx, trit_tensor *t, int64_t offset) {
+static trit_status write_one(void *ctx, trit_tensor *t /* any parameter */, int64_t offset) {
     writer *w = ctx;
     if (offset != w->at)
         return trit_error(TRIT_ERR_STATE, "llm.c export: '%s' at element %lld, the file is at %lld", t->name,
