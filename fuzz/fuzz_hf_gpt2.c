@@ -7,11 +7,22 @@
 
 #include <sys/stat.h>
 
+static char d[64];
+
+static void remove_dir(void) {
+    char p[128];
+    snprintf(p, sizeof p, "%s/config.json", d);
+    unlink(p);
+    snprintf(p, sizeof p, "%s/model.safetensors", d);
+    unlink(p);
+    rmdir(d);
+}
+
 static const char *dir(void) {
-    static char d[64];
     if (!d[0]) {
         snprintf(d, sizeof d, "/tmp/trit-fuzz-hf-XXXXXX");
         if (!mkdtemp(d)) abort();
+        atexit(remove_dir);
     }
     return d;
 }
