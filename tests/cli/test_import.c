@@ -71,6 +71,8 @@ static void test_round_trips(void **state) {
     assert_int_equal(trit_shard_write(path("s.bin"), tokens, 200), TRIT_OK);
     const double la = eval_loss(path("a"), path("s.bin")), lc = eval_loss(path("c"), path("s.bin"));
     assert_true(la > 1 && la == lc);
+    // Where a checkpoint is read, a transformers directory is imported on the way.
+    assert_true(eval_loss(fixture("hf_gpt2/fp32"), path("s.bin")) == la);
     // bf16 and a tokenizer file for llm.c; a trit run with its tokenizer round-trips both.
     cli_expect(RUN("export", path("a"), "--format", "llmc", "--type", "bf16", "--out", path("a5.bin")), 0, "bf16", NULL);
     cli_expect(RUN("export", path("a"), "--format", "llmc", "--out", path("t.bin"), "--tokenizer-out", path("tok.bin")), 1,
