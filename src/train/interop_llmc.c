@@ -110,7 +110,11 @@ trit_status trit_export_llmc(const trit_gpt *m, int version, const char *path) {
     if (c->norm != TRIT_NORM_LAYER || c->mlp != TRIT_MLP_GELU || c->pos != TRIT_POS_LEARNED || !c->bias || c->subln ||
         trit_gpt_mlp_hidden(c) != 4 * c->n_embd || c->norm_eps != 1e-5)
         return trit_error(TRIT_ERR_UNSUPPORTED, "llm.c export: llm.c's GPT-2 has LayerNorm (eps 1e-5), GELU with a 4C "
-                          "MLP, learned positions, biases and no SubLN; this model differs (see `trit info`)");
+                          "MLP, learned positions, biases and no SubLN; this model has %s, %s, MLP %lld for C %lld, %s, "
+                          "eps %g, %s%s", c->norm == TRIT_NORM_LAYER ? "LayerNorm" : "RMSNorm",
+                          c->mlp == TRIT_MLP_GELU ? "GELU" : "SwiGLU", (long long)trit_gpt_mlp_hidden(c),
+                          (long long)c->n_embd, c->pos == TRIT_POS_LEARNED ? "learned positions" : "RoPE", c->norm_eps,
+                          c->bias ? "biases" : "no biases", c->subln ? ", SubLN" : "");
     if (trit_gpt_decode_only(m))
         return trit_error(TRIT_ERR_STATE, "llm.c export: a decode-only model no longer has its f32 weights");
     trit_llmc_header h = {.version = version, .max_T = (int32_t)c->seq_len, .V = (int32_t)c->vocab_size,
