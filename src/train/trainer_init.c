@@ -161,6 +161,9 @@ trit_status trit_trainer_init_load(trainer *t, trit_train_config *cfg) {
         return trit_error(TRIT_ERR_INVALID, "--init-from takes a run directory (with %s and %s), but '%s' is a file",
                           TRIT_CKPT_MODEL, TRIT_CKPT_TOKENIZER, run);
     char model[TRIT_PATH_MAX + 32], tok[TRIT_PATH_MAX + 32];
+    if (trit_path_join(model, sizeof model, run, "config.json") == TRIT_OK && stat(model, &st) == 0)
+        return trit_error(TRIT_ERR_INVALID, "--init-from '%s' is a transformers directory, which has no trit tokenizer: "
+                          "make a run of it first with `trit import hf %s --out RUN --tokenizer-file F`", run, run);
     trit_status s = need_file(run, TRIT_CKPT_MODEL, model, sizeof model);
     if (s == TRIT_OK) s = need_file(run, TRIT_CKPT_TOKENIZER, tok, sizeof tok);
     if (s != TRIT_OK) return s;

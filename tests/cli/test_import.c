@@ -96,6 +96,9 @@ static void test_refusals(void **state) {
                    fixture("llmc/tokenizer.bin")), 1, NULL, "merges");
     nothing_named("u");
     cli_expect(RUN("import", "gguf", "x", "--out", path("u")), 2, NULL, "hf or llmc");
+    cli_expect(RUN("train", "--init-from", fixture("hf_gpt2/fp32"), "--out", path("u"), "--steps", "1"), 1, NULL,
+               "make a run of it first with `trit import hf");
+    nothing_named("u");
     cli_expect(RUN("import", "hf", fixture("hf_gpt2/fp32")), 2, NULL, "--out RUN is required");
     // A run directory that holds files is never overwritten.
     cli_expect(RUN("import", "llmc", fixture("llmc/model_fp32.bin"), "--out", path("full")), 0, NULL, NULL);
