@@ -22,7 +22,8 @@ static const verb verbs[] = {
     {"prepare", trit_cli_prepare, "tokenize a text file into train/val token shards"},
     {"tokenize", trit_cli_tokenize, "token ids of standard input (or, --decode, the text of ids)"},
     {"quantize", trit_cli_quantize, "post-training quantization of a run (int8/4/2, nf4, fp8)"},
-    {"export", trit_cli_export, "write a run's model as GGUF for llama.cpp"},
+    {"export", trit_cli_export, "write a run's model for llama.cpp (gguf), transformers (hf) or llm.c"},
+    {"import", trit_cli_import, "make a run from a transformers GPT-2 directory or an llm.c model file"},
     {"bench", trit_cli_bench, "time training steps of named GPT configs against a measured GEMM peak"},
 };
 enum { NUM_VERBS = (int)(sizeof verbs / sizeof verbs[0]) };

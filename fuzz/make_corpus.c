@@ -4,6 +4,7 @@
 #include "fuzz_util.h"
 #include "train/train_internal.h"
 #include "io/tokenizer_gpt2.h"
+#include "trit/interop.h"
 
 #include <errno.h>
 #include <sys/stat.h>
@@ -207,6 +208,40 @@ static void args_seeds(void) {
         write_seed("fuzz_train_args", seeds[i].name, seeds[i].data, seeds[i].n);
 }
 
+// A tiny GPT as llm.c files and as a transformers directory (config.json, NUL, model.safetensors).
+static void interop_seeds(void) {
+    const trit_gpt_config g = fuzz_tiny_gpt_config();
+    trit_gpt *m = trit_gpt_new(&g, 1);
+    if (!m) abort();
+    check(trit_export_llmc(m, 3, seed_path("fuzz_llmc", "model_fp32.bin")), "llmc fp32");
+    check(trit_export_llmc(m, 5, seed_path("fuzz_llmc", "model_bf16.bin")), "llmc bf16");
+    trit_tokenizer *tok = trit_tokenizer_train_char("hello, world!\n", 14);
+    check(trit_llmc_vocab_write(tok, 0, seed_path("fuzz_llmc", "tokenizer.bin")), "llmc tokenizer");
+    trit_tokenizer_free(tok);
+    char dir[64];
+    snprintf(dir, sizeof dir, "/tmp/trit-corpus-hf-%ld", (long)getpid());
+    check(trit_export_hf_gpt2(m, dir), "hf export");
+    char path[128];
+    uint8_t *cfg = NULL, *st = NULL;
+    size_t ncfg = 0, nst = 0;
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    check(trit_file_read_all(path, &cfg, &ncfg), "config.json");
+    unlink(path);
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    check(trit_file_read_all(path, &st, &nst), "model.safetensors");
+    unlink(path);
+    rmdir(dir);
+    uint8_t *seed = malloc(ncfg + 1 + nst);
+    if (!seed) abort();
+    memcpy(seed, cfg, ncfg);
+    seed[ncfg] = 0;
+    memcpy(seed + ncfg + 1, st, nst);
+    write_seed("fuzz_hf_gpt2", "tiny.bin", seed, ncfg + 1 + nst);
+    write_seed("fuzz_hf_gpt2", "config_only.json", cfg, ncfg);
+    free(seed), free(cfg), free(st);
+    trit_gpt_free(m);
+}
+
 static void metrics_seeds(void) {
     static const char m[] =
         "{\"step\":1,\"loss\":4.17,\"skipped\":0,\"lr\":1e-05,\"grad_norm\":1.5,\"ms\":12.5,\"tokens_per_s\":100.00}\n"
@@ -229,5 +264,6 @@ int main(int argc, char **argv) {
     gpt2_seeds();
     args_seeds();
     metrics_seeds();
+    interop_seeds();
     return 0;
 }

@@ -72,6 +72,9 @@ trit_gpt *trit_gpt_new(const trit_gpt_config *c, uint64_t seed);
 // made decode-only (trit_gpt_make_decode_only), so their f32 values never exist.
 trit_gpt *trit_gpt_new_without(const trit_gpt_config *c, uint64_t seed, bool (*without)(const char *name, void *ctx),
                                void *ctx);
+// The same model with every parameter zero (no random draws): for loaders that fill every value
+// from a file (a GPT-2-124M-shaped model's init costs about as much as reading its weights).
+trit_gpt *trit_gpt_new_zeroed(const trit_gpt_config *c);
 void trit_gpt_free(trit_gpt *m);
 // Elements [first, first + n) of parameter i's initial values under seed, as trit_gpt_new(c, seed)
 // gives them (each element is its own draw): a model can be made in pieces.

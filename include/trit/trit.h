@@ -12,6 +12,7 @@
 #include "trit/io.h"
 #include "trit/tokenizer.h"
 #include "trit/nn.h"
+#include "trit/interop.h"
 #include "trit/train.h"
 #include "trit/bench.h"
 

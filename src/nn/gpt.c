@@ -90,6 +90,7 @@ typedef enum { INIT_NORMAL, INIT_RESIDUAL, INIT_ZERO, INIT_ONE } init_kind;
 typedef struct builder {
     trit_gpt *m;
     bool (*without)(const char *name, void *ctx);  // parameters made without values, or NULL
+    bool zeroed;                                    // storage left zero: the caller fills every value
     void *ctx;
     bool *valued;  // (cap_tensors) which parameters get values
     uint64_t seed;
@@ -239,10 +240,20 @@ static void add_params(builder *b) {
     if (c->bias && c->norm == TRIT_NORM_LAYER) m->lnf_b = add_param(b, "ln_f.bias", 1, C, 0, INIT_ZERO);
 }
 
-trit_gpt *trit_gpt_new(const trit_gpt_config *c, uint64_t seed) { return trit_gpt_new_without(c, seed, NULL, NULL); }
+static trit_gpt *make(const trit_gpt_config *c, uint64_t seed, bool (*without)(const char *name, void *ctx), void *ctx,
+                      bool zeroed);
+
+trit_gpt *trit_gpt_new(const trit_gpt_config *c, uint64_t seed) { return make(c, seed, NULL, NULL, false); }
+
+trit_gpt *trit_gpt_new_zeroed(const trit_gpt_config *c) { return make(c, 0, NULL, NULL, true); }
 
 trit_gpt *trit_gpt_new_without(const trit_gpt_config *c, uint64_t seed, bool (*without)(const char *name, void *ctx),
                                void *ctx) {
+    return make(c, seed, without, ctx, false);
+}
+
+static trit_gpt *make(const trit_gpt_config *c, uint64_t seed, bool (*without)(const char *name, void *ctx), void *ctx,
+                      bool zeroed) {
     if (trit_gpt_config_check(c) != TRIT_OK) return NULL;
     trit_gpt *m = calloc(1, sizeof *m);
     if (!m) {
@@ -253,7 +264,7 @@ trit_gpt *trit_gpt_new_without(const trit_gpt_config *c, uint64_t seed, bool (*w
     m->policy = (trit_compute_policy){TRIT_F32, TRIT_F32, TRIT_MATMUL_HIGHEST};
     m->hidden = trit_gpt_mlp_hidden(c);
     const int64_t L = c->n_layer;
-    builder b = {.m = m, .without = without, .ctx = ctx, .seed = seed, .std = 0.02,
+    builder b = {.m = m, .without = without, .ctx = ctx, .seed = seed, .zeroed = zeroed, .std = 0.02,
                  .std_resid = 0.02 / sqrt(2.0 * (double)L), .status = TRIT_OK};
     if ((m->blocks = calloc((size_t)L, sizeof *m->blocks))) {
         add_params(&b);  // counts
@@ -276,7 +287,7 @@ trit_gpt *trit_gpt_new_without(const trit_gpt_config *c, uint64_t seed, bool (*w
     if (b.status == TRIT_OK) b.status = trit_gpt_program_build(m);
     // Storage in place in one block, then the values there: no second copy of the model.
     if (b.status == TRIT_OK) b.status = trit_gpt_lay_out(m, NULL, b.valued);
-    for (int i = 0; b.status == TRIT_OK && i < m->n_tensors; i++)
+    for (int i = 0; b.status == TRIT_OK && !b.zeroed && i < m->n_tensors; i++)
         if (b.valued[i]) b.status = init_param(m, i, seed);
     free(b.valued);
     if (b.status != TRIT_OK) {

@@ -74,6 +74,9 @@ trit_status trit_base_load(const char *path, trit_base *b) {
     switch (b->kind) {
     case TRIT_BASE_RUN: s = load_run(path, b); break;
     case TRIT_BASE_HF:
+        s = trit_error(TRIT_ERR_INVALID, "'%s' is a Hugging Face directory, which has no trit tokenizer: make a run of "
+                       "it first with `trit import hf %s --out RUN --tokenizer-file F`", path, path);
+        break;
     case TRIT_BASE_GGUF:
         s = trit_error(TRIT_ERR_INVALID, "'%s' is a %s: this build starts only from trit run directories; convert it "
                        "to a run first", path, trit_base_kind_name(b->kind));

@@ -1,6 +1,7 @@
 // Model checkpoints: the weights in safetensors under their GPT-2 names, with the model config
 // as JSON in the metadata so a file alone is enough to rebuild the model. Loading checks each
 // tensor's dtype and shape against the model the config describes.
+#include "trit/interop.h"
 #include "trit/io.h"
 #include "trit/train.h"
 #include "train/train_internal.h"
@@ -245,8 +246,22 @@ static trit_status check_file_fits(const trit_safetensors *f, const trit_gpt_con
 
 static bool quantized_in_file(const char *name, void *f) { return trit_safetensors_is_quantized(f, name); }
 
+// A directory with a config.json is a transformers GPT-2 (a run never has one): imported.
+static trit_gpt *load_hf(const char *dir, int64_t *step, bool decoder) {
+    trit_gpt *m = trit_import_hf_gpt2(dir);
+    if (m && decoder && trit_gpt_make_decode_only(m) != TRIT_OK) {
+        trit_gpt_free(m);
+        return NULL;
+    }
+    if (m && step) *step = 0;
+    return m;
+}
+
 static trit_gpt *load_model(const char *path, int64_t *step, bool decoder) {
     char file[TRIT_PATH_MAX + 32];
+    struct stat st;
+    if (path && trit_path_join(file, sizeof file, path, "config.json") == TRIT_OK && stat(file, &st) == 0)
+        return load_hf(path, step, decoder);
     if (!path || model_path(path, file, sizeof file) != TRIT_OK) {
         if (!path) trit_error(TRIT_ERR_INVALID, "trit_checkpoint_load_model: NULL path");
         return NULL;

@@ -75,10 +75,35 @@ static void test_append_past_the_end_is_refused(void **state) {
     trit_gpt_free(m);
 }
 
+// A zeroed model (for loaders) has trit_gpt_new's parameters, in flat storage, every value zero.
+static void test_zeroed_model(void **state) {
+    (void)state;
+    trit_gpt_config c = trit_gpt_config_default();
+    c.subln = true;
+    trit_gpt *a = trit_gpt_new(&c, 3), *z = trit_gpt_new_zeroed(&c);
+    assert_non_null(z);
+    assert_int_equal(trit_gpt_num_tensors(a), trit_gpt_num_tensors(z));
+    assert_int_equal(trit_gpt_num_params(a), trit_gpt_num_params(z));
+    int64_t nonzero_a = 0;
+    for (int i = 0; i < trit_gpt_num_tensors(z); i++) {
+        const trit_tensor *x = trit_gpt_tensor(a, i), *y = trit_gpt_tensor(z, i);
+        assert_string_equal(x->name, y->name);
+        assert_true(trit_tensor_same_shape(x, y));
+        for (int64_t k = 0; k < trit_tensor_numel(y); k++) {
+            assert_true(((const float *)y->data)[k] == 0.0f);
+            nonzero_a += ((const float *)x->data)[k] != 0.0f;
+        }
+    }
+    assert_true(nonzero_a > trit_gpt_num_params(a) / 2);  // the random model is not zero
+    trit_gpt_free(a);
+    trit_gpt_free(z);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_list_is_exactly_the_config_s_parameters),
         cmocka_unit_test(test_append_past_the_end_is_refused),
+        cmocka_unit_test(test_zeroed_model),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
