@@ -121,14 +121,22 @@ static void test_prefill_matches_decode(void **state) {
     }
 }
 
+// The integer kernels multiply the graph's own (decoded) weights by each token's inputs rounded
+// to int8 codes (scale amax/127: half a step is u = 1/254 of the token's largest |x|), exactly in
+// integers, so only that rounding moves the logits: by about two u of the largest logit (seen
+// 2.35 u for int8, 1.85 u for int4, 2.0 u for int2, 0.7 u for base-3 ternary; the same at every
+// level: the products are exact, the activation codes bit-identical, tests/kernels/test_qgemm.c,
+// and the model is seeded): 3 u.
+#define INT_ACT_TOL (3.0f / 254)
+
 static void test_int8_per_channel(void **state) {
     (void)state;
-    check(TRIT_QINT8, TRIT_QGROUP_CHANNEL, 0.03f);
+    check(TRIT_QINT8, TRIT_QGROUP_CHANNEL, INT_ACT_TOL);
 }
 
 static void test_int4_groups(void **state) {
     (void)state;
-    check(TRIT_QINT4, 64, 0.05f);
+    check(TRIT_QINT4, 64, INT_ACT_TOL);
 }
 
 // Symmetric int2 codes are ternary with group scales: the decoder repacks them into ternary panels
@@ -136,7 +144,7 @@ static void test_int4_groups(void **state) {
 // not the f32 path's (activations are quantized) yet within int4's tolerance of the graph.
 static void test_int2_groups(void **state) {
     (void)state;
-    check(TRIT_QINT2, 64, 0.05f);
+    check(TRIT_QINT2, 64, INT_ACT_TOL);
     trit_gpt *m = model();
     trit_quant_spec s = trit_quant_spec_default(TRIT_QINT2);
     trit_quantize_report r;
@@ -196,8 +204,10 @@ static void test_base3_decodes_as_2bit(void **state) {
     graph(three, g);
     float diff = 0;
     for (int i = 0; i < T * V; i++) diff = fmaxf(diff, fabsf(b[i] - g[i]));
+    print_message("ternary_b3: decode vs graph %.3g of the largest logit (tolerance %.3g)\n", diff / max_abs(g, T * V),
+                  INT_ACT_TOL);
     assert_true(diff > 1e-5f * max_abs(g, T * V));
-    assert_true(diff <= 0.05f * max_abs(g, T * V));
+    assert_true(diff <= INT_ACT_TOL * max_abs(g, T * V));
     free(a), free(b), free(g);
     trit_gpt_free(two);
     trit_gpt_free(three);
