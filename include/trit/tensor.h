@@ -173,7 +173,8 @@ trit_status trit_tensor_view_slice(const trit_tensor *t, int dim, int64_t start,
 // Broadcast size-1 dims (and new leading dims) to `shape` with stride 0.
 trit_status trit_tensor_view_expand(const trit_tensor *t, int ndim, const int64_t *shape, trit_tensor *out);
 
-// Element-wise copy between any layouts of equal shape (dtypes may differ: values are converted).
+// Element-wise copy between any layouts of equal shape (dtypes may differ: values are converted;
+// into a blocked dtype, each block is encoded once from all its values, as the dtype table does).
 trit_status trit_tensor_copy(trit_tensor *dst, const trit_tensor *src);
 // A new owning contiguous copy.
 trit_tensor *trit_tensor_contiguous(const trit_tensor *t);

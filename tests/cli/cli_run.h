@@ -106,4 +106,62 @@ static inline void cli_free(cli_result *r) {
     free(r->err);
 }
 
+// What `trit sample --ckpt DIR --prompt PROMPT --seed SEED --max-tokens N --temperature TEMP
+// --threads 1` must print (malloc'ed): the prompt, the bytes of the N tokens trit_generate makes
+// in this process from the same checkpoint (loaded as the CLI loads it) and settings, a newline.
+// tests/train/test_sample.c checks trit_generate against recomputation from the logits; this
+// pins the CLI's part (prompt encoding, the flags that reach the sampler, the printed tokens).
+// Needs trit/trit.h and trit/train.h.
+static inline char *cli_expected_sample(const char *dir, const char *prompt, uint64_t seed, int64_t n,
+                                        double temperature) {
+    char tok_path[PATH_MAX];
+    snprintf(tok_path, sizeof tok_path, "%s/%s", dir, TRIT_CKPT_TOKENIZER);
+    trit_gpt *m = trit_checkpoint_load_decoding(dir, NULL);
+    trit_tokenizer *tok = trit_tokenizer_load(tok_path);
+    assert_non_null(m);
+    assert_non_null(tok);
+    int32_t *ids = NULL, *out = malloc(sizeof(int32_t) * (size_t)n);
+    size_t n_ids = 0;
+    assert_non_null(out);
+    assert_int_equal(trit_tokenizer_encode(tok, prompt, strlen(prompt), &ids, &n_ids), TRIT_OK);
+    assert_true(n_ids > 0);
+    trit_sample_config sc = trit_sample_config_default();
+    sc.seed = seed, sc.max_tokens = n, sc.temperature = temperature;
+    const int threads = trit_threads_get();
+    trit_threads_set(1);
+    int64_t made = 0;
+    assert_int_equal(trit_generate(m, ids, (int64_t)n_ids, &sc, out, &made, NULL, NULL), TRIT_OK);
+    trit_threads_set(threads);
+    assert_int_equal(made, n);
+    size_t cap = strlen(prompt) + 2, len = strlen(prompt);
+    char *text = malloc(cap);
+    assert_non_null(text);
+    memcpy(text, prompt, len);
+    for (int64_t i = 0; i < made; i++) {
+        const uint8_t *b;
+        size_t k;
+        assert_int_equal(trit_tokenizer_token_bytes(tok, out[i], &b, &k), TRIT_OK);
+        text = realloc(text, cap += k);
+        assert_non_null(text);
+        memcpy(text + len, b, k);
+        len += k;
+    }
+    text[len++] = '\n';
+    text[len] = 0;
+    free(ids);
+    free(out);
+    trit_tokenizer_free(tok);
+    trit_gpt_free(m);
+    return text;
+}
+
+// Fails unless `trit sample` (stdout `got`) printed `want` (from cli_expected_sample) and made
+// text after the prompt; frees want.
+static inline void cli_expect_sample(const char *got, char *want, const char *prompt) {
+    if (strcmp(got, want) != 0)
+        fail_msg("trit sample printed\n'%s'\nwhere the same checkpoint and settings generate\n'%s'", got, want);
+    if (strlen(got) <= strlen(prompt) + 1) fail_msg("trit sample generated nothing after the prompt: '%s'", got);
+    free(want);
+}
+
 #endif

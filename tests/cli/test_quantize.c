@@ -1,6 +1,8 @@
 // `trit quantize` end to end: a tiny run quantized to every format writes a run directory whose
-// val loss `trit eval` reproduces exactly, that `trit sample` runs, and whose checkpoint holds
-// packed tensors; bad formats, groups and runs are refused with a message and no output.
+// val loss `trit eval` reproduces exactly, from which `trit sample` generates what the library
+// generates from it, and whose checkpoint holds packed tensors; int8 and int4 checkpoints
+// against the fp32 run (weights within half a step, the loss within the rounding's expected
+// bound); bad formats, groups and runs are refused with a message and no output.
 #define _GNU_SOURCE
 #include <setjmp.h>
 #include <stdarg.h>
@@ -67,7 +69,11 @@ static void test_every_format(void **state) {
         r = expect(RUN("eval", "--ckpt", dir, "--batches", "4", "--batch", "2", "--threads", "1"), 0, "val loss", NULL);
         assert_true(fabs(strtod(strstr(r.out, "val loss ") + 9, NULL) - q) < 1e-4);
         cli_free(&r);
-        r = expect(RUN("sample", "--ckpt", dir, "--prompt", "the ", "--max-tokens", "10", "--threads", "1"), 0, "the ", NULL);
+        // The text after the prompt is what this quantized checkpoint generates (trit sample
+        // echoes the prompt itself, so the prompt alone shows nothing).
+        r = expect(RUN("sample", "--ckpt", dir, "--prompt", "the ", "--max-tokens", "10", "--seed", "5", "--threads", "1"),
+                   0, NULL, NULL);
+        cli_expect_sample(r.out, cli_expected_sample(dir, "the ", 5, 10, 0.8), "the ");
         cli_free(&r);
         r = expect(RUN("info", dir), 0, "h.0.attn.c_attn.weight.scales", NULL);
         cli_free(&r);
@@ -123,10 +129,135 @@ static void test_ternary_train_and_freeze(void **state) {
     cli_free(&r);
     r = expect(RUN("info", dir), 0, "wte.weight.scales", NULL);
     cli_free(&r);
-    r = expect(RUN("sample", "--ckpt", dir, "--prompt", "the ", "--max-tokens", "10", "--threads", "1"), 0, "the ", NULL);
+    r = expect(RUN("sample", "--ckpt", dir, "--prompt", "the ", "--max-tokens", "10", "--temperature", "0", "--threads",
+                   "1"),
+               0, NULL, NULL);
+    cli_expect_sample(r.out, cli_expected_sample(dir, "the ", 1, 10, 0), "the ");
     cli_free(&r);
     r = expect(RUN("train", "--ternary", "1", "--data", corpus), 2, NULL, "unexpected argument '1'");
     cli_free(&r);
+}
+
+static double eval_loss(const char *dir) {
+    cli_result r = expect(RUN("eval", "--ckpt", dir, "--batches", "4", "--batch", "2", "--threads", "1"), 0, "val loss", NULL);
+    const double loss = strtod(strstr(r.out, "val loss ") + 9, NULL);
+    cli_free(&r);
+    return loss;
+}
+
+// The gradient of the fp32 run's loss over the windows eval reads (4 batches of 2 in order from
+// val.bin, the model's context), into each block matrix's grad.
+static trit_gpt *fp32_gradient(void) {
+    char f[700];
+    snprintf(f, sizeof f, "%s/%s", run, TRIT_CKPT_MODEL);
+    trit_gpt *m = trit_checkpoint_load_model(f, NULL);
+    assert_non_null(m);
+    const int64_t B = 2, T = trit_gpt_get_config(m)->seq_len, batches = 4;
+    snprintf(f, sizeof f, "%s/%s", run, TRIT_DATA_VAL);
+    trit_data *d = trit_data_open(f, T);
+    assert_non_null(d);
+    trit_gpt_graph gg;
+    assert_int_equal(trit_gpt_build(m, B, T, &gg), TRIT_OK);
+    trit_graph_set_training(gg.graph, false);
+    trit_graph_zero_grad(gg.graph);
+    for (int64_t j = 0; j < batches; j++) {
+        assert_int_equal(trit_data_batch(d, TRIT_DATA_SEQUENTIAL, 0, j, B, trit_tensor_ptr(gg.idx),
+                                         trit_tensor_ptr(gg.targets)),
+                         TRIT_OK);
+        assert_int_equal(trit_graph_forward(gg.graph), TRIT_OK);
+        assert_int_equal(trit_graph_backward(gg.graph), TRIT_OK);
+    }
+    for (int i = 0; i < trit_gpt_num_tensors(m); i++) {
+        trit_tensor *t = trit_gpt_tensor(m, i);
+        float *g = t->grad->data;
+        for (int64_t k = 0; k < trit_tensor_numel(t); k++) g[k] /= (float)batches;  // eval means the batches
+    }
+    trit_gpt_graph_free(&gg);
+    trit_data_free(d);
+    return m;
+}
+
+// Quantized against the fp32 run it came from, on the windows eval reads, with bounds from the
+// fp32 weights and gradient alone (not from the quantizer's output). Symmetric int-k codes in
+// groups of 16 put each weight w_i on a multiple of s = amax/(2^(k-1) - 1) (amax: its group's
+// largest |w|), so the checkpoint's weight is within s/2 of it (and float rounding of the scale
+// product: 1e-6 s). The loss moves by dL = sum_i g_i e_i (g: the fp32 run's gradient, e: the
+// rounding errors) plus the second-order term c = e'He/2. Rounding to nearest leaves errors that
+// act as independent and uniform on [-s/2, s/2] (variance s^2/12), so the first-order sum has
+// the standard deviation sd = sqrt(sum_i g_i^2 s_i^2/12) and stays within 4 sd (a chance of 6e-5
+// for a normal sum; the worst case, all errors aligned, is sum_i |g_i| s_i/2, far looser). c is
+// measured by the reflection w - e: (L(w + e) + L(w - e))/2 - L(w) = c up to fourth order.
+// `trit eval` prints the quantized run's loss to 4 decimals: that is the loss of these weights.
+static void test_loss_within_rounding_bound(void **state) {
+    (void)state;
+    trit_gpt *m = fp32_gradient();
+    char val[700];
+    snprintf(val, sizeof val, "%s/%s", run, TRIT_DATA_VAL);
+    double fp32 = 0;
+    assert_int_equal(trit_eval_loss(m, val, 4, 2, 16, &fp32, NULL), TRIT_OK);
+    assert_true(fabs(eval_loss(run) - fp32) <= 5e-5 + 1e-6);
+    const struct {
+        const char *name;
+        int bits;
+    } fmts[] = {{"int8", 8}, {"int4", 4}};
+    for (int k = 0; k < 2; k++) {
+        char dir[700];
+        snprintf(dir, sizeof dir, "%s/bound-%s", root, fmts[k].name);
+        cli_result r = expect(RUN("quantize", run, "--format", fmts[k].name, "--group", "16", "--out", dir, "--batches",
+                                  "1", "--threads", "1"),
+                              0, "bits/param", NULL);
+        cli_free(&r);
+        trit_gpt *q = trit_checkpoint_load_model(dir, NULL);
+        assert_non_null(q);
+        double var = 0, worst = 0;
+        int matrices = 0;
+        float *saved[64] = {0};
+        for (int i = 0; i < trit_gpt_num_tensors(m); i++) {
+            if (!trit_gpt_quantized(q, i)) continue;
+            matrices++;
+            trit_tensor *t = trit_gpt_tensor(m, i);
+            const float *g = t->grad->data, *wq = trit_gpt_tensor(q, i)->data;
+            float *w = t->data;
+            assert_int_equal(trit_tensor_numel(t) % 16, 0);
+            assert_true(i < 64);
+            saved[i] = malloc(sizeof(float) * (size_t)trit_tensor_numel(t));
+            assert_non_null(saved[i]);
+            memcpy(saved[i], w, sizeof(float) * (size_t)trit_tensor_numel(t));
+            for (int64_t j0 = 0; j0 < trit_tensor_numel(t); j0 += 16) {
+                float amax = 0;
+                for (int64_t j = j0; j < j0 + 16; j++) amax = fmaxf(amax, fabsf(w[j]));
+                const double step = amax / (double)((1 << (fmts[k].bits - 1)) - 1);
+                for (int64_t j = j0; j < j0 + 16; j++) {
+                    const double e = (double)wq[j] - w[j];
+                    if (fabs(e) > step * (0.5 + 1e-6))
+                        fail_msg("%s: %s[%lld] is %.9g, %.3g steps of %.3g from the fp32 weight %.9g (at most 1/2)",
+                                 fmts[k].name, t->name, (long long)j, (double)wq[j], fabs(e) / step, step, (double)w[j]);
+                    worst = fmax(worst, fabs(e) / step);
+                    var += (double)g[j] * g[j] * step * step / 12;
+                    w[j] = (float)((double)w[j] - e);  // the reflection w - e, put back below
+                }
+            }
+        }
+        assert_true(matrices >= 4);  // attention and MLP matrices of the block
+        double loss = 0, reflected = 0;
+        assert_int_equal(trit_eval_loss(m, val, 4, 2, 16, &reflected, NULL), TRIT_OK);
+        for (int i = 0; i < 64; i++) {
+            if (!saved[i]) continue;
+            memcpy(trit_gpt_tensor(m, i)->data, saved[i], sizeof(float) * (size_t)trit_tensor_numel(trit_gpt_tensor(m, i)));
+            free(saved[i]);
+        }
+        assert_int_equal(trit_eval_loss(q, val, 4, 2, 16, &loss, NULL), TRIT_OK);
+        trit_gpt_free(q);
+        const double printed = eval_loss(dir), sd = sqrt(var), c = fabs((loss + reflected) / 2 - fp32);
+        print_message("%s: largest error %.3f steps; loss %.7f, fp32 %.7f: change %+.3g, bound 4 sd %.3g + second order "
+                      "%.3g\n", fmts[k].name, worst, loss, fp32, loss - fp32, 4 * sd, c);
+        if (!(fabs(loss - fp32) <= 4 * sd + c))
+            fail_msg("%s: the loss moved by %.3g from fp32's %.7f, beyond 4 sd %.3g + %.3g", fmts[k].name, loss - fp32,
+                     fp32, 4 * sd, c);
+        if (!(fabs(printed - loss) <= 5e-5 + 1e-6))
+            fail_msg("%s: trit eval printed %.4f for a run whose loss is %.7f", fmts[k].name, printed, loss);
+    }
+    trit_gpt_free(m);
 }
 
 static void test_bad_input(void **state) {
@@ -180,6 +311,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_every_format),
         cmocka_unit_test(test_ternary_train_and_freeze),
+        cmocka_unit_test(test_loss_within_rounding_bound),
         cmocka_unit_test(test_bad_input),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -13,6 +13,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "kernel_census.h"
 #include "kernels/flash.h"
 #include "trit/base.h"
 
@@ -44,9 +45,15 @@ static trit_kernel_flash_probs_fn *const probs_f32[IMPL_COUNT] = {
 static trit_kernel_flash_dscores_fn *const dscores_f32[IMPL_COUNT] = {
     trit_kernel_flash_dscores_ref_f32, trit_kernel_flash_dscores_avx2_f32, trit_kernel_flash_dscores_avx512_f32};
 
+// Every width the CPU's own flags allow must be run; the others are named as skipped.
 static void report_skipped(void) {
-    for (int k = IMPL_AVX2; k < IMPL_COUNT; k++)
-        if (!have((impl)k)) printf("  %s not available on this CPU: its kernels were not checked\n", impl_name(k));
+    census c = {.what = "flash kernel widths"};
+    for (int k = IMPL_REF; k < IMPL_COUNT; k++) {
+        const uint32_t needs = k == IMPL_REF ? 0 : k == IMPL_AVX2 ? TRIT_FEAT_AVX2 : TRIT_FEAT_AVX2 | TRIT_FEAT_AVX512;
+        census_count(&c, impl_name((impl)k), needs, census_cpu_features());
+        if (have((impl)k)) census_ran(&c);
+    }
+    census_check(&c);
 }
 
 // n floats uniform in [lo, hi) and their double copies.

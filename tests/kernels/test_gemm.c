@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernel_census.h"
 #include "kernels/gemm.h"
 #include "trit/base.h"
 
@@ -122,12 +123,22 @@ static void check_against_ref(bool ta, bool tb, int64_t M, int64_t N, int64_t K,
     problem_free(&p);
 }
 
+// Whether this CPU runs `level`, by its own flags (kernel_census.h); the dispatch's detection
+// must agree, or a level the CPU has would be skipped. A level it lacks is named as skipped.
+static bool level_runnable(trit_cpu_isa level) {
+    const uint32_t needs = level == TRIT_CPU_AVX512 ? TRIT_FEAT_AVX2 | TRIT_FEAT_AVX512
+                           : level == TRIT_CPU_AVX2 ? TRIT_FEAT_AVX2 : 0;
+    const bool flags = !(needs & ~census_cpu_features()), detected = trit_cpu_detected_level() >= level;
+    if (flags != detected)
+        fail_msg("this CPU's flags %s %s, but the dispatch detects level %s", flags ? "allow" : "do not allow",
+                 trit_cpu_level_name(level), trit_cpu_level_name(trit_cpu_detected_level()));
+    if (!flags) printf("  %s not available on this CPU: skipped\n", trit_cpu_level_name(level));
+    return flags;
+}
+
 // Forces `level` or skips the test when this machine cannot run it.
 static void use_level(trit_cpu_isa level) {
-    if (trit_cpu_detected_level() < level) {
-        printf("  %s not available on this CPU: skipped\n", trit_cpu_level_name(level));
-        skip();
-    }
+    if (!level_runnable(level)) skip();
     assert_int_equal(trit_cpu_set_level(level), TRIT_OK);
 }
 
@@ -182,7 +193,7 @@ static void test_avx512_vs_ref(void **state) {
 
 // K = 0: C becomes zero, or stays as it was when accumulating; M or N = 0 touches nothing.
 static void check_empty(trit_cpu_isa level) {
-    if (trit_cpu_detected_level() < level) return;
+    if (!level_runnable(level)) return;
     assert_int_equal(trit_cpu_set_level(level), TRIT_OK);
     float A[4] = {1, 2, 3, 4}, B[4] = {5, 6, 7, 8}, C[4] = {1, 1, 1, 1};
     trit_kernel_gemm_f32(false, false, 2, 2, 0, A, 1, B, 2, C, 2, true);
@@ -215,7 +226,7 @@ static void test_threads_bit_identical(void **state) {
     const int64_t shapes[][3] = {{301, 257, 513}, {64, 700, 300}, {1000, 40, 129}};
     int ran = 0;
     for (size_t l = 0; l < 2; l++) {
-        if (trit_cpu_detected_level() < levels[l]) continue;
+        if (!level_runnable(levels[l])) continue;
         assert_int_equal(trit_cpu_set_level(levels[l]), TRIT_OK);
         for (int t = 0; t < 4; t++) {
             for (size_t s = 0; s < 3; s++) {

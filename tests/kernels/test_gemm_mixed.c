@@ -14,6 +14,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "kernel_census.h"
 #include "kernels/gemm.h"
 #include "kernels/gemm_lowp.h"
 #include "trit/trit.h"
@@ -37,10 +38,13 @@ static const impl IMPLS[] = {
     {"avx512bf16", trit_kernel_gemm_mixed_avx512bf16, TRIT_FEAT_AVX2 | TRIT_FEAT_AVX512 | TRIT_FEAT_AVX512_BF16},
 };
 
-static bool runnable(const impl *k) {
-    if ((trit_cpu_detected_features() & k->needs) == k->needs) return true;
-    printf("  %s: this CPU lacks its features, skipped\n", k->name);
-    return false;
+// Whether the CPU runs k (by the dispatch's detection); the census counts it against what the
+// CPU's own flags allow, and names it when skipped.
+static bool runnable(census *c, const impl *k) {
+    census_count(c, k->name, k->needs, census_cpu_features());
+    if ((trit_cpu_detected_features() & k->needs) != k->needs) return false;
+    census_ran(c);
+    return true;
 }
 
 // A stored operand: rows x cols values of dtype dt with leading dim ld, and |value| in f32.
@@ -153,8 +157,9 @@ static void test_against_reference(void **state) {
                                     {TRIT_F16, TRIT_F16},   {TRIT_F32, TRIT_F16},  {TRIT_F32, TRIT_F32}};
     const int64_t sizes[][3] = {{1, 1, 1}, {7, 33, 65}, {33, 7, 130}, {65, 130, 33}, {130, 65, 7}, {20, 40, 5000}};
     int checked = 0;
+    census cen = {.what = "mixed GEMM kernels"};
     for (size_t k = 1; k < sizeof IMPLS / sizeof IMPLS[0]; k++) {
-        if (!runnable(&IMPLS[k])) continue;
+        if (!runnable(&cen, &IMPLS[k])) continue;
         for (size_t c = 0; c < sizeof combos / sizeof combos[0]; c++)
             for (int prec = 0; prec < 3; prec++)
                 for (int t = 0; t < 4; t++)
@@ -181,6 +186,7 @@ static void test_against_reference(void **state) {
                     }
     }
     printf("  %d cases checked against the reference\n", checked);
+    census_check(&cen);
 }
 
 // f32 x f32 at the highest precision is the f32 GEMM, bit for bit, at every level.
@@ -241,8 +247,9 @@ static void test_c16_is_rounded_f32(void **state) {
     const int64_t sizes[][3] = {{70, 300, 3000}, {131, 1000, 384}, {5, 77, 0}};
     const trit_dtype cdts[2] = {TRIT_BF16, TRIT_F16};
     int checked = 0;
+    census cen = {.what = "mixed GEMM kernels"};
     for (size_t k = 1; k < sizeof IMPLS / sizeof IMPLS[0]; k++) {
-        if (!runnable(&IMPLS[k])) continue;
+        if (!runnable(&cen, &IMPLS[k])) continue;
         for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++)
             for (int c = 0; c < 2; c++) {
                 problem p, f;
@@ -274,6 +281,7 @@ static void test_c16_is_rounded_f32(void **state) {
             }
     }
     printf("  %d 16-bit C cases equal to the rounded f32 C\n", checked);
+    census_check(&cen);
 }
 
 // Max relative error (to the largest |C|) of f32 x f32 products against fp64, per precision.

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernel_census.h"
 #include "kernels/gemm.h"
 #include "kernels/gemm_blocking.h"
 #include "kernels/gemm_lowp.h"
@@ -79,12 +80,12 @@ static size_t held_after(const kernel_file *f, int64_t M, int64_t N, int64_t K, 
 static void test_kernels_ask_for_what_their_blocking_says(void **state) {
     (void)state;
     const uint32_t have = trit_cpu_detected_features();
+    census cen = {.what = "GEMM kernel files"};
     for (size_t i = 0; i < sizeof FILES / sizeof FILES[0]; i++) {
         const kernel_file *f = &FILES[i];
-        if ((f->needs & have) != f->needs) {
-            printf("  %s: not runnable on this CPU, not checked\n", f->b->file);
-            continue;
-        }
+        census_count(&cen, f->b->file, f->needs, census_cpu_features());
+        if ((f->needs & have) != f->needs) continue;
+        census_ran(&cen);
         const trit_gemm_blocking *b = f->b;
         // Ragged shapes, and the largest request (M >= MC, N >= NC, K = KC).
         const int64_t shapes[][3] = {{7, 40, 300}, {b->mc + 3, 2 * b->nr + 1, b->kc + 1}, {b->mc, b->nc, b->kc}};
@@ -103,6 +104,7 @@ static void test_kernels_ask_for_what_their_blocking_says(void **state) {
         }
         assert_int_equal(held_after(f, b->mc, b->nc, b->kc, false), trit_gemm_pack_bytes_max(b));
     }
+    census_check(&cen);
 }
 
 static size_t plan(trit_dtype act, trit_matmul_precision prec, const int64_t *shapes, int n, bool from_f32) {
@@ -125,7 +127,8 @@ static void test_plan_follows_the_table(void **state) {
     assert_int_equal(trit_cpu_set_level(TRIT_CPU_REF), TRIT_OK);
     assert_int_equal(plan(TRIT_F32, TRIT_MATMUL_HIGHEST, NULL, 0, false), 0);
     assert_int_equal(plan(TRIT_BF16, TRIT_MATMUL_HIGHEST, gpt2, 2, false), 0);
-    const uint32_t have = trit_cpu_detected_features();
+    // By the CPU's own flags: a level they allow must be settable (kernel_census.h).
+    const uint32_t have = census_cpu_features();
     if (have & TRIT_FEAT_AVX2) {
         const trit_gemm_blocking *b = &trit_gemm_blocking_avx2;
         assert_int_equal(trit_cpu_set_level(TRIT_CPU_AVX2), TRIT_OK);

@@ -8,6 +8,7 @@
 #include <cmocka.h>
 
 #include "kernels/gemm.h"
+#include "kernel_census.h"
 #include "kernels/kernel_table.h"
 #include "trit/trit.h"
 
@@ -19,6 +20,7 @@
 static void test_rows_match_reference(void **state) {
     (void)state;
     int nt, tested = 0;
+    census cen = {.what = "GEMV kernels"};
     const trit_kernel_entry *t = trit_kernel_table(&nt);
     const int64_t Ms[3] = {1, 2, 4}, Ns[3] = {1, 63, 257}, Ks[3] = {1, 17, 770};
     float *A = malloc(sizeof(float) * 4 * 770), *B = malloc(sizeof(float) * 257 * 770);
@@ -27,10 +29,8 @@ static void test_rows_match_reference(void **state) {
     trit_rng_fill_uniform(B, 257 * 770, 1, 2, 0, -1, 1);
     for (int i = 0; i < nt; i++) {
         if (t[i].id != TRIT_KERNEL_GEMV) continue;
-        if (t[i].needs & ~trit_cpu_usable_features()) {
-            printf("  %s: this CPU lacks its features, skipped\n", t[i].name);
-            continue;
-        }
+        census_count(&cen, t[i].name, t[i].needs, census_level_features());
+        if (t[i].needs & ~trit_cpu_usable_features()) continue;
         trit_kernel_gemm_f32_fn *fn = (trit_kernel_gemm_f32_fn *)t[i].fn;
         for (int a = 0; a < 3; a++)
             for (int b = 0; b < 3; b++)
@@ -49,8 +49,9 @@ static void test_rows_match_reference(void **state) {
                                          want[j]);
                     }
         tested++;
+        census_ran(&cen);
     }
-    printf("  %d GEMV rows checked\n", tested);
+    census_check(&cen);
     assert_true(tested >= 1);
     trit_threads_set(1);
     trit_kernel_gemv_f32(false, true, 1, 257, 770, A, 770, B, 770, want, 257, false);

@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "kernel_census.h"
 #include "kernels/kernel_table.h"
 #include "kernels/qgemm.h"
 #include "kernels/qgemm_panel.h"
@@ -135,12 +136,11 @@ static void test_every_kernel_matches_reference(void **state) {
     int nt, tested = 0;
     const trit_kernel_entry *t = trit_kernel_table(&nt);
     const int64_t Ms[3] = {1, 3, 17}, Ns[4] = {1, 5, 16, 37}, Ks[3] = {64, 192, 768};
+    census cen = {.what = "x86 integer matmul kernels"};
     for (int i = 0; i < nt; i++) {
         if (t[i].id != TRIT_KERNEL_QGEMM || t[i].needs == 0) continue;
-        if (t[i].needs & ~usable) {
-            printf("  %s: this CPU lacks its features, skipped\n", t[i].name);
-            continue;
-        }
+        census_count(&cen, t[i].name, t[i].needs, census_level_features());
+        if (t[i].needs & ~usable) continue;
         trit_kernel_qgemm_fn *fn = (trit_kernel_qgemm_fn *)t[i].fn;
         trit_kernel_qgemm_fn *ref = ref_of(t[i].in);
         const int64_t step = t[i].in == TRIT_TERNARY ? 128 : 64;
@@ -167,8 +167,10 @@ static void test_every_kernel_matches_reference(void **state) {
                         drop(&p);
                     }
         tested++;
+        census_ran(&cen);
     }
-    printf("  %d x86 integer matmul kernels checked\n", tested);
+    (void)tested;
+    census_check(&cen);
 }
 
 // NF4 with the codebook and x rounded to bf16 (the AVX512-BF16 kernel's numerics), in double.
@@ -213,6 +215,7 @@ static void test_nf4_kernels(void **state) {
     (void)state;
     const int64_t Ms[3] = {1, 3, 6}, Ns[3] = {1, 17, 40}, Ks[4] = {64, 192, 768, 4160};
     int nt, tested = 0;
+    bool ran[256] = {false};
     const trit_kernel_entry *t = trit_kernel_table(&nt);
     for (int a = 0; a < 3; a++)
         for (int b = 0; b < 3; b++)
@@ -245,6 +248,7 @@ static void test_nf4_kernels(void **state) {
                             continue;
                         ((trit_kernel_nf4_fn *)t[i].fn)(M, 0, N, K, G, xo, w, ws, got, N);
                         tested++;
+                        ran[i] = true;
                         const bool bf16 = t[i].needs & TRIT_FEAT_AVX512_BF16;
                         const bool fixed = t[i].fn == (trit_kernel_fn)trit_kernel_nf4_avx2;
                         float big = 0;
@@ -261,10 +265,14 @@ static void test_nf4_kernels(void **state) {
                     }
                     free(x), free(xo), free(ws), free(want), free(got), free(w);
                 }
+    census cen = {.what = "x86 NF4 kernels"};
+    assert_true(nt <= 256);
     for (int i = 0; i < nt; i++)
-        if (t[i].id == TRIT_KERNEL_WGEMM && t[i].in == TRIT_NF4 && (t[i].needs & ~trit_cpu_usable_features()))
-            printf("  %s: this CPU lacks its features, skipped\n", t[i].name);
+        if (t[i].id == TRIT_KERNEL_WGEMM && t[i].in == TRIT_NF4 && t[i].needs &&
+            census_count(&cen, t[i].name, t[i].needs, census_level_features()) && ran[i])
+            census_ran(&cen);
     printf("  %d NF4 kernel runs checked\n", tested);
+    census_check(&cen);
 }
 
 // NF4 tokens holding an Inf, a NaN, or only zeros: every usable row gives what the reference
@@ -508,12 +516,11 @@ static void test_panels_match_reference(void **state) {
     int nt, tested = 0;
     const trit_kernel_entry *t = trit_kernel_table(&nt);
     const int64_t Ms[5] = {1, 3, 4, 6, 9}, Ns[4] = {1, 16, 37, 70};
+    census cen = {.what = "(panel kernel, dtype) rows"};
     for (int i = 0; i < nt; i++) {
         if (t[i].id != TRIT_KERNEL_QPANEL) continue;
-        if (t[i].needs & ~usable) {
-            printf("  %s: this CPU lacks its features, skipped\n", t[i].name);
-            continue;
-        }
+        census_count(&cen, t[i].name, t[i].needs, census_level_features());
+        if (t[i].needs & ~usable) continue;
         const int64_t step = t[i].in == TRIT_TERNARY ? 128 : 64;
         for (int a = 0; a < 5; a++)
             for (int b = 0; b < 4; b++) {
@@ -528,9 +535,10 @@ static void test_panels_match_reference(void **state) {
         // Enough tokens for the kernels that widen them in blocks (AVX2 qint8: 1 MB) to take two.
         check_panels((trit_kernel_qpanel_fn *)t[i].fn, t[i].name, t[i].in, 1400, 16, 6 * step, step);
         tested++;
+        census_ran(&cen);
     }
     assert_true(tested >= 3);  // the portable kernel, for each dtype
-    printf("  %d (panel kernel, dtype) rows checked\n", tested);
+    census_check(&cen);
 }
 
 // Every usable activation quantizer gives the portable one's bits, which follow the stated rule:
@@ -559,6 +567,9 @@ static void test_qact_kernels_match_reference(void **state) {
     int8_t want[3072], got[3072];
     float ws, gs;
     int32_t wsum[48], gsum[48];
+    census cen = {.what = "activation quantizers"};
+    for (int i = 0; i < nt; i++)
+        if (t[i].id == TRIT_KERNEL_QACT) census_count(&cen, t[i].name, t[i].needs, census_level_features());
     for (int kind = 0; kind < 6; kind++)
         for (int s = 0; s < 4; s++) {
             const int64_t K = Ks[s], G = Gs[s];
@@ -574,10 +585,7 @@ static void test_qact_kernels_match_reference(void **state) {
             }
             for (int i = 0; i < nt; i++) {
                 if (t[i].id != TRIT_KERNEL_QACT) continue;
-                if (t[i].needs & ~usable) {
-                    if (kind == 0 && s == 0) printf("  %s: this CPU lacks its features, skipped\n", t[i].name);
-                    continue;
-                }
+                if (t[i].needs & ~usable) continue;
                 memset(got, 0x55, sizeof got);
                 ((trit_kernel_qact_fn *)t[i].fn)(x, K, G, got, &gs, gsum);
                 if (memcmp(got, want, (size_t)K) != 0 || memcmp(&gs, &ws, sizeof ws) != 0 ||
@@ -586,10 +594,11 @@ static void test_qact_kernels_match_reference(void **state) {
                              (long long)G);
                 if (K < 3072) assert_int_equal(got[K], 0x55);  // nothing written past the row
                 tested += kind == 0 && s == 0;
+                if (kind == 0 && s == 0) census_ran(&cen);
             }
         }
     assert_true(tested >= 1);
-    printf("  %d activation quantizers checked\n", tested);
+    census_check(&cen);
 }
 
 static void test_panels_refuse_bad_shapes(void **state) {

@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernel_census.h"
 #include "kernels/rowops.h"
 #include "trit/base.h"
 
@@ -299,9 +300,15 @@ static const kernel_case CASES[] = {
 };
 
 // Names the widths this CPU cannot run (their checks are left out, not passed).
+// Every width the CPU's own flags allow must be run; the others are named as skipped.
 static void say_skipped(void) {
-    for (int v = IMPL_AVX2; v < IMPL_N; v++)
-        if (!have_impl(v)) printf("  %s not available on this CPU: its kernels were not checked\n", IMPL_NAME[v]);
+    census c = {.what = "row kernel widths"};
+    for (int v = IMPL_REF; v < IMPL_N; v++) {
+        const uint32_t needs = v == IMPL_REF ? 0 : v == IMPL_AVX2 ? TRIT_FEAT_AVX2 : TRIT_FEAT_AVX2 | TRIT_FEAT_AVX512;
+        census_count(&c, IMPL_NAME[v], needs, census_cpu_features());
+        if (have_impl(v)) census_ran(&c);
+    }
+    census_check(&c);
 }
 
 static void check_kernel(const kernel_case *k) {

@@ -320,13 +320,15 @@ static void test_decode_matches_graph(void **state) {
         trit_gpt_free(m);
         trit_gpt_free(mn);
     }
-    // With dropout configured, the graph in eval mode is the model decoding computes.
+    // With dropout configured, the graph in eval mode is the model decoding computes: the same
+    // bound as without dropout (flash attention, 1.5e-6).
     trit_gpt_config c = small_config(false, false, false, true);
     c.dropout = 0.2;
     trit_gpt *m = trit_gpt_new(&c, 5);
     perturb(m, 8);
     double e = decode_vs_graph(m, 11, true, TRIT_F32);
-    assert_true(e <= 1e-4);
+    print_message("decode vs the eval-mode graph of a model with dropout: %.3g\n", e);
+    if (!(e <= 1.5e-6)) fail_msg("with dropout configured, decode differs from the eval-mode graph by %.3g > 1.5e-6", e);
     assert_true(decode_vs_graph(m, 11, false, TRIT_F32) > 1e-3);  // training mode drops activations
     assert_null(trit_gpt_cache_new_kv(m, TRIT_BF16));
     assert_non_null(strstr(trit_last_error(), "f32 or f16"));

@@ -68,6 +68,8 @@ static void check(trit_dtype dt, int64_t group, float tol) {
     graph(m, g);
     float diff = 0;
     for (int i = 0; i < T * V; i++) diff = fmaxf(diff, fabsf(dec[i] - g[i]));
+    print_message("%s: decode vs graph %.3g of the largest logit (tolerance %.3g)\n", trit_dtype_name(dt),
+                  diff / max_abs(g, T * V), tol);
     assert_true(diff <= tol * max_abs(g, T * V));
     assert_true(diff > 0);  // the integer kernels ran (activations were quantized)
     // The portable kernels give the same to float rounding, and to what a rounding difference
@@ -119,14 +121,22 @@ static void test_prefill_matches_decode(void **state) {
     }
 }
 
+// The integer kernels multiply the graph's own (decoded) weights by each token's inputs rounded
+// to int8 codes (scale amax/127: half a step is u = 1/254 of the token's largest |x|), exactly in
+// integers, so only that rounding moves the logits: by about two u of the largest logit (seen
+// 2.35 u for int8, 1.85 u for int4, 2.0 u for int2, 0.7 u for base-3 ternary; the same at every
+// level: the products are exact, the activation codes bit-identical, tests/kernels/test_qgemm.c,
+// and the model is seeded): 3 u.
+#define INT_ACT_TOL (3.0f / 254)
+
 static void test_int8_per_channel(void **state) {
     (void)state;
-    check(TRIT_QINT8, TRIT_QGROUP_CHANNEL, 0.03f);
+    check(TRIT_QINT8, TRIT_QGROUP_CHANNEL, INT_ACT_TOL);
 }
 
 static void test_int4_groups(void **state) {
     (void)state;
-    check(TRIT_QINT4, 64, 0.05f);
+    check(TRIT_QINT4, 64, INT_ACT_TOL);
 }
 
 // Symmetric int2 codes are ternary with group scales: the decoder repacks them into ternary panels
@@ -134,7 +144,7 @@ static void test_int4_groups(void **state) {
 // not the f32 path's (activations are quantized) yet within int4's tolerance of the graph.
 static void test_int2_groups(void **state) {
     (void)state;
-    check(TRIT_QINT2, 64, 0.05f);
+    check(TRIT_QINT2, 64, INT_ACT_TOL);
     trit_gpt *m = model();
     trit_quant_spec s = trit_quant_spec_default(TRIT_QINT2);
     trit_quantize_report r;
@@ -149,17 +159,32 @@ static void test_int2_groups(void **state) {
     trit_gpt_free(m);
 }
 
+// The weight-only kernels' distance from the graph over the decoded weights, relative to the
+// largest logit, from the arithmetic of the kernel the dispatch picks for dt:
+// - f32 products (the portable NF4 kernel, FP8 at every level: codes decode exactly): the order
+//   of the sums and one rounding of each group's scaling differ from the graph; the decoder
+//   itself is within 1.5e-6 of it (test_gpt.c): 2e-6 (seen at most 9.7e-7).
+// - NF4 on AVX2, 14-bit fixed point: the codebook and each x rounded to 2^-15 of their largest
+//   magnitude (1, and the token's largest |x|), about 2^-13 of a typical activation.
+// - NF4 on AVX512-BF16: the codebook and x rounded to bf16, 2^-8 of each value.
+// Independent roundings of two factors of u move each product's sum by about u sqrt(2/3) of its
+// terms' norm, and through two blocks and the head the logits by under one u of the largest
+// (seen: 0.64 u for bf16, 2.5e-3; 0.61 u for fixed point, 7.5e-5): two units, 2^-7 and 2^-12.
+static float weight_only_tol(trit_dtype dt) {
+    const uint32_t u = trit_cpu_usable_features();
+    if (dt != TRIT_NF4 || !(u & TRIT_FEAT_AVX2)) return 2e-6f;
+    return u & TRIT_FEAT_AVX512_BF16 ? 0x1p-7f : 0x1p-12f;
+}
+
 static void test_nf4_weight_only(void **state) {
     (void)state;
-    // f32 inputs: only the order of the sums differs from the graph; on AVX512-BF16 the kernel
-    // computes with bf16 inputs (seen: 2.5e-3 of the largest logit).
-    check(TRIT_NF4, 64, trit_cpu_usable_features() & TRIT_FEAT_AVX512_BF16 ? 1e-2f : 1e-3f);
+    check(TRIT_NF4, 64, weight_only_tol(TRIT_NF4));
 }
 
 static void test_fp8_weight_only(void **state) {
     (void)state;
-    check(TRIT_F8_E4M3, TRIT_QGROUP_CHANNEL, 1e-3f);  // f32 inputs, as NF4
-    check(TRIT_F8_E5M2, TRIT_QGROUP_CHANNEL, 1e-3f);
+    check(TRIT_F8_E4M3, TRIT_QGROUP_CHANNEL, weight_only_tol(TRIT_F8_E4M3));
+    check(TRIT_F8_E5M2, TRIT_QGROUP_CHANNEL, weight_only_tol(TRIT_F8_E5M2));
 }
 
 // Base-3 ternary weights (1.6 bits as stored) decode through the 2-bit ternary kernels after a
@@ -179,8 +204,10 @@ static void test_base3_decodes_as_2bit(void **state) {
     graph(three, g);
     float diff = 0;
     for (int i = 0; i < T * V; i++) diff = fmaxf(diff, fabsf(b[i] - g[i]));
+    print_message("ternary_b3: decode vs graph %.3g of the largest logit (tolerance %.3g)\n", diff / max_abs(g, T * V),
+                  INT_ACT_TOL);
     assert_true(diff > 1e-5f * max_abs(g, T * V));
-    assert_true(diff <= 0.05f * max_abs(g, T * V));
+    assert_true(diff <= INT_ACT_TOL * max_abs(g, T * V));
     free(a), free(b), free(g);
     trit_gpt_free(two);
     trit_gpt_free(three);
