@@ -162,6 +162,7 @@ typedef struct trit_train_config {
     char out[TRIT_PATH_MAX];     // run directory
     char resume[TRIT_PATH_MAX];  // run directory to continue
     char init_from[TRIT_PATH_MAX];  // run whose weights, architecture and tokenizer a new run takes
+    char lora[TRIT_PATH_MAX];       // LoRA spec (trit_adapter_parse_lora), "" for none: the base frozen
 } trit_train_config;
 
 // --qat: the codes of quantization-aware training.
@@ -410,6 +411,22 @@ trit_gpt *trit_checkpoint_load_as_trained(const char *path, int64_t *step);
 // read as codes (trit_checkpoint_load_decoder), a --qat/--ternary run's latent weights are frozen
 // and then dropped. What `trit sample`, `trit eval --decoder` and `trit bench --decode` decode with.
 trit_gpt *trit_checkpoint_load_decoding(const char *path, int64_t *step);
+
+// ---- adapters in PEFT's layout (train/peft.c) -------------------------------------------------
+#define TRIT_PEFT_WEIGHTS "adapter_model.safetensors"
+#define TRIT_PEFT_CONFIG "adapter_config.json"
+// Writes m's LoRA adapter into dir (which exists) as peft's save_pretrained does for a GPT-2:
+// TRIT_PEFT_WEIGHTS with base_model.model.transformer.h.<i>.<module>.lora_A.weight (r, in) and
+// lora_B.weight (out, r), and TRIT_PEFT_CONFIG (base_name: its base_model_name_or_path). Each
+// file is written atomically.
+trit_status trit_peft_save(const trit_gpt *m, const char *dir, const char *base_name);
+// Gives m (a plain model) the LoRA adapter in dir: its config checked against m (every target
+// matches a block matrix, the rank fits), every tensor present with the shape m needs and
+// nothing else in the file. On failure m is left with a partial adapter: free it.
+trit_status trit_peft_load(trit_gpt *m, const char *dir);
+// The model of checkpoint `base` as trained, with the PEFT adapter in adapter_dir, unmerged;
+// made decode-only when decoding (the base's quantized kernels plus the low-rank products).
+trit_gpt *trit_checkpoint_load_adapted(const char *base, const char *adapter_dir, bool decoding);
 
 // ---- export ---------------------------------------------------------------------------------
 

@@ -71,6 +71,12 @@ trit_gpt_cache *trit_gpt_cache_new_kv(const trit_gpt *m, trit_dtype kv) {
             return NULL;
         }
     }
+    const int64_t r = m->cfg.adapter.kind == TRIT_ADAPTER_LORA ? m->cfg.adapter.r : 0;
+    if (r && !(k->lora = malloc(sizeof(float) * (size_t)(ROWS * r)))) {
+        trit_error(TRIT_ERR_NOMEM, "gpt cache: out of memory for the LoRA products");
+        trit_gpt_cache_free(k);
+        return NULL;
+    }
     if (alloc_act_buffers(k, m, k->w->maxk) != TRIT_OK) {
         trit_gpt_cache_free(k);
         return NULL;
@@ -87,6 +93,7 @@ void trit_gpt_cache_free(trit_gpt_cache *c) {
     free(c->xscale);
     free(c->xgsum);
     trit_aligned_free(c->xf);
+    free(c->lora);
     free(c);
 }
 

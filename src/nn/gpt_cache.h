@@ -71,6 +71,7 @@ struct trit_gpt_cache {
     float *xscale;         // (ROWS)
     int32_t *xgsum;        // (ROWS, max K / 64)
     float *xf;             // (ROWS, max K)
+    float *lora;           // (ROWS, LoRA r) or NULL: a chunk's products with the adapters' A
 };
 
 static inline const trit_tensor *trit_gpt_cache_quantized(const trit_gpt_cache *k, int i) {

@@ -81,13 +81,28 @@ static bool product(const trit_gpt_cache *c, float *out, const float *x, const g
 // Below this many values a bias is added on one thread.
 #define ADD_PARALLEL_MIN ((int64_t)1 << 15)
 
+// out (R, N) += s (x A^T) B^T: step st's LoRA pair (A (r, K), B (N, r)) beside the base's product,
+// in the graph's order (the (R, r) product scaled, then multiplied by B).
+static void lora_rows(const trit_gpt_cache *c, float *out, const float *x, const gpt_step *st, int64_t R) {
+    const trit_gpt *m = c->m;
+    const int64_t r = m->tensors[st->la]->shape[0], K = m->tensors[st->la]->shape[1], N = st->width;
+    const float *A = trit_gpt_cache_f32(c, st->la), *B = trit_gpt_cache_f32(c, st->lb);
+    const float s = (float)trit_adapter_scale(&m->cfg.adapter);
+    float *t = c->lora;  // (R, r)
+    trit_kernel_gemm_f32(false, true, R, r, K, x, K, A, K, t, r, false);
+    for (int64_t i = 0; i < R * r; i++) t[i] *= s;
+    trit_kernel_gemm_f32(false, true, R, N, r, t, r, B, r, out, N, true);
+}
+
 // out (R, N) = x (R, K) W^T + b for step st; then res (R, N) += out when res is given (the
 // residual stream).
 static void matmul(const trit_gpt_cache *c, float *out, const float *x, const gpt_step *st, int64_t R, float *res) {
     const int64_t N = st->width;
     const float *bd = trit_gpt_cache_f32(c, st->b);
     const trit_qpanel_epilogue e = {bd, res, N};
-    if (product(c, out, x, st, R, &e)) return;  // the panel kernels' threads added both to their columns
+    const bool lora = st->la >= 0 && !c->m->adapters_merged;
+    if (product(c, out, x, st, R, lora ? NULL : &e)) return;  // the panel kernels' threads added both to their columns
+    if (lora) lora_rows(c, out, x, st, R);
 #pragma omp parallel for schedule(static) if ((bd || res) && R * N >= ADD_PARALLEL_MIN && !omp_in_parallel())
     for (int64_t r = 0; r < R; r++) {
         float *o = out + r * N;

@@ -19,11 +19,13 @@ static trit_tensor *dropout(trit_graph *g, const trit_gpt *m, trit_tensor *x, ui
 }
 
 // x W^T + b; a matrix inside a block goes through fake quantization under QAT.
+// A LoRA pair adds its product (nn/lora.c) unless merged into W.
 static trit_tensor *linear(trit_graph *g, const trit_gpt *m, trit_tensor *x, const gpt_step *s) {
-    trit_tensor *w = param(m, s->w);
+    trit_tensor *w = param(m, s->w), *in = x;
     if (s->block_matrix && m->qat_acts) x = trit_fake_quant(g, x, &m->qat_a, NULL);
     if (s->block_matrix && m->qat_weights) w = trit_fake_quant(g, w, &m->qat_w, NULL);
-    return trit_linear(g, x, w, param(m, s->b));
+    trit_tensor *y = trit_linear(g, x, w, param(m, s->b));
+    return s->la >= 0 && !m->adapters_merged ? trit_gpt_lora_graph(g, m, s, in, y) : y;
 }
 
 // The values of the slots while the program is built into a graph; a fused q, k, v slot also

@@ -20,6 +20,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 int trit_gpt_index_of(const trit_gpt *m, const trit_tensor *t) {
     for (int i = 0; t && i < m->n_tensors; i++)
@@ -31,7 +32,8 @@ typedef struct prog_builder {
     trit_gpt *m;
     int n, cap;
     int block;
-    bool full;  // a step did not fit (cap is the longest program a config can give)
+    bool full;    // a step did not fit (cap is the longest program a config can give)
+    bool broken;  // a LoRA A without its B or the reverse
 } prog_builder;
 
 static gpt_step *emit(prog_builder *p, gpt_op op, gpt_slot src, gpt_slot dst, int64_t width) {
@@ -40,7 +42,8 @@ static gpt_step *emit(prog_builder *p, gpt_op op, gpt_slot src, gpt_slot dst, in
         return NULL;
     }
     gpt_step *s = &p->m->prog[p->n++];
-    *s = (gpt_step){.op = op, .src = src, .dst = dst, .w = -1, .b = -1, .w2 = -1, .width = width, .block = p->block};
+    *s = (gpt_step){.op = op, .src = src, .dst = dst, .w = -1, .b = -1, .w2 = -1, .width = width, .block = p->block,
+                    .la = -1, .lb = -1};
     if (op != GPT_OP_HEAD && width > p->m->slot_width[dst]) p->m->slot_width[dst] = width;  // logits are the caller's
     return s;
 }
@@ -55,10 +58,27 @@ static void norm(prog_builder *p, gpt_slot src, gpt_slot dst, const trit_tensor 
     with(p, emit(p, GPT_OP_NORM, src, dst, w->shape[0]), w, b);
 }
 
+// The index of the parameter named "<stem><suffix>", -1 when the model has none.
+static int find_named(const trit_gpt *m, const char *stem, size_t n, const char *suffix) {
+    char name[TRIT_NAME_MAX + 32];
+    snprintf(name, sizeof name, "%.*s%s", (int)n, stem, suffix);
+    for (int i = 0; i < m->n_tensors; i++)
+        if (strcmp(m->tensors[i]->name, name) == 0) return i;
+    return -1;
+}
+
+// A block matrix W ("h.3.attn.c_attn.weight") with its LoRA pair when the model has one.
 static void linear(prog_builder *p, gpt_slot src, gpt_slot dst, const trit_tensor *w, const trit_tensor *b) {
     gpt_step *s = emit(p, GPT_OP_LINEAR, src, dst, w->shape[0]);
     with(p, s, w, b);
-    if (s) s->block_matrix = true;
+    if (!s) return;
+    s->block_matrix = true;
+    const size_t n = strlen(w->name) - strlen(".weight");  // the module's name
+    if (p->m->cfg.adapter.kind != TRIT_ADAPTER_LORA) return;
+    s->la = find_named(p->m, w->name, n, ".lora_A.weight");
+    s->lb = find_named(p->m, w->name, n, ".lora_B.weight");
+    if ((s->la < 0) != (s->lb < 0)) p->full = p->broken = true;
+    s->lora_stream = trit_gpt_name_stream(w->name) ^ trit_gpt_name_stream("lora_dropout");
 }
 
 static void residual(prog_builder *p, gpt_slot src, const char *role) {
@@ -102,6 +122,7 @@ trit_status trit_gpt_program_build(trit_gpt *m) {
     norm(&p, GPT_X, GPT_H, m->lnf_w, m->lnf_b);
     with(&p, emit(&p, GPT_OP_HEAD, GPT_H, GPT_H, m->cfg.vocab_size), m->wte, NULL);
     m->n_prog = p.n;
+    if (p.broken) return trit_error(TRIT_ERR_STATE, "gpt: a LoRA adapter has an A matrix without its B or the reverse");
     if (p.full) return trit_error(TRIT_ERR_STATE, "gpt: the program outgrew its %d steps", p.cap);
     return TRIT_OK;
 }

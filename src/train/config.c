@@ -148,6 +148,9 @@ static const field fields[] = {
     {"init-from", F_STR, K_MODEL, OFF(init_from), NULL,
      "start a new run from this run's weights (as trained), architecture and tokenizer, with a fresh optimizer "
      "and schedule", NONE},
+    {"lora", F_STR, K_MODEL, OFF(lora), NULL,
+     "train a LoRA adapter beside the frozen weights: r=8,alpha=16,dropout=0.05,targets=c_attn,attn.c_proj,c_fc,"
+     "mlp.c_proj[,rslora] (PEFT's defaults: r 8, alpha 8, dropout 0, targets c_attn); with --init-from", NONE},
 };
 #undef OFF
 #undef I

@@ -172,6 +172,9 @@ trit_status trit_trainer_init_load(trainer *t, trit_train_config *cfg) {
         return trit_error(TRIT_ERR_FORMAT, "--init-from '%s': its model has a vocabulary of %lld tokens but its %s has "
                           "%d: the directory mixes two runs", run, (long long)g->vocab_size, TRIT_CKPT_TOKENIZER,
                           trit_tokenizer_vocab_size(t->init_tok));
+    if (g->adapter.kind != TRIT_ADAPTER_NONE)
+        return trit_error(TRIT_ERR_INVALID, "--init-from '%s' carries a LoRA adapter: `trit merge` it into a plain run "
+                          "and start from that", run);
     s = check_expressible(run, g);
     if (s == TRIT_OK) s = check_tokenizer_flags(cfg, t->init_tok);
     if (s == TRIT_OK) s = take_architecture(cfg, g);
@@ -188,10 +191,11 @@ trit_status trit_trainer_init_check_out(const trainer *t) {
 }
 
 trit_status trit_trainer_init_weights(trainer *t) {
-    const int n = trit_gpt_num_tensors(t->model);
-    if (n != trit_gpt_num_tensors(t->init_model))
-        return trit_error(TRIT_ERR_STATE, "--init-from: the new model has %d tensors, '%s' has %d", n, t->cfg.init_from,
-                          trit_gpt_num_tensors(t->init_model));
+    // The base's tensors come first in a model with an adapter (which keeps its initial values).
+    const int n = trit_gpt_num_tensors(t->init_model);
+    if (trit_gpt_num_tensors(t->model) != n && !trit_gpt_get_config(t->model)->adapter.kind)
+        return trit_error(TRIT_ERR_STATE, "--init-from: the new model has %d tensors, '%s' has %d",
+                          trit_gpt_num_tensors(t->model), t->cfg.init_from, n);
     trit_status s = TRIT_OK;
     for (int i = 0; i < n && s == TRIT_OK; i++) {
         trit_tensor *dst = trit_gpt_tensor(t->model, i);

@@ -209,7 +209,7 @@ static trit_status apply_precision(trainer *t) {
 static trit_gpt_config model_config(const trainer *t) {
     const trit_train_config *c = &t->cfg;
     trit_gpt_config g = trit_gpt_config_default();
-    g.vocab_size = trit_tokenizer_vocab_size(t->tok);
+    g.vocab_size = t->tok ? trit_tokenizer_vocab_size(t->tok) : 2;
     g.seq_len = c->seq;
     g.n_layer = c->layers;
     g.n_head = c->heads;
@@ -220,7 +220,17 @@ static trit_gpt_config model_config(const trainer *t) {
     g.mlp = (trit_mlp_kind)c->mlp;
     g.pos = (trit_pos_kind)c->pos;
     g.subln = c->subln != 0;
+    if (c->lora[0]) trit_adapter_parse_lora(c->lora, &g.adapter);  // checked by check_adapter
     return g;
+}
+
+// --lora against the architecture, before anything is written (the vocabulary does not matter).
+static trit_status check_adapter(const trainer *t) {
+    if (!t->cfg.lora[0]) return TRIT_OK;
+    trit_gpt_config g = model_config(t);
+    trit_status s = trit_adapter_parse_lora(t->cfg.lora, &g.adapter);
+    if (s == TRIT_OK) s = trit_gpt_config_check(&g);
+    return s;
 }
 
 // The model of config g, its training graph, the optimizer and the schedule.
@@ -302,6 +312,7 @@ trit_status trit_trainer_setup(trainer *t, const trit_train_config *cli) {
     t->task = trit_train_config_task(&cfg);
     trit_threads_set((int)cfg.threads);
     s = trit_trainer_init_check_out(t);
+    if (s == TRIT_OK) s = check_adapter(t);
     if (s == TRIT_OK) s = setup_data(t);
     if (s == TRIT_OK) {
         const trit_gpt_config g = model_config(t);
