@@ -24,6 +24,7 @@ int trit_cli_prepare(int argc, char **argv);
 int trit_cli_bench(int argc, char **argv);
 int trit_cli_quantize(int argc, char **argv);
 int trit_cli_export(int argc, char **argv);
+int trit_cli_merge(int argc, char **argv);
 
 // Gives OpenMP a bounded spin before its threads sleep, unless the user chose a wait policy:
 // re-executes the program once with the limit in its environment (cli/wait_policy.c).

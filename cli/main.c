@@ -20,6 +20,7 @@ static const verb verbs[] = {
     {"prepare", trit_cli_prepare, "tokenize a text file into train/val token shards"},
     {"quantize", trit_cli_quantize, "post-training quantization of a run (int8/4/2, nf4, fp8)"},
     {"export", trit_cli_export, "write a run's model as GGUF for llama.cpp"},
+    {"merge", trit_cli_merge, "fold a LoRA adapter into a base run's weights"},
     {"bench", trit_cli_bench, "time training steps of named GPT configs against a measured GEMM peak"},
 };
 enum { NUM_VERBS = (int)(sizeof verbs / sizeof verbs[0]) };

@@ -17,13 +17,12 @@ typedef enum { TRIT_POS_LEARNED = 0, TRIT_POS_ROPE = 1 } trit_pos_kind;
 // Adapters beside frozen base weights (parameter-efficient fine-tuning; nn/lora.c).
 typedef enum trit_adapter_kind {
     TRIT_ADAPTER_NONE = 0,
-    TRIT_ADAPTER_LORA = 1,        // W x + scale B A dropout(x) on the targeted block matrices
-    TRIT_ADAPTER_BOTTLENECK = 2,  // Houlsby: h + up(gelu(down h)) on each sub-layer's output
+    TRIT_ADAPTER_LORA = 1,  // W x + scale B A dropout(x) on the targeted block matrices
 } trit_adapter_kind;
 #define TRIT_ADAPTER_TARGETS_MAX 128
 typedef struct trit_adapter_config {
     trit_adapter_kind kind;
-    int64_t r;        // LoRA rank, or the bottleneck's width
+    int64_t r;        // LoRA rank
     double alpha;     // LoRA: the product is scaled by alpha / r (alpha / sqrt(r) with rslora)
     double dropout;   // LoRA: dropout on the adapter's input, [0, 1)
     bool rslora;
@@ -210,15 +209,12 @@ trit_status trit_gpt_prefill(const trit_gpt *m, trit_gpt_cache *c, const int32_t
 //   LoRA, per targeted matrix W (out, in):  h.<i>.<module>.lora_A.weight (r, in)   Kaiming-uniform
 //                                           h.<i>.<module>.lora_B.weight (out, r)  zeros
 //     module: attn.c_attn, attn.c_proj, mlp.c_fc or mlp.c_proj; y = x W^T + b + s (drop(x) A^T) B^T
-//   bottleneck, per block and sub-layer (attn, mlp):
-//                                           h.<i>.<sub>.adapter.down.weight (r, C), .bias (r)
-//                                           h.<i>.<sub>.adapter.up.weight (C, r), .bias (C)  zeros
-//     the sub-layer's output h becomes h + up(gelu(down h)) before the residual add.
 // Base parameters are frozen (no gradient, no optimizer state). Training graphs, evaluation and
 // the decoder all run the adapters (the decoder on top of the base's quantized kernels).
 
 // Parses "r=8,alpha=16,dropout=0.05,targets=c_attn,attn.c_proj[,rslora]" (a bare word after
-// targets= is one more target; defaults alpha = r... see docs) into a LoRA config.
+// targets= is one more target) into a LoRA config; keys left out take peft's LoraConfig
+// defaults (r 8, alpha 8, dropout 0) and its target for GPT-2 (c_attn).
 trit_status trit_adapter_parse_lora(const char *spec, trit_adapter_config *out);
 // The inverse: the spec string of a LoRA config (what the parser reads back the same).
 trit_status trit_adapter_format_lora(const trit_adapter_config *a, char *buf, size_t n);

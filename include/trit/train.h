@@ -427,6 +427,10 @@ trit_status trit_peft_load(trit_gpt *m, const char *dir);
 // The model of checkpoint `base` as trained, with the PEFT adapter in adapter_dir, unmerged;
 // made decode-only when decoding (the base's quantized kernels plus the low-rank products).
 trit_gpt *trit_checkpoint_load_adapted(const char *base, const char *adapter_dir, bool decoding);
+// `trit merge`: base (a run directory or .safetensors file) with the adapter in adapter_dir
+// merged into its weights, written as a plain f32 run in out (model.safetensors and base's
+// tokenizer.bin when it has one). out must not hold a model; on failure nothing is left there.
+trit_status trit_merge_adapter_run(const char *base, const char *adapter_dir, const char *out);
 
 // ---- export ---------------------------------------------------------------------------------
 
