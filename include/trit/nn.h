@@ -234,6 +234,11 @@ trit_status trit_gpt_add_adapter(trit_gpt *m, const trit_adapter_config *a, uint
 trit_status trit_gpt_merge_adapters(trit_gpt *m);
 trit_status trit_gpt_unmerge_adapters(trit_gpt *m);
 bool trit_gpt_adapters_merged(const trit_gpt *m);
+// QLoRA: every frozen parameter with a quantized copy (trit_gpt_quantize) gives up its f32
+// values, so the base lives only as codes: graphs multiply by the codes through the quantized-
+// operand linear (decoded a chunk at a time, input gradients only), the decoder through its
+// kernels (every such matrix must have one). The model must have an adapter (its base frozen).
+trit_status trit_gpt_use_quantized_base(trit_gpt *m);
 // Elements of the parameters that are not frozen.
 int64_t trit_gpt_num_trainable(const trit_gpt *m);
 

@@ -163,7 +163,12 @@ typedef struct trit_train_config {
     char resume[TRIT_PATH_MAX];  // run directory to continue
     char init_from[TRIT_PATH_MAX];  // run whose weights, architecture and tokenizer a new run takes
     char lora[TRIT_PATH_MAX];       // LoRA spec (trit_adapter_parse_lora), "" for none: the base frozen
+    int64_t quantize_base;          // trit_train_qbase: QLoRA's base as codes
+    int64_t double_quant;           // 1: the quantized base's scales double-quantized (blocks of 256)
 } trit_train_config;
+
+// --quantize-base: the frozen base of a LoRA run kept only as codes (QLoRA).
+typedef enum { TRIT_QBASE_OFF = 0, TRIT_QBASE_NF4, TRIT_QBASE_INT8, TRIT_QBASE_INT4, TRIT_QBASE_TERNARY } trit_train_qbase;
 
 // --qat: the codes of quantization-aware training.
 typedef enum { TRIT_QAT_OFF = 0, TRIT_QAT_INT8, TRIT_QAT_INT4, TRIT_QAT_INT2, TRIT_QAT_FP8, TRIT_QAT_TERNARY } trit_train_qat;
@@ -427,6 +432,8 @@ trit_status trit_peft_load(trit_gpt *m, const char *dir);
 // The model of checkpoint `base` as trained, with the PEFT adapter in adapter_dir, unmerged;
 // made decode-only when decoding (the base's quantized kernels plus the low-rank products).
 trit_gpt *trit_checkpoint_load_adapted(const char *base, const char *adapter_dir, bool decoding);
+// The quantization spec of --quantize-base / --double-quant (train/qlora.c).
+trit_quant_spec trit_train_qbase_spec(const trit_train_config *c);
 // `trit merge`: base (a run directory or .safetensors file) with the adapter in adapter_dir
 // merged into its weights, written as a plain f32 run in out (model.safetensors and base's
 // tokenizer.bin when it has one). out must not hold a model; on failure nothing is left there.

@@ -2,6 +2,7 @@
 // LoRA product in a graph). The decoder's side is in gpt_decode.c; PEFT's file layout in
 // train/peft.c. LoRA (Hu et al.): a frozen W (out, in) gets y = x W^T + b + s (drop(x) A^T) B^T
 // with A (r, in) Kaiming-uniform, B (out, r) zero, so training starts from the base's outputs.
+#include "nn/gpt_cache.h"
 #include "nn/gpt_internal.h"
 
 #include <math.h>
@@ -328,4 +329,48 @@ trit_tensor *trit_gpt_lora_graph(trit_graph *g, const trit_gpt *m, const gpt_ste
     trit_tensor *down = trit_linear(g, x, m->tensors[s->la], NULL);  // (B, T, r)
     down = trit_scale(g, down, trit_adapter_scale(a));
     return trit_add(g, y, trit_linear(g, down, m->tensors[s->lb], NULL));  // (B, T, out)
+}
+
+// ---- a quantized base (QLoRA) -----------------------------------------------------------------
+
+// Whether the decoder multiplies parameter i by its codes (panels or the integer / weight-only
+// kernels): a matrix without f32 values must be.
+static bool decoder_takes(const gpt_weights *w, int i) {
+    return (w->panels && w->panels[i].codes) || (w->qscales && w->qscales[i]);
+}
+
+trit_status trit_gpt_use_quantized_base(trit_gpt *m) {
+    if (!m) return trit_error(TRIT_ERR_INVALID, "trit_gpt_use_quantized_base: NULL model");
+    if (m->dec || !m->quantized)
+        return trit_error(TRIT_ERR_STATE, "gpt: a quantized base needs quantized copies of its matrices "
+                          "(trit_gpt_quantize) on a model that is not decode-only");
+    bool *drop = calloc((size_t)m->n_tensors, sizeof *drop);
+    if (!drop) return trit_error(TRIT_ERR_NOMEM, "gpt: out of memory");
+    gpt_weights w;
+    memset(&w, 0, sizeof w);
+    trit_status s = trit_gpt_weights_make(&w, m);
+    for (int i = 0; s == TRIT_OK && i < m->n_tensors; i++) {
+        const trit_tensor *t = m->tensors[i];
+        trit_tensor *q = m->quantized[i];
+        if (!q || !t->data) continue;
+        if (!(t->flags & TRIT_FLAG_FROZEN))
+            s = trit_error(TRIT_ERR_STATE, "gpt: '%s' is trainable, but a quantized base gets no gradient: give the "
+                           "model an adapter first (its base is then frozen)", t->name);
+        else if (!decoder_takes(&w, i))
+            s = trit_error(TRIT_ERR_UNSUPPORTED, "gpt: no decoding kernel multiplies '%s' as %s (groups of %lld) by its "
+                           "codes, and without f32 values it must be: choose nf4, int8, int4 with groups of 64, or "
+                           "ternary", t->name, trit_dtype_name(q->dtype), (long long)(q->quant ? q->quant->group_size : 0));
+        drop[i] = true;
+    }
+    trit_gpt_weights_free(&w);
+    for (int i = 0; s == TRIT_OK && i < m->n_tensors; i++) {
+        if (!drop[i]) continue;
+        trit_tensor *q = m->quantized[i];
+        q->flags |= TRIT_FLAG_PARAM | TRIT_FLAG_FROZEN;  // a graph operand without gradient
+        q->graph_value = -1;
+        snprintf(q->name, sizeof q->name, "%s", m->tensors[i]->name);
+    }
+    if (s == TRIT_OK) s = trit_gpt_lay_out(m, drop, NULL);  // the f32 values go with the old storage
+    free(drop);
+    return s;
 }

@@ -42,6 +42,7 @@ static const char *const recompute_names[] = {"off", "block", NULL};
 static const char *const schedule_names[] = {"cosine", "two-stage", NULL};
 static const char *const qat_acts_names[] = {"off", "token", NULL};
 static const char *const optimizer_names[] = {"adamw", "adamw8bit", NULL};
+static const char *const qbase_names[] = {"off", "nf4", "int8", "int4", "ternary", NULL};
 
 // Upper bounds are where a run stops being a training run on one machine and becomes an
 // overflow or an allocation that cannot succeed; the products of sizes are checked too
@@ -151,6 +152,12 @@ static const field fields[] = {
     {"lora", F_STR, K_MODEL, OFF(lora), NULL,
      "train a LoRA adapter beside the frozen weights: r=8,alpha=16,dropout=0.05,targets=c_attn,attn.c_proj,c_fc,"
      "mlp.c_proj[,rslora] (PEFT's defaults: r 8, alpha 8, dropout 0, targets c_attn); with --init-from", NONE},
+    {"quantize-base", F_ENUM, K_MODEL, OFF(quantize_base), qbase_names,
+     "off|nf4|int8|int4|ternary: with --lora, keep the frozen base only as codes (QLoRA: nf4 blocks of 64, int8 per "
+     "channel, int4 groups of 64, ternary per matrix) (off)", NONE},
+    {"double-quant", F_BOOL, K_MODEL, OFF(double_quant), NULL,
+     "with --quantize-base: the base's scales as int8 in blocks of 256 (QLoRA's double quantization); no value",
+     NONE, .is_switch = true},
 };
 #undef OFF
 #undef I
@@ -376,6 +383,8 @@ static void apply_defaults(trit_train_config *c) {
     DEF_I(stop_after, 0);
     DEF_I(max_skips, 10);
     DEF_I(quiet, 0);
+    DEF_I(quantize_base, TRIT_QBASE_OFF);
+    DEF_I(double_quant, 0);
     if (!c->out[0]) snprintf(c->out, sizeof c->out, "%s", c->resume[0] ? c->resume : task ? "run-addition" : "run");
 }
 #undef DEF_I
@@ -428,6 +437,11 @@ static trit_status check_relations(const trit_train_config *c) {
     NEED(c->min_lr <= c->lr, "--min-lr must be in [0, --lr %g], got %g", c->lr, c->min_lr);
     NEED(c->master_weights || c->precision != TRIT_PRECISION_FP32,
          "--master-weights off needs --precision bf16 or fp16 (fp32 weights are their own master copy)");
+    NEED(c->quantize_base == TRIT_QBASE_OFF || c->lora[0],
+         "--quantize-base keeps a frozen base as codes: it needs --lora (the adapter is what trains)");
+    NEED(c->quantize_base == TRIT_QBASE_OFF || (c->qat == TRIT_QAT_OFF && c->master_weights),
+         "--quantize-base does not combine with --qat/--ternary or --master-weights off");
+    NEED(!c->double_quant || c->quantize_base != TRIT_QBASE_OFF, "--double-quant applies to --quantize-base");
     NEED(c->terngrad_bucket % 4 == 0, "--terngrad-bucket must be 0 or a multiple of 4 (whole bytes of codes), got %lld",
          (long long)c->terngrad_bucket);
     return TRIT_OK;

@@ -244,6 +244,7 @@ static trit_status setup_model(trainer *t, const trit_gpt_config *gc) {
     t->model = trit_gpt_new(&g, (uint64_t)c->seed);
     if (!t->model) return TRIT_ERR_INVALID;
     trit_status s = t->init_model ? trit_trainer_init_weights(t) : TRIT_OK;
+    if (s == TRIT_OK) s = trit_train_quantize_base(t);
     if (s == TRIT_OK) s = apply_precision(t);
     if (s == TRIT_OK) s = trit_train_set_qat(t->model, c);
     if (s == TRIT_OK) s = trit_gpt_build_train(t->model, c->batch, t->T, &t->gg);
@@ -251,8 +252,10 @@ static trit_status setup_model(trainer *t, const trit_gpt_config *gc) {
     int n = trit_gpt_num_tensors(t->model);
     t->params = malloc((size_t)n * sizeof *t->params);
     if (!t->params) return trit_error(TRIT_ERR_NOMEM, "cannot list %d parameters", n);
-    t->n_params = n;
-    for (int i = 0; i < n; i++) t->params[i] = trit_gpt_tensor(t->model, i);
+    t->n_params = 0;  // a quantized base's matrices (no f32 values, no gradient) are no optimizer's business
+    for (int i = 0; i < n; i++)
+        if (trit_gpt_tensor(t->model, i)->data) t->params[t->n_params++] = trit_gpt_tensor(t->model, i);
+    n = t->n_params;
     if (c->terngrad) {
         int64_t most = 1;
         for (int i = 0; i < n; i++) most = trit_tensor_numel(t->params[i]) > most ? trit_tensor_numel(t->params[i]) : most;
