@@ -117,6 +117,8 @@ trit_status trit_gpt_attach_grads(trit_gpt *m);
 // quantized checkpoint loads see to that). The model owns q from the call on, also on failure.
 trit_status trit_gpt_attach_quantized(trit_gpt *m, int i, trit_tensor *q);
 const trit_tensor *trit_gpt_quantized(const trit_gpt *m, int i);  // NULL when none
+// Takes parameter i's quantized copy away from m (the caller owns it; NULL when none).
+trit_tensor *trit_gpt_detach_quantized(trit_gpt *m, int i);
 // Decode only: the model keeps each weight only in the form its decoding kernel reads. Every
 // quantized copy a kernel multiplies with loses its f32 parameter values, and the integer ones the
 // CPU has panel kernels for are packed once into panels that replace their codes (the token

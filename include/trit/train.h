@@ -168,7 +168,10 @@ typedef struct trit_train_config {
 } trit_train_config;
 
 // --quantize-base: the frozen base of a LoRA run kept only as codes (QLoRA).
-typedef enum { TRIT_QBASE_OFF = 0, TRIT_QBASE_NF4, TRIT_QBASE_INT8, TRIT_QBASE_INT4, TRIT_QBASE_TERNARY } trit_train_qbase;
+// KEEP: an --init-from run that is quantized already (`trit quantize`) keeps its own codes.
+typedef enum {
+    TRIT_QBASE_OFF = 0, TRIT_QBASE_NF4, TRIT_QBASE_INT8, TRIT_QBASE_INT4, TRIT_QBASE_TERNARY, TRIT_QBASE_KEEP
+} trit_train_qbase;
 
 // --qat: the codes of quantization-aware training.
 typedef enum { TRIT_QAT_OFF = 0, TRIT_QAT_INT8, TRIT_QAT_INT4, TRIT_QAT_INT2, TRIT_QAT_FP8, TRIT_QAT_TERNARY } trit_train_qat;

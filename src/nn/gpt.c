@@ -437,6 +437,13 @@ const trit_tensor *trit_gpt_quantized(const trit_gpt *m, int i) {
     return m && m->quantized && i >= 0 && i < m->n_tensors ? m->quantized[i] : NULL;
 }
 
+trit_tensor *trit_gpt_detach_quantized(trit_gpt *m, int i) {
+    if (!m || !m->quantized || i < 0 || i >= m->n_tensors) return NULL;
+    trit_tensor *q = m->quantized[i];
+    m->quantized[i] = NULL;
+    return q;
+}
+
 const trit_flat *trit_gpt_flat(const trit_gpt *m) { return m ? m->flat : NULL; }
 
 trit_status trit_gpt_init_values(const trit_gpt *m, int i, uint64_t seed, int64_t first, int64_t n, float *out) {

@@ -7,7 +7,12 @@
 
 #include <string.h>
 
-static trit_tensor *param(const trit_gpt *m, int i) { return i >= 0 ? m->tensors[i] : NULL; }
+// Parameter i as an operand: its codes when a quantized base (QLoRA) keeps no f32 values.
+static trit_tensor *param(const trit_gpt *m, int i) {
+    if (i < 0) return NULL;
+    if (!m->tensors[i]->data && m->quantized && m->quantized[i]) return m->quantized[i];
+    return m->tensors[i];
+}
 
 static trit_tensor *norm(trit_graph *g, const trit_gpt *m, trit_tensor *x, const gpt_step *s) {
     if (m->cfg.norm == TRIT_NORM_RMS) return trit_rmsnorm(g, x, param(m, s->w), m->cfg.norm_eps);
@@ -22,7 +27,6 @@ static trit_tensor *dropout(trit_graph *g, const trit_gpt *m, trit_tensor *x, ui
 // A LoRA pair adds its product (nn/lora.c) unless merged into W.
 static trit_tensor *linear(trit_graph *g, const trit_gpt *m, trit_tensor *x, const gpt_step *s) {
     trit_tensor *w = param(m, s->w), *in = x;
-    if (!w->data && m->quantized && m->quantized[s->w]) w = m->quantized[s->w];  // a quantized base (QLoRA)
     if (s->block_matrix && m->qat_acts) x = trit_fake_quant(g, x, &m->qat_a, NULL);
     if (s->block_matrix && m->qat_weights) w = trit_fake_quant(g, w, &m->qat_w, NULL);
     trit_tensor *y = trit_linear(g, x, w, param(m, s->b));

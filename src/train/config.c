@@ -42,7 +42,7 @@ static const char *const recompute_names[] = {"off", "block", NULL};
 static const char *const schedule_names[] = {"cosine", "two-stage", NULL};
 static const char *const qat_acts_names[] = {"off", "token", NULL};
 static const char *const optimizer_names[] = {"adamw", "adamw8bit", NULL};
-static const char *const qbase_names[] = {"off", "nf4", "int8", "int4", "ternary", NULL};
+static const char *const qbase_names[] = {"off", "nf4", "int8", "int4", "ternary", "keep", NULL};
 
 // Upper bounds are where a run stops being a training run on one machine and becomes an
 // overflow or an allocation that cannot succeed; the products of sizes are checked too
@@ -154,7 +154,8 @@ static const field fields[] = {
      "mlp.c_proj[,rslora] (PEFT's defaults: r 8, alpha 8, dropout 0, targets c_attn); with --init-from", NONE},
     {"quantize-base", F_ENUM, K_MODEL, OFF(quantize_base), qbase_names,
      "off|nf4|int8|int4|ternary: with --lora, keep the frozen base only as codes (QLoRA: nf4 blocks of 64, int8 per "
-     "channel, int4 groups of 64, ternary per matrix) (off)", NONE},
+     "channel, int4 groups of 64, ternary per matrix; keep: the codes of an --init-from run made by `trit quantize`, "
+     "which --lora takes by itself) (off)", NONE},
     {"double-quant", F_BOOL, K_MODEL, OFF(double_quant), NULL,
      "with --quantize-base: the base's scales as int8 in blocks of 256 (QLoRA's double quantization); no value",
      NONE, .is_switch = true},
@@ -441,7 +442,10 @@ static trit_status check_relations(const trit_train_config *c) {
          "--quantize-base keeps a frozen base as codes: it needs --lora (the adapter is what trains)");
     NEED(c->quantize_base == TRIT_QBASE_OFF || (c->qat == TRIT_QAT_OFF && c->master_weights),
          "--quantize-base does not combine with --qat/--ternary or --master-weights off");
-    NEED(!c->double_quant || c->quantize_base != TRIT_QBASE_OFF, "--double-quant applies to --quantize-base");
+    NEED(!c->double_quant || (c->quantize_base != TRIT_QBASE_OFF && c->quantize_base != TRIT_QBASE_KEEP),
+         "--double-quant applies to --quantize-base nf4|int8|int4|ternary");
+    NEED(c->quantize_base != TRIT_QBASE_KEEP || c->init_from[0],
+         "--quantize-base keep takes the codes of the --init-from run: pass --init-from");
     NEED(c->terngrad_bucket % 4 == 0, "--terngrad-bucket must be 0 or a multiple of 4 (whole bytes of codes), got %lld",
          (long long)c->terngrad_bucket);
     return TRIT_OK;

@@ -2,14 +2,17 @@
 // only as codes (trit_gpt_use_quantized_base), so training holds the quantized base, the adapter
 // in f32 and its optimizer state. A resumed run quantizes the same base again (its --init-from,
 // or the seed's random base): the codes are a pure function of the base values and the spec.
+// With keep, the --init-from run is quantized already (`trit quantize`) and its codes are taken
+// as they are (trit_trainer_init_weights moves them over).
 #include "trit/train.h"
 #include "train/trainer.h"
 
 #include <stdio.h>
 
 trit_quant_spec trit_train_qbase_spec(const trit_train_config *c) {
-    static const trit_dtype dt[] = {TRIT_DTYPE_COUNT, TRIT_NF4, TRIT_QINT8, TRIT_QINT4, TRIT_TERNARY};
-    trit_quant_spec s = trit_quant_spec_default(dt[c->quantize_base]);
+    static const trit_dtype dt[] = {TRIT_DTYPE_COUNT, TRIT_NF4, TRIT_QINT8, TRIT_QINT4, TRIT_TERNARY, TRIT_DTYPE_COUNT};
+    const int64_t k = c->quantize_base;
+    trit_quant_spec s = trit_quant_spec_default(k >= 0 && k < (int64_t)(sizeof dt / sizeof dt[0]) ? dt[k] : TRIT_DTYPE_COUNT);
     if (c->quantize_base == TRIT_QBASE_INT4) s.group_size = 64;  // the integer kernels' groups: multiples of 64
     s.double_quant_block = c->double_quant ? 256 : 0;
     return s;
@@ -31,7 +34,7 @@ trit_status trit_train_quantize_base(trainer *t) {
     }
     const trit_quant_spec spec = trit_train_qbase_spec(c);
     trit_quantize_report r;
-    if (s == TRIT_OK) s = trit_gpt_quantize(t->model, &spec, TRIT_QUANTIZE_BLOCKS, &r);
+    if (s == TRIT_OK && c->quantize_base != TRIT_QBASE_KEEP) s = trit_gpt_quantize(t->model, &spec, TRIT_QUANTIZE_BLOCKS, &r);
     if (s == TRIT_OK) s = trit_gpt_use_quantized_base(t->model);
     return s;
 }
