@@ -117,6 +117,28 @@ static bool neutral(const cJSON *o, const char *key) {
            (cJSON_IsString(v) && strcmp(v->valuestring, "none") == 0);
 }
 
+// peft settings that change what an adapter computes or where it applies, which trit's LoRA
+// does not implement.
+static const char *const UNSUPPORTED[] = {"use_dora", "bias", "lora_bias", "modules_to_save", "layers_to_transform",
+                                          "rank_pattern", "alpha_pattern", "exclude_modules", "layer_replication",
+                                          "target_parameters", "trainable_token_indices", "use_qalora",
+                                          "alora_invocation_tokens"};
+
+static bool all_neutral(const cJSON *o) {
+    for (size_t i = 0; i < sizeof UNSUPPORTED / sizeof UNSUPPORTED[0]; i++)
+        if (!neutral(o, UNSUPPORTED[i])) return false;
+    return true;
+}
+
+static trit_status unsupported(const char *file, const cJSON *o) {
+    for (size_t i = 0; i < sizeof UNSUPPORTED / sizeof UNSUPPORTED[0]; i++)
+        if (!neutral(o, UNSUPPORTED[i]))
+            return trit_error(TRIT_ERR_FORMAT, "'%s': it sets %s, which trit's LoRA does not implement (trit reads plain "
+                              "LoRA adapters: no DoRA, biases, extra saved modules or per-layer patterns)", file,
+                              UNSUPPORTED[i]);
+    return TRIT_OK;
+}
+
 static trit_status read_config(const char *file, trit_adapter_config *a) {
     uint8_t *data = NULL;
     size_t len = 0;
@@ -138,10 +160,7 @@ static trit_status read_config(const char *file, trit_adapter_config *a) {
         s = cfg_error(file, "lora_alpha must be a number > 0");
     else if (drop && !cJSON_IsNumber(drop)) s = cfg_error(file, "lora_dropout must be a number");
     else if (rs && !cJSON_IsBool(rs)) s = cfg_error(file, "use_rslora must be true or false");
-    else if (!neutral(o, "use_dora") || !neutral(o, "bias") || !neutral(o, "modules_to_save") ||
-             !neutral(o, "layers_to_transform") || !neutral(o, "rank_pattern") || !neutral(o, "alpha_pattern"))
-        s = cfg_error(file, "it uses use_dora, bias, modules_to_save, layers_to_transform, rank_pattern or "
-                            "alpha_pattern, which trit's LoRA does not implement");
+    else if (!all_neutral(o)) s = unsupported(file, o);
     else s = read_targets(cJSON_GetObjectItemCaseSensitive(o, "target_modules"), file, a);
     if (s == TRIT_OK) {
         a->alpha = alpha->valuedouble;
