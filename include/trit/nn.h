@@ -17,12 +17,13 @@ typedef enum { TRIT_POS_LEARNED = 0, TRIT_POS_ROPE = 1 } trit_pos_kind;
 // Adapters beside frozen base weights (parameter-efficient fine-tuning; nn/lora.c).
 typedef enum trit_adapter_kind {
     TRIT_ADAPTER_NONE = 0,
-    TRIT_ADAPTER_LORA = 1,  // W x + scale B A dropout(x) on the targeted block matrices
+    TRIT_ADAPTER_LORA = 1,        // W x + scale B A dropout(x) on the targeted block matrices
+    TRIT_ADAPTER_BOTTLENECK = 2,  // Houlsby: h + up(gelu(down h)) on each sub-layer's output
 } trit_adapter_kind;
 #define TRIT_ADAPTER_TARGETS_MAX 128
 typedef struct trit_adapter_config {
     trit_adapter_kind kind;
-    int64_t r;        // LoRA rank
+    int64_t r;        // LoRA rank, or the bottleneck's width
     double alpha;     // LoRA: the product is scaled by alpha / r (alpha / sqrt(r) with rslora)
     double dropout;   // LoRA: dropout on the adapter's input, [0, 1)
     bool rslora;
@@ -211,6 +212,13 @@ trit_status trit_gpt_prefill(const trit_gpt *m, trit_gpt_cache *c, const int32_t
 //   LoRA, per targeted matrix W (out, in):  h.<i>.<module>.lora_A.weight (r, in)   Kaiming-uniform
 //                                           h.<i>.<module>.lora_B.weight (out, r)  zeros
 //     module: attn.c_attn, attn.c_proj, mlp.c_fc or mlp.c_proj; y = x W^T + b + s (drop(x) A^T) B^T
+//   bottleneck (Houlsby), per block and sub-layer (attn, mlp):
+//                                           h.<i>.<sub>.adapter.down.weight (r, C)  Kaiming-uniform
+//                                           h.<i>.<sub>.adapter.down.bias (r)       zeros
+//                                           h.<i>.<sub>.adapter.up.weight (C, r)    zeros
+//                                           h.<i>.<sub>.adapter.up.bias (C)         zeros
+//     the sub-layer's output h becomes h + up(gelu(down h)) before the residual add, so a fresh
+//     adapter is the identity; it is nonlinear, so it cannot be merged.
 // Base parameters are frozen (no gradient, no optimizer state). Training graphs, evaluation and
 // the decoder all run the adapters (the decoder on top of the base's quantized kernels).
 
@@ -223,6 +231,8 @@ trit_status trit_adapter_format_lora(const trit_adapter_config *a, char *buf, si
 // The adapter against the model it adapts: sizes and ranges, every target pattern matching at
 // least one block matrix, a rank no larger than the smaller side of each matrix it adapts.
 trit_status trit_adapter_check(const trit_adapter_config *a, const trit_gpt_config *c);
+// A bottleneck adapter of width size (Houlsby; no targets: after attention and after the MLP).
+trit_adapter_config trit_adapter_bottleneck(int64_t size);
 // LoRA's scale: alpha / r, or alpha / sqrt(r) with rslora.
 double trit_adapter_scale(const trit_adapter_config *a);
 // Whether module ("h.3.attn.c_attn") is targeted by a's patterns.

@@ -165,7 +165,14 @@ typedef struct trit_train_config {
     char lora[TRIT_PATH_MAX];       // LoRA spec (trit_adapter_parse_lora), "" for none: the base frozen
     int64_t quantize_base;          // trit_train_qbase: QLoRA's base as codes
     int64_t double_quant;           // 1: the quantized base's scales double-quantized (blocks of 256)
+    int64_t adapter_type;           // trit_train_adapter: which adapter trains (off: the whole model)
+    int64_t adapter_size;           // --adapter-type bottleneck: its width (0: not given)
 } trit_train_config;
+
+// --adapter-type: LoRA (--lora's spec) or a Houlsby bottleneck of --adapter-size.
+typedef enum { TRIT_TRAIN_ADAPTER_OFF = 0, TRIT_TRAIN_ADAPTER_LORA, TRIT_TRAIN_ADAPTER_BOTTLENECK } trit_train_adapter;
+// The adapter config c asks for (kind NONE for none); TRIT_ERR_INVALID for a bad --lora spec.
+trit_status trit_train_config_adapter(const trit_train_config *c, trit_adapter_config *out);
 
 // --quantize-base: the frozen base of a LoRA run kept only as codes (QLoRA).
 // KEEP: an --init-from run that is quantized already (`trit quantize`) keeps its own codes.

@@ -71,9 +71,11 @@ trit_gpt_cache *trit_gpt_cache_new_kv(const trit_gpt *m, trit_dtype kv) {
             return NULL;
         }
     }
-    const int64_t r = m->cfg.adapter.kind == TRIT_ADAPTER_LORA ? m->cfg.adapter.r : 0;
-    if (r && !(k->lora = malloc(sizeof(float) * (size_t)(ROWS * r)))) {
-        trit_error(TRIT_ERR_NOMEM, "gpt cache: out of memory for the LoRA products");
+    const int64_t r = m->cfg.adapter.kind != TRIT_ADAPTER_NONE ? m->cfg.adapter.r : 0;
+    const bool bottleneck = m->cfg.adapter.kind == TRIT_ADAPTER_BOTTLENECK;
+    if ((r && !(k->lora = malloc(sizeof(float) * (size_t)(2 * ROWS * r)))) ||
+        (bottleneck && !(k->xf_adapter = malloc(sizeof(float) * (size_t)(ROWS * C))))) {
+        trit_error(TRIT_ERR_NOMEM, "gpt cache: out of memory for the adapters' products");
         trit_gpt_cache_free(k);
         return NULL;
     }
@@ -94,6 +96,7 @@ void trit_gpt_cache_free(trit_gpt_cache *c) {
     free(c->xgsum);
     trit_aligned_free(c->xf);
     free(c->lora);
+    free(c->xf_adapter);
     free(c);
 }
 

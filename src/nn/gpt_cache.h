@@ -71,7 +71,9 @@ struct trit_gpt_cache {
     float *xscale;         // (ROWS)
     int32_t *xgsum;        // (ROWS, max K / 64)
     float *xf;             // (ROWS, max K)
-    float *lora;           // (ROWS, LoRA r) or NULL: a chunk's products with the adapters' A
+    float *lora;           // (2, ROWS, r) or NULL: a chunk's products with LoRA's A, or a bottleneck's
+                           // down projection and its GELU
+    float *xf_adapter;     // (ROWS, C) or NULL: a bottleneck's up projection
 };
 
 static inline const trit_tensor *trit_gpt_cache_quantized(const trit_gpt_cache *k, int i) {

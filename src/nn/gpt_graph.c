@@ -83,6 +83,7 @@ static void build_step(trit_graph *g, const trit_gpt *m, const gpt_step *s, slot
     case GPT_OP_SWIGLU: *dst = swiglu(g, m, x); break;
     case GPT_OP_RESIDUAL: sl->v[GPT_X] = trit_add(g, sl->v[GPT_X], dropout(g, m, x, s->stream)); break;
     case GPT_OP_HEAD: out->logits = trit_linear(g, x, param(m, s->w), NULL); break;  // (B, T, V)
+    case GPT_OP_ADAPTER: *dst = trit_gpt_bottleneck_graph(g, m, s, x); break;
     }
 }
 

@@ -38,6 +38,7 @@ typedef enum gpt_op {
     GPT_OP_SWIGLU,    // dst = silu(src's first half) * its second half
     GPT_OP_RESIDUAL,  // X += dropout(src)
     GPT_OP_HEAD,      // logits = src wte^T: the tied output head
+    GPT_OP_ADAPTER,   // src += gelu(src w^T + b) la^T + lb: a bottleneck adapter (w, b down; la, lb up)
 } gpt_op;
 
 typedef enum gpt_slot {
@@ -59,7 +60,7 @@ typedef struct gpt_step {
     int block;         // the block the step belongs to, -1 before the blocks, L after them
     bool block_matrix; // a LINEAR over a matrix inside a block (QAT applies; the head is not one)
     uint64_t stream;   // EMBED and RESIDUAL: the dropout's stream, from the step's place
-    int la, lb;        // LINEAR: its LoRA A (r, in) and B (out, r), -1 for none
+    int la, lb;        // LINEAR: its LoRA A (r, in) and B (out, r), -1 for none; ADAPTER: up (C, r), (C)
     uint64_t lora_stream;  // LINEAR with LoRA: the stream of the dropout on the adapter's input
 } gpt_step;
 
@@ -122,6 +123,8 @@ trit_status trit_gpt_init_param(trit_gpt *m, int i, uint64_t seed);
 enum { GPT_NUM_MATRICES = 4 };
 extern const char *const trit_gpt_matrix_roles[GPT_NUM_MATRICES];
 void trit_gpt_matrix_shape(const trit_gpt_config *c, int role, int64_t *out, int64_t *in);
+// A bottleneck adapter's step in a graph: x + up(gelu(down x)) (nn/lora.c).
+trit_tensor *trit_gpt_bottleneck_graph(trit_graph *g, const trit_gpt *m, const gpt_step *s, trit_tensor *x);
 // LoRA's contribution to a LINEAR step in a graph: y + s (drop(x) A^T) B^T (gpt_graph.c's).
 trit_tensor *trit_gpt_lora_graph(trit_graph *g, const trit_gpt *m, const gpt_step *s, trit_tensor *x, trit_tensor *y);
 

@@ -33,7 +33,7 @@ typedef struct prog_builder {
     int n, cap;
     int block;
     bool full;    // a step did not fit (cap is the longest program a config can give)
-    bool broken;  // a LoRA A without its B or the reverse
+    bool broken;  // an adapter without some of its parameters
 } prog_builder;
 
 static gpt_step *emit(prog_builder *p, gpt_op op, gpt_slot src, gpt_slot dst, int64_t width) {
@@ -81,9 +81,23 @@ static void linear(prog_builder *p, gpt_slot src, gpt_slot dst, const trit_tenso
     s->lora_stream = trit_gpt_name_stream(w->name) ^ trit_gpt_name_stream("lora_dropout");
 }
 
+// A sub-layer's output into the residual stream, through its bottleneck adapter when the
+// model has one ("h.3.attn.adapter.down.weight", ...).
 static void residual(prog_builder *p, gpt_slot src, const char *role) {
-    gpt_step *s = emit(p, GPT_OP_RESIDUAL, src, GPT_X, p->m->cfg.n_embd);
     char name[64];
+    snprintf(name, sizeof name, "h.%d.%s.adapter.", p->block, role);
+    const int down = p->m->cfg.adapter.kind == TRIT_ADAPTER_BOTTLENECK ? find_named(p->m, name, strlen(name), "down.weight") : -1;
+    if (down >= 0) {
+        gpt_step *a = emit(p, GPT_OP_ADAPTER, src, src, p->m->cfg.n_embd);
+        if (a) {
+            a->w = down;
+            a->b = find_named(p->m, name, strlen(name), "down.bias");
+            a->la = find_named(p->m, name, strlen(name), "up.weight");
+            a->lb = find_named(p->m, name, strlen(name), "up.bias");
+            if (a->b < 0 || a->la < 0 || a->lb < 0) p->broken = true;
+        }
+    }
+    gpt_step *s = emit(p, GPT_OP_RESIDUAL, src, GPT_X, p->m->cfg.n_embd);
     snprintf(name, sizeof name, "h.%d.%s.dropout", p->block, role);
     if (s) s->stream = trit_gpt_name_stream(name);
 }
@@ -110,7 +124,7 @@ static void block(prog_builder *p, const trit_gpt_block *k) {
 
 trit_status trit_gpt_program_build(trit_gpt *m) {
     const int64_t L = m->cfg.n_layer;
-    prog_builder p = {.m = m, .cap = (int)(14 * L + 4), .block = -1};
+    prog_builder p = {.m = m, .cap = (int)(16 * L + 4), .block = -1};
     free(m->prog);
     if (!(m->prog = calloc((size_t)p.cap, sizeof *m->prog))) return trit_error(TRIT_ERR_NOMEM, "gpt: out of memory");
     for (int s = 0; s < GPT_NUM_SLOTS; s++) m->slot_width[s] = 0;
@@ -122,7 +136,7 @@ trit_status trit_gpt_program_build(trit_gpt *m) {
     norm(&p, GPT_X, GPT_H, m->lnf_w, m->lnf_b);
     with(&p, emit(&p, GPT_OP_HEAD, GPT_H, GPT_H, m->cfg.vocab_size), m->wte, NULL);
     m->n_prog = p.n;
-    if (p.broken) return trit_error(TRIT_ERR_STATE, "gpt: a LoRA adapter has an A matrix without its B or the reverse");
+    if (p.broken) return trit_error(TRIT_ERR_STATE, "gpt: an adapter is missing some of its parameters");
     if (p.full) return trit_error(TRIT_ERR_STATE, "gpt: the program outgrew its %d steps", p.cap);
     return TRIT_OK;
 }

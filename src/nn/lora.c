@@ -166,11 +166,21 @@ static trit_status check_lora_targets(const trit_adapter_config *a, const trit_g
     return TRIT_OK;
 }
 
+trit_adapter_config trit_adapter_bottleneck(int64_t size) {
+    return (trit_adapter_config){.kind = TRIT_ADAPTER_BOTTLENECK, .r = size};
+}
+
 trit_status trit_adapter_check(const trit_adapter_config *a, const trit_gpt_config *c) {
     if (!a || !c) return trit_error(TRIT_ERR_INVALID, "trit_adapter_check: NULL argument");
     if (a->kind == TRIT_ADAPTER_NONE) return TRIT_OK;
+    if (a->kind == TRIT_ADAPTER_BOTTLENECK) {
+        if (a->r < 1 || a->r > c->n_embd)
+            return trit_error(TRIT_ERR_INVALID, "bottleneck adapter: its size must be in [1, %lld] (the model's width: a "
+                              "bottleneck narrows it), got %lld", (long long)c->n_embd, (long long)a->r);
+        return TRIT_OK;
+    }
     if (a->kind != TRIT_ADAPTER_LORA)
-        return trit_error(TRIT_ERR_INVALID, "adapter: unknown kind %d (TRIT_ADAPTER_LORA)", (int)a->kind);
+        return trit_error(TRIT_ERR_INVALID, "adapter: unknown kind %d (TRIT_ADAPTER_LORA or _BOTTLENECK)", (int)a->kind);
     if (a->r < 1 || a->r > 65536) return trit_error(TRIT_ERR_INVALID, "adapter: r must be in [1, 65536], got %lld", (long long)a->r);
     if (!(a->alpha > 0 && a->alpha <= 1e6)) return trit_error(TRIT_ERR_INVALID, "adapter: LoRA alpha must be in (0, 1e6], got %g", a->alpha);
     if (!(a->dropout >= 0 && a->dropout < 1))
@@ -182,10 +192,11 @@ trit_status trit_adapter_check(const trit_adapter_config *a, const trit_gpt_conf
 
 // ---- the parameters ---------------------------------------------------------------------------
 
+// A parameter (d0, d1), or (d0) when d1 is 0.
 static trit_status new_param(trit_gpt *m, const char *name, int64_t d0, int64_t d1, init_kind init) {
     const int64_t shape[2] = {d0, d1};
     trit_tensor *t = calloc(1, sizeof *t);
-    if (!t || trit_tensor_init_layout(t, TRIT_F32, 2, shape) != TRIT_OK) {
+    if (!t || trit_tensor_init_layout(t, TRIT_F32, d1 ? 2 : 1, shape) != TRIT_OK) {
         free(t);
         return trit_error(TRIT_ERR_NOMEM, "gpt: out of memory for adapter parameter %s", name);
     }
@@ -236,6 +247,32 @@ static trit_status lora_params(trit_gpt *m, const trit_adapter_config *a, bool a
     return s;
 }
 
+// A bottleneck per block and sub-layer: down (r, C) Kaiming-uniform and its bias, up (C, r) and
+// its bias zero, so the adapter starts as the identity.
+static trit_status bottleneck_params(trit_gpt *m, const trit_adapter_config *a, bool add, int *count) {
+    static const char *const subs[2] = {"attn", "mlp"};
+    const int64_t C = m->cfg.n_embd, r = a->r;
+    trit_status s = TRIT_OK;
+    *count = (int)(4 * 2 * m->cfg.n_layer);
+    for (int64_t i = 0; add && i < m->cfg.n_layer && s == TRIT_OK; i++)
+        for (int k = 0; k < 2 && s == TRIT_OK; k++) {
+            char name[TRIT_NAME_MAX];
+            snprintf(name, sizeof name, "h.%lld.%s.adapter.down.weight", (long long)i, subs[k]);
+            s = new_param(m, name, r, C, INIT_KAIMING);
+            snprintf(name, sizeof name, "h.%lld.%s.adapter.down.bias", (long long)i, subs[k]);
+            if (s == TRIT_OK) s = new_param(m, name, r, 0, INIT_ZERO);
+            snprintf(name, sizeof name, "h.%lld.%s.adapter.up.weight", (long long)i, subs[k]);
+            if (s == TRIT_OK) s = new_param(m, name, C, r, INIT_ZERO);
+            snprintf(name, sizeof name, "h.%lld.%s.adapter.up.bias", (long long)i, subs[k]);
+            if (s == TRIT_OK) s = new_param(m, name, C, 0, INIT_ZERO);
+        }
+    return s;
+}
+
+static trit_status adapter_params(trit_gpt *m, const trit_adapter_config *a, bool add, int *count) {
+    return a->kind == TRIT_ADAPTER_BOTTLENECK ? bottleneck_params(m, a, add, count) : lora_params(m, a, add, count);
+}
+
 trit_status trit_gpt_add_adapter(trit_gpt *m, const trit_adapter_config *a, uint64_t seed) {
     if (!m || !a) return trit_error(TRIT_ERR_INVALID, "trit_gpt_add_adapter: NULL argument");
     if (m->dec)
@@ -248,9 +285,9 @@ trit_status trit_gpt_add_adapter(trit_gpt *m, const trit_adapter_config *a, uint
     if (s != TRIT_OK || a->kind == TRIT_ADAPTER_NONE) return s;
     const int base = m->n_tensors;
     int more = 0;
-    lora_params(m, a, false, &more);
+    adapter_params(m, a, false, &more);
     if ((s = grow(m, more)) != TRIT_OK) return s;
-    if ((s = lora_params(m, a, true, &more)) != TRIT_OK) return s;
+    if ((s = adapter_params(m, a, true, &more)) != TRIT_OK) return s;
     bool *give = calloc((size_t)m->n_tensors, sizeof *give);
     if (!give) return trit_error(TRIT_ERR_NOMEM, "gpt: out of memory for the adapter");
     for (int i = 0; i < m->n_tensors; i++) {
@@ -300,6 +337,9 @@ static trit_status fold(trit_gpt *m, const gpt_step *st, double sign) {
 
 static trit_status fold_all(trit_gpt *m, bool merge) {
     if (!m) return trit_error(TRIT_ERR_INVALID, "gpt: NULL model");
+    if (m->cfg.adapter.kind == TRIT_ADAPTER_BOTTLENECK)
+        return trit_error(TRIT_ERR_STATE, "gpt: a bottleneck adapter is nonlinear (a GELU between its projections), so it "
+                          "cannot be merged into the weights: keep it as an adapter (--adapter DIR)");
     if (m->cfg.adapter.kind != TRIT_ADAPTER_LORA) return trit_error(TRIT_ERR_STATE, "gpt: the model has no LoRA adapter to merge");
     if (m->adapters_merged == merge)
         return trit_error(TRIT_ERR_STATE, "gpt: the adapters are %s already", merge ? "merged" : "unmerged");
@@ -318,6 +358,12 @@ trit_status trit_gpt_unmerge_adapters(trit_gpt *m) { return fold_all(m, false); 
 bool trit_gpt_adapters_merged(const trit_gpt *m) { return m && m->adapters_merged; }
 
 // ---- the product in a graph -------------------------------------------------------------------
+
+trit_tensor *trit_gpt_bottleneck_graph(trit_graph *g, const trit_gpt *m, const gpt_step *s, trit_tensor *x) {
+    trit_tensor *h = trit_linear(g, x, m->tensors[s->w], m->tensors[s->b]);                // (B, T, r)
+    trit_tensor *u = trit_linear(g, trit_gelu(g, h), m->tensors[s->la], m->tensors[s->lb]);  // (B, T, C)
+    return trit_add(g, x, u);
+}
 
 trit_tensor *trit_gpt_lora_graph(trit_graph *g, const trit_gpt *m, const gpt_step *s, trit_tensor *x, trit_tensor *y) {
     const trit_adapter_config *a = &m->cfg.adapter;

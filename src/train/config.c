@@ -26,7 +26,13 @@ typedef struct field {
     unsigned open;             // TRIT_OPEN_LO | TRIT_OPEN_HI
     const char *why;           // reason added to a range error, may be NULL
     bool is_switch;            // F_BOOL given without a value on the command line (--ternary)
+    trit_status (*check_str)(const char *value);  // F_STR: the value's own syntax, or NULL
 } field;
+
+static trit_status check_lora(const char *value) {
+    trit_adapter_config a;
+    return trit_adapter_parse_lora(value, &a);
+}
 
 static const char *const tokenizer_names[] = {"none", "char", "bpe", NULL};
 static const char *const norm_names[] = {"layer", "rms", NULL};
@@ -42,6 +48,7 @@ static const char *const recompute_names[] = {"off", "block", NULL};
 static const char *const schedule_names[] = {"cosine", "two-stage", NULL};
 static const char *const qat_acts_names[] = {"off", "token", NULL};
 static const char *const optimizer_names[] = {"adamw", "adamw8bit", NULL};
+static const char *const adapter_names[] = {"off", "lora", "bottleneck", NULL};
 static const char *const qbase_names[] = {"off", "nf4", "int8", "int4", "ternary", "keep", NULL};
 
 // Upper bounds are where a run stops being a training run on one machine and becomes an
@@ -151,7 +158,13 @@ static const field fields[] = {
      "and schedule", NONE},
     {"lora", F_STR, K_MODEL, OFF(lora), NULL,
      "train a LoRA adapter beside the frozen weights: r=8,alpha=16,dropout=0.05,targets=c_attn,attn.c_proj,c_fc,"
-     "mlp.c_proj[,rslora] (PEFT's defaults: r 8, alpha 8, dropout 0, targets c_attn); with --init-from", NONE},
+     "mlp.c_proj[,rslora] (PEFT's defaults: r 8, alpha 8, dropout 0, targets c_attn); with --init-from", NONE,
+     .check_str = check_lora},
+    {"adapter-type", F_ENUM, K_MODEL, OFF(adapter_type), adapter_names,
+     "off|lora|bottleneck: train an adapter beside the frozen weights: LoRA (--lora) or Houlsby bottlenecks after "
+     "attention and after the MLP (--adapter-size) (lora with --lora, else off)", NONE},
+    {"adapter-size", F_INT, K_MODEL, OFF(adapter_size), NULL, "--adapter-type bottleneck: its width, at most --dim",
+     I(1, 65536)},
     {"quantize-base", F_ENUM, K_MODEL, OFF(quantize_base), qbase_names,
      "off|nf4|int8|int4|ternary: with --lora, keep the frozen base only as codes (QLoRA: nf4 blocks of 64, int8 per "
      "channel, int4 groups of 64, ternary per matrix; keep: the codes of an --init-from run made by `trit quantize`, "
@@ -277,6 +290,7 @@ static trit_status set_field(trit_train_config *c, const field *f, const char *f
         if (!*value) return trit_error(TRIT_ERR_INVALID, "%s needs a non-empty value", flag);
         if (strlen(value) >= TRIT_PATH_MAX)
             return trit_error(TRIT_ERR_RANGE, "%s: path longer than %d bytes", flag, TRIT_PATH_MAX - 1);
+        if (f->check_str && (s = f->check_str(value)) != TRIT_OK) return s;
         snprintf(str_at(c, f), TRIT_PATH_MAX, "%s", value);
         return TRIT_OK;
     }
@@ -386,6 +400,7 @@ static void apply_defaults(trit_train_config *c) {
     DEF_I(quiet, 0);
     DEF_I(quantize_base, TRIT_QBASE_OFF);
     DEF_I(double_quant, 0);
+    DEF_I(adapter_type, c->lora[0] ? TRIT_TRAIN_ADAPTER_LORA : TRIT_TRAIN_ADAPTER_OFF);
     if (!c->out[0]) snprintf(c->out, sizeof c->out, "%s", c->resume[0] ? c->resume : task ? "run-addition" : "run");
 }
 #undef DEF_I
@@ -438,8 +453,17 @@ static trit_status check_relations(const trit_train_config *c) {
     NEED(c->min_lr <= c->lr, "--min-lr must be in [0, --lr %g], got %g", c->lr, c->min_lr);
     NEED(c->master_weights || c->precision != TRIT_PRECISION_FP32,
          "--master-weights off needs --precision bf16 or fp16 (fp32 weights are their own master copy)");
-    NEED(c->quantize_base == TRIT_QBASE_OFF || c->lora[0],
-         "--quantize-base keeps a frozen base as codes: it needs --lora (the adapter is what trains)");
+    NEED(c->adapter_type != TRIT_TRAIN_ADAPTER_BOTTLENECK || c->adapter_size != TRIT_TRAIN_UNSET,
+         "--adapter-type bottleneck needs --adapter-size N (its width)");
+    NEED(c->adapter_type == TRIT_TRAIN_ADAPTER_BOTTLENECK || c->adapter_size == TRIT_TRAIN_UNSET,
+         "--adapter-size applies to --adapter-type bottleneck");
+    NEED(c->adapter_type == TRIT_TRAIN_ADAPTER_LORA || !c->lora[0],
+         "--lora trains a LoRA adapter: drop --adapter-type %s or --lora", enum_name(find_field("adapter-type"), c->adapter_type));
+    NEED(c->adapter_size == TRIT_TRAIN_UNSET || c->adapter_size <= c->dim,
+         "--adapter-size %lld is larger than --dim %lld: a bottleneck narrows the width", (long long)c->adapter_size,
+         (long long)c->dim);
+    NEED(c->quantize_base == TRIT_QBASE_OFF || c->adapter_type != TRIT_TRAIN_ADAPTER_OFF,
+         "--quantize-base keeps a frozen base as codes: it needs --lora or --adapter-type (the adapter is what trains)");
     NEED(c->quantize_base == TRIT_QBASE_OFF || (c->qat == TRIT_QAT_OFF && c->master_weights),
          "--quantize-base does not combine with --qat/--ternary or --master-weights off");
     NEED(!c->double_quant || (c->quantize_base != TRIT_QBASE_OFF && c->quantize_base != TRIT_QBASE_KEEP),
@@ -451,6 +475,13 @@ static trit_status check_relations(const trit_train_config *c) {
     return TRIT_OK;
 }
 #undef NEED
+
+trit_status trit_train_config_adapter(const trit_train_config *c, trit_adapter_config *out) {
+    *out = (trit_adapter_config){.kind = TRIT_ADAPTER_NONE};
+    if (c->adapter_type == TRIT_TRAIN_ADAPTER_BOTTLENECK) *out = trit_adapter_bottleneck(c->adapter_size);
+    else if (c->adapter_type == TRIT_TRAIN_ADAPTER_LORA || c->lora[0]) return trit_adapter_parse_lora(c->lora, out);
+    return TRIT_OK;
+}
 
 trit_status trit_train_config_resolve(trit_train_config *c) {
     // The set fields first: the defaults are computed from them (total-batch-tokens = B*T).

@@ -1,5 +1,6 @@
 // LoRA adapters in PEFT's file layout, so the peft library loads trit's adapters onto the same
-// base (transformers' GPT2LMHeadModel) and trit loads peft's:
+// base (transformers' GPT2LMHeadModel) and trit loads peft's (a bottleneck adapter is written the
+// same way with trit's own peft_type "BOTTLENECK", which peft does not read):
 //   adapter_model.safetensors  base_model.model.transformer.h.<i>.<module>.lora_A.weight (r, in)
 //                              and .lora_B.weight (out, r), F32, metadata {"format": "pt"}
 //   adapter_config.json        {"peft_type": "LORA", "r", "lora_alpha", "lora_dropout",
@@ -54,17 +55,38 @@ static char *config_json(const trit_adapter_config *a, const char *base_name) {
     return s;
 }
 
-// Whether parameter name is one of a LoRA pair's ("...lora_A.weight", "...lora_B.weight").
-static bool is_lora_name(const char *name) { return strstr(name, ".lora_A.weight") || strstr(name, ".lora_B.weight"); }
+// Whether parameter name is an adapter's (LoRA's "...lora_A.weight", "...lora_B.weight", a
+// bottleneck's "...adapter.down.weight", ...).
+static bool is_lora_name(const char *name) {
+    return strstr(name, ".lora_A.weight") || strstr(name, ".lora_B.weight") || strstr(name, ".adapter.down.") ||
+           strstr(name, ".adapter.up.");
+}
+
+// A bottleneck adapter's config: peft has no such type, so this is trit's own ("BOTTLENECK").
+static char *bottleneck_json(const trit_adapter_config *a, const char *base_name) {
+    cJSON *o = cJSON_CreateObject(), *pos = NULL;
+    bool ok = o && cJSON_AddStringToObject(o, "peft_type", "BOTTLENECK") &&
+              cJSON_AddStringToObject(o, "base_model_name_or_path", base_name ? base_name : "") &&
+              cJSON_AddNumberToObject(o, "adapter_size", (double)a->r) &&
+              cJSON_AddStringToObject(o, "non_linearity", "gelu_new") && (pos = cJSON_AddArrayToObject(o, "positions"));
+    if (ok) {
+        cJSON_AddItemToArray(pos, cJSON_CreateString("attn"));
+        cJSON_AddItemToArray(pos, cJSON_CreateString("mlp"));
+    }
+    char *s = ok ? cJSON_Print(o) : NULL;
+    cJSON_Delete(o);
+    return s;
+}
 
 trit_status trit_peft_save(const trit_gpt *m, const char *dir, const char *base_name) {
     const trit_gpt_config *c = trit_gpt_get_config(m);
     if (!c || !dir) return trit_error(TRIT_ERR_INVALID, "trit_peft_save: NULL model or directory");
-    if (c->adapter.kind != TRIT_ADAPTER_LORA) return trit_error(TRIT_ERR_STATE, "trit_peft_save: the model has no LoRA adapter");
+    if (c->adapter.kind == TRIT_ADAPTER_NONE) return trit_error(TRIT_ERR_STATE, "trit_peft_save: the model has no adapter");
     const int n = trit_gpt_num_tensors(m);
     trit_safetensors_entry *e = calloc((size_t)n, sizeof *e);
     char (*names)[TRIT_NAME_MAX + 32] = calloc((size_t)n, sizeof *names);
-    char *json = config_json(&c->adapter, base_name);
+    char *json = c->adapter.kind == TRIT_ADAPTER_BOTTLENECK ? bottleneck_json(&c->adapter, base_name)
+                                                             : config_json(&c->adapter, base_name);
     char path[TRIT_PATH_MAX + 32];
     trit_status s = e && names && json ? TRIT_OK : trit_error(TRIT_ERR_NOMEM, "trit_peft_save: out of memory");
     int k = 0;
@@ -151,9 +173,17 @@ static trit_status read_config(const char *file, trit_adapter_config *a) {
     const cJSON *drop = cJSON_GetObjectItemCaseSensitive(o, "lora_dropout");
     const cJSON *rs = cJSON_GetObjectItemCaseSensitive(o, "use_rslora");
     *a = (trit_adapter_config){.kind = TRIT_ADAPTER_LORA};
+    if (cJSON_IsObject(o) && cJSON_IsString(type) && strcmp(type->valuestring, "BOTTLENECK") == 0) {
+        const cJSON *size = cJSON_GetObjectItemCaseSensitive(o, "adapter_size");
+        a->kind = TRIT_ADAPTER_BOTTLENECK;
+        if (!cJSON_IsNumber(size) || !trit_f64_to_i64_exact(size->valuedouble, 1, 65536, &a->r))
+            s = cfg_error(file, "adapter_size must be a whole number in [1, 65536]");
+        cJSON_Delete(o);
+        return s;
+    }
     if (!cJSON_IsObject(o)) s = cfg_error(file, "not a JSON object");
     else if (!cJSON_IsString(type) || strcmp(type->valuestring, "LORA") != 0)
-        s = cfg_error(file, "peft_type is not \"LORA\" (trit reads LoRA adapters)");
+        s = cfg_error(file, "peft_type is not \"LORA\" (or trit's \"BOTTLENECK\"): trit reads those adapters");
     else if (!cJSON_IsNumber(r) || !trit_f64_to_i64_exact(r->valuedouble, 1, 65536, &a->r))
         s = cfg_error(file, "r must be a whole number in [1, 65536]");
     else if (!cJSON_IsNumber(alpha) || !(alpha->valuedouble > 0))
@@ -205,8 +235,8 @@ static trit_status read_weights(trit_gpt *m, const trit_safetensors *f, const ch
         const char *name = trit_safetensors_at(f, i)->name;
         const size_t p = strlen(PEFT_PREFIX);
         if (strncmp(name, PEFT_PREFIX, p) != 0 || !is_lora_name(name) || !trit_gpt_find(m, name + p))
-            return trit_error(TRIT_ERR_FORMAT, "'%s' holds '%s', which is no LoRA matrix of this base model with the "
-                              "adapter's targets: the adapter was made for another model", file, name);
+            return trit_error(TRIT_ERR_FORMAT, "'%s' holds '%s', which is no adapter tensor of this base model with "
+                              "the adapter's config: the adapter was made for another model", file, name);
     }
     return trit_error(TRIT_ERR_FORMAT, "'%s': tensor count does not match the adapter's targets", file);
 }

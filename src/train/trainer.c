@@ -166,6 +166,10 @@ static void print_header(const trainer *t) {
                "rest frozen\n", (long long)g->adapter.r, g->adapter.alpha, trit_adapter_scale(&g->adapter),
                g->adapter.dropout, g->adapter.targets, (long long)trit_gpt_num_trainable(t->model),
                100.0 * (double)trit_gpt_num_trainable(t->model) / (double)np);
+    else if (g->adapter.kind == TRIT_ADAPTER_BOTTLENECK)
+        printf("bottleneck adapters: width %lld after attention and after the MLP: %lld trainable parameters (%.2f%%), "
+               "the rest frozen\n", (long long)g->adapter.r, (long long)trit_gpt_num_trainable(t->model),
+               100.0 * (double)trit_gpt_num_trainable(t->model) / (double)np);
     trit_memory_report mem;
     if (trit_memory_report_make(t->gg.graph, t->opt, 0, &mem) == TRIT_OK) trit_memory_report_print(&mem, "memory: ", stdout);
     if (t->init && t->init_step > 0)

@@ -177,7 +177,7 @@ trit_status trit_trainer_init_load(trainer *t, trit_train_config *cfg) {
                           "and start from that", run);
     bool quantized = false;  // a `trit quantize` run: under --lora its codes are the base (QLoRA)
     for (int i = 0; i < trit_gpt_num_tensors(t->init_model); i++) quantized |= trit_gpt_quantized(t->init_model, i) != NULL;
-    if (quantized && cfg->lora[0]) {
+    if (quantized && (cfg->lora[0] || (cfg->adapter_type != TRIT_TRAIN_UNSET && cfg->adapter_type != TRIT_TRAIN_ADAPTER_OFF))) {
         if (cfg->quantize_base != TRIT_TRAIN_UNSET && cfg->quantize_base != TRIT_QBASE_KEEP)
             return trit_error(TRIT_ERR_INVALID, "--init-from '%s' is quantized already: drop --quantize-base (its codes "
                               "are the base) or start from the run it was quantized from", run);

@@ -220,15 +220,14 @@ static trit_gpt_config model_config(const trainer *t) {
     g.mlp = (trit_mlp_kind)c->mlp;
     g.pos = (trit_pos_kind)c->pos;
     g.subln = c->subln != 0;
-    if (c->lora[0]) trit_adapter_parse_lora(c->lora, &g.adapter);  // checked by check_adapter
+    trit_train_config_adapter(c, &g.adapter);  // checked by check_adapter
     return g;
 }
 
-// --lora against the architecture, before anything is written (the vocabulary does not matter).
+// The adapter against the architecture, before anything is written (the vocabulary does not matter).
 static trit_status check_adapter(const trainer *t) {
-    if (!t->cfg.lora[0]) return TRIT_OK;
     trit_gpt_config g = model_config(t);
-    trit_status s = trit_adapter_parse_lora(t->cfg.lora, &g.adapter);
+    trit_status s = trit_train_config_adapter(&t->cfg, &g.adapter);
     if (s == TRIT_OK) s = trit_gpt_config_check(&g);
     return s;
 }

@@ -1,7 +1,7 @@
-// LoRA and QLoRA end to end: `trit train --init-from RUN --lora ...` leaves an adapter that
-// `trit eval --adapter` and `trit merge` agree on, a --quantize-base run resumes to the same
-// losses as an uninterrupted one, and bad adapters and flags exit 1 with their message and
-// leave nothing behind.
+// LoRA, QLoRA and bottleneck adapters end to end: `trit train --init-from RUN --lora ...` leaves
+// an adapter that `trit eval --adapter` and `trit merge` agree on (a bottleneck run the same,
+// unmergeable), a --quantize-base run resumes to the same losses as an uninterrupted one, and
+// bad adapters and flags exit non-zero with their message and leave nothing behind.
 #define _GNU_SOURCE
 #include <setjmp.h>
 #include <stdarg.h>
@@ -73,6 +73,19 @@ static void test_lora_run(void **state) {
     eval_line(c, sizeof c, (const char *const[]){"eval", "--ckpt", base, "--data", shard, "--batches", "2", NULL});
     assert_string_not_equal(a, c);  // the adapter changed something
     cli_expect(RUN("sample", "--ckpt", base, "--adapter", lora, "--max-tokens", "5"), 0, NULL, NULL);
+    // A bottleneck run: the same conventions, but it cannot be merged.
+    char bn[700];
+    snprintf(bn, sizeof bn, "%s", at("bottleneck"));
+    cli_expect(RUN("train", "--init-from", base, "--data", corpus, "--out", bn, "--adapter-type", "bottleneck",
+               "--adapter-size", "8", "--lr", "1e-2", "--steps", "6", "--eval-batches", "2", "--sample-tokens", "0",
+               "--threads", "1"),
+           0, "bottleneck adapters: width 8", NULL);
+    eval_line(a, sizeof a, (const char *const[]){"eval", "--ckpt", bn, "--data", shard, "--batches", "2", NULL});
+    eval_line(b, sizeof b, (const char *const[]){"eval", "--ckpt", base, "--adapter", bn, "--data", shard, "--batches", "2", NULL});
+    assert_string_equal(a, b);
+    snprintf(merged, sizeof merged, "%s", at("bn-merged"));
+    cli_expect(RUN("merge", base, "--adapter", bn, "--out", merged), 1, NULL, "cannot be merged");
+    assert_false(tfile_exists(merged));
 }
 
 // The last metrics line of a run (its losses and norm, without the timings).
@@ -104,11 +117,13 @@ static void test_qlora_resume(void **state) {
     assert_string_equal(la, lb);
 }
 
-// Exit 1, the message, and no --out directory.
-static void expect_refused(cli_result r, const char *out, const char *err_has) {
-    cli_expect(r, 1, NULL, err_has);
+// Exit 1 (2: a flag's value is malformed), the message, and no --out directory.
+static void expect_refused_code(cli_result r, int code, const char *out, const char *err_has) {
+    cli_expect(r, code, NULL, err_has);
     if (tfile_exists(out)) fail_msg("'%s' was made", out);
 }
+
+static void expect_refused(cli_result r, const char *out, const char *err_has) { expect_refused_code(r, 1, out, err_has); }
 
 static void test_bad_input(void **state) {
     (void)state;
@@ -119,10 +134,18 @@ static void test_bad_input(void **state) {
                    "LoRA target 'q_proj' matches no module");
     expect_refused(RUN("train", "--init-from", base, "--data", corpus, "--out", out, "--lora", "r=65,targets=c_attn"), out,
                    "is larger than h.0.attn.c_attn (192 x 64) allows");
-    expect_refused(RUN("train", "--init-from", base, "--data", corpus, "--out", out, "--lora", "r=4,scale=2"), out,
-                   "unknown key 'scale'");
+    expect_refused_code(RUN("train", "--init-from", base, "--data", corpus, "--out", out, "--lora", "r=4,scale=2"), 2, out,
+                        "unknown key 'scale'");
     expect_refused(RUN("train", "--init-from", base, "--data", corpus, "--out", out, "--quantize-base", "nf4"), out,
                    "it needs --lora");
+    expect_refused(RUN("train", "--init-from", base, "--data", corpus, "--out", out, "--adapter-type", "bottleneck"), out,
+                   "needs --adapter-size N");
+    expect_refused(RUN("train", "--init-from", base, "--data", corpus, "--out", out, "--adapter-type", "bottleneck",
+                       "--adapter-size", "65"), out, "--adapter-size 65 is larger than --dim 64");
+    expect_refused(RUN("train", "--init-from", base, "--data", corpus, "--out", out, "--adapter-size", "8"), out,
+                   "--adapter-size applies to --adapter-type bottleneck");
+    expect_refused(RUN("train", "--init-from", base, "--data", corpus, "--out", out, "--adapter-type", "bottleneck",
+                       "--adapter-size", "8", "--lora", "r=2"), out, "drop --adapter-type bottleneck or --lora");
     // An adapter made for another base: its shapes do not fit.
     expect_refused(RUN("merge", other, "--adapter", lora, "--out", out), out, "made for another base model");
     expect_refused(RUN("eval", "--ckpt", other, "--adapter", lora), out, "made for another base model");

@@ -179,6 +179,42 @@ static void test_round_trip(void **state) {
     trit_gpt_free(m);
 }
 
+// A bottleneck adapter in the same files (trit's own peft_type): the same bits back; onto a base
+// of another width it is refused.
+static void test_bottleneck_files(void **state) {
+    (void)state;
+    trit_gpt_config c = trit_gpt_config_default();
+    c.n_layer = 2, c.n_embd = 32, c.n_head = 2, c.seq_len = T, c.vocab_size = 40;
+    trit_gpt *plain = trit_gpt_new(&c, 8);
+    trit_gpt_config wide = c;
+    wide.n_embd = 64;
+    trit_gpt *other = trit_gpt_new(&wide, 8);
+    c.adapter = trit_adapter_bottleneck(6);
+    trit_gpt *m = trit_gpt_new(&c, 8);
+    for (int i = 0; i < trit_gpt_num_tensors(m); i++)
+        if (strstr(trit_gpt_tensor(m, i)->name, ".adapter.up")) trit_tensor_fill_normal(trit_gpt_tensor(m, i), 0, 0.1, 1, (uint64_t)i);
+    char dir[512];
+    tfile_mkdtemp(dir, sizeof dir, "bottleneck");
+    assert_int_equal(trit_peft_save(m, dir, NULL), TRIT_OK);
+    trit_safetensors *f = trit_safetensors_open(tfile_join(dir, TRIT_PEFT_WEIGHTS));
+    assert_non_null(trit_safetensors_find(f, "base_model.model.transformer.h.1.mlp.adapter.up.weight"));
+    assert_int_equal(trit_safetensors_count(f), 2 * 2 * 4);
+    trit_safetensors_close(f);
+    assert_int_equal(trit_peft_load(plain, dir), TRIT_OK);
+    assert_int_equal(trit_gpt_get_config(plain)->adapter.kind, TRIT_ADAPTER_BOTTLENECK);
+    for (int i = 0; i < trit_gpt_num_tensors(m); i++) {
+        const trit_tensor *a = trit_gpt_tensor(m, i), *b = trit_gpt_tensor(plain, i);
+        assert_string_equal(a->name, b->name);
+        assert_memory_equal(trit_tensor_ptr(a), trit_tensor_ptr(b), sizeof(float) * (size_t)trit_tensor_numel(a));
+    }
+    assert_int_equal(trit_peft_load(other, dir), TRIT_ERR_SHAPE);
+    assert_non_null(strstr(trit_last_error(), "made for another base model"));
+    tfile_rm_rf(dir);
+    trit_gpt_free(plain);
+    trit_gpt_free(other);
+    trit_gpt_free(m);
+}
+
 // `trit merge`: the merged run computes the adapted model's logits; a bad adapter leaves no run.
 static void test_merge_run(void **state) {
     (void)state;
@@ -259,7 +295,7 @@ static void test_bad_adapters(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_peft_logits), cmocka_unit_test(test_layout_matches_peft), cmocka_unit_test(test_round_trip),
-        cmocka_unit_test(test_merge_run),   cmocka_unit_test(test_bad_adapters),
+        cmocka_unit_test(test_merge_run),   cmocka_unit_test(test_bad_adapters), cmocka_unit_test(test_bottleneck_files),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
