@@ -202,8 +202,8 @@ trit_status trit_gpt_lay_out(trit_gpt *m, const bool *drop, const bool *give) {
     } else {
         int k = m->n_tensors;
         for (int i = 0; i < m->n_prog; i++) {
-            const int use[3] = {m->prog[i].w, m->prog[i].w2, m->prog[i].b};
-            for (int j = 0; j < 3; j++)
+            const int use[5] = {m->prog[i].w, m->prog[i].w2, m->prog[i].b, m->prog[i].la, m->prog[i].lb};
+            for (int j = 0; j < 5; j++)
                 if (use[j] >= 0 && !seen[use[j]]) seen[use[j]] = true, order[--k] = m->tensors[use[j]];
         }
         for (int i = m->n_tensors - 1; i >= 0; i--)

@@ -14,6 +14,8 @@
 //                 LINEAR c_proj Y = ACT (or Z) W^T + b
 //                 RESIDUAL      X += dropout(Y)
 //   NORM ln_f, HEAD             logits = norm(X) wte^T
+// With adapters (nn/lora.c): each LINEAR of a LoRA-targeted matrix names its pair (la, lb), and
+// a bottleneck adapter is an ADAPTER step (H or Y += up(gelu(down ...))) before each RESIDUAL.
 // Each dropout's stream is a hash of its place ("h.3.attn.dropout"), so masks follow the model's
 // structure and nothing else.
 #include "nn/gpt_internal.h"
@@ -77,7 +79,7 @@ static void linear(prog_builder *p, gpt_slot src, gpt_slot dst, const trit_tenso
     if (p->m->cfg.adapter.kind != TRIT_ADAPTER_LORA) return;
     s->la = find_named(p->m, w->name, n, ".lora_A.weight");
     s->lb = find_named(p->m, w->name, n, ".lora_B.weight");
-    if ((s->la < 0) != (s->lb < 0)) p->full = p->broken = true;
+    if ((s->la < 0) != (s->lb < 0)) p->broken = true;
     s->lora_stream = trit_gpt_name_stream(w->name) ^ trit_gpt_name_stream("lora_dropout");
 }
 
