@@ -38,6 +38,7 @@ int trit_cli_tokenize(int argc, char **argv);
 // tokenizer.bin) or a tokenizer file. NULL with the reason in trit_last_error().
 trit_tokenizer *cli_open_tokenizer(const char *spec);
 int trit_cli_import(int argc, char **argv);
+int trit_cli_merge(int argc, char **argv);
 
 // Gives OpenMP a bounded spin before its threads sleep, unless the user chose a wait policy:
 // re-executes the program once with the limit in its environment (cli/wait_policy.c).

@@ -14,6 +14,7 @@ static void usage(FILE *fp) {
             "Prints the validation loss of the model in DIR on a token shard (default DIR/val.bin),\n"
             "or for an addition-task run its exact-match accuracy on held-out problems.\n\n"
             "  --ckpt DIR         run directory or .safetensors file\n"
+            "  --adapter DIR      a LoRA adapter (PEFT layout) applied unmerged on DIR's model\n"
             "  --data FILE|DIR    token shard, or a `trit prepare` directory (its val.bin)\n"
             "  --batches N        batches to average, 0 = one pass over the shard, up to 1000000 (20)\n"
             "  --batch B          sequences per batch, 1 to 1048576 (8)\n"
@@ -55,8 +56,9 @@ int trit_cli_eval(int argc, char **argv) {
         {"batches", required_argument, NULL, 'n'}, {"batch", required_argument, NULL, 'b'},
         {"seq", required_argument, NULL, 'T'},     {"task-test", required_argument, NULL, 'k'},
         {"threads", required_argument, NULL, 'j'}, {"decoder", no_argument, NULL, 'D'},
-        {"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0}};
-    const char *ckpt = NULL, *data = NULL;
+        {"help", no_argument, NULL, 'h'},          {"adapter", required_argument, NULL, 'A'},
+        {NULL, 0, NULL, 0}};
+    const char *ckpt = NULL, *data = NULL, *adapter = NULL;
     int64_t batches = 20, B = 8, T = 0, task_test = 1000, threads = 0;
     bool decoder = false;
     cli_getopt_reset();
@@ -72,6 +74,7 @@ int trit_cli_eval(int argc, char **argv) {
         case 'k': ok = cli_int("eval", "--task-test", optarg, 1, 1000000, &task_test); break;
         case 'j': ok = cli_int("eval", "--threads", optarg, 0, CLI_MAX_THREADS, &threads); break;
         case 'D': decoder = true; break;
+        case 'A': adapter = optarg; break;
         case 'h': usage(stdout); return CLI_OK;
         default: return cli_bad_option("eval", c, argv);
         }
@@ -80,7 +83,9 @@ int trit_cli_eval(int argc, char **argv) {
     int bad = cli_check_ckpt_args("eval", argc, argv, ckpt);
     if (bad) return bad;
     trit_threads_set((int)threads);
-    trit_gpt *m = decoder ? trit_checkpoint_load_decoding(ckpt, NULL) : trit_checkpoint_load_as_trained(ckpt, NULL);
+    trit_gpt *m = adapter   ? trit_checkpoint_load_adapted(ckpt, adapter, decoder)
+                  : decoder ? trit_checkpoint_load_decoding(ckpt, NULL)
+                            : trit_checkpoint_load_as_trained(ckpt, NULL);
     if (!m) return cli_fail("eval", CLI_FAIL);
     int64_t ctx = trit_gpt_get_config(m)->seq_len;
     if (T == 0) T = ctx;

@@ -12,6 +12,7 @@ static void usage(FILE *fp) {
             "Generates text from the model in DIR (model.safetensors + tokenizer.bin).\n\n"
             "  --ckpt DIR            run directory (or a .safetensors file with --tokenizer-file)\n"
             "  --tokenizer-file F    tokenizer (default DIR/tokenizer.bin)\n"
+            "  --adapter DIR         a LoRA adapter (PEFT layout) applied unmerged on DIR's model\n"
             "  --prompt S            text to continue (default: a newline)\n"
             "  --temperature X       0 = greedy, up to 100 (0.8)\n"
             "  --top-k K             keep the K most likely tokens, 0 = all, up to 65536 (0)\n"
@@ -51,9 +52,9 @@ int trit_cli_sample(int argc, char **argv) {
         {"top-k", required_argument, NULL, 'K'},       {"top-p", required_argument, NULL, 'P'},
         {"seed", required_argument, NULL, 's'},        {"max-tokens", required_argument, NULL, 'n'},
         {"threads", required_argument, NULL, 'j'},     {"help", no_argument, NULL, 'h'},
-        {"kv-cache", required_argument, NULL, 'V'},
+        {"kv-cache", required_argument, NULL, 'V'},    {"adapter", required_argument, NULL, 'A'},
         {NULL, 0, NULL, 0}};
-    const char *ckpt = NULL, *tok_file = NULL, *prompt = NULL;
+    const char *ckpt = NULL, *tok_file = NULL, *prompt = NULL, *adapter = NULL;
     trit_sample_config sc = trit_sample_config_default();
     int64_t seed = (int64_t)sc.seed, threads = 0;
     cli_getopt_reset();
@@ -71,6 +72,7 @@ int trit_cli_sample(int argc, char **argv) {
         case 'n': ok = cli_int("sample", "--max-tokens", optarg, 0, 100000000, &sc.max_tokens); break;
         case 'j': ok = cli_int("sample", "--threads", optarg, 0, CLI_MAX_THREADS, &threads); break;
         case 'V': ok = cli_kv_cache("sample", optarg, &sc.kv_cache); break;
+        case 'A': adapter = optarg; break;
         case 'h': usage(stdout); return CLI_OK;
         default: return cli_bad_option("sample", c, argv);
         }
@@ -81,7 +83,7 @@ int trit_cli_sample(int argc, char **argv) {
     if (trit_sample_config_check(&sc) != TRIT_OK) return cli_fail("sample", CLI_USAGE);
     sc.seed = (uint64_t)seed;
     trit_threads_set((int)threads);
-    trit_gpt *m = trit_checkpoint_load_decoding(ckpt, NULL);
+    trit_gpt *m = adapter ? trit_checkpoint_load_adapted(ckpt, adapter, true) : trit_checkpoint_load_decoding(ckpt, NULL);
     if (!m) return cli_fail("sample", CLI_FAIL);
     trit_tokenizer *tok = load_tokenizer(ckpt, tok_file);
     int rc = CLI_OK;

@@ -14,6 +14,25 @@ typedef enum { TRIT_NORM_LAYER = 0, TRIT_NORM_RMS = 1 } trit_norm_kind;
 typedef enum { TRIT_MLP_GELU = 0, TRIT_MLP_SWIGLU = 1 } trit_mlp_kind;
 typedef enum { TRIT_POS_LEARNED = 0, TRIT_POS_ROPE = 1 } trit_pos_kind;
 
+// Adapters beside frozen base weights (parameter-efficient fine-tuning; nn/lora.c).
+typedef enum trit_adapter_kind {
+    TRIT_ADAPTER_NONE = 0,
+    TRIT_ADAPTER_LORA = 1,        // W x + scale B A dropout(x) on the targeted block matrices
+    TRIT_ADAPTER_BOTTLENECK = 2,  // Houlsby: h + up(gelu(down h)) on each sub-layer's output
+} trit_adapter_kind;
+#define TRIT_ADAPTER_TARGETS_MAX 128
+typedef struct trit_adapter_config {
+    trit_adapter_kind kind;
+    int64_t r;        // LoRA rank, or the bottleneck's width
+    double alpha;     // LoRA: the product is scaled by alpha / r (alpha / sqrt(r) with rslora)
+    double dropout;   // LoRA: dropout on the adapter's input, [0, 1)
+    bool rslora;
+    // LoRA: comma-separated module patterns, matched as PEFT matches target_modules: a module
+    // ("h.3.attn.c_attn", also known as "transformer.h.3.attn.c_attn") is targeted when a
+    // pattern equals its name or ends it after a dot ("c_attn", "attn.c_proj")
+    char targets[TRIT_ADAPTER_TARGETS_MAX];
+} trit_adapter_config;
+
 typedef struct trit_gpt_config {
     int64_t vocab_size;    // V
     int64_t seq_len;       // T: the longest context (size of the position table)
@@ -34,6 +53,8 @@ typedef struct trit_gpt_config {
                            // on the input of each output projection (attn.c_proj and mlp.c_proj), so
                            // every block matrix, not only the first of each sub-layer, sees a
                            // normalised input (what BitLinear's own RMSNorm stands for)
+    trit_adapter_config adapter;  // kind NONE (zero): a plain model; else every base parameter is
+                                  // frozen and the adapters are the trainable ones (nn/lora.c)
 } trit_gpt_config;
 
 // GPT-2 defaults for a small model: L=4, H=4, C=128, T=64, V=65, bias, LayerNorm, GELU, learned positions.
@@ -100,6 +121,8 @@ trit_status trit_gpt_attach_grads(trit_gpt *m);
 // quantized checkpoint loads see to that). The model owns q from the call on, also on failure.
 trit_status trit_gpt_attach_quantized(trit_gpt *m, int i, trit_tensor *q);
 const trit_tensor *trit_gpt_quantized(const trit_gpt *m, int i);  // NULL when none
+// Takes parameter i's quantized copy away from m (the caller owns it; NULL when none).
+trit_tensor *trit_gpt_detach_quantized(trit_gpt *m, int i);
 // Decode only: the model keeps each weight only in the form its decoding kernel reads. Every
 // quantized copy a kernel multiplies with loses its f32 parameter values, and the integer ones the
 // CPU has panel kernels for are packed once into panels that replace their codes (the token
@@ -203,6 +226,54 @@ trit_status trit_gpt_decode(const trit_gpt *m, trit_gpt_cache *c, int32_t token,
 // products of up to 64 positions done as one GEMM; logits (V) are those after the last token.
 trit_status trit_gpt_prefill(const trit_gpt *m, trit_gpt_cache *c, const int32_t *tokens /* (n) */, int64_t n,
                              float *logits /* (V) */);
+
+// ---- adapters (nn/lora.c) -------------------------------------------------------------------
+// A model whose config has an adapter holds, after its base parameters (same names and order as
+// without one), the adapter's, named as PEFT names them under the module they adapt:
+//   LoRA, per targeted matrix W (out, in):  h.<i>.<module>.lora_A.weight (r, in)   Kaiming-uniform
+//                                           h.<i>.<module>.lora_B.weight (out, r)  zeros
+//     module: attn.c_attn, attn.c_proj, mlp.c_fc or mlp.c_proj; y = x W^T + b + s (drop(x) A^T) B^T
+//   bottleneck (Houlsby), per block and sub-layer (attn, mlp):
+//                                           h.<i>.<sub>.adapter.down.weight (r, C)  Kaiming-uniform
+//                                           h.<i>.<sub>.adapter.down.bias (r)       zeros
+//                                           h.<i>.<sub>.adapter.up.weight (C, r)    zeros
+//                                           h.<i>.<sub>.adapter.up.bias (C)         zeros
+//     the sub-layer's output h becomes h + up(gelu(down h)) before the residual add, so a fresh
+//     adapter is the identity; it is nonlinear, so it cannot be merged.
+// Base parameters are frozen (no gradient, no optimizer state). Training graphs, evaluation and
+// the decoder all run the adapters (the decoder on top of the base's quantized kernels).
+
+// Parses "r=8,alpha=16,dropout=0.05,targets=c_attn,attn.c_proj[,rslora]" (a bare word after
+// targets= is one more target) into a LoRA config; keys left out take peft's LoraConfig
+// defaults (r 8, alpha 8, dropout 0) and its target for GPT-2 (c_attn).
+trit_status trit_adapter_parse_lora(const char *spec, trit_adapter_config *out);
+// The inverse: the spec string of a LoRA config (what the parser reads back the same).
+trit_status trit_adapter_format_lora(const trit_adapter_config *a, char *buf, size_t n);
+// The adapter against the model it adapts: sizes and ranges, every target pattern matching at
+// least one block matrix, a rank no larger than the smaller side of each matrix it adapts.
+trit_status trit_adapter_check(const trit_adapter_config *a, const trit_gpt_config *c);
+// A bottleneck adapter of width size (Houlsby; no targets: after attention and after the MLP).
+trit_adapter_config trit_adapter_bottleneck(int64_t size);
+// LoRA's scale: alpha / r, or alpha / sqrt(r) with rslora.
+double trit_adapter_scale(const trit_adapter_config *a);
+// Whether module ("h.3.attn.c_attn") is targeted by a's patterns.
+bool trit_adapter_targets(const trit_adapter_config *a, const char *module);
+// Gives m (a plain model) the adapter a: new zero/Kaiming parameters drawn from seed, the base
+// frozen. Not for a decode-only model (make it decode-only after).
+trit_status trit_gpt_add_adapter(trit_gpt *m, const trit_adapter_config *a, uint64_t seed);
+// LoRA merge: W += s B A for every adapted matrix (f32 parameters; quantized copies of those
+// matrices are dropped, as they no longer hold W), after which graphs and the decoder skip the
+// adapters; unmerge subtracts the same product again.
+trit_status trit_gpt_merge_adapters(trit_gpt *m);
+trit_status trit_gpt_unmerge_adapters(trit_gpt *m);
+bool trit_gpt_adapters_merged(const trit_gpt *m);
+// QLoRA: every frozen parameter with a quantized copy (trit_gpt_quantize) gives up its f32
+// values, so the base lives only as codes: graphs multiply by the codes through the quantized-
+// operand linear (decoded a chunk at a time, input gradients only), the decoder through its
+// kernels (every such matrix must have one). The model must have an adapter (its base frozen).
+trit_status trit_gpt_use_quantized_base(trit_gpt *m);
+// Elements of the parameters that are not frozen.
+int64_t trit_gpt_num_trainable(const trit_gpt *m);
 
 #ifdef __cplusplus
 }

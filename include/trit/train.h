@@ -176,6 +176,11 @@ typedef struct trit_train_config {
     int64_t pool;                // trit_train_pool of --task embed
     double temperature;          // --task embed: InfoNCE tau
     char tensorboard[TRIT_PATH_MAX];  // also write the metrics as TensorBoard event files here
+    char lora[TRIT_PATH_MAX];       // LoRA spec (trit_adapter_parse_lora), "" for none: the base frozen
+    int64_t quantize_base;          // trit_train_qbase: QLoRA's base as codes
+    int64_t double_quant;           // 1: the quantized base's scales double-quantized (blocks of 256)
+    int64_t adapter_type;           // trit_train_adapter: which adapter trains (off: the whole model)
+    int64_t adapter_size;           // --adapter-type bottleneck: its width (0: not given)
 } trit_train_config;
 
 // --task: what the model is trained to do with --data.
@@ -184,6 +189,17 @@ typedef enum { TRIT_POOL_MEAN = 0, TRIT_POOL_LAST = 1 } trit_train_pool;
 // --recompute auto: the trainer recomputes the fewest whole blocks that fit --memory-budget (the
 // other values are trit_recompute_policy's).
 enum { TRIT_RECOMPUTE_AUTO = 4 };
+
+// --adapter-type: LoRA (--lora's spec) or a Houlsby bottleneck of --adapter-size.
+typedef enum { TRIT_TRAIN_ADAPTER_OFF = 0, TRIT_TRAIN_ADAPTER_LORA, TRIT_TRAIN_ADAPTER_BOTTLENECK } trit_train_adapter;
+// The adapter config c asks for (kind NONE for none); TRIT_ERR_INVALID for a bad --lora spec.
+trit_status trit_train_config_adapter(const trit_train_config *c, trit_adapter_config *out);
+
+// --quantize-base: the frozen base of a LoRA run kept only as codes (QLoRA).
+// KEEP: an --init-from run that is quantized already (`trit quantize`) keeps its own codes.
+typedef enum {
+    TRIT_QBASE_OFF = 0, TRIT_QBASE_NF4, TRIT_QBASE_INT8, TRIT_QBASE_INT4, TRIT_QBASE_TERNARY, TRIT_QBASE_KEEP
+} trit_train_qbase;
 
 // --qat: the codes of quantization-aware training.
 typedef enum { TRIT_QAT_OFF = 0, TRIT_QAT_INT8, TRIT_QAT_INT4, TRIT_QAT_INT2, TRIT_QAT_FP8, TRIT_QAT_TERNARY } trit_train_qat;
@@ -476,6 +492,28 @@ trit_gpt *trit_checkpoint_load_as_trained(const char *path, int64_t *step);
 // read as codes (trit_checkpoint_load_decoder), a --qat/--ternary run's latent weights are frozen
 // and then dropped. What `trit sample`, `trit eval --decoder` and `trit bench --decode` decode with.
 trit_gpt *trit_checkpoint_load_decoding(const char *path, int64_t *step);
+
+// ---- adapters in PEFT's layout (train/peft.c) -------------------------------------------------
+#define TRIT_PEFT_WEIGHTS "adapter_model.safetensors"
+#define TRIT_PEFT_CONFIG "adapter_config.json"
+// Writes m's LoRA adapter into dir (which exists) as peft's save_pretrained does for a GPT-2:
+// TRIT_PEFT_WEIGHTS with base_model.model.transformer.h.<i>.<module>.lora_A.weight (r, in) and
+// lora_B.weight (out, r), and TRIT_PEFT_CONFIG (base_name: its base_model_name_or_path). Each
+// file is written atomically.
+trit_status trit_peft_save(const trit_gpt *m, const char *dir, const char *base_name);
+// Gives m (a plain model) the LoRA adapter in dir: its config checked against m (every target
+// matches a block matrix, the rank fits), every tensor present with the shape m needs and
+// nothing else in the file. On failure m is left with a partial adapter: free it.
+trit_status trit_peft_load(trit_gpt *m, const char *dir);
+// The model of checkpoint `base` as trained, with the PEFT adapter in adapter_dir, unmerged;
+// made decode-only when decoding (the base's quantized kernels plus the low-rank products).
+trit_gpt *trit_checkpoint_load_adapted(const char *base, const char *adapter_dir, bool decoding);
+// The quantization spec of --quantize-base / --double-quant (train/qlora.c).
+trit_quant_spec trit_train_qbase_spec(const trit_train_config *c);
+// `trit merge`: base (a run directory or .safetensors file) with the adapter in adapter_dir
+// merged into its weights, written as a plain f32 run in out (model.safetensors and base's
+// tokenizer.bin when it has one). out must not hold a model; on failure nothing is left there.
+trit_status trit_merge_adapter_run(const char *base, const char *adapter_dir, const char *out);
 
 // ---- export ---------------------------------------------------------------------------------
 

@@ -192,7 +192,7 @@ trit_status trit_graph_memory_report(const trit_graph *g, trit_graph_memory *out
             out->param_copy_bytes += b;
         if (v->kind == VALUE_PARAM) {
             out->num_param_elems += trit_tensor_numel(v->t);
-            out->param_bytes += b;
+            out->param_bytes += b + trit_quant_info_bytes(v->t->quant);  // a quantized operand's scales too
             if (v->t->grad) out->grad_bytes += trit_tensor_nbytes(v->t->grad);
         }
     }

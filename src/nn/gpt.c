@@ -78,12 +78,11 @@ trit_status trit_gpt_config_check(const trit_gpt_config *c) {
                           (long long)GPT_MAX_DIM, (long long)c->mlp_hidden);
     if (!(c->norm_eps > 0.0) || !isfinite(c->norm_eps))
         return trit_error(TRIT_ERR_INVALID, "gpt config: norm_eps must be a finite number > 0 (1e-5 is usual), got %g", c->norm_eps);
-    return TRIT_OK;
+    return trit_adapter_check(&c->adapter, c);
 }
 
 // ---- parameters ---------------------------------------------------------------------------
 
-typedef enum { INIT_NORMAL, INIT_RESIDUAL, INIT_ZERO, INIT_ONE } init_kind;
 
 // The model is built in two passes over the same code: the first (m->tensors still NULL) only
 // counts the parameters the config calls for, so the list is allocated to exactly that length.
@@ -144,13 +143,17 @@ static trit_tensor *add_param(builder *b, const char *name, int ndim, int64_t d0
 }
 
 // Parameter i's initial values, in its place in flat storage (which starts zeroed).
-static trit_status init_param(trit_gpt *m, int i, uint64_t seed) {
+trit_status trit_gpt_init_param(trit_gpt *m, int i, uint64_t seed) {
     trit_tensor *t = m->tensors[i];
     switch ((init_kind)m->init[i]) {
     case INIT_NORMAL: return trit_tensor_fill_normal(t, 0.0, m->std, seed, trit_gpt_name_stream(t->name));
     case INIT_RESIDUAL: return trit_tensor_fill_normal(t, 0.0, m->std_resid, seed, trit_gpt_name_stream(t->name));
     case INIT_ZERO: return TRIT_OK;
     case INIT_ONE: return trit_tensor_fill(t, 1.0);
+    case INIT_KAIMING: {
+        const double bound = trit_gpt_kaiming_bound(t);
+        return trit_tensor_fill_uniform(t, -bound, bound, seed, trit_gpt_name_stream(t->name));
+    }
     }
     return TRIT_OK;
 }
@@ -200,8 +203,8 @@ trit_status trit_gpt_lay_out(trit_gpt *m, const bool *drop, const bool *give) {
     } else {
         int k = m->n_tensors;
         for (int i = 0; i < m->n_prog; i++) {
-            const int use[3] = {m->prog[i].w, m->prog[i].w2, m->prog[i].b};
-            for (int j = 0; j < 3; j++)
+            const int use[5] = {m->prog[i].w, m->prog[i].w2, m->prog[i].b, m->prog[i].la, m->prog[i].lb};
+            for (int j = 0; j < 5; j++)
                 if (use[j] >= 0 && !seen[use[j]]) seen[use[j]] = true, order[--k] = m->tensors[use[j]];
         }
         for (int i = m->n_tensors - 1; i >= 0; i--)
@@ -261,6 +264,7 @@ static trit_gpt *make(const trit_gpt_config *c, uint64_t seed, bool (*without)(c
         return NULL;
     }
     m->cfg = *c;
+    m->cfg.adapter = (trit_adapter_config){.kind = TRIT_ADAPTER_NONE};  // the base first, then the adapter (lora.c)
     m->policy = (trit_compute_policy){TRIT_F32, TRIT_F32, TRIT_MATMUL_HIGHEST};
     m->hidden = trit_gpt_mlp_hidden(c);
     const int64_t L = c->n_layer;
@@ -288,8 +292,9 @@ static trit_gpt *make(const trit_gpt_config *c, uint64_t seed, bool (*without)(c
     // Storage in place in one block, then the values there: no second copy of the model.
     if (b.status == TRIT_OK) b.status = trit_gpt_lay_out(m, NULL, b.valued);
     for (int i = 0; b.status == TRIT_OK && !b.zeroed && i < m->n_tensors; i++)
-        if (b.valued[i]) b.status = init_param(m, i, seed);
+        if (b.valued[i]) b.status = trit_gpt_init_param(m, i, seed);
     free(b.valued);
+    if (b.status == TRIT_OK && c->adapter.kind != TRIT_ADAPTER_NONE) b.status = trit_gpt_add_adapter(m, &c->adapter, seed);
     if (b.status != TRIT_OK) {
         trit_gpt_free(m);
         return NULL;
@@ -443,6 +448,13 @@ const trit_tensor *trit_gpt_quantized(const trit_gpt *m, int i) {
     return m && m->quantized && i >= 0 && i < m->n_tensors ? m->quantized[i] : NULL;
 }
 
+trit_tensor *trit_gpt_detach_quantized(trit_gpt *m, int i) {
+    if (!m || !m->quantized || i < 0 || i >= m->n_tensors) return NULL;
+    trit_tensor *q = m->quantized[i];
+    m->quantized[i] = NULL;
+    return q;
+}
+
 const trit_flat *trit_gpt_flat(const trit_gpt *m) { return m ? m->flat : NULL; }
 
 trit_status trit_gpt_init_values(const trit_gpt *m, int i, uint64_t seed, int64_t first, int64_t n, float *out) {
@@ -460,6 +472,11 @@ trit_status trit_gpt_init_values(const trit_gpt *m, int i, uint64_t seed, int64_
     case INIT_ONE:
         for (int64_t k = 0; k < n; k++) out[k] = m->init[i] == INIT_ONE ? 1.0f : 0.0f;
         break;
+    case INIT_KAIMING: {
+        const float bound = (float)trit_gpt_kaiming_bound(t);
+        trit_rng_fill_uniform(out, n, seed, trit_gpt_name_stream(t->name), (uint64_t)first, -bound, bound);
+        break;
+    }
     }
     return TRIT_OK;
 }

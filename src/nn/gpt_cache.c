@@ -96,6 +96,14 @@ trit_gpt_cache *trit_gpt_cache_new_kv(const trit_gpt *m, trit_dtype kv) {
             return NULL;
         }
     }
+    const int64_t r = m->cfg.adapter.kind != TRIT_ADAPTER_NONE ? m->cfg.adapter.r : 0;
+    const bool bottleneck = m->cfg.adapter.kind == TRIT_ADAPTER_BOTTLENECK;
+    if ((r && !(k->lora = malloc(sizeof(float) * (size_t)(2 * ROWS * r)))) ||
+        (bottleneck && !(k->xf_adapter = malloc(sizeof(float) * (size_t)(ROWS * C))))) {
+        trit_error(TRIT_ERR_NOMEM, "gpt cache: out of memory for the adapters' products");
+        trit_gpt_cache_free(k);
+        return NULL;
+    }
     if (alloc_act_buffers(k, m, k->w->maxk) != TRIT_OK || alloc_prompt_buffers(k, m) != TRIT_OK) {
         trit_gpt_cache_free(k);
         return NULL;
@@ -115,6 +123,8 @@ void trit_gpt_cache_free(trit_gpt_cache *c) {
     trit_aligned_free(c->xs);
     trit_aligned_free(c->wdec);
     free(c->wdec_at);
+    free(c->lora);
+    free(c->xf_adapter);
     free(c);
 }
 

@@ -79,6 +79,9 @@ struct trit_gpt_cache {
     float *wdec;           // (the most weight-only values a block holds), NULL when there are none
     int64_t *wdec_at;      // (n_tensors) where matrix i's values are in wdec for this block, or -1
     int64_t wdec_used;     // floats of wdec taken in this block
+    float *lora;           // (2, ROWS, r) or NULL: a chunk's products with LoRA's A, or a bottleneck's
+                           // down projection and its GELU
+    float *xf_adapter;     // (ROWS, C) or NULL: a bottleneck's up projection
 };
 
 static inline const trit_tensor *trit_gpt_cache_quantized(const trit_gpt_cache *k, int i) {

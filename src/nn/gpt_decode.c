@@ -97,8 +97,38 @@ static bool product(trit_gpt_cache *c, float *out, const float *x, const gpt_ste
     return false;
 }
 
+// x (R, C) += up(gelu(x down^T + bd)) + bu: a bottleneck adapter on a sub-layer's output rows
+// (down (r, C), up (C, r)), in the graph's order: the up product, then its bias, then the add.
+static void bottleneck_rows(const trit_gpt_cache *c, float *x, const gpt_step *st, int64_t R) {
+    const trit_gpt *m = c->m;
+    const int64_t r = m->tensors[st->w]->shape[0], C = st->width;
+    const float *down = trit_gpt_cache_f32(c, st->w), *bd = trit_gpt_cache_f32(c, st->b);
+    const float *up = trit_gpt_cache_f32(c, st->la), *bu = trit_gpt_cache_f32(c, st->lb);
+    float *h = c->lora, *a = c->lora + ROWS * r, *u = c->xf_adapter;  // (R, r), (R, r), (R, C)
+    trit_kernel_gemm_f32(false, true, R, r, C, x, C, down, C, h, r, false);
+    for (int64_t i = 0; i < R; i++)
+        for (int64_t j = 0; j < r; j++) h[i * r + j] += bd[j];
+    trit_kernel_gelu_fwd_f32(a, h, NULL, R, r);
+    trit_kernel_gemm_f32(false, true, R, C, r, a, r, up, r, u, C, false);
+    for (int64_t i = 0; i < R; i++)
+        for (int64_t j = 0; j < C; j++) x[i * C + j] += u[i * C + j] + bu[j];
+}
+
 // Below this many values a bias is added on one thread.
 #define ADD_PARALLEL_MIN ((int64_t)1 << 15)
+
+// out (R, N) += s (x A^T) B^T: step st's LoRA pair (A (r, K), B (N, r)) beside the base's product,
+// in the graph's order (the (R, r) product scaled, then multiplied by B).
+static void lora_rows(const trit_gpt_cache *c, float *out, const float *x, const gpt_step *st, int64_t R) {
+    const trit_gpt *m = c->m;
+    const int64_t r = m->tensors[st->la]->shape[0], K = m->tensors[st->la]->shape[1], N = st->width;
+    const float *A = trit_gpt_cache_f32(c, st->la), *B = trit_gpt_cache_f32(c, st->lb);
+    const float s = (float)trit_adapter_scale(&m->cfg.adapter);
+    float *t = c->lora;  // (R, r)
+    trit_kernel_gemm_f32(false, true, R, r, K, x, K, A, K, t, r, false);
+    for (int64_t i = 0; i < R * r; i++) t[i] *= s;
+    trit_kernel_gemm_f32(false, true, R, N, r, t, r, B, r, out, N, true);
+}
 
 // out (R, N) = x (R, K) W^T + b for step st; then res (R, N) += out when res is given (the
 // residual stream).
@@ -106,7 +136,9 @@ static void matmul(trit_gpt_cache *c, float *out, const float *x, const gpt_step
     const int64_t N = st->width;
     const float *bd = trit_gpt_cache_f32(c, st->b);
     const trit_qpanel_epilogue e = {bd, res, N};
-    if (product(c, out, x, st, R, &e)) return;  // the panel kernels' threads added both to their columns
+    const bool lora = st->la >= 0 && !c->m->adapters_merged;
+    if (product(c, out, x, st, R, lora ? NULL : &e)) return;  // the panel kernels' threads added both to their columns
+    if (lora) lora_rows(c, out, x, st, R);
 #pragma omp parallel for schedule(static) if ((bd || res) && R * N >= ADD_PARALLEL_MIN && !omp_in_parallel())
     for (int64_t r = 0; r < R; r++) {
         float *o = out + r * N;
@@ -258,6 +290,7 @@ static int run_step(trit_gpt_cache *c, int i, const int32_t *tokens, int64_t pos
         for (int64_t r = 0; r < rows * st->width; r++) c->slot[GPT_X][r] += src[r];
         break;
     case GPT_OP_HEAD: (void)product(c, logits, src, st, 1, NULL); break;
+    case GPT_OP_ADAPTER: bottleneck_rows(c, dst, st, rows); break;
     }
     return 1;
 }

@@ -7,7 +7,12 @@
 
 #include <string.h>
 
-static trit_tensor *param(const trit_gpt *m, int i) { return i >= 0 ? m->tensors[i] : NULL; }
+// Parameter i as an operand: its codes when a quantized base (QLoRA) keeps no f32 values.
+static trit_tensor *param(const trit_gpt *m, int i) {
+    if (i < 0) return NULL;
+    if (!m->tensors[i]->data && m->quantized && m->quantized[i]) return m->quantized[i];
+    return m->tensors[i];
+}
 
 static trit_tensor *norm(trit_graph *g, const trit_gpt *m, trit_tensor *x, const gpt_step *s) {
     if (m->cfg.norm == TRIT_NORM_RMS) return trit_rmsnorm(g, x, param(m, s->w), m->cfg.norm_eps);
@@ -19,11 +24,13 @@ static trit_tensor *dropout(trit_graph *g, const trit_gpt *m, trit_tensor *x, ui
 }
 
 // x W^T + b; a matrix inside a block goes through fake quantization under QAT.
+// A LoRA pair adds its product (nn/lora.c) unless merged into W.
 static trit_tensor *linear(trit_graph *g, const trit_gpt *m, trit_tensor *x, const gpt_step *s) {
-    trit_tensor *w = param(m, s->w);
+    trit_tensor *w = param(m, s->w), *in = x;
     if (s->block_matrix && m->qat_acts) x = trit_fake_quant(g, x, &m->qat_a, NULL);
     if (s->block_matrix && m->qat_weights) w = trit_fake_quant(g, w, &m->qat_w, NULL);
-    return trit_linear(g, x, w, param(m, s->b));
+    trit_tensor *y = trit_linear(g, x, w, param(m, s->b));
+    return s->la >= 0 && !m->adapters_merged ? trit_gpt_lora_graph(g, m, s, in, y) : y;
 }
 
 // The values of the slots while the program is built into a graph; a fused q, k, v slot also
@@ -76,6 +83,7 @@ static void build_step(trit_graph *g, const trit_gpt *m, const gpt_step *s, slot
     case GPT_OP_SWIGLU: *dst = swiglu(g, m, x); break;
     case GPT_OP_RESIDUAL: sl->v[GPT_X] = trit_add(g, sl->v[GPT_X], dropout(g, m, x, s->stream)); break;
     case GPT_OP_HEAD: out->logits = trit_linear(g, x, param(m, s->w), NULL); break;  // (B, T, V)
+    case GPT_OP_ADAPTER: *dst = trit_gpt_bottleneck_graph(g, m, s, x); break;
     }
 }
 

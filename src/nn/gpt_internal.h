@@ -6,6 +6,8 @@
 #include "trit/nn.h"
 #include "trit/ops.h"
 
+#include <math.h>
+
 // One transformer block. Weights are (out, in) as trit_linear reads them (y = x W^T + b).
 // Biases (and LayerNorm's shift) are NULL when config.bias is false; norm shifts are always NULL
 // for RMSNorm. With SwiGLU, fc_w holds [gate; up]: rows [0, hidden) make the gate and rows
@@ -36,6 +38,7 @@ typedef enum gpt_op {
     GPT_OP_SWIGLU,    // dst = silu(src's first half) * its second half
     GPT_OP_RESIDUAL,  // X += dropout(src)
     GPT_OP_HEAD,      // logits = src wte^T: the tied output head
+    GPT_OP_ADAPTER,   // src += gelu(src w^T + b) la^T + lb: a bottleneck adapter (w, b down; la, lb up)
 } gpt_op;
 
 typedef enum gpt_slot {
@@ -57,7 +60,12 @@ typedef struct gpt_step {
     int block;         // the block the step belongs to, -1 before the blocks, L after them
     bool block_matrix; // a LINEAR over a matrix inside a block (QAT applies; the head is not one)
     uint64_t stream;   // EMBED and RESIDUAL: the dropout's stream, from the step's place
+    int la, lb;        // LINEAR: its LoRA A (r, in) and B (out, r), -1 for none; ADAPTER: up (C, r), (C)
+    uint64_t lora_stream;  // LINEAR with LoRA: the stream of the dropout on the adapter's input
 } gpt_step;
+
+// How each parameter gets its initial values (m->init).
+typedef enum { INIT_NORMAL, INIT_RESIDUAL, INIT_ZERO, INIT_ONE, INIT_KAIMING } init_kind;
 
 struct trit_gpt {
     trit_gpt_config cfg;
@@ -80,6 +88,7 @@ struct trit_gpt {
     int64_t recompute_blocks; // the policy applies to blocks [0, recompute_blocks)
     trit_flat *flat;          // the parameters' storage and their gradients (reverse first use)
     struct gpt_weights *dec;  // a decode-only model's weights in kernel form (gpt_weights.c), else NULL
+    bool adapters_merged;     // LoRA products added into the base weights (nn/lora.c)
     gpt_step *prog;           // the program (gpt_program.c)
     int n_prog;
     int64_t slot_width[GPT_NUM_SLOTS];  // the widest row each slot holds
@@ -102,5 +111,22 @@ int trit_gpt_index_of(const trit_gpt *m, const trit_tensor *t);
 // Appends t to m's parameter list (which then owns it); TRIT_ERR_RANGE, t left to the caller,
 // when the list already holds the cap_tensors parameters the config calls for.
 trit_status trit_gpt_append_tensor(trit_gpt *m, trit_tensor *t);
+
+// torch.nn.init.kaiming_uniform_(w, a = sqrt(5)), nn.Linear's default and LoRA's A: uniform in
+// +-gain sqrt(3 / fan_in) with gain sqrt(2 / (1 + a^2)), which is +-1 / sqrt(fan_in); fan_in = in.
+static inline double trit_gpt_kaiming_bound(const trit_tensor *w) {
+    return 1.0 / sqrt((double)(w->ndim == 2 && w->shape[1] > 0 ? w->shape[1] : 1));
+}
+// Parameter i's initial values under seed, in its place in flat storage (gpt.c).
+trit_status trit_gpt_init_param(trit_gpt *m, int i, uint64_t seed);
+
+// A module's matrix (role: 0 attn.c_attn, 1 attn.c_proj, 2 mlp.c_fc, 3 mlp.c_proj) in block k.
+enum { GPT_NUM_MATRICES = 4 };
+extern const char *const trit_gpt_matrix_roles[GPT_NUM_MATRICES];
+void trit_gpt_matrix_shape(const trit_gpt_config *c, int role, int64_t *out, int64_t *in);
+// A bottleneck adapter's step in a graph: x + up(gelu(down x)) (nn/lora.c).
+trit_tensor *trit_gpt_bottleneck_graph(trit_graph *g, const trit_gpt *m, const gpt_step *s, trit_tensor *x);
+// LoRA's contribution to a LINEAR step in a graph: y + s (drop(x) A^T) B^T (gpt_graph.c's).
+trit_tensor *trit_gpt_lora_graph(trit_graph *g, const trit_gpt *m, const gpt_step *s, trit_tensor *x, trit_tensor *y);
 
 #endif

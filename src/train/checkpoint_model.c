@@ -40,6 +40,10 @@ char *trit_checkpoint_config_to_json(const trit_gpt_config *c) {
               cJSON_AddNumberToObject(o, "rope_theta", c->rope_theta) &&
               cJSON_AddNumberToObject(o, "norm_eps", c->norm_eps) &&
               (!c->subln || cJSON_AddTrueToObject(o, "subln"));
+    char lora[TRIT_ADAPTER_TARGETS_MAX + 128];  // a LoRA model: its spec, which reads back the same
+    if (ok && c->adapter.kind == TRIT_ADAPTER_LORA)
+        ok = trit_adapter_format_lora(&c->adapter, lora, sizeof lora) == TRIT_OK && cJSON_AddStringToObject(o, "lora", lora);
+    if (ok && c->adapter.kind == TRIT_ADAPTER_BOTTLENECK) ok = cJSON_AddNumberToObject(o, "bottleneck", (double)c->adapter.r);
     char *s = ok ? cJSON_PrintUnformatted(o) : NULL;
     cJSON_Delete(o);
     return s;
@@ -87,6 +91,14 @@ trit_status trit_checkpoint_config_from_json(trit_gpt_config *c, const char *jso
     if (s == TRIT_OK && (!cJSON_IsBool(bias) || !cJSON_IsNumber(drop) || !cJSON_IsNumber(theta) ||
                          !cJSON_IsNumber(eps)))
         s = trit_error(TRIT_ERR_FORMAT, "model config: bias, dropout, rope_theta or norm_eps missing");
+    const cJSON *lora = cJSON_GetObjectItemCaseSensitive(o, "lora");  // absent in models without an adapter
+    if (s == TRIT_OK && lora && (!cJSON_IsString(lora) || trit_adapter_parse_lora(lora->valuestring, &g.adapter) != TRIT_OK))
+        s = trit_error(TRIT_ERR_FORMAT, "model config: 'lora' is not a LoRA spec (r=8,alpha=16,...)");
+    const cJSON *bn = cJSON_GetObjectItemCaseSensitive(o, "bottleneck");  // absent in models without one
+    int64_t width = 0;
+    if (s == TRIT_OK && bn && (lora || !cJSON_IsNumber(bn) || !trit_f64_to_i64_exact(bn->valuedouble, 1, INT64_MAX, &width)))
+        s = trit_error(TRIT_ERR_FORMAT, "model config: 'bottleneck' must be a width >= 1, without 'lora'");
+    if (s == TRIT_OK && bn) g.adapter = trit_adapter_bottleneck(width);
     if (s == TRIT_OK) {
         g.bias = cJSON_IsTrue(bias);
         g.dropout = drop->valuedouble;

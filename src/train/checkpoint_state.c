@@ -192,11 +192,14 @@ static trit_state_entry *entries_of(const trit_gpt *m, const trit_optim *o, int 
     const int nw = trit_gpt_num_tensors(m), no = trit_optim_num_state(o);
     trit_state_entry *e = calloc((size_t)(nw + no) + 1, sizeof *e);
     if (!e) return NULL;
+    int k = 0;
     for (int i = 0; i < nw; i++) {
         const trit_tensor *t = trit_gpt_tensor(m, i);
-        e[i] = (trit_state_entry){.name = t->name, .role = "weight", .dtype = t->dtype, .ndim = t->ndim,
+        if (!t->data) continue;  // a quantized base's frozen matrix (QLoRA): its codes are in model.safetensors
+        e[k] = (trit_state_entry){.name = t->name, .role = "weight", .dtype = t->dtype, .ndim = t->ndim,
                                   .count = trit_tensor_numel(t), .data = trit_tensor_ptr(t)};
-        memcpy(e[i].shape, t->shape, sizeof e[i].shape);
+        memcpy(e[k].shape, t->shape, sizeof e[k].shape);
+        k++;
     }
     for (int i = 0; i < no; i++) {
         trit_optim_state_buf b;
@@ -204,11 +207,11 @@ static trit_state_entry *entries_of(const trit_gpt *m, const trit_optim *o, int 
             free(e);
             return NULL;
         }
-        e[nw + i] = (trit_state_entry){.name = b.name, .role = "optim", .dtype = b.dtype, .ndim = b.ndim,
-                                       .count = b.count, .data = b.data, .scales = b.scales, .num_scales = b.num_scales};
-        memcpy(e[nw + i].shape, b.shape, sizeof e[nw + i].shape);
+        e[k + i] = (trit_state_entry){.name = b.name, .role = "optim", .dtype = b.dtype, .ndim = b.ndim,
+                                      .count = b.count, .data = b.data, .scales = b.scales, .num_scales = b.num_scales};
+        memcpy(e[k + i].shape, b.shape, sizeof e[k + i].shape);
     }
-    *n = nw + no;
+    *n = k + no;
     return e;
 }
 

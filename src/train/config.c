@@ -31,7 +31,13 @@ typedef struct field {
     const char *append;
     bool alias;                // another name of an earlier row's field: not in JSON, print or merge
     const char *const *synonyms;  // F_ENUM: pairs {other name, enum name}, NULL-terminated
+    trit_status (*check_str)(const char *value);  // F_STR: the value's own syntax, or NULL
 } field;
+
+static trit_status check_lora(const char *value) {
+    trit_adapter_config a;
+    return trit_adapter_parse_lora(value, &a);
+}
 
 static const char *const tokenizer_names[] = {"none", "char", "bpe", NULL};
 static const char *const norm_names[] = {"layer", "rms", NULL};
@@ -50,6 +56,8 @@ static const char *const pool_names[] = {"mean", "last", NULL};
 static const char *const schedule_names[] = {"cosine", "two-stage", NULL};
 static const char *const qat_acts_names[] = {"off", "token", NULL};
 static const char *const optimizer_names[] = {"adamw", "adamw8bit", NULL};
+static const char *const adapter_names[] = {"off", "lora", "bottleneck", NULL};
+static const char *const qbase_names[] = {"off", "nf4", "int8", "int4", "ternary", "keep", NULL};
 
 // Upper bounds are where a run stops being a training run on one machine and becomes an
 // overflow or an allocation that cannot succeed; the products of sizes are checked too
@@ -174,6 +182,22 @@ static const field fields[] = {
      D(1e-4, 100, 0)},
     {"tensorboard", F_STR, K_RUN, OFF(tensorboard), NULL,
      "also write the metrics.jsonl values as TensorBoard scalars into this directory (made if missing)", NONE},
+    {"lora", F_STR, K_MODEL, OFF(lora), NULL,
+     "train a LoRA adapter beside the frozen weights: r=8,alpha=16,dropout=0.05,targets=c_attn,attn.c_proj,c_fc,"
+     "mlp.c_proj[,rslora] (PEFT's defaults: r 8, alpha 8, dropout 0, targets c_attn); with --init-from", NONE,
+     .check_str = check_lora},
+    {"adapter-type", F_ENUM, K_MODEL, OFF(adapter_type), adapter_names,
+     "off|lora|bottleneck: train an adapter beside the frozen weights: LoRA (--lora) or Houlsby bottlenecks after "
+     "attention and after the MLP (--adapter-size) (lora with --lora, else off)", NONE},
+    {"adapter-size", F_INT, K_MODEL, OFF(adapter_size), NULL, "--adapter-type bottleneck: its width, at most --dim",
+     I(1, 65536)},
+    {"quantize-base", F_ENUM, K_MODEL, OFF(quantize_base), qbase_names,
+     "off|nf4|int8|int4|ternary: with --lora, keep the frozen base only as codes (QLoRA: nf4 blocks of 64, int8 per "
+     "channel, int4 groups of 64, ternary per matrix; keep: the codes of an --init-from run made by `trit quantize`, "
+     "which --lora takes by itself) (off)", NONE},
+    {"double-quant", F_BOOL, K_MODEL, OFF(double_quant), NULL,
+     "with --quantize-base: the base's scales as int8 in blocks of 256 (QLoRA's double quantization); no value",
+     NONE, .is_switch = true},
 };
 #undef OFF
 #undef I
@@ -320,6 +344,7 @@ static trit_status set_field(trit_train_config *c, const field *f, const char *f
         if (f->append) return append_items(str_at(c, f), f->append, flag, value);
         if (strlen(value) >= TRIT_PATH_MAX)
             return trit_error(TRIT_ERR_RANGE, "%s: path longer than %d bytes", flag, TRIT_PATH_MAX - 1);
+        if (f->check_str && (s = f->check_str(value)) != TRIT_OK) return s;
         snprintf(str_at(c, f), TRIT_PATH_MAX, "%s", value);
         return TRIT_OK;
     }
@@ -432,6 +457,9 @@ static void apply_defaults(trit_train_config *c) {
     DEF_I(stop_after, 0);
     DEF_I(max_skips, 10);
     DEF_I(quiet, 0);
+    DEF_I(quantize_base, TRIT_QBASE_OFF);
+    DEF_I(double_quant, 0);
+    DEF_I(adapter_type, c->lora[0] ? TRIT_TRAIN_ADAPTER_LORA : TRIT_TRAIN_ADAPTER_OFF);
     if (!c->out[0]) snprintf(c->out, sizeof c->out, "%s", c->resume[0] ? c->resume : task ? "run-addition" : "run");
 }
 #undef DEF_I
@@ -488,11 +516,35 @@ static trit_status check_relations(const trit_train_config *c) {
          "\"anchor\" and \"positive\" text fields)");
     NEED(c->recompute != TRIT_RECOMPUTE_AUTO || c->memory_budget > 0, "--recompute auto chooses the blocks to "
          "recompute by --memory-budget MB: pass one, or choose none|attn|mlp|block");
+    NEED(c->adapter_type != TRIT_TRAIN_ADAPTER_BOTTLENECK || c->adapter_size != TRIT_TRAIN_UNSET,
+         "--adapter-type bottleneck needs --adapter-size N (its width)");
+    NEED(c->adapter_type == TRIT_TRAIN_ADAPTER_BOTTLENECK || c->adapter_size == TRIT_TRAIN_UNSET,
+         "--adapter-size applies to --adapter-type bottleneck");
+    NEED(c->adapter_type == TRIT_TRAIN_ADAPTER_LORA || !c->lora[0],
+         "--lora trains a LoRA adapter: drop --adapter-type %s or --lora", enum_name(find_field("adapter-type"), c->adapter_type));
+    NEED(c->adapter_size == TRIT_TRAIN_UNSET || c->adapter_size <= c->dim,
+         "--adapter-size %lld is larger than --dim %lld: a bottleneck narrows the width", (long long)c->adapter_size,
+         (long long)c->dim);
+    NEED(c->quantize_base == TRIT_QBASE_OFF || c->adapter_type != TRIT_TRAIN_ADAPTER_OFF,
+         "--quantize-base keeps a frozen base as codes: it needs --lora or --adapter-type (the adapter is what trains)");
+    NEED(c->quantize_base == TRIT_QBASE_OFF || (c->qat == TRIT_QAT_OFF && c->master_weights),
+         "--quantize-base does not combine with --qat/--ternary or --master-weights off");
+    NEED(!c->double_quant || (c->quantize_base != TRIT_QBASE_OFF && c->quantize_base != TRIT_QBASE_KEEP),
+         "--double-quant applies to --quantize-base nf4|int8|int4|ternary");
+    NEED(c->quantize_base != TRIT_QBASE_KEEP || c->init_from[0],
+         "--quantize-base keep takes the codes of the --init-from run: pass --init-from");
     NEED(c->terngrad_bucket % 4 == 0, "--terngrad-bucket must be 0 or a multiple of 4 (whole bytes of codes), got %lld",
          (long long)c->terngrad_bucket);
     return TRIT_OK;
 }
 #undef NEED
+
+trit_status trit_train_config_adapter(const trit_train_config *c, trit_adapter_config *out) {
+    *out = (trit_adapter_config){.kind = TRIT_ADAPTER_NONE};
+    if (c->adapter_type == TRIT_TRAIN_ADAPTER_BOTTLENECK) *out = trit_adapter_bottleneck(c->adapter_size);
+    else if (c->adapter_type == TRIT_TRAIN_ADAPTER_LORA || c->lora[0]) return trit_adapter_parse_lora(c->lora, out);
+    return TRIT_OK;
+}
 
 trit_status trit_train_config_resolve(trit_train_config *c) {
     // The set fields first: the defaults are computed from them (total-batch-tokens = B*T).

@@ -10,7 +10,7 @@
 #include <string.h>
 
 static bool wants(const trit_tensor *t, unsigned which) {
-    if (t->ndim != 2) return false;
+    if (t->ndim != 2 || strstr(t->name, ".lora_") || strstr(t->name, ".adapter.")) return false;  // adapters train: f32
     if (strncmp(t->name, "h.", 2) == 0) return which & TRIT_QUANTIZE_BLOCKS;
     return (which & TRIT_QUANTIZE_EMBEDDING) && strcmp(t->name, "wte.weight") == 0;
 }
@@ -72,7 +72,7 @@ static bool made_quantized(const char *name, void *ctx) {
     if (strcmp(name, "wte.weight") == 0) return q->head != NULL;
     const char *w = strrchr(name, '.');  // the block matrices: h.N.attn.c_attn.weight, ...
     return q->blocks && strncmp(name, "h.", 2) == 0 && w && strcmp(w, ".weight") == 0 && !strstr(name, "ln_") &&
-           !strstr(name, "sub_norm");
+           !strstr(name, "sub_norm") && !strstr(name, ".lora_") && !strstr(name, ".adapter.");
 }
 
 enum { PIECE_VALUES = 1 << 21 };  // f32 values made at once (8 MB)

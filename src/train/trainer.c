@@ -165,6 +165,15 @@ static void print_header(const trainer *t) {
            "warmup %lld; threads %d\n", (long long)c->batch, (long long)t->T, (long long)t->accum,
            (long long)(c->batch * t->T * t->accum), (long long)c->steps, c->lr, c->min_lr,
            (long long)c->warmup, trit_threads_get());
+    if (g->adapter.kind == TRIT_ADAPTER_LORA)
+        printf("lora: r %lld, alpha %g (scale %g), dropout %g, targets %s: %lld trainable parameters (%.2f%%), the "
+               "rest frozen\n", (long long)g->adapter.r, g->adapter.alpha, trit_adapter_scale(&g->adapter),
+               g->adapter.dropout, g->adapter.targets, (long long)trit_gpt_num_trainable(t->model),
+               100.0 * (double)trit_gpt_num_trainable(t->model) / (double)np);
+    else if (g->adapter.kind == TRIT_ADAPTER_BOTTLENECK)
+        printf("bottleneck adapters: width %lld after attention and after the MLP: %lld trainable parameters (%.2f%%), "
+               "the rest frozen\n", (long long)g->adapter.r, (long long)trit_gpt_num_trainable(t->model),
+               100.0 * (double)trit_gpt_num_trainable(t->model) / (double)np);
     trit_memory_report mem;
     const bool have_mem = trit_memory_report_make(t->gg.graph, t->opt, 0, &mem) == TRIT_OK;
     if (have_mem) trit_memory_report_print(&mem, "memory: ", stdout);

@@ -70,6 +70,8 @@ trit_status trit_trainer_init_check_tokenizer(const trainer *t, const trit_token
 trit_status trit_trainer_init_check_out(const trainer *t);
 // Copies RUN's weights into t->model (built from the resolved config) and drops RUN's model.
 trit_status trit_trainer_init_weights(trainer *t);
+// --quantize-base (qlora.c): the model's frozen base quantized and kept only as codes.
+trit_status trit_train_quantize_base(trainer *t);
 
 // --recompute and --memory-budget: builds t->gg under the policy, for auto recomputing the
 // fewest whole blocks that fit the budget; an error when the run does not fit. Needs the

@@ -92,6 +92,9 @@ trit_status trit_trainer_checkpoint(trainer *t) {
     // The weights file first: the state file (written last) is what a resume trusts, and it
     // holds the weights too, so a crash between the two writes loses nothing.
     if (s == TRIT_OK) s = trit_checkpoint_save_model(t->model, model, t->step);
+    // A run with an adapter also leaves it alone, in PEFT's layout, beside the checkpoint.
+    if (s == TRIT_OK && trit_gpt_get_config(t->model)->adapter.kind != TRIT_ADAPTER_NONE)
+        s = trit_peft_save(t->model, t->cfg.out, t->cfg.init_from);
     trit_train_state st = {.config = t->cfg, .step = t->step, .data_batches = t->step * t->accum,
                            .tokenizer_crc = t->tok_crc, .has_scaler = t->use_scaler, .scaler = t->scaler,
                            .skipped = t->skipped, .skip_streak = t->skip_streak};

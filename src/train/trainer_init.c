@@ -154,6 +154,17 @@ trit_status trit_trainer_init_load(trainer *t, trit_train_config *cfg) {
     t->init_tok = b.tok;
     t->init_step = b.step;
     const trit_gpt_config *g = trit_gpt_get_config(t->init_model);
+    if (g->adapter.kind != TRIT_ADAPTER_NONE)
+        return trit_error(TRIT_ERR_INVALID, "--init-from '%s' carries a LoRA adapter: `trit merge` it into a plain run "
+                          "and start from that", run);
+    bool quantized = false;  // a `trit quantize` run: under --lora its codes are the base (QLoRA)
+    for (int i = 0; i < trit_gpt_num_tensors(t->init_model); i++) quantized |= trit_gpt_quantized(t->init_model, i) != NULL;
+    if (quantized && (cfg->lora[0] || (cfg->adapter_type != TRIT_TRAIN_UNSET && cfg->adapter_type != TRIT_TRAIN_ADAPTER_OFF))) {
+        if (cfg->quantize_base != TRIT_TRAIN_UNSET && cfg->quantize_base != TRIT_QBASE_KEEP)
+            return trit_error(TRIT_ERR_INVALID, "--init-from '%s' is quantized already: drop --quantize-base (its codes "
+                              "are the base) or start from the run it was quantized from", run);
+        cfg->quantize_base = TRIT_QBASE_KEEP;
+    }
     s = check_expressible(run, g);
     if (s == TRIT_OK) s = check_tokenizer_flags(cfg, t->init_tok);
     if (s == TRIT_OK) s = take_architecture(cfg, g);
@@ -170,10 +181,11 @@ trit_status trit_trainer_init_check_out(const trainer *t) {
 }
 
 trit_status trit_trainer_init_weights(trainer *t) {
-    const int n = trit_gpt_num_tensors(t->model);
-    if (n != trit_gpt_num_tensors(t->init_model))
-        return trit_error(TRIT_ERR_STATE, "--init-from: the new model has %d tensors, '%s' has %d", n, t->cfg.init_from,
-                          trit_gpt_num_tensors(t->init_model));
+    // The base's tensors come first in a model with an adapter (which keeps its initial values).
+    const int n = trit_gpt_num_tensors(t->init_model);
+    if (trit_gpt_num_tensors(t->model) != n && !trit_gpt_get_config(t->model)->adapter.kind)
+        return trit_error(TRIT_ERR_STATE, "--init-from: the new model has %d tensors, '%s' has %d",
+                          trit_gpt_num_tensors(t->model), t->cfg.init_from, n);
     trit_status s = TRIT_OK;
     for (int i = 0; i < n && s == TRIT_OK; i++) {
         trit_tensor *dst = trit_gpt_tensor(t->model, i);
@@ -182,6 +194,8 @@ trit_status trit_trainer_init_weights(trainer *t) {
             return trit_error(TRIT_ERR_STATE, "--init-from: tensor %d is '%s' in the new model but '%s' in '%s'", i,
                               dst->name, src->name, t->cfg.init_from);
         s = trit_tensor_copy(dst, src);
+        if (s == TRIT_OK && t->cfg.quantize_base == TRIT_QBASE_KEEP && trit_gpt_quantized(t->init_model, i))
+            s = trit_gpt_attach_quantized(t->model, i, trit_gpt_detach_quantized(t->init_model, i));
     }
     trit_gpt_free(t->init_model);
     t->init_model = NULL;

@@ -233,7 +233,7 @@ static trit_status apply_precision(trainer *t) {
 static trit_gpt_config model_config(const trainer *t) {
     const trit_train_config *c = &t->cfg;
     trit_gpt_config g = trit_gpt_config_default();
-    g.vocab_size = trit_tokenizer_vocab_size(t->tok);
+    g.vocab_size = t->tok ? trit_tokenizer_vocab_size(t->tok) : 2;
     g.seq_len = c->seq;
     g.n_layer = c->layers;
     g.n_head = c->heads;
@@ -244,7 +244,16 @@ static trit_gpt_config model_config(const trainer *t) {
     g.mlp = (trit_mlp_kind)c->mlp;
     g.pos = (trit_pos_kind)c->pos;
     g.subln = c->subln != 0;
+    trit_train_config_adapter(c, &g.adapter);  // checked by check_adapter
     return g;
+}
+
+// The adapter against the architecture, before anything is written (the vocabulary does not matter).
+static trit_status check_adapter(const trainer *t) {
+    trit_gpt_config g = model_config(t);
+    trit_status s = trit_train_config_adapter(&t->cfg, &g.adapter);
+    if (s == TRIT_OK) s = trit_gpt_config_check(&g);
+    return s;
 }
 
 // The model of config g, its training graph, the optimizer and the schedule.
@@ -258,6 +267,7 @@ static trit_status setup_model(trainer *t, const trit_gpt_config *gc) {
     t->model = trit_gpt_new(&g, (uint64_t)c->seed);
     if (!t->model) return TRIT_ERR_INVALID;
     trit_status s = t->init_model ? trit_trainer_init_weights(t) : TRIT_OK;
+    if (s == TRIT_OK) s = trit_train_quantize_base(t);
     if (s == TRIT_OK) s = apply_precision(t);
     if (s == TRIT_OK) s = trit_train_set_qat(t->model, c);
     if (s == TRIT_OK) s = trit_train_freeze(t->model, c->freeze, &t->trainable);
@@ -268,8 +278,10 @@ static trit_status setup_model(trainer *t, const trit_gpt_config *gc) {
     int n = trit_gpt_num_tensors(t->model);
     t->params = malloc((size_t)n * sizeof *t->params);
     if (!t->params) return trit_error(TRIT_ERR_NOMEM, "cannot list %d parameters", n);
-    t->n_params = n;
-    for (int i = 0; i < n; i++) t->params[i] = trit_gpt_tensor(t->model, i);
+    t->n_params = 0;  // a quantized base's matrices (no f32 values, no gradient) are no optimizer's business
+    for (int i = 0; i < n; i++)
+        if (trit_gpt_tensor(t->model, i)->data) t->params[t->n_params++] = trit_gpt_tensor(t->model, i);
+    n = t->n_params;
     if (c->terngrad) {
         int64_t most = 1;
         for (int i = 0; i < n; i++) most = trit_tensor_numel(t->params[i]) > most ? trit_tensor_numel(t->params[i]) : most;
@@ -342,6 +354,7 @@ trit_status trit_trainer_setup(trainer *t, const trit_train_config *cli) {
     t->task = trit_train_config_task(&cfg);
     trit_threads_set((int)cfg.threads);
     s = trit_trainer_init_check_out(t);
+    if (s == TRIT_OK) s = check_adapter(t);
     if (s == TRIT_OK) s = setup_data(t);
     if (s == TRIT_OK) {
         const trit_gpt_config g = model_config(t);
