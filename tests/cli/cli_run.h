@@ -4,6 +4,9 @@
 #ifndef TRIT_TEST_CLI_RUN_H
 #define TRIT_TEST_CLI_RUN_H
 
+#include "trit/tokenizer.h"
+#include "trit/train.h"
+
 #include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
