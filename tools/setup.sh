@@ -5,7 +5,9 @@ SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
 export DEBIAN_FRONTEND=noninteractive
 # libclang-rt-14-dev: libFuzzer and the sanitizer runtimes for clang (tools/fuzz.sh).
-pkgs=(build-essential cmake pkg-config clang libclang-rt-14-dev libomp-dev libcmocka-dev libcjson-dev)
+# liblapacke-dev, libopenblas-dev: the SVD of GaLore's projection bases (src/optim/galore_svd.c).
+pkgs=(build-essential cmake pkg-config clang libclang-rt-14-dev libomp-dev libcmocka-dev libcjson-dev
+      liblapacke-dev libopenblas-dev)
 missing=()
 for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ]; then

@@ -24,6 +24,8 @@ typedef enum trit_optim_kind {
     TRIT_OPTIM_ADAM,     // L2 decay added to the gradient, bias-corrected moments
     TRIT_OPTIM_ADAMW,    // decoupled decay p *= 1 - lr wd, then Adam without decay
     TRIT_OPTIM_ADAMW8BIT,  // AdamW with both moments stored in 8 bits (below)
+    TRIT_OPTIM_GALORE,     // AdamW with the gradients of low-rank groups' matrices projected (below)
+    TRIT_OPTIM_QGALORE,    // GaLore with int4 bases, int8-grid weights and lazy refreshes (below)
 } trit_optim_kind;
 
 // AdamW8bit keeps the moments of a parameter with at least TRIT_OPTIM_8BIT_MIN_SIZE elements
@@ -38,6 +40,33 @@ typedef enum trit_optim_kind {
 #define TRIT_OPTIM_8BIT_BLOCK 256
 #define TRIT_OPTIM_8BIT_MIN_SIZE 4096
 
+// GaLore (Zhao et al. 2024, galore-torch's GaLoreAdamW) steps each matrix W (m, n) of a group
+// with low_rank set by a gradient projected on a rank-r basis of its smaller side: for m < n,
+// P (m, r) = the top r left singular vectors of G and R = P^T G (r, n); for m >= n, Q (r, n) =
+// the top r right singular vectors and R = G Q^T (m, r). Adam's moments live in R's shape; the
+// normalized step N (AdamW's, same scalars and fp32 arithmetic) is projected back, P N or N Q,
+// and W = W * (1 - lr wd) + scale * that. The basis is recomputed (LAPACK's SVD, in double, on
+// one OpenBLAS thread) on the first step and every galore_update steps after, each vector signed
+// so its largest entry is positive; the moments are kept across refreshes as galore-torch keeps
+// them. (galore-torch's AdamW adds eps to sqrt(v) before the bias correction and decays after
+// the step; here both follow TRIT_OPTIM_ADAMW, so at full rank with an axis-aligned basis the
+// step is AdamW's exactly.) Vectors, and matrices of groups without low_rank, are stepped as by
+// TRIT_OPTIM_ADAMW. State of a projected matrix: exp_avg and exp_avg_sq (R's shape) and
+// galore_basis (P or Q): 2 r max(m, n) + r min(m, n) values instead of 2 m n.
+//
+// Q-GaLore (Zhang et al. 2024) adds, per projected matrix: the basis stored as int4 codes with an
+// f32 absmax scale per TRIT_QGALORE_GROUP values (symmetric, where Q-GaLore's are affine uint4);
+// the weight rounded stochastically to an int8 grid (scale absmax / 127 per TRIT_QGALORE_GROUP
+// values) after each update, with the bits of trit_optim_set_rounding's seed; and lazy
+// refreshes: at each refresh the |cosine similarity| of the new leading basis vector with the
+// previous basis's is queued (the last TRIT_QGALORE_QUEUE), and while their mean is at least
+// qgalore_cos the matrix's refresh gap doubles, so refreshes are skipped while consecutive bases
+// agree. Its gap and queue are the state entry galore_sched (f64). The graph still reads the
+// weights as f32 (their values on the int8 grid): the memory Q-GaLore saves on int8 weights is
+// not saved here.
+#define TRIT_QGALORE_GROUP 256
+#define TRIT_QGALORE_QUEUE 5
+
 // Hyper-parameters shared by all groups. Weight decay belongs to the groups.
 typedef struct trit_optim_config {
     trit_optim_kind kind;
@@ -47,6 +76,10 @@ typedef struct trit_optim_config {
     double beta1;     // Adam(W) first-moment decay, in [0, 1)
     double beta2;     // Adam(W) second-moment decay, in [0, 1)
     double eps;       // RMSProp and Adam(W); > 0
+    int64_t galore_rank;    // GaLore / Q-GaLore: r >= 1, at most the smaller side of each projected matrix
+    int64_t galore_update;  // steps between basis refreshes (>= 1; Q-GaLore's initial gap)
+    double galore_scale;    // factor of the projected-back step (> 0; 0.25 in the paper)
+    double qgalore_cos;     // Q-GaLore: mean |cosine| at which a matrix's gap doubles (0.4)
 } trit_optim_config;
 
 // Configs with torch.optim's defaults for everything not passed.
@@ -55,6 +88,9 @@ trit_optim_config trit_optim_rmsprop(double alpha, double eps, double momentum);
 trit_optim_config trit_optim_adam(double beta1, double beta2, double eps);        // 0.9, 0.999, 1e-8
 trit_optim_config trit_optim_adamw(double beta1, double beta2, double eps);
 trit_optim_config trit_optim_adamw8bit(double beta1, double beta2, double eps);
+// AdamW's defaults plus rank, update gap and scale; Q-GaLore's cosine threshold is 0.4.
+trit_optim_config trit_optim_galore(int64_t rank, int64_t update_gap, double scale);
+trit_optim_config trit_optim_qgalore(int64_t rank, int64_t update_gap, double scale);
 const char *trit_optim_kind_name(trit_optim_kind kind);
 
 // Checks ranges (betas in [0, 1), eps > 0, momentum >= 0, Nesterov with momentum).
@@ -67,6 +103,7 @@ typedef struct trit_optim_group {
     int num_params;
     double lr_scale;             // this group's lr = lr passed to step * lr_scale (>= 0)
     double weight_decay;         // >= 0; L2 for SGD/RMSProp/Adam, decoupled for AdamW
+    bool low_rank;               // GaLore / Q-GaLore: project this group's 2-D parameters
 } trit_optim_group;
 
 // The GPT-2 rule: decay weights of matmuls and embeddings (ndim >= 2), never biases or norm

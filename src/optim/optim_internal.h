@@ -13,8 +13,12 @@
 // Philox stream base of the stochastic rounding of 16-bit parameters (plus index << 40 + step).
 #define OPTIM_SR_STREAM 0x5352000000000000ull
 
-// At most two fp32 buffers per parameter (Adam's moments; RMSProp's square average + momentum).
-#define OPTIM_MAX_BUFS 2
+// Philox stream base of Q-GaLore's stochastic rounding of weights to the int8 grid.
+#define OPTIM_QGALORE_STREAM 0x5147000000000000ull
+
+// At most four state buffers per parameter (Adam's moments; RMSProp's square average +
+// momentum; GaLore's moments, basis and Q-GaLore's refresh schedule).
+#define OPTIM_MAX_BUFS 4
 
 // Scalars of one parameter's update, already rounded to float the way torch.optim rounds its
 // Python-float hyper-parameters when they meet fp32 tensors.
@@ -48,6 +52,45 @@ typedef struct optim_q8 {
     const trit_dynamic_code *map_m, *map_v;  // signed, unsigned
 } optim_q8;
 void trit_optim_update_adamw8bit(float *p, const float *g, const optim_q8 *q, int64_t n, const optim_scalars *s);
+
+// Adam's normalized step in z (n): z = step * m / (sqrt(v) / bc2_sqrt + eps) after updating
+// m and v with g, the values the AdamW kernel adds to the decayed weight (GaLore's direction).
+void trit_optim_adam_direction(float *z, const float *g, float *m, float *v, int64_t n, const optim_scalars *s);
+
+// ---- GaLore (galore.c) ----
+// One projected matrix (rows, cols) of rank r: left (rows < cols) has basis P (rows, r) and
+// moments (r, cols); right has Q (r, cols) and moments (rows, r).
+typedef struct optim_galore {
+    int64_t rows, cols, rank;
+    bool left;
+    float *basis;          // GaLore: f32 basis
+    uint8_t *basis_q;      // Q-GaLore: int4 codes (value + 8, two per byte, low nibble first)
+    float *basis_scales;   // and their absmax / 7 per TRIT_QGALORE_GROUP
+    double *sched;         // Q-GaLore: [gap, refreshes, queue length, queue...]
+} optim_galore;
+#define OPTIM_QGALORE_SCHED (3 + TRIT_QGALORE_QUEUE)
+
+// Scratch of the largest projected matrix, allocated once with the optimizer.
+typedef struct optim_galore_ws {
+    float *r, *z;   // (rank * max side) each: projected gradient and step
+    float *d;       // (rows * cols): the step projected back
+    float *basis;   // (rank * max side): Q-GaLore's decoded basis
+    size_t bytes;
+} optim_galore_ws;
+
+// Element counts of a projected matrix's state buffers: moments, basis.
+int64_t trit_galore_moment_count(const optim_galore *gl);
+int64_t trit_galore_basis_count(const optim_galore *gl);
+// Whether the matrix refreshes its basis before the step after `done` completed steps.
+bool trit_galore_due(const trit_optim_config *cfg, const optim_galore *gl, int64_t done);
+// The step of one projected matrix w (rows, cols) with gradient g; m, v: its moments. done =
+// steps completed before this one; index and seed key Q-GaLore's rounding.
+trit_status trit_galore_step(const trit_optim_config *cfg, optim_galore *gl, const optim_galore_ws *ws, float *w,
+                             const float *g, float *m, float *v, const optim_scalars *s, int64_t done, int index,
+                             uint64_t seed);
+// Workspace for matrices of at most `side_rank` = rank * max side and `elems` values.
+trit_status trit_galore_ws_alloc(optim_galore_ws *ws, int64_t side_rank, int64_t elems, bool quantized);
+void trit_galore_ws_free(optim_galore_ws *ws);
 
 // The state buffer keys of a config, in order ("exp_avg", "exp_avg_sq", ...); returns the count.
 int trit_optim_state_keys(const trit_optim_config *cfg, const char *keys[OPTIM_MAX_BUFS]);
