@@ -39,7 +39,7 @@ typedef struct trit_memory_report {
     size_t optimizer_scales;  // and their f32 block scales
     size_t arena;        // the graph's arena: activations, saved tensors, activation grads, op scratch
     size_t inputs;       // graph inputs (token ids and targets)
-    size_t workspace;    // kernel buffers outside the arena (GEMM packing, one set per thread)
+    size_t workspace;    // kernel buffers outside the arena (GEMM packing, one set per thread; GaLore's projections)
     size_t total;        // sum of the above
     size_t activations;  // forward values before liveness reuse (what a plan without reuse needs)
     int threads;

@@ -205,6 +205,9 @@ typedef struct trit_optim_state_buf {
 } trit_optim_state_buf;
 
 int trit_optim_num_state(const trit_optim *o);
+// Bytes of scratch the optimizer holds besides its state (GaLore: the projections of the largest
+// matrix), for memory reports.
+size_t trit_optim_scratch_bytes(const trit_optim *o);
 trit_status trit_optim_get_state(const trit_optim *o, int i, trit_optim_state_buf *out);
 // Number of completed steps (Adam's bias correction uses it). One counter serves all
 // parameters; torch.optim counts per parameter, which differs only for a parameter skipped on

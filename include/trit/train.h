@@ -132,6 +132,8 @@ typedef struct trit_train_config {
     double lr, min_lr;
     double beta1, beta2, eps, weight_decay, clip;
     int64_t optimizer;           // trit_train_optimizer
+    int64_t galore_rank, galore_update;  // GaLore / Q-GaLore: rank r and refresh gap T
+    double galore_scale;                 // and the projected-back step's factor
     int64_t seed;
     // precision
     int64_t precision;           // trit_precision (fp32, bf16, fp16)
@@ -167,8 +169,11 @@ typedef struct trit_train_config {
 // --qat: the codes of quantization-aware training.
 typedef enum { TRIT_QAT_OFF = 0, TRIT_QAT_INT8, TRIT_QAT_INT4, TRIT_QAT_INT2, TRIT_QAT_FP8, TRIT_QAT_TERNARY } trit_train_qat;
 typedef enum { TRIT_SCHEDULE_COSINE = 0, TRIT_SCHEDULE_TWO_STAGE } trit_train_schedule;
-// --optimizer: AdamW with fp32 moments, or with 8-bit moments (TRIT_OPTIM_ADAMW8BIT).
-typedef enum { TRIT_TRAIN_ADAMW = 0, TRIT_TRAIN_ADAMW8BIT = 1 } trit_train_optimizer;
+// --optimizer: AdamW with fp32 moments, or with 8-bit moments (TRIT_OPTIM_ADAMW8BIT); GaLore and
+// Q-GaLore on the blocks' matrices (TRIT_OPTIM_GALORE, TRIT_OPTIM_QGALORE).
+typedef enum {
+    TRIT_TRAIN_ADAMW = 0, TRIT_TRAIN_ADAMW8BIT = 1, TRIT_TRAIN_GALORE = 2, TRIT_TRAIN_QGALORE = 3
+} trit_train_optimizer;
 
 // How 16-bit weights (--master-weights off) round after an update.
 typedef enum { TRIT_ROUND_NEAREST = 0, TRIT_ROUND_STOCHASTIC = 1 } trit_train_rounding;

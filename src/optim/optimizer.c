@@ -225,8 +225,8 @@ static trit_status galore_plan(trit_optim *o) {
         const int64_t rows = p->t->shape[0], cols = p->t->shape[1], small = rows < cols ? rows : cols;
         if (r > small)
             return trit_error(TRIT_ERR_INVALID, "%s: rank %lld is larger than parameter %d '%s' (%lld x %lld) allows: "
-                              "its smaller side has %lld; pass a rank <= %lld, or leave the matrix out of the "
-                              "low-rank group", trit_optim_kind_name(o->cfg.kind), (long long)r, i, p->t->name,
+                              "its smaller side has %lld; pass a rank <= %lld (trit train: --galore-rank), or leave "
+                              "the matrix out of the low-rank group", trit_optim_kind_name(o->cfg.kind), (long long)r, i, p->t->name,
                               (long long)rows, (long long)cols, (long long)small, (long long)small);
         if (p->t->dtype != TRIT_F32)
             return trit_error(TRIT_ERR_DTYPE, "%s: parameter %d '%s' is %s; projected matrices need f32 weights "
@@ -533,6 +533,8 @@ trit_tensor *trit_optim_param(const trit_optim *o, int i) {
 }
 
 int trit_optim_num_state(const trit_optim *o) { return o ? o->n_state : 0; }
+
+size_t trit_optim_scratch_bytes(const trit_optim *o) { return o ? o->ws.bytes : 0; }
 
 trit_status trit_optim_get_state(const trit_optim *o, int i, trit_optim_state_buf *out) {
     if (!o || !out) return trit_error(TRIT_ERR_INVALID, "optimizer state: NULL argument");

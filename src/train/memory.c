@@ -66,7 +66,7 @@ trit_status trit_memory_report_make(const trit_graph *g, const trit_optim *o, in
     out->threads = threads > 0 ? threads : trit_threads_get();
     size_t per_thread = 0;
     if ((s = trit_memory_gemm_scratch(g, &per_thread)) != TRIT_OK) return s;
-    out->workspace = (size_t)out->threads * per_thread;
+    out->workspace = (size_t)out->threads * per_thread + trit_optim_scratch_bytes(o);
     sum_total(out);
     return TRIT_OK;
 }

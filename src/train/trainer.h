@@ -63,6 +63,10 @@ trit_status trit_trainer_init_check_tokenizer(const trainer *t, const trit_token
 trit_status trit_trainer_init_check_out(const trainer *t);
 // Copies RUN's weights into t->model (built from the resolved config) and drops RUN's model.
 trit_status trit_trainer_init_weights(trainer *t);
+// The optimizer of --optimizer over the model's parameters (optimizer_groups.c): AdamW's two
+// groups by the GPT-2 decay rule; GaLore's the blocks' matrices (low-rank), the other matrices,
+// the vectors. NULL with trit_last_error set on failure.
+trit_optim *trit_trainer_new_optim(const trit_train_config *c, trit_tensor *const *params, int n);
 
 // One optimizer step, the one every run takes: --total-batch-tokens / (B T) micro-batches of
 // forward and backward (the loss scaled when a scaler is on), the skip of a non-finite step,
