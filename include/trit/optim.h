@@ -215,6 +215,18 @@ trit_status trit_optim_get_state(const trit_optim *o, int i, trit_optim_state_bu
 int64_t trit_optim_get_step(const trit_optim *o);
 trit_status trit_optim_set_step(trit_optim *o, int64_t step);
 
+// ---- offload ----------------------------------------------------------------------------------
+// Moves the state into a new file at `path` (refused if it exists; unlinked at once, so nothing
+// is left behind), mapped shared: a step then streams it parameter by parameter, reading the next
+// parameter's state ahead and dropping each one's pages from memory after its update (the file
+// keeps them; their write-back starts then). The same bits as in memory. The state listing,
+// checkpoints and loading see the mapped buffers as before. Call once, before the first step.
+trit_status trit_optim_offload(trit_optim *o, const char *path);
+bool trit_optim_offloaded(const trit_optim *o);
+// Bytes of state in the file, and the most a step holds at once (the largest parameter's state);
+// both 0 when the state is in memory.
+void trit_optim_offload_bytes(const trit_optim *o, size_t *offloaded, size_t *resident);
+
 // ---- gradient clipping -------------------------------------------------------------------------
 // The L2 norm over all grads of `params` (NULL grads and frozen params skipped), accumulated in
 // double over fixed blocks summed in a fixed order: the same bits for any thread count.

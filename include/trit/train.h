@@ -158,6 +158,7 @@ typedef struct trit_train_config {
     int64_t eval_every, eval_batches, log_every, ckpt_every, sample_tokens;
     int64_t threads;             // 0 = all cores
     int64_t recompute;           // trit_recompute_policy of the training graph
+    int64_t offload;             // trit_train_offload
     int64_t stop_after;          // stop (with a checkpoint) after this step; 0 = run to --steps
     int64_t max_skips;           // end the run after this many skipped steps in a row
     int64_t quiet;               // 1 = no progress lines on stdout
@@ -174,6 +175,10 @@ typedef enum { TRIT_SCHEDULE_COSINE = 0, TRIT_SCHEDULE_TWO_STAGE } trit_train_sc
 typedef enum {
     TRIT_TRAIN_ADAMW = 0, TRIT_TRAIN_ADAMW8BIT = 1, TRIT_TRAIN_GALORE = 2, TRIT_TRAIN_QGALORE = 3
 } trit_train_optimizer;
+
+// --offload: the optimizer state in memory, or in a memory-mapped file in the run directory
+// streamed parameter by parameter (trit_optim_offload).
+typedef enum { TRIT_OFFLOAD_OFF = 0, TRIT_OFFLOAD_OPTIMIZER = 1 } trit_train_offload;
 
 // How 16-bit weights (--master-weights off) round after an update.
 typedef enum { TRIT_ROUND_NEAREST = 0, TRIT_ROUND_STOCHASTIC = 1 } trit_train_rounding;

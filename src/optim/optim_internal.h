@@ -92,6 +92,70 @@ trit_status trit_galore_step(const trit_optim_config *cfg, optim_galore *gl, con
 trit_status trit_galore_ws_alloc(optim_galore_ws *ws, int64_t side_rank, int64_t elems, bool quantized);
 void trit_galore_ws_free(optim_galore_ws *ws);
 
+// Every state buffer starts on a 64-byte boundary so vector loads are aligned.
+typedef struct optim_param {
+    trit_tensor *t;
+    int group;
+    int64_t n;
+    bool has_state;  // false for parameters frozen when the optimizer was made
+    bool proj;       // GaLore: a matrix of a low-rank group, stepped by trit_galore_step
+    optim_galore gl;
+    float *buf[OPTIM_MAX_BUFS];     // f32 state, or NULL
+    uint8_t *code[OPTIM_MAX_BUFS];  // 8-bit state (AdamW8bit), or NULL
+    float *absmax[OPTIM_MAX_BUFS];  // its block scales
+} optim_param;
+
+typedef struct optim_group {
+    double lr_scale, weight_decay;
+    bool low_rank;
+    int first, count;  // range in the optimizer's parameter list
+} optim_group;
+
+// One state buffer: its own dtype and shape (a parameter's state need not be shaped like it, nor
+// f32: a low-rank projection's, or 8-bit codes with block scales), laid out in the one block.
+typedef struct optim_state_entry {
+    char name[TRIT_NAME_MAX + 32];
+    int param, buf;
+    trit_dtype dtype;
+    int ndim;
+    int64_t shape[TRIT_MAX_DIMS];
+    int64_t count;
+    void *data;            // nbytes(dtype, count) bytes
+    float *scales;         // (num_scales) block scales, or NULL
+    int64_t num_scales;
+} optim_state_entry;
+
+struct trit_optim {
+    trit_optim_config cfg;
+    int n_groups;
+    optim_group *groups;
+    int n_params;
+    optim_param *params;
+    trit_tensor **tensors;  // the parameters in group order, for clipping and get_group
+    int n_keys;
+    const char *keys[OPTIM_MAX_BUFS];
+    int n_state;
+    optim_state_entry *state;
+    void *block;            // all state buffers and their scales
+    int64_t step;
+    bool stochastic;        // 16-bit parameters round stochastically (trit_optim_set_rounding)
+    uint64_t sr_seed;
+    trit_dynamic_code *maps;  // AdamW8bit: [0] signed (exp_avg), [1] unsigned (exp_avg_sq); else NULL
+    optim_galore_ws ws;       // GaLore: scratch of the largest projected matrix
+    int64_t block_bytes;
+    struct optim_offload *offload;  // the block in a memory-mapped file (offload.c), or NULL
+};
+
+// Bytes an entry takes in the block: values and scales, each from a 64-byte boundary.
+static inline int64_t optim_line_up(int64_t bytes) { return (bytes + TRIT_ALIGN - 1) / TRIT_ALIGN * TRIT_ALIGN; }
+int64_t trit_optim_entry_bytes(const optim_state_entry *e);
+// Points the entries and the update loops' views into o->block (laid out in entry order).
+void trit_optim_bind_state(trit_optim *o);
+// offload.c: after parameter i's step, its state leaves the process's memory (the file keeps it)
+// and the next one's is read ahead; unmaps and closes the file.
+void trit_optim_offload_release(trit_optim *o, int i);
+void trit_optim_offload_close(trit_optim *o);
+
 // The state buffer keys of a config, in order ("exp_avg", "exp_avg_sq", ...); returns the count.
 int trit_optim_state_keys(const trit_optim_config *cfg, const char *keys[OPTIM_MAX_BUFS]);
 

@@ -9,57 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-// Every state buffer starts on a 64-byte boundary so vector loads are aligned.
-typedef struct optim_param {
-    trit_tensor *t;
-    int group;
-    int64_t n;
-    bool has_state;  // false for parameters frozen when the optimizer was made
-    bool proj;       // GaLore: a matrix of a low-rank group, stepped by trit_galore_step
-    optim_galore gl;
-    float *buf[OPTIM_MAX_BUFS];     // f32 state, or NULL
-    uint8_t *code[OPTIM_MAX_BUFS];  // 8-bit state (AdamW8bit), or NULL
-    float *absmax[OPTIM_MAX_BUFS];  // its block scales
-} optim_param;
-
-typedef struct optim_group {
-    double lr_scale, weight_decay;
-    bool low_rank;
-    int first, count;  // range in the optimizer's parameter list
-} optim_group;
-
-// One state buffer: its own dtype and shape (a parameter's state need not be shaped like it, nor
-// f32: a low-rank projection's, or 8-bit codes with block scales), laid out in the one block.
-typedef struct optim_state_entry {
-    char name[TRIT_NAME_MAX + 32];
-    int param, buf;
-    trit_dtype dtype;
-    int ndim;
-    int64_t shape[TRIT_MAX_DIMS];
-    int64_t count;
-    void *data;            // nbytes(dtype, count) bytes
-    float *scales;         // (num_scales) block scales, or NULL
-    int64_t num_scales;
-} optim_state_entry;
-
-struct trit_optim {
-    trit_optim_config cfg;
-    int n_groups;
-    optim_group *groups;
-    int n_params;
-    optim_param *params;
-    trit_tensor **tensors;  // the parameters in group order, for clipping and get_group
-    int n_keys;
-    const char *keys[OPTIM_MAX_BUFS];
-    int n_state;
-    optim_state_entry *state;
-    void *block;            // all state buffers and their scales
-    int64_t step;
-    bool stochastic;        // 16-bit parameters round stochastically (trit_optim_set_rounding)
-    uint64_t sr_seed;
-    trit_dynamic_code *maps;  // AdamW8bit: [0] signed (exp_avg), [1] unsigned (exp_avg_sq); else NULL
-    optim_galore_ws ws;       // GaLore: scratch of the largest projected matrix
-};
 
 // A 16-bit parameter is stepped in chunks of OPTIM_CHUNK values: each must start on an 8-bit block.
 _Static_assert(OPTIM_CHUNK % TRIT_OPTIM_8BIT_BLOCK == 0, "8-bit blocks must not straddle optimizer chunks");
@@ -107,8 +56,6 @@ static trit_status check_duplicates(const trit_optim *o) {
                                   o->tensors[i]->name);
     return TRIT_OK;
 }
-
-static int64_t line_up(int64_t bytes) { return (bytes + TRIT_ALIGN - 1) / TRIT_ALIGN * TRIT_ALIGN; }
 
 // A projected matrix's buffers: the moments in the projected shape, the basis (f32, or int4
 // codes with a scale per TRIT_QGALORE_GROUP), Q-GaLore's schedule (f64).
@@ -159,8 +106,8 @@ static int param_keys(const trit_optim *o, const optim_param *p, const char *key
     return n;
 }
 
-static int64_t entry_bytes(const optim_state_entry *e) {
-    return line_up((int64_t)trit_dtype_nbytes(e->dtype, e->count)) + line_up(e->num_scales * (int64_t)sizeof(float));
+int64_t trit_optim_entry_bytes(const optim_state_entry *e) {
+    return optim_line_up((int64_t)trit_dtype_nbytes(e->dtype, e->count)) + optim_line_up(e->num_scales * (int64_t)sizeof(float));
 }
 
 static void name_entry(optim_state_entry *e, const optim_param *p, int i, const char *key) {
@@ -186,19 +133,25 @@ static trit_status alloc_state(trit_optim *o) {
             e->param = i, e->buf = b;
             state_layout(o, p, b, e);
             name_entry(e, p, i, keys[b]);
-            if (entry_bytes(e) > INT64_MAX / 4 - total) return trit_error(TRIT_ERR_RANGE, "optimizer: state size overflows");
-            total += entry_bytes(e);
+            if (trit_optim_entry_bytes(e) > INT64_MAX / 4 - total) return trit_error(TRIT_ERR_RANGE, "optimizer: state size overflows");
+            total += trit_optim_entry_bytes(e);
         }
     }
     if (!(o->block = trit_aligned_alloc((size_t)total)))
         return trit_error(TRIT_ERR_NOMEM, "optimizer: could not allocate %lld bytes of state", (long long)total);
     memset(o->block, 0, (size_t)total);
+    o->block_bytes = total;
+    trit_optim_bind_state(o);
+    return TRIT_OK;
+}
+
+void trit_optim_bind_state(trit_optim *o) {
     char *at = o->block;
-    for (int k = 0; k < n_state; k++) {
+    for (int k = 0; k < o->n_state; k++) {
         optim_state_entry *e = &o->state[k];
         e->data = at;
-        e->scales = e->num_scales ? (float *)(at + line_up((int64_t)trit_dtype_nbytes(e->dtype, e->count))) : NULL;
-        at += entry_bytes(e);
+        e->scales = e->num_scales ? (float *)(at + optim_line_up((int64_t)trit_dtype_nbytes(e->dtype, e->count))) : NULL;
+        at += trit_optim_entry_bytes(e);
         optim_param *p = &o->params[e->param];
         if (e->dtype == TRIT_F32) p->buf[e->buf] = e->data;  // the update loops' views
         else if (e->dtype == TRIT_F64) p->gl.sched = e->data;
@@ -210,7 +163,6 @@ static trit_status alloc_state(trit_optim *o) {
         p->gl.basis = o->cfg.kind == TRIT_OPTIM_GALORE ? p->buf[2] : NULL;
         if (o->cfg.kind == TRIT_OPTIM_QGALORE) p->gl.basis_q = p->code[2], p->gl.basis_scales = p->absmax[2];
     }
-    return TRIT_OK;
 }
 
 // GaLore: which parameters are projected (2-D, of a low-rank group, not frozen), each checked
@@ -317,7 +269,8 @@ trit_optim *trit_optim_new_gpt2(const trit_optim_config *cfg, trit_tensor *const
 
 void trit_optim_free(trit_optim *o) {
     if (!o) return;
-    trit_aligned_free(o->block);
+    if (o->offload) trit_optim_offload_close(o);
+    else trit_aligned_free(o->block);
     trit_galore_ws_free(&o->ws);
     free(o->maps);
     free(o->state);
@@ -474,12 +427,12 @@ trit_status trit_optim_step(trit_optim *o, double lr) {
         for (int i = g->first; i < g->first + g->count; i++) {
             optim_param *p = &o->params[i];
             if (skipped(p->t)) continue;
-            if (!p->proj) {
+            if (!p->proj)
                 step_param(o, i, p, &s, t);
-                continue;
-            }
-            st = trit_galore_step(&o->cfg, &p->gl, &o->ws, trit_tensor_ptr(p->t), trit_tensor_ptr(p->t->grad),
-                                  p->buf[0], p->buf[1], &s, o->step, i, o->sr_seed);
+            else
+                st = trit_galore_step(&o->cfg, &p->gl, &o->ws, trit_tensor_ptr(p->t), trit_tensor_ptr(p->t->grad),
+                                      p->buf[0], p->buf[1], &s, o->step, i, o->sr_seed);
+            trit_optim_offload_release(o, i);
             if (st != TRIT_OK) return st;
         }
     }

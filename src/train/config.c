@@ -39,6 +39,7 @@ static const char *const rounding_names[] = {"nearest", "stochastic", NULL};
 static const char *const matmul_names[] = {"highest", "high", "medium", NULL};
 static const char *const qat_names[] = {"off", "int8", "int4", "int2", "fp8", "ternary", NULL};
 static const char *const recompute_names[] = {"off", "block", NULL};
+static const char *const offload_names[] = {"off", "optimizer", NULL};
 static const char *const schedule_names[] = {"cosine", "two-stage", NULL};
 static const char *const qat_acts_names[] = {"off", "token", NULL};
 static const char *const optimizer_names[] = {"adamw", "adamw8bit", "galore", "qgalore", NULL};
@@ -146,6 +147,9 @@ static const field fields[] = {
     {"recompute", F_ENUM, K_RUN, OFF(recompute), recompute_names,
      "off|block: hold every activation backward reads, or only each block's input and recompute the rest "
      "of the block in backward (the same bits, less memory) (off)", NONE},
+    {"offload", F_ENUM, K_RUN, OFF(offload), offload_names,
+     "off|optimizer: optimizer state in memory, or in a memory-mapped file in the run directory, streamed one "
+     "parameter at a time in the update (the same bits, less resident memory) (off)", NONE},
     {"stop-after", F_INT, K_RUN, OFF(stop_after), NULL, "stop with a checkpoint after this step (0 = never)", I(0, MAX_STEPS)},
     {"max-skips", F_INT, K_RUN, OFF(max_skips), NULL,
      "end the run (with a checkpoint) after this many non-finite steps in a row (10)", I(1, 1000000)},
@@ -380,6 +384,7 @@ static void apply_defaults(trit_train_config *c) {
     DEF_I(sample_tokens, task ? 0 : 200);
     DEF_I(threads, task ? 1 : 0);  // the task's model is too small to gain from more threads
     DEF_I(recompute, TRIT_RECOMPUTE_NONE);
+    DEF_I(offload, TRIT_OFFLOAD_OFF);
     DEF_I(stop_after, 0);
     DEF_I(max_skips, 10);
     DEF_I(quiet, 0);

@@ -310,6 +310,12 @@ trit_status trit_trainer_setup(trainer *t, const trit_train_config *cli) {
         t->metrics = trit_metrics_open(cfg.out, t->resumed ? t->step : -1);
         if (!t->metrics) s = TRIT_ERR_IO;
     }
+    // The run directory exists now; a resumed state moves into the file with the rest.
+    if (s == TRIT_OK && cfg.offload == TRIT_OFFLOAD_OPTIMIZER) {
+        char path[TRIT_PATH_MAX + 32];
+        snprintf(path, sizeof path, "%s/optimizer.offload", cfg.out);
+        s = trit_optim_offload(t->opt, path);
+    }
     return s;
 }
 

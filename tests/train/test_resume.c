@@ -318,6 +318,40 @@ static void test_galore_resume(void **state) {
                   "\"name\":\"h.0.mlp.c_fc.weight.galore_sched\",\"role\":\"optim\",\"dtype\":\"f64\"");
 }
 
+// --offload optimizer: the state in a memory-mapped file gives the same losses and model file, bit
+// for bit, as in memory; it is a run-time choice, so a run stopped without it resumes with it to
+// the same bits too. No offload file is left in the run directory.
+static void test_offload_same_bits(void **state) {
+    (void)state;
+    dirs d;
+    make_dirs(&d, "resoff", 1);
+    trit_train_config c;
+    trit_train_result res;
+    record a = {0}, b = {0};
+    for (int k = 0; k < 2; k++) {
+        config(&c, d.text, k ? d.part : d.full);
+        c.offload = k ? TRIT_OFFLOAD_OPTIMIZER : TRIT_OFFLOAD_OFF;
+        run(&c, k ? &b : &a, &res);
+    }
+    expect_same_bits(&a, &b, 1, STEPS);
+    expect_same_file(d.full, d.part, TRIT_CKPT_MODEL);
+    char path[700];
+    snprintf(path, sizeof path, "%s/optimizer.offload", d.part);
+    assert_false(tfile_exists(path));
+    tfile_rm_rf(d.part);
+    config(&c, d.text, d.part);
+    c.stop_after = 5;
+    record p = {0};
+    run(&c, &p, &res);
+    resume_config(&c, d.part);
+    c.offload = TRIT_OFFLOAD_OPTIMIZER;
+    run(&c, &p, &res);
+    assert_int_equal(res.step, STEPS);
+    expect_same_bits(&a, &p, 1, STEPS);
+    expect_same_file(d.full, d.part, TRIT_CKPT_MODEL);
+    tfile_rm_rf(d.root);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_stop_after_and_resume),
@@ -325,6 +359,7 @@ int main(void) {
         cmocka_unit_test(test_addition_resume),
         cmocka_unit_test(test_adamw8bit_resume),
         cmocka_unit_test(test_galore_resume),
+        cmocka_unit_test(test_offload_same_bits),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
