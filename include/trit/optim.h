@@ -219,13 +219,16 @@ trit_status trit_optim_set_step(trit_optim *o, int64_t step);
 // Moves the state into a new file at `path` (refused if it exists; unlinked at once, so nothing
 // is left behind), mapped shared: a step then streams it parameter by parameter, reading the next
 // parameter's state ahead and dropping each one's pages from memory after its update (the file
-// keeps them; their write-back starts then). The same bits as in memory. The state listing,
+// keeps them; the kernel writes them back when it needs the memory). The same bits as in memory. The state listing,
 // checkpoints and loading see the mapped buffers as before. Call once, before the first step.
 trit_status trit_optim_offload(trit_optim *o, const char *path);
 bool trit_optim_offloaded(const trit_optim *o);
 // Bytes of state in the file, and the most a step holds at once (the largest parameter's state);
 // both 0 when the state is in memory.
 void trit_optim_offload_bytes(const trit_optim *o, size_t *offloaded, size_t *resident);
+// Drops from memory the whole pages of [at, at + bytes) that lie in o's file mapping (after a
+// caller read a state buffer, e.g. to save it); nothing outside the mapping is touched.
+void trit_optim_offload_evict(const trit_optim *o, const void *at, size_t bytes);
 
 // ---- gradient clipping -------------------------------------------------------------------------
 // The L2 norm over all grads of `params` (NULL grads and frozen params skipped), accumulated in

@@ -1,8 +1,10 @@
 // Optimizer state in a memory-mapped file (trit_optim_offload): the state block is copied into
 // a file mapped shared, and the step streams it: before a parameter's update the next one's
 // state is read ahead, after it the pages are dropped from the process (the file keeps the
-// values) and their write-back is started. The arithmetic and the data are the in-memory
-// step's, so results are the same bits; only where the bytes live changes.
+// values). The kernel writes them back on its own schedule: forcing write-back after each
+// update made the next step wait for the disk (a page under write-back cannot be written). The
+// arithmetic and the data are the in-memory step's, so results
+// are the same bits; only where the bytes live changes.
 #define _GNU_SOURCE
 #include "optim/optim_internal.h"
 
@@ -48,6 +50,21 @@ static void free_offload(optim_offload *f) {
     free(f);
 }
 
+// The block into the mapping a chunk at a time, each chunk dropped from both sides once copied,
+// so the copy never holds the state twice.
+static void copy_out(char *map, char *block, size_t bytes) {
+    enum { CHUNK = 1 << 22 };  // a multiple of any page size
+    for (size_t at = 0; at < bytes; at += CHUNK) {
+        const size_t len = bytes - at < CHUNK ? bytes - at : CHUNK;
+        memcpy(map + at, block + at, len);
+        madvise(map + at, len, MADV_DONTNEED);
+        // Only the block's whole pages are released (it is freed after).
+        const size_t page = page_size();
+        const uintptr_t a = ((uintptr_t)(block + at) + page - 1) / page * page, b = (uintptr_t)(block + at + len) / page * page;
+        if (b > a) madvise((void *)a, b - a, MADV_DONTNEED);
+    }
+}
+
 trit_status trit_optim_offload(trit_optim *o, const char *path) {
     if (!o || !path || !path[0]) return trit_error(TRIT_ERR_INVALID, "offload: NULL optimizer or empty path");
     if (o->offload) return trit_error(TRIT_ERR_STATE, "offload: the optimizer's state is offloaded already");
@@ -77,8 +94,9 @@ trit_status trit_optim_offload(trit_optim *o, const char *path) {
         free_offload(f);
         return s;
     }
-    memcpy(map, o->block, (size_t)o->block_bytes);
-    trit_aligned_free(o->block);
+    copy_out(map, o->block, (size_t)o->block_bytes);
+    free(o->block_raw);
+    o->block_raw = NULL;
     o->block = map;
     o->offload = f;
     trit_optim_bind_state(o);
@@ -102,10 +120,7 @@ void trit_optim_offload_release(trit_optim *o, int i) {
     if (!f) return;
     char *at;
     size_t len;
-    if (inner_pages(o, f->lo[i], f->hi[i], &at, &len)) {
-        sync_file_range(f->fd, (off_t)(at - (char *)o->block), (off_t)len, SYNC_FILE_RANGE_WRITE);
-        madvise(at, len, MADV_DONTNEED);
-    }
+    if (inner_pages(o, f->lo[i], f->hi[i], &at, &len)) madvise(at, len, MADV_DONTNEED);
     if (i + 1 < o->n_params && inner_pages(o, f->lo[i + 1], f->hi[i + 1], &at, &len)) madvise(at, len, MADV_WILLNEED);
 }
 
@@ -124,3 +139,13 @@ void trit_optim_offload_bytes(const trit_optim *o, size_t *offloaded, size_t *re
 }
 
 bool trit_optim_offloaded(const trit_optim *o) { return o && o->offload; }
+
+void trit_optim_offload_evict(const trit_optim *o, const void *at, size_t bytes) {
+    if (!o || !o->offload || !at) return;
+    const char *base = o->block;
+    if ((const char *)at < base || (const char *)at + bytes > base + o->block_bytes) return;
+    char *from;
+    size_t len;
+    const int64_t lo = (const char *)at - base;
+    if (inner_pages(o, lo, lo + (int64_t)bytes, &from, &len)) madvise(from, len, MADV_DONTNEED);
+}

@@ -136,7 +136,8 @@ struct trit_optim {
     const char *keys[OPTIM_MAX_BUFS];
     int n_state;
     optim_state_entry *state;
-    void *block;            // all state buffers and their scales
+    void *block;            // all state buffers and their scales (64-byte aligned in block_raw)
+    void *block_raw;
     int64_t step;
     bool stochastic;        // 16-bit parameters round stochastically (trit_optim_set_rounding)
     uint64_t sr_seed;

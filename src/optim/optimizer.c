@@ -137,9 +137,11 @@ static trit_status alloc_state(trit_optim *o) {
             total += trit_optim_entry_bytes(e);
         }
     }
-    if (!(o->block = trit_aligned_alloc((size_t)total)))
+    // calloc: a large block comes as fresh zero pages, resident only once written, so state that
+    // is offloaded before the first step never occupies memory.
+    if (!(o->block_raw = calloc(1, (size_t)total + TRIT_ALIGN)))
         return trit_error(TRIT_ERR_NOMEM, "optimizer: could not allocate %lld bytes of state", (long long)total);
-    memset(o->block, 0, (size_t)total);
+    o->block = (void *)(((uintptr_t)o->block_raw + TRIT_ALIGN - 1) / TRIT_ALIGN * TRIT_ALIGN);
     o->block_bytes = total;
     trit_optim_bind_state(o);
     return TRIT_OK;
@@ -270,7 +272,7 @@ trit_optim *trit_optim_new_gpt2(const trit_optim_config *cfg, trit_tensor *const
 void trit_optim_free(trit_optim *o) {
     if (!o) return;
     if (o->offload) trit_optim_offload_close(o);
-    else trit_aligned_free(o->block);
+    free(o->block_raw);
     trit_galore_ws_free(&o->ws);
     free(o->maps);
     free(o->state);
