@@ -5,7 +5,7 @@ SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
 export DEBIAN_FRONTEND=noninteractive
 # libclang-rt-14-dev: libFuzzer and the sanitizer runtimes for clang (tools/fuzz.sh).
-# liblapacke-dev, libopenblas-dev: the SVD of GaLore's projection bases (src/optim/galore_svd.c).
+# liblapacke-dev, libopenblas-dev: the SVD of GaLore's projection bases (src/optim/galore.c).
 pkgs=(build-essential cmake pkg-config clang libclang-rt-14-dev libomp-dev libcmocka-dev libcjson-dev
       liblapacke-dev libopenblas-dev)
 missing=()

@@ -182,7 +182,8 @@ bool trit_grads_unscale(trit_tensor *const *params, int num_params, double inv_s
 // State buffers are typed arrays (f32, or u8 codes with f32 block scales) owned by the
 // optimizer, listed in a fixed order (group order, then parameter order, then the kind's
 // buffers). Names are "<param name>.<key>" with the keys of torch.optim ("momentum_buffer",
-// "square_avg", "exp_avg", "exp_avg_sq"); a parameter with an empty name is called "param<i>"
+// "square_avg", "exp_avg", "exp_avg_sq"; GaLore adds "galore_basis" and Q-GaLore "galore_sched"
+// for a projected matrix); a parameter with an empty name is called "param<i>"
 // after its index in trit_optim_param order. Saving = copying each buffer's values (and
 // scales) out plus the step counter; restoring = copying them into a new optimizer of the same
 // kind built over the same parameters with the same config.
@@ -191,7 +192,8 @@ bool trit_grads_unscale(trit_tensor *const *params, int num_params, double inv_s
 // sliced across processes, describe it the same way. Each buffer has its own dtype and shape:
 // f32 values shaped like their parameter, without scales; AdamW8bit's quantized moments are u8
 // codes (indices into the dynamic map) shaped like the parameter, with ceil(count / 256)
-// scales.
+// scales; GaLore's moments are f32 in the projected shape, its basis f32 (rows, r) or (r, cols),
+// Q-GaLore's basis int4 codes with a scale per 256 and its schedule f64.
 typedef struct trit_optim_state_buf {
     const char *name;
     trit_dtype dtype;               // storage of data

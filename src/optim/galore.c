@@ -3,17 +3,50 @@
 // makes the basis of an exactly low-rank or axis-aligned gradient exact in f32), the products are
 // trit's GEMM, and Adam's arithmetic is the AdamW kernel's, so with a basis of signed unit
 // vectors the step is AdamW's bit for bit.
+#define _GNU_SOURCE
 #include "optim/optim_internal.h"
 
 #include "kernels/gemm.h"
 
+#include <dlfcn.h>
 #include <lapacke.h>
 #include <math.h>
+#include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-// OpenBLAS's own thread pool: the SVD runs on one thread so its bits do not depend on the count.
-void openblas_set_num_threads(int num_threads);
+// ---- LAPACK, loaded at the first SVD ------------------------------------------------------------
+// OpenBLAS starts its thread pool when it is loaded: linked into trit, every process would carry
+// an idle thread, and `trit bench` could no longer fork its isolated runs. So liblapacke (and the
+// OpenBLAS behind it) is opened only when a basis is first computed, with OPENBLAS_NUM_THREADS=1
+// unless the environment says otherwise; the SVD then runs on one thread (openblas_set_num_threads
+// when present), so its bits do not depend on any thread count.
+typedef lapack_int dgesvd_fn(int layout, char jobu, char jobvt, lapack_int m, lapack_int n, double *a, lapack_int lda,
+                             double *s, double *u, lapack_int ldu, double *vt, lapack_int ldvt, double *superb);
+static dgesvd_fn *lapack_dgesvd;
+static void (*blas_set_threads)(int);
+static char lapack_why[256];
+static pthread_once_t lapack_once = PTHREAD_ONCE_INIT;
+
+static void load_lapack(void) {
+    setenv("OPENBLAS_NUM_THREADS", "1", 0);
+    void *h = dlopen("liblapacke.so.3", RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+        snprintf(lapack_why, sizeof lapack_why, "%s", dlerror());
+        return;
+    }
+    *(void **)&lapack_dgesvd = dlsym(h, "LAPACKE_dgesvd");
+    *(void **)&blas_set_threads = dlsym(h, "openblas_set_num_threads");
+    if (!lapack_dgesvd) snprintf(lapack_why, sizeof lapack_why, "liblapacke.so.3 has no LAPACKE_dgesvd");
+}
+
+static trit_status need_lapack(void) {
+    pthread_once(&lapack_once, load_lapack);
+    if (lapack_dgesvd) return TRIT_OK;
+    return trit_error(TRIT_ERR_IO, "galore: cannot load LAPACK for the SVD of the bases (%s): install liblapacke and "
+                      "libopenblas0 (tools/setup.sh)", lapack_why);
+}
 
 int64_t trit_galore_moment_count(const optim_galore *gl) { return gl->rank * (gl->left ? gl->cols : gl->rows); }
 int64_t trit_galore_basis_count(const optim_galore *gl) { return gl->rank * (gl->left ? gl->rows : gl->cols); }
@@ -52,17 +85,19 @@ void trit_galore_ws_free(optim_galore_ws *ws) {
 static trit_status svd_basis(const float *g, int64_t rows, int64_t cols, int64_t rank, bool left, float *basis) {
     const int64_t k = rows < cols ? rows : cols, n = rows * cols;
     const int64_t vec_len = left ? rows : cols;
+    trit_status st = need_lapack();
+    if (st != TRIT_OK) return st;
     double *a = malloc(sizeof(double) * (size_t)(n + k + k + vec_len * k));
     if (!a) return trit_error(TRIT_ERR_NOMEM, "galore: out of memory for the SVD of a (%lld, %lld) gradient",
                               (long long)rows, (long long)cols);
     double *sv = a + n, *superb = sv + k, *vecs = superb + k, dummy = 0.0;
     for (int64_t i = 0; i < n; i++) a[i] = g[i];
-    openblas_set_num_threads(1);
+    if (blas_set_threads) blas_set_threads(1);
     const lapack_int info =
-        left ? LAPACKE_dgesvd(LAPACK_COL_MAJOR, 'N', 'S', (lapack_int)cols, (lapack_int)rows, a, (lapack_int)cols, sv,
-                              &dummy, 1, vecs, (lapack_int)k, superb)
-             : LAPACKE_dgesvd(LAPACK_COL_MAJOR, 'S', 'N', (lapack_int)cols, (lapack_int)rows, a, (lapack_int)cols, sv,
-                              vecs, (lapack_int)cols, &dummy, 1, superb);
+        left ? lapack_dgesvd(LAPACK_COL_MAJOR, 'N', 'S', (lapack_int)cols, (lapack_int)rows, a, (lapack_int)cols, sv,
+                             &dummy, 1, vecs, (lapack_int)k, superb)
+             : lapack_dgesvd(LAPACK_COL_MAJOR, 'S', 'N', (lapack_int)cols, (lapack_int)rows, a, (lapack_int)cols, sv,
+                             vecs, (lapack_int)cols, &dummy, 1, superb);
     if (info == 0) {
         // Vector j, element i: vt[j + i k] (left, vt (k, rows) column-major) or u[i + j cols]
         // (right, u (cols, k)). An SVD's signs are arbitrary; a vector that flipped between two
