@@ -35,7 +35,7 @@ typedef struct trit_memory_report {
     size_t param_copies; // 16-bit compute copies of parameters (part of the arena)
     size_t grads;        // their gradients
     size_t optimizer;    // optimizer state (AdamW: first and second moments), all of the below
-    size_t optimizer_codes;   // of which 8-bit codes (AdamW8bit's quantized moments)
+    size_t optimizer_codes;   // of which quantized codes (AdamW8bit's moments, Q-GaLore's int4 bases)
     size_t optimizer_scales;  // and their f32 block scales
     size_t optimizer_offloaded;  // of the optimizer state, bytes in the memory-mapped file (--offload)
     size_t optimizer_resident;   // and the most of it a step holds in memory at once

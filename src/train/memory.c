@@ -96,7 +96,7 @@ void trit_memory_report_print(const trit_memory_report *r, const char *prefix, F
     line(fp, prefix, "gradients", r->grads);
     line(fp, prefix, "optimizer", r->optimizer);
     if (r->optimizer_codes)
-        fprintf(fp, "%s(optimizer: 8-bit codes %.2f MB + block scales %.2f MB, fp32 state of small tensors %.2f MB)\n",
+        fprintf(fp, "%s(optimizer: quantized codes %.2f MB + block scales %.2f MB, other state %.2f MB)\n",
                 prefix, (double)r->optimizer_codes / 1e6, (double)r->optimizer_scales / 1e6,
                 (double)(r->optimizer - r->optimizer_codes - r->optimizer_scales) / 1e6);
     if (r->optimizer_offloaded)

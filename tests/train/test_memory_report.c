@@ -170,7 +170,7 @@ static void test_optimizer_bytes(void **state) {
         FILE *f = fmemopen(buf, sizeof buf - 1, "w");
         trit_memory_report_print(&r, "", f);
         fclose(f);
-        assert_true((strstr(buf, "8-bit codes") != NULL) == (k == 1));
+        assert_true((strstr(buf, "quantized codes") != NULL) == (k == 1));
         trit_optim_free(o);
     }
     trit_gpt_graph_free(&gg);
