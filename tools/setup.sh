@@ -7,8 +7,9 @@ export DEBIAN_FRONTEND=noninteractive
 # libclang-rt-14-dev: libFuzzer and the sanitizer runtimes for clang (tools/fuzz.sh).
 # libicu-dev: Unicode character classes for GPT-2's pre-tokenization.
 # python3-numpy, python3-pytest: the Python bindings' tests (python/tests, ctest python_bindings).
+# liblapacke-dev, libopenblas-dev: the SVD of GaLore's projection bases (src/optim/galore.c).
 pkgs=(build-essential cmake pkg-config clang libclang-rt-14-dev libomp-dev libcmocka-dev libcjson-dev libicu-dev
-      python3-numpy python3-pytest)
+      python3-numpy python3-pytest liblapacke-dev libopenblas-dev)
 missing=()
 for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ]; then

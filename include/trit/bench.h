@@ -35,12 +35,14 @@ typedef struct trit_memory_report {
     size_t param_copies; // 16-bit compute copies of parameters (part of the arena)
     size_t grads;        // their gradients
     size_t optimizer;    // optimizer state (AdamW: first and second moments), all of the below
-    size_t optimizer_codes;   // of which 8-bit codes (AdamW8bit's quantized moments)
+    size_t optimizer_codes;   // of which quantized codes (AdamW8bit's moments, Q-GaLore's int4 bases)
     size_t optimizer_scales;  // and their f32 block scales
+    size_t optimizer_offloaded;  // of the optimizer state, bytes in the memory-mapped file (--offload)
+    size_t optimizer_resident;   // and the most of it a step holds in memory at once
     size_t arena;        // the graph's arena: activations, saved tensors, activation grads, op scratch
     size_t inputs;       // graph inputs (token ids and targets)
-    size_t workspace;    // kernel buffers outside the arena (GEMM packing, one set per thread)
-    size_t total;        // sum of the above
+    size_t workspace;    // kernel buffers outside the arena (GEMM packing, one set per thread; GaLore's projections)
+    size_t total;        // sum of the above (offloaded optimizer state counted as its resident part)
     size_t activations;  // forward values before liveness reuse (what a plan without reuse needs)
     int threads;
 } trit_memory_report;

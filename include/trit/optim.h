@@ -24,6 +24,8 @@ typedef enum trit_optim_kind {
     TRIT_OPTIM_ADAM,     // L2 decay added to the gradient, bias-corrected moments
     TRIT_OPTIM_ADAMW,    // decoupled decay p *= 1 - lr wd, then Adam without decay
     TRIT_OPTIM_ADAMW8BIT,  // AdamW with both moments stored in 8 bits (below)
+    TRIT_OPTIM_GALORE,     // AdamW with the gradients of low-rank groups' matrices projected (below)
+    TRIT_OPTIM_QGALORE,    // GaLore with int4 bases, int8-grid weights and lazy refreshes (below)
 } trit_optim_kind;
 
 // AdamW8bit keeps the moments of a parameter with at least TRIT_OPTIM_8BIT_MIN_SIZE elements
@@ -38,6 +40,33 @@ typedef enum trit_optim_kind {
 #define TRIT_OPTIM_8BIT_BLOCK 256
 #define TRIT_OPTIM_8BIT_MIN_SIZE 4096
 
+// GaLore (Zhao et al. 2024, galore-torch's GaLoreAdamW) steps each matrix W (m, n) of a group
+// with low_rank set by a gradient projected on a rank-r basis of its smaller side: for m < n,
+// P (m, r) = the top r left singular vectors of G and R = P^T G (r, n); for m >= n, Q (r, n) =
+// the top r right singular vectors and R = G Q^T (m, r). Adam's moments live in R's shape; the
+// normalized step N (AdamW's, same scalars and fp32 arithmetic) is projected back, P N or N Q,
+// and W = W * (1 - lr wd) + scale * that. The basis is recomputed (LAPACK's SVD, in double, on
+// one OpenBLAS thread) on the first step and every galore_update steps after, each vector signed
+// so its largest entry is positive; the moments are kept across refreshes as galore-torch keeps
+// them. (galore-torch's AdamW adds eps to sqrt(v) before the bias correction and decays after
+// the step; here both follow TRIT_OPTIM_ADAMW, so at full rank with an axis-aligned basis the
+// step is AdamW's exactly.) Vectors, and matrices of groups without low_rank, are stepped as by
+// TRIT_OPTIM_ADAMW. State of a projected matrix: exp_avg and exp_avg_sq (R's shape) and
+// galore_basis (P or Q): 2 r max(m, n) + r min(m, n) values instead of 2 m n.
+//
+// Q-GaLore (Zhang et al. 2024) adds, per projected matrix: the basis stored as int4 codes with an
+// f32 absmax scale per TRIT_QGALORE_GROUP values (symmetric, where Q-GaLore's are affine uint4);
+// the weight rounded stochastically to an int8 grid (scale absmax / 127 per TRIT_QGALORE_GROUP
+// values) after each update, with the bits of trit_optim_set_rounding's seed; and lazy
+// refreshes: at each refresh the |cosine similarity| of the new leading basis vector with the
+// previous basis's is queued (the last TRIT_QGALORE_QUEUE), and while their mean is at least
+// qgalore_cos the matrix's refresh gap doubles, so refreshes are skipped while consecutive bases
+// agree. Its gap and queue are the state entry galore_sched (f64). The graph still reads the
+// weights as f32 (their values on the int8 grid): the memory Q-GaLore saves on int8 weights is
+// not saved here.
+#define TRIT_QGALORE_GROUP 256
+#define TRIT_QGALORE_QUEUE 5
+
 // Hyper-parameters shared by all groups. Weight decay belongs to the groups.
 typedef struct trit_optim_config {
     trit_optim_kind kind;
@@ -47,6 +76,10 @@ typedef struct trit_optim_config {
     double beta1;     // Adam(W) first-moment decay, in [0, 1)
     double beta2;     // Adam(W) second-moment decay, in [0, 1)
     double eps;       // RMSProp and Adam(W); > 0
+    int64_t galore_rank;    // GaLore / Q-GaLore: r >= 1, at most the smaller side of each projected matrix
+    int64_t galore_update;  // steps between basis refreshes (>= 1; Q-GaLore's initial gap)
+    double galore_scale;    // factor of the projected-back step (> 0; 0.25 in the paper)
+    double qgalore_cos;     // Q-GaLore: mean |cosine| at which a matrix's gap doubles (0.4)
 } trit_optim_config;
 
 // Configs with torch.optim's defaults for everything not passed.
@@ -55,6 +88,9 @@ trit_optim_config trit_optim_rmsprop(double alpha, double eps, double momentum);
 trit_optim_config trit_optim_adam(double beta1, double beta2, double eps);        // 0.9, 0.999, 1e-8
 trit_optim_config trit_optim_adamw(double beta1, double beta2, double eps);
 trit_optim_config trit_optim_adamw8bit(double beta1, double beta2, double eps);
+// AdamW's defaults plus rank, update gap and scale; Q-GaLore's cosine threshold is 0.4.
+trit_optim_config trit_optim_galore(int64_t rank, int64_t update_gap, double scale);
+trit_optim_config trit_optim_qgalore(int64_t rank, int64_t update_gap, double scale);
 const char *trit_optim_kind_name(trit_optim_kind kind);
 
 // Checks ranges (betas in [0, 1), eps > 0, momentum >= 0, Nesterov with momentum).
@@ -67,6 +103,7 @@ typedef struct trit_optim_group {
     int num_params;
     double lr_scale;             // this group's lr = lr passed to step * lr_scale (>= 0)
     double weight_decay;         // >= 0; L2 for SGD/RMSProp/Adam, decoupled for AdamW
+    bool low_rank;               // GaLore / Q-GaLore: project this group's 2-D parameters
 } trit_optim_group;
 
 // The GPT-2 rule: decay weights of matmuls and embeddings (ndim >= 2), never biases or norm
@@ -145,7 +182,8 @@ bool trit_grads_unscale(trit_tensor *const *params, int num_params, double inv_s
 // State buffers are typed arrays (f32, or u8 codes with f32 block scales) owned by the
 // optimizer, listed in a fixed order (group order, then parameter order, then the kind's
 // buffers). Names are "<param name>.<key>" with the keys of torch.optim ("momentum_buffer",
-// "square_avg", "exp_avg", "exp_avg_sq"); a parameter with an empty name is called "param<i>"
+// "square_avg", "exp_avg", "exp_avg_sq"; GaLore adds "galore_basis" and Q-GaLore "galore_sched"
+// for a projected matrix); a parameter with an empty name is called "param<i>"
 // after its index in trit_optim_param order. Saving = copying each buffer's values (and
 // scales) out plus the step counter; restoring = copying them into a new optimizer of the same
 // kind built over the same parameters with the same config.
@@ -154,7 +192,8 @@ bool trit_grads_unscale(trit_tensor *const *params, int num_params, double inv_s
 // sliced across processes, describe it the same way. Each buffer has its own dtype and shape:
 // f32 values shaped like their parameter, without scales; AdamW8bit's quantized moments are u8
 // codes (indices into the dynamic map) shaped like the parameter, with ceil(count / 256)
-// scales.
+// scales; GaLore's moments are f32 in the projected shape, its basis f32 (rows, r) or (r, cols),
+// Q-GaLore's basis int4 codes with a scale per 256 and its schedule f64.
 typedef struct trit_optim_state_buf {
     const char *name;
     trit_dtype dtype;               // storage of data
@@ -168,12 +207,30 @@ typedef struct trit_optim_state_buf {
 } trit_optim_state_buf;
 
 int trit_optim_num_state(const trit_optim *o);
+// Bytes of scratch the optimizer holds besides its state (GaLore: the projections of the largest
+// matrix), for memory reports.
+size_t trit_optim_scratch_bytes(const trit_optim *o);
 trit_status trit_optim_get_state(const trit_optim *o, int i, trit_optim_state_buf *out);
 // Number of completed steps (Adam's bias correction uses it). One counter serves all
 // parameters; torch.optim counts per parameter, which differs only for a parameter skipped on
 // some steps (NULL grad or frozen), whose bias correction here follows the global count.
 int64_t trit_optim_get_step(const trit_optim *o);
 trit_status trit_optim_set_step(trit_optim *o, int64_t step);
+
+// ---- offload ----------------------------------------------------------------------------------
+// Moves the state into a new file at `path` (refused if it exists; unlinked at once, so nothing
+// is left behind), mapped shared: a step then streams it parameter by parameter, reading the next
+// parameter's state ahead and dropping each one's pages from memory after its update (the file
+// keeps them; the kernel writes them back when it needs the memory). The same bits as in memory. The state listing,
+// checkpoints and loading see the mapped buffers as before. Call once, before the first step.
+trit_status trit_optim_offload(trit_optim *o, const char *path);
+bool trit_optim_offloaded(const trit_optim *o);
+// Bytes of state in the file, and the most a step holds at once (the largest parameter's state);
+// both 0 when the state is in memory.
+void trit_optim_offload_bytes(const trit_optim *o, size_t *offloaded, size_t *resident);
+// Drops from memory the whole pages of [at, at + bytes) that lie in o's file mapping (after a
+// caller read a state buffer, e.g. to save it); nothing outside the mapping is touched.
+void trit_optim_offload_evict(const trit_optim *o, const void *at, size_t bytes);
 
 // ---- gradient clipping -------------------------------------------------------------------------
 // The L2 norm over all grads of `params` (NULL grads and frozen params skipped), accumulated in

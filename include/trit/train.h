@@ -139,6 +139,8 @@ typedef struct trit_train_config {
     double lr, min_lr;
     double beta1, beta2, eps, weight_decay, clip;
     int64_t optimizer;           // trit_train_optimizer
+    int64_t galore_rank, galore_update;  // GaLore / Q-GaLore: rank r and refresh gap T
+    double galore_scale;                 // and the projected-back step's factor
     int64_t seed;
     // precision
     int64_t precision;           // trit_precision (fp32, bf16, fp16)
@@ -163,6 +165,7 @@ typedef struct trit_train_config {
     int64_t eval_every, eval_batches, log_every, ckpt_every, sample_tokens;
     int64_t threads;             // 0 = all cores
     int64_t recompute;           // trit_recompute_policy of the training graph
+    int64_t offload;             // trit_train_offload
     int64_t stop_after;          // stop (with a checkpoint) after this step; 0 = run to --steps
     int64_t max_skips;           // end the run after this many skipped steps in a row
     int64_t quiet;               // 1 = no progress lines on stdout
@@ -204,8 +207,15 @@ typedef enum {
 // --qat: the codes of quantization-aware training.
 typedef enum { TRIT_QAT_OFF = 0, TRIT_QAT_INT8, TRIT_QAT_INT4, TRIT_QAT_INT2, TRIT_QAT_FP8, TRIT_QAT_TERNARY } trit_train_qat;
 typedef enum { TRIT_SCHEDULE_COSINE = 0, TRIT_SCHEDULE_TWO_STAGE } trit_train_schedule;
-// --optimizer: AdamW with fp32 moments, or with 8-bit moments (TRIT_OPTIM_ADAMW8BIT).
-typedef enum { TRIT_TRAIN_ADAMW = 0, TRIT_TRAIN_ADAMW8BIT = 1 } trit_train_optimizer;
+// --optimizer: AdamW with fp32 moments, or with 8-bit moments (TRIT_OPTIM_ADAMW8BIT); GaLore and
+// Q-GaLore on the blocks' matrices (TRIT_OPTIM_GALORE, TRIT_OPTIM_QGALORE).
+typedef enum {
+    TRIT_TRAIN_ADAMW = 0, TRIT_TRAIN_ADAMW8BIT = 1, TRIT_TRAIN_GALORE = 2, TRIT_TRAIN_QGALORE = 3
+} trit_train_optimizer;
+
+// --offload: the optimizer state in memory, or in a memory-mapped file in the run directory
+// streamed parameter by parameter (trit_optim_offload).
+typedef enum { TRIT_OFFLOAD_OFF = 0, TRIT_OFFLOAD_OPTIMIZER = 1 } trit_train_offload;
 
 // How 16-bit weights (--master-weights off) round after an update.
 typedef enum { TRIT_ROUND_NEAREST = 0, TRIT_ROUND_STOCHASTIC = 1 } trit_train_rounding;

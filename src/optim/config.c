@@ -32,6 +32,22 @@ trit_optim_config trit_optim_adamw8bit(double beta1, double beta2, double eps) {
     return c;
 }
 
+trit_optim_config trit_optim_galore(int64_t rank, int64_t update_gap, double scale) {
+    trit_optim_config c = trit_optim_adamw(0.9, 0.999, 1e-8);
+    c.kind = TRIT_OPTIM_GALORE;
+    c.galore_rank = rank;
+    c.galore_update = update_gap;
+    c.galore_scale = scale;
+    c.qgalore_cos = 0.4;
+    return c;
+}
+
+trit_optim_config trit_optim_qgalore(int64_t rank, int64_t update_gap, double scale) {
+    trit_optim_config c = trit_optim_galore(rank, update_gap, scale);
+    c.kind = TRIT_OPTIM_QGALORE;
+    return c;
+}
+
 const char *trit_optim_kind_name(trit_optim_kind kind) {
     switch (kind) {
     case TRIT_OPTIM_SGD: return "sgd";
@@ -39,6 +55,8 @@ const char *trit_optim_kind_name(trit_optim_kind kind) {
     case TRIT_OPTIM_ADAM: return "adam";
     case TRIT_OPTIM_ADAMW: return "adamw";
     case TRIT_OPTIM_ADAMW8BIT: return "adamw8bit";
+    case TRIT_OPTIM_GALORE: return "galore";
+    case TRIT_OPTIM_QGALORE: return "qgalore";
     }
     return "unknown";
 }
@@ -70,10 +88,24 @@ trit_status trit_optim_config_check(const trit_optim_config *cfg) {
     case TRIT_OPTIM_ADAM:
     case TRIT_OPTIM_ADAMW:
     case TRIT_OPTIM_ADAMW8BIT:
+    case TRIT_OPTIM_GALORE:
+    case TRIT_OPTIM_QGALORE:
         if (!in_unit(cfg->beta1) || !in_unit(cfg->beta2))
             return trit_error(TRIT_ERR_INVALID,
                               "%s: betas must be in [0, 1), got (%g, %g) (usual: 0.9, 0.999)",
                               name, cfg->beta1, cfg->beta2);
+        if (cfg->kind == TRIT_OPTIM_GALORE || cfg->kind == TRIT_OPTIM_QGALORE) {
+            if (cfg->galore_rank < 1 || cfg->galore_update < 1)
+                return trit_error(TRIT_ERR_INVALID, "%s: rank and update gap must be >= 1, got %lld and %lld "
+                                  "(usual: 128 and 200)", name, (long long)cfg->galore_rank,
+                                  (long long)cfg->galore_update);
+            if (!(cfg->galore_scale > 0.0 && cfg->galore_scale <= FLT_MAX))
+                return trit_error(TRIT_ERR_INVALID, "%s: scale must be finite and > 0, got %g (usual: 0.25)", name,
+                                  cfg->galore_scale);
+            if (!(cfg->qgalore_cos >= 0.0 && cfg->qgalore_cos <= 1.0))
+                return trit_error(TRIT_ERR_INVALID, "%s: the cosine threshold must be in [0, 1], got %g (usual: 0.4)",
+                                  name, cfg->qgalore_cos);
+        }
         break;
     default:
         return trit_error(TRIT_ERR_INVALID, "unknown optimizer kind %d", (int)cfg->kind);
@@ -100,6 +132,8 @@ int trit_optim_state_keys(const trit_optim_config *cfg, const char *keys[OPTIM_M
     case TRIT_OPTIM_ADAM:
     case TRIT_OPTIM_ADAMW:
     case TRIT_OPTIM_ADAMW8BIT:
+    case TRIT_OPTIM_GALORE:
+    case TRIT_OPTIM_QGALORE:
         keys[0] = "exp_avg";
         keys[1] = "exp_avg_sq";
         return 2;

@@ -9,53 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-// Every state buffer starts on a 64-byte boundary so vector loads are aligned.
-typedef struct optim_param {
-    trit_tensor *t;
-    int group;
-    int64_t n;
-    bool has_state;  // false for parameters frozen when the optimizer was made
-    float *buf[OPTIM_MAX_BUFS];     // f32 state, or NULL
-    uint8_t *code[OPTIM_MAX_BUFS];  // 8-bit state (AdamW8bit), or NULL
-    float *absmax[OPTIM_MAX_BUFS];  // its block scales
-} optim_param;
-
-typedef struct optim_group {
-    double lr_scale, weight_decay;
-    int first, count;  // range in the optimizer's parameter list
-} optim_group;
-
-// One state buffer: its own dtype and shape (a parameter's state need not be shaped like it, nor
-// f32: a low-rank projection's, or 8-bit codes with block scales), laid out in the one block.
-typedef struct optim_state_entry {
-    char name[TRIT_NAME_MAX + 32];
-    int param, buf;
-    trit_dtype dtype;
-    int ndim;
-    int64_t shape[TRIT_MAX_DIMS];
-    int64_t count;
-    void *data;            // nbytes(dtype, count) bytes
-    float *scales;         // (num_scales) block scales, or NULL
-    int64_t num_scales;
-} optim_state_entry;
-
-struct trit_optim {
-    trit_optim_config cfg;
-    int n_groups;
-    optim_group *groups;
-    int n_params;
-    optim_param *params;
-    trit_tensor **tensors;  // the parameters in group order, for clipping and get_group
-    int n_keys;
-    const char *keys[OPTIM_MAX_BUFS];
-    int n_state;
-    optim_state_entry *state;
-    void *block;            // all state buffers and their scales
-    int64_t step;
-    bool stochastic;        // 16-bit parameters round stochastically (trit_optim_set_rounding)
-    uint64_t sr_seed;
-    trit_dynamic_code *maps;  // AdamW8bit: [0] signed (exp_avg), [1] unsigned (exp_avg_sq); else NULL
-};
 
 // A 16-bit parameter is stepped in chunks of OPTIM_CHUNK values: each must start on an 8-bit block.
 _Static_assert(OPTIM_CHUNK % TRIT_OPTIM_8BIT_BLOCK == 0, "8-bit blocks must not straddle optimizer chunks");
@@ -104,14 +57,36 @@ static trit_status check_duplicates(const trit_optim *o) {
     return TRIT_OK;
 }
 
-static int64_t line_up(int64_t bytes) { return (bytes + TRIT_ALIGN - 1) / TRIT_ALIGN * TRIT_ALIGN; }
+// A projected matrix's buffers: the moments in the projected shape, the basis (f32, or int4
+// codes with a scale per TRIT_QGALORE_GROUP), Q-GaLore's schedule (f64).
+static void galore_layout(const trit_optim *o, const optim_param *p, int b, optim_state_entry *e) {
+    const optim_galore *gl = &p->gl;
+    e->ndim = 2;
+    e->num_scales = 0;
+    e->dtype = TRIT_F32;
+    if (b < 2) {
+        e->shape[0] = gl->left ? gl->rank : gl->rows, e->shape[1] = gl->left ? gl->cols : gl->rank;
+    } else if (b == 2) {
+        e->shape[0] = gl->left ? gl->rows : gl->rank, e->shape[1] = gl->left ? gl->rank : gl->cols;
+        if (o->cfg.kind == TRIT_OPTIM_QGALORE) {
+            e->dtype = TRIT_QINT4;
+            e->num_scales = (trit_galore_basis_count(gl) + TRIT_QGALORE_GROUP - 1) / TRIT_QGALORE_GROUP;
+        }
+    } else {
+        e->dtype = TRIT_F64, e->ndim = 1, e->shape[0] = OPTIM_QGALORE_SCHED;
+    }
+    e->count = e->ndim == 1 ? e->shape[0] : e->shape[0] * e->shape[1];
+}
 
 // The layout of parameter p's state buffer b: f32 values shaped like the parameter, without
 // scales; for AdamW8bit and a parameter of at least TRIT_OPTIM_8BIT_MIN_SIZE elements, u8
 // codes shaped like it with one f32 absmax per block. An optimizer with other states (low-rank
 // projections) describes them here; the block, the listing and checkpoints follow.
 static void state_layout(const trit_optim *o, const optim_param *p, int b, optim_state_entry *e) {
-    (void)b;
+    if (p->proj) {
+        galore_layout(o, p, b, e);
+        return;
+    }
     const bool q8 = o->cfg.kind == TRIT_OPTIM_ADAMW8BIT && p->n >= TRIT_OPTIM_8BIT_MIN_SIZE;
     e->dtype = q8 ? TRIT_U8 : TRIT_F32;
     e->ndim = p->t->ndim;
@@ -120,8 +95,19 @@ static void state_layout(const trit_optim *o, const optim_param *p, int b, optim
     e->num_scales = q8 ? (p->n + TRIT_OPTIM_8BIT_BLOCK - 1) / TRIT_OPTIM_8BIT_BLOCK : 0;
 }
 
-static int64_t entry_bytes(const optim_state_entry *e) {
-    return line_up((int64_t)trit_dtype_nbytes(e->dtype, e->count)) + line_up(e->num_scales * (int64_t)sizeof(float));
+static bool is_galore(const trit_optim_config *c) { return c->kind == TRIT_OPTIM_GALORE || c->kind == TRIT_OPTIM_QGALORE; }
+
+// The keys of parameter p's buffers: the kind's, and for a GaLore matrix its basis (and Q-GaLore's schedule).
+static int param_keys(const trit_optim *o, const optim_param *p, const char *keys[OPTIM_MAX_BUFS]) {
+    int n = 0;
+    for (; n < o->n_keys; n++) keys[n] = o->keys[n];
+    if (p->proj) keys[n++] = "galore_basis";
+    if (p->proj && o->cfg.kind == TRIT_OPTIM_QGALORE) keys[n++] = "galore_sched";
+    return n;
+}
+
+int64_t trit_optim_entry_bytes(const optim_state_entry *e) {
+    return optim_line_up((int64_t)trit_dtype_nbytes(e->dtype, e->count)) + optim_line_up(e->num_scales * (int64_t)sizeof(float));
 }
 
 static void name_entry(optim_state_entry *e, const optim_param *p, int i, const char *key) {
@@ -132,7 +118,8 @@ static void name_entry(optim_state_entry *e, const optim_param *p, int i, const 
 // Lays out all state buffers (and their scales) in one zeroed block and names them.
 static trit_status alloc_state(trit_optim *o) {
     int n_state = 0;
-    for (int i = 0; i < o->n_params; i++) n_state += o->params[i].has_state ? o->n_keys : 0;
+    const char *keys[OPTIM_MAX_BUFS];
+    for (int i = 0; i < o->n_params; i++) n_state += o->params[i].has_state ? param_keys(o, &o->params[i], keys) : 0;
     o->n_state = n_state;
     if (n_state == 0) return TRIT_OK;
     if (!(o->state = calloc((size_t)n_state, sizeof *o->state)))
@@ -140,29 +127,72 @@ static trit_status alloc_state(trit_optim *o) {
     int64_t total = 0;
     for (int i = 0, k = 0; i < o->n_params; i++) {
         const optim_param *p = &o->params[i];
-        for (int b = 0; p->has_state && b < o->n_keys; b++, k++) {
+        const int nk = p->has_state ? param_keys(o, p, keys) : 0;
+        for (int b = 0; b < nk; b++, k++) {
             optim_state_entry *e = &o->state[k];
             e->param = i, e->buf = b;
             state_layout(o, p, b, e);
-            name_entry(e, p, i, o->keys[b]);
-            if (entry_bytes(e) > INT64_MAX / 4 - total) return trit_error(TRIT_ERR_RANGE, "optimizer: state size overflows");
-            total += entry_bytes(e);
+            name_entry(e, p, i, keys[b]);
+            if (trit_optim_entry_bytes(e) > INT64_MAX / 4 - total) return trit_error(TRIT_ERR_RANGE, "optimizer: state size overflows");
+            total += trit_optim_entry_bytes(e);
         }
     }
-    if (!(o->block = trit_aligned_alloc((size_t)total)))
+    // calloc: a large block comes as fresh zero pages, resident only once written, so state that
+    // is offloaded before the first step never occupies memory.
+    if (!(o->block_raw = calloc(1, (size_t)total + TRIT_ALIGN)))
         return trit_error(TRIT_ERR_NOMEM, "optimizer: could not allocate %lld bytes of state", (long long)total);
-    memset(o->block, 0, (size_t)total);
+    o->block = (void *)(((uintptr_t)o->block_raw + TRIT_ALIGN - 1) / TRIT_ALIGN * TRIT_ALIGN);
+    o->block_bytes = total;
+    trit_optim_bind_state(o);
+    return TRIT_OK;
+}
+
+void trit_optim_bind_state(trit_optim *o) {
     char *at = o->block;
-    for (int k = 0; k < n_state; k++) {
+    for (int k = 0; k < o->n_state; k++) {
         optim_state_entry *e = &o->state[k];
         e->data = at;
-        e->scales = e->num_scales ? (float *)(at + line_up((int64_t)trit_dtype_nbytes(e->dtype, e->count))) : NULL;
-        at += entry_bytes(e);
+        e->scales = e->num_scales ? (float *)(at + optim_line_up((int64_t)trit_dtype_nbytes(e->dtype, e->count))) : NULL;
+        at += trit_optim_entry_bytes(e);
         optim_param *p = &o->params[e->param];
         if (e->dtype == TRIT_F32) p->buf[e->buf] = e->data;  // the update loops' views
+        else if (e->dtype == TRIT_F64) p->gl.sched = e->data;
         else p->code[e->buf] = e->data, p->absmax[e->buf] = e->scales;
     }
-    return TRIT_OK;
+    for (int i = 0; i < o->n_params; i++) {
+        optim_param *p = &o->params[i];
+        if (!p->proj) continue;
+        p->gl.basis = o->cfg.kind == TRIT_OPTIM_GALORE ? p->buf[2] : NULL;
+        if (o->cfg.kind == TRIT_OPTIM_QGALORE) p->gl.basis_q = p->code[2], p->gl.basis_scales = p->absmax[2];
+    }
+}
+
+// GaLore: which parameters are projected (2-D, of a low-rank group, not frozen), each checked
+// against the rank, and the workspace of the largest.
+static trit_status galore_plan(trit_optim *o) {
+    if (!is_galore(&o->cfg)) return TRIT_OK;
+    const int64_t r = o->cfg.galore_rank;
+    int64_t side_rank = 0, elems = 0;
+    for (int i = 0; i < o->n_params; i++) {
+        optim_param *p = &o->params[i];
+        if (!o->groups[p->group].low_rank || p->t->ndim != 2 || !p->has_state) continue;
+        const int64_t rows = p->t->shape[0], cols = p->t->shape[1], small = rows < cols ? rows : cols;
+        if (r > small)
+            return trit_error(TRIT_ERR_INVALID, "%s: rank %lld is larger than parameter %d '%s' (%lld x %lld) allows: "
+                              "its smaller side has %lld; pass a rank <= %lld (trit train: --galore-rank), or leave "
+                              "the matrix out of the low-rank group", trit_optim_kind_name(o->cfg.kind), (long long)r, i, p->t->name,
+                              (long long)rows, (long long)cols, (long long)small, (long long)small);
+        if (p->t->dtype != TRIT_F32)
+            return trit_error(TRIT_ERR_DTYPE, "%s: parameter %d '%s' is %s; projected matrices need f32 weights "
+                              "(train with fp32 master weights)", trit_optim_kind_name(o->cfg.kind), i, p->t->name,
+                              trit_dtype_name(p->t->dtype));
+        p->proj = true;
+        p->gl = (optim_galore){.rows = rows, .cols = cols, .rank = r, .left = rows < cols};
+        const int64_t sr = r * (rows > cols ? rows : cols);
+        side_rank = sr > side_rank ? sr : side_rank;
+        elems = rows * cols > elems ? rows * cols : elems;
+    }
+    return side_rank ? trit_galore_ws_alloc(&o->ws, side_rank, elems, o->cfg.kind == TRIT_OPTIM_QGALORE) : TRIT_OK;
 }
 
 trit_optim *trit_optim_new(const trit_optim_config *cfg, const trit_optim_group *groups,
@@ -193,7 +223,7 @@ trit_optim *trit_optim_new(const trit_optim_config *cfg, const trit_optim_group 
     }
     int k = 0;
     for (int gi = 0; gi < num_groups; gi++) {
-        o->groups[gi] = (optim_group){groups[gi].lr_scale, groups[gi].weight_decay, k,
+        o->groups[gi] = (optim_group){groups[gi].lr_scale, groups[gi].weight_decay, groups[gi].low_rank, k,
                                       groups[gi].num_params};
         for (int i = 0; i < groups[gi].num_params; i++, k++) {
             trit_tensor *t = groups[gi].params[i];
@@ -202,7 +232,7 @@ trit_optim *trit_optim_new(const trit_optim_config *cfg, const trit_optim_group 
                                          .has_state = !(t->flags & TRIT_FLAG_FROZEN)};
         }
     }
-    if (check_duplicates(o) != TRIT_OK || alloc_state(o) != TRIT_OK) {
+    if (check_duplicates(o) != TRIT_OK || galore_plan(o) != TRIT_OK || alloc_state(o) != TRIT_OK) {
         trit_optim_free(o);
         return NULL;
     }
@@ -211,7 +241,7 @@ trit_optim *trit_optim_new(const trit_optim_config *cfg, const trit_optim_group 
 
 trit_optim *trit_optim_new_single(const trit_optim_config *cfg, trit_tensor *const *params,
                                   int num_params, double weight_decay) {
-    trit_optim_group g = {params, num_params, 1.0, weight_decay};
+    trit_optim_group g = {params, num_params, 1.0, weight_decay, false};
     return trit_optim_new(cfg, &g, 1);
 }
 
@@ -231,8 +261,8 @@ trit_optim *trit_optim_new_gpt2(const trit_optim_config *cfg, trit_tensor *const
     trit_optim *o = NULL;
     if (trit_optim_split_decay(params, num_params, lists, &nd, lists + num_params + 1, &nn) ==
         TRIT_OK) {
-        trit_optim_group g[2] = {{lists, nd, 1.0, weight_decay},
-                                 {lists + num_params + 1, nn, 1.0, 0.0}};
+        trit_optim_group g[2] = {{lists, nd, 1.0, weight_decay, false},
+                                 {lists + num_params + 1, nn, 1.0, 0.0, false}};
         o = trit_optim_new(cfg, g, 2);
     }
     free(lists);
@@ -241,7 +271,9 @@ trit_optim *trit_optim_new_gpt2(const trit_optim_config *cfg, trit_tensor *const
 
 void trit_optim_free(trit_optim *o) {
     if (!o) return;
-    trit_aligned_free(o->block);
+    if (o->offload) trit_optim_offload_close(o);
+    free(o->block_raw);
+    trit_galore_ws_free(&o->ws);
     free(o->maps);
     free(o->state);
     free(o->tensors);
@@ -259,7 +291,8 @@ static optim_scalars group_scalars(const trit_optim_config *c, const optim_group
     if (c->kind == TRIT_OPTIM_RMSPROP) {
         s.a = (float)c->alpha;
         s.one_minus_a = (float)(1.0 - c->alpha);
-    } else if (c->kind == TRIT_OPTIM_ADAM || c->kind == TRIT_OPTIM_ADAMW || c->kind == TRIT_OPTIM_ADAMW8BIT) {
+    } else if (c->kind == TRIT_OPTIM_ADAM || c->kind == TRIT_OPTIM_ADAMW || c->kind == TRIT_OPTIM_ADAMW8BIT ||
+               is_galore(c)) {
         double bc1 = 1.0 - pow(c->beta1, (double)t);
         double bc2 = 1.0 - pow(c->beta2, (double)t);
         s.neg_lr = (float)-(lr_g / bc1);
@@ -320,6 +353,8 @@ static void update_span(const trit_optim *o, const optim_param *p, float *x, con
     case TRIT_OPTIM_ADAM:
     case TRIT_OPTIM_ADAMW:
     case TRIT_OPTIM_ADAMW8BIT:  // a parameter too small for 8-bit state: AdamW's fp32 moments
+    case TRIT_OPTIM_GALORE:     // vectors and matrices outside low-rank groups
+    case TRIT_OPTIM_QGALORE:
         trit_optim_update_adam(x, g, b0, b1, n, s, o->cfg.kind != TRIT_OPTIM_ADAM);
         break;
     }
@@ -357,6 +392,22 @@ static void step_param(const trit_optim *o, int index, optim_param *p, const opt
     update_span(o, p, trit_tensor_ptr(p->t), trit_tensor_ptr(p->t->grad), 0, p->n, s);
 }
 
+// A GaLore basis is refreshed from the gradient: a NaN or Inf there is refused before any
+// parameter changes (an SVD of it would fail half-way through the step).
+static trit_status check_refresh(const trit_optim *o) {
+    for (int i = 0; i < o->n_params; i++) {
+        const optim_param *p = &o->params[i];
+        if (!p->proj || skipped(p->t) || !trit_galore_due(&o->cfg, &p->gl, o->step)) continue;
+        const float *g = trit_tensor_ptr(p->t->grad);
+        float acc = 0.0f;
+        for (int64_t k = 0; k < p->n; k++) acc += g[k] * 0.0f;
+        if (acc != 0.0f || isnan(acc))
+            return trit_error(TRIT_ERR_NUMERIC, "optimizer step: the gradient of parameter %d '%s' is not finite; "
+                              "its GaLore basis cannot be refreshed from it", i, p->t->name);
+    }
+    return TRIT_OK;
+}
+
 void trit_optim_set_rounding(trit_optim *o, bool stochastic, uint64_t seed) {
     if (!o) return;
     o->stochastic = stochastic;
@@ -370,12 +421,22 @@ trit_status trit_optim_step(trit_optim *o, double lr) {
                           "(check the schedule with trit_lr_check)", lr);
     trit_status st = check_step(o);
     if (st != TRIT_OK) return st;
+    if ((st = check_refresh(o)) != TRIT_OK) return st;
     int64_t t = o->step + 1;
     for (int gi = 0; gi < o->n_groups; gi++) {
         const optim_group *g = &o->groups[gi];
         optim_scalars s = group_scalars(&o->cfg, g, lr, t);
-        for (int i = g->first; i < g->first + g->count; i++)
-            if (!skipped(o->params[i].t)) step_param(o, i, &o->params[i], &s, t);
+        for (int i = g->first; i < g->first + g->count; i++) {
+            optim_param *p = &o->params[i];
+            if (skipped(p->t)) continue;
+            if (!p->proj)
+                step_param(o, i, p, &s, t);
+            else
+                st = trit_galore_step(&o->cfg, &p->gl, &o->ws, trit_tensor_ptr(p->t), trit_tensor_ptr(p->t->grad),
+                                      p->buf[0], p->buf[1], &s, o->step, i, o->sr_seed);
+            trit_optim_offload_release(o, i);
+            if (st != TRIT_OK) return st;
+        }
     }
     o->step = t;
     return TRIT_OK;
@@ -399,7 +460,7 @@ trit_status trit_optim_get_group(const trit_optim *o, int group, trit_optim_grou
         return trit_error(TRIT_ERR_RANGE, "optimizer: group %d out of range [0, %d)", group,
                           o->n_groups);
     const optim_group *g = &o->groups[group];
-    *out = (trit_optim_group){o->tensors + g->first, g->count, g->lr_scale, g->weight_decay};
+    *out = (trit_optim_group){o->tensors + g->first, g->count, g->lr_scale, g->weight_decay, g->low_rank};
     return TRIT_OK;
 }
 
@@ -427,6 +488,8 @@ trit_tensor *trit_optim_param(const trit_optim *o, int i) {
 }
 
 int trit_optim_num_state(const trit_optim *o) { return o ? o->n_state : 0; }
+
+size_t trit_optim_scratch_bytes(const trit_optim *o) { return o ? o->ws.bytes : 0; }
 
 trit_status trit_optim_get_state(const trit_optim *o, int i, trit_optim_state_buf *out) {
     if (!o || !out) return trit_error(TRIT_ERR_INVALID, "optimizer state: NULL argument");

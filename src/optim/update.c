@@ -8,6 +8,7 @@
 #include "kernels/rowops.h"
 
 #include <math.h>
+#include <string.h>
 
 static void sgd_chunk(float *restrict p, const float *restrict g, int64_t lo, int64_t hi,
                       const optim_scalars *s) {
@@ -114,6 +115,15 @@ void trit_optim_update_adam(float *p, const float *g, float *m, float *v, int64_
                             const optim_scalars *s, bool decoupled) {
     const trit_adam_scalars k = adam_scalars(s);
     trit_kernel_adam_f32(p, g, m, v, n, &k, decoupled);
+}
+
+// z starts at zero and the decay factor is 1, so the kernel leaves in z exactly the term it adds
+// to a decayed weight.
+void trit_optim_adam_direction(float *z, const float *g, float *m, float *v, int64_t n, const optim_scalars *s) {
+    trit_adam_scalars k = adam_scalars(s);
+    k.decay_mul = 1.0f;
+    memset(z, 0, sizeof(float) * (size_t)n);
+    trit_kernel_adam_f32(z, g, m, v, n, &k, true);
 }
 
 // Each block: both moments decoded into f32 rows on the stack, the same AdamW kernel as the

@@ -180,6 +180,11 @@ trit_status trit_state_write(const char *path, const trit_train_state *st, const
     for (int i = 0; i < n; i++) {
         put_buffer(&f, &crc, entries[i].data, entries[i].dtype, entries[i].count);
         if (entries[i].num_scales > 0) put_values(&f, &crc, entries[i].scales, entries[i].num_scales, sizeof(float));
+        // Offloaded state is read one buffer at a time, so saving never holds all of it in memory.
+        if (entries[i].offloaded)
+            trit_optim_offload_evict(entries[i].offloaded, entries[i].data,
+                                     trit_dtype_nbytes(entries[i].dtype, entries[i].count) +
+                                         sizeof(float) * (size_t)entries[i].num_scales);
     }
     uint8_t tail[4];
     trit_le32_store(tail, crc);
@@ -208,7 +213,8 @@ static trit_state_entry *entries_of(const trit_gpt *m, const trit_optim *o, int 
             return NULL;
         }
         e[k + i] = (trit_state_entry){.name = b.name, .role = "optim", .dtype = b.dtype, .ndim = b.ndim,
-                                      .count = b.count, .data = b.data, .scales = b.scales, .num_scales = b.num_scales};
+                                      .count = b.count, .data = b.data, .scales = b.scales, .num_scales = b.num_scales,
+                                      .offloaded = trit_optim_offloaded(o) ? o : NULL};
         memcpy(e[k + i].shape, b.shape, sizeof e[k + i].shape);
     }
     *n = k + no;

@@ -51,11 +51,12 @@ static const char *const matmul_names[] = {"highest", "high", "medium", NULL};
 static const char *const qat_names[] = {"off", "int8", "int4", "int2", "fp8", "ternary", NULL};
 static const char *const recompute_names[] = {"off", "block", "attn", "mlp", "auto", NULL};
 static const char *const recompute_synonyms[] = {"none", "off", NULL};
+static const char *const offload_names[] = {"off", "optimizer", NULL};
 static const char *const task_names[] = {"lm", "embed", NULL};
 static const char *const pool_names[] = {"mean", "last", NULL};
 static const char *const schedule_names[] = {"cosine", "two-stage", NULL};
 static const char *const qat_acts_names[] = {"off", "token", NULL};
-static const char *const optimizer_names[] = {"adamw", "adamw8bit", NULL};
+static const char *const optimizer_names[] = {"adamw", "adamw8bit", "galore", "qgalore", NULL};
 static const char *const adapter_names[] = {"off", "lora", "bottleneck", NULL};
 static const char *const qbase_names[] = {"off", "nf4", "int8", "int4", "ternary", "keep", NULL};
 
@@ -106,7 +107,14 @@ static const field fields[] = {
     {"clip", F_DBL, K_OPT, OFF(clip), NULL, "gradient clipping global norm, 0 = off (1.0)", D(0, 1e6, 0)},
     {"optimizer", F_ENUM, K_OPT, OFF(optimizer), optimizer_names,
      "adamw|adamw8bit: AdamW moments in fp32, or in 8 bits (bitsandbytes' dynamic maps, blocks of 256 with an "
-     "absmax each; tensors under 4096 values keep fp32) (adamw)", NONE},
+     "absmax each; tensors under 4096 values keep fp32) (adamw); galore|qgalore: the blocks' matrices stepped on "
+     "a rank-r projection of their gradients (Q-GaLore: int4 bases, int8-grid weights, lazy refreshes)", NONE},
+    {"galore-rank", F_INT, K_OPT, OFF(galore_rank), NULL, "galore|qgalore: rank r of the projection, at most the "
+     "blocks' matrices' smaller side (128)", I(1, 65536)},
+    {"galore-update", F_INT, K_OPT, OFF(galore_update), NULL, "galore|qgalore: steps between basis refreshes (200)",
+     I(1, MAX_STEPS)},
+    {"galore-scale", F_DBL, K_OPT, OFF(galore_scale), NULL, "galore|qgalore: factor of the projected-back step "
+     "(0.25)", D(0, 1e6, OPEN_LO)},
     {"seed", F_INT, K_OPT, OFF(seed), NULL, "seed of init, data order and dropout (1337)", I(0, INT64_MAX)},
     {"precision", F_ENUM, K_OPT, OFF(precision), precision_names,
      "fp32|bf16|fp16: bf16/fp16 store matmul inputs in 16 bits, fp32 sums and optimizer (fp32)", NONE},
@@ -159,6 +167,9 @@ static const field fields[] = {
     {"memory-budget", F_DBL, K_RUN, OFF(memory_budget), NULL,
      "MB (1e6 bytes) the memory report's total must fit in, 0 = no limit; --recompute auto chooses by it (0)",
      D(0, 1e12, 0)},
+    {"offload", F_ENUM, K_RUN, OFF(offload), offload_names,
+     "off|optimizer: optimizer state in memory, or in a memory-mapped file in the run directory, streamed one "
+     "parameter at a time in the update (the same bits, less resident memory) (off)", NONE},
     {"stop-after", F_INT, K_RUN, OFF(stop_after), NULL, "stop with a checkpoint after this step (0 = never)", I(0, MAX_STEPS)},
     {"max-skips", F_INT, K_RUN, OFF(max_skips), NULL,
      "end the run (with a checkpoint) after this many non-finite steps in a row (10)", I(1, 1000000)},
@@ -429,6 +440,9 @@ static void apply_defaults(trit_train_config *c) {
     DEF_D(stage2_weight_decay, bitnet ? 0.0 : c->weight_decay);
     DEF_D(clip, 1.0);
     DEF_I(optimizer, TRIT_TRAIN_ADAMW);
+    DEF_I(galore_rank, 128);
+    DEF_I(galore_update, 200);
+    DEF_D(galore_scale, 0.25);
     DEF_I(seed, 1337);
     DEF_I(precision, TRIT_PRECISION_FP32);
     DEF_I(master_weights, 1);
@@ -454,6 +468,7 @@ static void apply_defaults(trit_train_config *c) {
     DEF_I(task, TRIT_OBJECTIVE_LM);
     DEF_I(pool, TRIT_POOL_MEAN);
     DEF_D(temperature, 0.05);
+    DEF_I(offload, TRIT_OFFLOAD_OFF);
     DEF_I(stop_after, 0);
     DEF_I(max_skips, 10);
     DEF_I(quiet, 0);

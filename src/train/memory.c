@@ -37,7 +37,8 @@ trit_status trit_memory_gemm_scratch(const trit_graph *g, size_t *per_thread) {
 }
 
 static void sum_total(trit_memory_report *r) {
-    r->total = r->params + r->grads + r->optimizer + r->arena + r->inputs + r->workspace;
+    const size_t optimizer = r->optimizer_offloaded ? r->optimizer_resident : r->optimizer;
+    r->total = r->params + r->grads + optimizer + r->arena + r->inputs + r->workspace;
 }
 
 trit_status trit_memory_report_make(const trit_graph *g, const trit_optim *o, int threads,
@@ -63,10 +64,11 @@ trit_status trit_memory_report_make(const trit_graph *g, const trit_optim *o, in
         out->optimizer += values + scales;
         if (b.num_scales > 0) out->optimizer_codes += values, out->optimizer_scales += scales;
     }
+    trit_optim_offload_bytes(o, &out->optimizer_offloaded, &out->optimizer_resident);
     out->threads = threads > 0 ? threads : trit_threads_get();
     size_t per_thread = 0;
     if ((s = trit_memory_gemm_scratch(g, &per_thread)) != TRIT_OK) return s;
-    out->workspace = (size_t)out->threads * per_thread;
+    out->workspace = (size_t)out->threads * per_thread + trit_optim_scratch_bytes(o);
     sum_total(out);
     return TRIT_OK;
 }
@@ -94,9 +96,13 @@ void trit_memory_report_print(const trit_memory_report *r, const char *prefix, F
     line(fp, prefix, "gradients", r->grads);
     line(fp, prefix, "optimizer", r->optimizer);
     if (r->optimizer_codes)
-        fprintf(fp, "%s(optimizer: 8-bit codes %.2f MB + block scales %.2f MB, fp32 state of small tensors %.2f MB)\n",
+        fprintf(fp, "%s(optimizer: quantized codes %.2f MB + block scales %.2f MB, other state %.2f MB)\n",
                 prefix, (double)r->optimizer_codes / 1e6, (double)r->optimizer_scales / 1e6,
                 (double)(r->optimizer - r->optimizer_codes - r->optimizer_scales) / 1e6);
+    if (r->optimizer_offloaded)
+        fprintf(fp, "%s(optimizer: offloaded %.2f MB in a memory-mapped file, resident at most %.2f MB: one "
+                "parameter's state at a time)\n", prefix, (double)r->optimizer_offloaded / 1e6,
+                (double)r->optimizer_resident / 1e6);
     line(fp, prefix, "arena", r->arena);
     line(fp, prefix, "inputs", r->inputs);
     line(fp, prefix, "workspace", r->workspace);

@@ -47,6 +47,7 @@ typedef struct trit_state_entry {
     void *data;              // nbytes(dtype, count) bytes; filled by trit_state_read
     float *scales;           // (num_scales), or NULL
     int64_t num_scales;
+    const trit_optim *offloaded;  // the optimizer whose mapped file holds data: dropped after writing
 } trit_state_entry;
 
 // The file of the given buffers (trit_state_save lists the model's and the optimizer's), and

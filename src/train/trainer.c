@@ -115,9 +115,9 @@ static trit_status train_step(trainer *t, double lr, const trit_train_hooks *hoo
 
 trit_status trit_trainer_step(trainer *t, const trit_train_hooks *hooks, trit_train_step_info *info) {
     const trit_train_config *c = &t->cfg;
-    // Two stages: group 0 (the >= 2-D weights) takes the second stage's weight decay.
-    if (t->sched.kind == TRIT_LR_TWO_STAGE) {
-        trit_status s = trit_optim_set_group(t->opt, 0, 1.0,
+    // Two stages: the groups of >= 2-D weights (all but the last) take the second stage's weight decay.
+    for (int g = 0; t->sched.kind == TRIT_LR_TWO_STAGE && g < trit_optim_num_groups(t->opt) - 1; g++) {
+        trit_status s = trit_optim_set_group(t->opt, g, 1.0,
                                              t->step >= t->sched.stage2_at ? c->stage2_weight_decay : c->weight_decay);
         if (s != TRIT_OK) return s;
     }

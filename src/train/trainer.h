@@ -91,6 +91,11 @@ void trit_embed_free(struct trit_embed_task *e);
 // plan_only: planned, not allocated (trit_graph_set_plan_only).
 trit_status trit_trainer_build_graph(trainer *t, bool plan_only);
 
+// The optimizer of --optimizer over the model's parameters (optimizer_groups.c): AdamW's two
+// groups by the GPT-2 decay rule; GaLore's the blocks' matrices (low-rank), the other matrices,
+// the vectors. NULL with trit_last_error set on failure.
+trit_optim *trit_trainer_new_optim(const trit_train_config *c, trit_tensor *const *params, int n);
+
 // One optimizer step, the one every run takes: --total-batch-tokens / (B T) micro-batches of
 // forward and backward (the loss scaled when a scaler is on), the skip of a non-finite step,
 // clipping or the gradient norm, AdamW at the scheduled learning rate (and the two-stage weight

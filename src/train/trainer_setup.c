@@ -289,9 +289,7 @@ static trit_status setup_model(trainer *t, const trit_gpt_config *gc) {
         t->tern_scales = malloc(sizeof(float) * (size_t)trit_terngrad_nscales(most, c->terngrad_bucket));
         if (!t->tern_codes || !t->tern_scales) return trit_error(TRIT_ERR_NOMEM, "terngrad: out of memory");
     }
-    trit_optim_config oc = c->optimizer == TRIT_TRAIN_ADAMW8BIT ? trit_optim_adamw8bit(c->beta1, c->beta2, c->eps)
-                                                                 : trit_optim_adamw(c->beta1, c->beta2, c->eps);
-    t->opt = trit_optim_new_gpt2(&oc, t->params, n, c->weight_decay);
+    t->opt = trit_trainer_new_optim(c, t->params, n);
     if (!t->opt) return TRIT_ERR_INVALID;
     // 16-bit weights round after each update; the bits come from their own Philox stream of the seed.
     trit_optim_set_rounding(t->opt, c->rounding == TRIT_ROUND_STOCHASTIC, (uint64_t)c->seed ^ TRIT_STREAM_ROUNDING);
@@ -366,6 +364,12 @@ trit_status trit_trainer_setup(trainer *t, const trit_train_config *cli) {
         if (!t->metrics) s = TRIT_ERR_IO;
     }
     if (s == TRIT_OK && cfg.tensorboard[0]) s = open_tensorboard(t);
+    // The run directory exists now; a resumed state moves into the file with the rest.
+    if (s == TRIT_OK && cfg.offload == TRIT_OFFLOAD_OPTIMIZER) {
+        char path[TRIT_PATH_MAX + 32];
+        snprintf(path, sizeof path, "%s/optimizer.offload", cfg.out);
+        s = trit_optim_offload(t->opt, path);
+    }
     return s;
 }
 

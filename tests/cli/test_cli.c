@@ -115,6 +115,12 @@ static void test_bad_flags(void **state) {
     cli_expect(RUN("train", "--frobnicate", "1"), 2, NULL, "unknown option '--frobnicate'");
     cli_expect(RUN("train", "--steps"), 2, NULL, "--steps needs a value");
     cli_expect(RUN("train", "--tokenizer", "words"), 2, NULL, "char|bpe");
+    cli_expect(RUN("train", "--optimizer", "lion", "--out", out), 2, NULL,
+               "--optimizer expects adamw|adamw8bit|galore|qgalore, got 'lion'");
+    // A rank above the blocks' matrices' smaller side (--dim 16): refused before anything is written.
+    cli_expect(RUN("train", "--data", corpus, "--out", out, "--layers", "1", "--heads", "2", "--dim", "16", "--seq",
+                   "16", "--batch", "4", "--steps", "2", "--optimizer", "galore", "--galore-rank", "17"),
+               1, NULL, "galore: rank 17 is larger than parameter 0 'h.0.attn.c_attn.weight' (48 x 16) allows");
     cli_expect(RUN("sample", "--ckpt", out, "--temperature", "hot"), 2, NULL, "--temperature expects a number");
     cli_expect(RUN("sample", "--ckpt", out, "--top-k", "3.5"), 2, NULL, "--top-k expects an integer");
     cli_expect(RUN("eval", "--ckpt", out, "--batches", ""), 2, NULL, "empty");

@@ -120,7 +120,7 @@ static void test_gpt2_rule_and_lr_scale(void **state) {
 
     // lr_scale: a group at 0.5 moves half as far under plain SGD.
     trit_tensor *a = param1(1, (float[]){1}, (float[]){1}), *b = param1(1, (float[]){1}, (float[]){1});
-    trit_optim_group g[2] = {{&a, 1, 1.0, 0.0}, {&b, 1, 0.5, 0.0}};
+    trit_optim_group g[2] = {{&a, 1, 1.0, 0.0, false}, {&b, 1, 0.5, 0.0, false}};
     trit_optim_config cfg = trit_optim_sgd(0.0, false);
     trit_optim *o = trit_optim_new(&cfg, g, 2);
     assert_non_null(o);
@@ -205,7 +205,7 @@ static void test_bad_configs(void **state) {
     // Negative decay or lr scale in a group.
     assert_null(trit_optim_new_single(&cfg, &p, 1, -0.1));
     assert_non_null(strstr(trit_last_error(), "weight_decay"));
-    trit_optim_group g = {&p, 1, -1.0, 0.0};
+    trit_optim_group g = {&p, 1, -1.0, 0.0, false};
     assert_null(trit_optim_new(&cfg, &g, 1));
     assert_null(trit_optim_new(&cfg, NULL, 1));
     assert_null(trit_optim_new(&cfg, &g, 0));

@@ -68,7 +68,13 @@ static void test_flag_parsing(void **state) {
     expect_set_error("bias", "maybe", "1 or 0");
     assert_int_equal(trit_train_config_set(&c, "optimizer", "adamw8bit"), TRIT_OK);
     assert_int_equal(c.optimizer, TRIT_TRAIN_ADAMW8BIT);
-    expect_set_error("optimizer", "sgd", "--optimizer expects adamw|adamw8bit, got 'sgd'");
+    expect_set_error("optimizer", "sgd", "--optimizer expects adamw|adamw8bit|galore|qgalore, got 'sgd'");
+    assert_int_equal(trit_train_config_set(&c, "optimizer", "qgalore"), TRIT_OK);
+    assert_int_equal(c.optimizer, TRIT_TRAIN_QGALORE);
+    assert_int_equal(trit_train_config_set(&c, "galore-rank", "64"), TRIT_OK);
+    assert_int_equal(c.galore_rank, 64);
+    expect_set_error("galore-rank", "0", "--galore-rank must be in [1, 65536]");
+    expect_set_error("galore-scale", "0", "--galore-scale must be in (0, 1e+06]");
     expect_set_error("no-such-flag", "1", "unknown");
 }
 

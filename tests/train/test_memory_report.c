@@ -20,6 +20,7 @@
 #include "kernels/thread_buffer.h"
 #include "trit/bench.h"
 #include "trit/trit.h"
+#include "scratch.h"
 
 static const trit_compute_policy POLICIES[] = {
     {TRIT_F32, TRIT_F32, TRIT_MATMUL_HIGHEST},
@@ -169,9 +170,73 @@ static void test_optimizer_bytes(void **state) {
         FILE *f = fmemopen(buf, sizeof buf - 1, "w");
         trit_memory_report_print(&r, "", f);
         fclose(f);
-        assert_true((strstr(buf, "8-bit codes") != NULL) == (k == 1));
+        assert_true((strstr(buf, "quantized codes") != NULL) == (k == 1));
         trit_optim_free(o);
     }
+    trit_gpt_graph_free(&gg);
+    trit_gpt_free(m);
+}
+
+// GaLore's optimizer line: a projected (rows, cols) matrix holds 2 r max + r min values of state,
+// the rest AdamW's 8 bytes per element; the projections' scratch is in the workspace. Offloaded,
+// the report names the file's and the resident bytes and the total counts the resident part.
+static void test_galore_and_offload_bytes(void **state) {
+    (void)state;
+    trit_gpt_config c = trit_gpt_config_default();
+    c.vocab_size = 64, c.seq_len = 16, c.n_layer = 2, c.n_head = 2, c.n_embd = 32;
+    trit_gpt *m = trit_gpt_new(&c, 3);
+    assert_non_null(m);
+    trit_gpt_graph gg;
+    assert_int_equal(trit_gpt_build_train(m, 2, 16, &gg), TRIT_OK);
+    const int n = trit_gpt_num_tensors(m);
+    trit_tensor *params[64];
+    trit_tensor *low[64];
+    int nl = 0;
+    size_t want = 0;
+    const int64_t r = 4;
+    for (int i = 0; i < n; i++) {
+        params[i] = trit_gpt_tensor(m, i);
+        const trit_tensor *t = params[i];
+        if (t->ndim == 2 && strncmp(t->name, "h.", 2) == 0) {
+            const int64_t a = t->shape[0], b = t->shape[1];
+            want += sizeof(float) * (size_t)(2 * r * (a > b ? a : b) + r * (a < b ? a : b));
+            low[nl++] = params[i];
+        } else {
+            want += 8 * (size_t)trit_tensor_numel(t);
+        }
+    }
+    trit_tensor *rest[64];
+    int nr = 0;
+    for (int i = 0; i < n; i++)
+        if (!(params[i]->ndim == 2 && strncmp(params[i]->name, "h.", 2) == 0)) rest[nr++] = params[i];
+    const trit_optim_group g[2] = {{.params = low, .num_params = nl, .lr_scale = 1, .weight_decay = 0.1, .low_rank = true},
+                                   {.params = rest, .num_params = nr, .lr_scale = 1}};
+    const trit_optim_config oc = trit_optim_galore(r, 200, 0.25);
+    trit_optim *o = trit_optim_new(&oc, g, 2);
+    assert_non_null(o);
+    trit_memory_report plain, r1;
+    assert_int_equal(trit_memory_report_make(gg.graph, NULL, 1, &plain), TRIT_OK);
+    assert_int_equal(trit_memory_report_make(gg.graph, o, 1, &r1), TRIT_OK);
+    assert_int_equal(r1.optimizer, want);
+    assert_true(r1.workspace > plain.workspace);
+    assert_int_equal(r1.workspace - plain.workspace, trit_optim_scratch_bytes(o));
+    char dir[512], path[600];
+    tfile_mkdtemp(dir, sizeof dir, "memoff");
+    snprintf(path, sizeof path, "%s/opt.offload", dir);
+    assert_int_equal(trit_optim_offload(o, path), TRIT_OK);
+    trit_memory_report r2;
+    assert_int_equal(trit_memory_report_make(gg.graph, o, 1, &r2), TRIT_OK);
+    assert_int_equal(r2.optimizer, want);
+    assert_true(r2.optimizer_offloaded >= want && r2.optimizer_resident > 0 && r2.optimizer_resident < want / 2);
+    assert_int_equal(r1.total - r2.total, r1.optimizer - r2.optimizer_resident);
+    char buf[4096] = {0};
+    FILE *f = fmemopen(buf, sizeof buf - 1, "w");
+    trit_memory_report_print(&r2, "", f);
+    fclose(f);
+    assert_non_null(strstr(buf, "offloaded"));
+    assert_non_null(strstr(buf, "resident at most"));
+    trit_optim_free(o);
+    tfile_rm_rf(dir);
     trit_gpt_graph_free(&gg);
     trit_gpt_free(m);
 }
@@ -181,6 +246,7 @@ int main(void) {
         cmocka_unit_test(test_report_takes_the_kernels_figures),
         cmocka_unit_test(test_thread_holds_no_more_than_reported),
         cmocka_unit_test(test_optimizer_bytes),
+        cmocka_unit_test(test_galore_and_offload_bytes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

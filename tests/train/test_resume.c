@@ -1,6 +1,6 @@
 // Exact resume: a run stopped at step k (by --stop-after, or by a stop request as SIGINT makes)
 // and continued with --resume gives the same train and validation losses, bit for bit, and the
-// same final weights as the run that was never stopped (with AdamW and with AdamW8bit). The config uses dropout and gradient
+// same final weights as the run that was never stopped (with AdamW, AdamW8bit, GaLore and Q-GaLore). The config uses dropout and gradient
 // accumulation so that their randomness and data positions are covered too.
 #define _GNU_SOURCE
 #include <setjmp.h>
@@ -271,12 +271,95 @@ static void test_adamw8bit_resume(void **state) {
     tfile_rm_rf(d.root);
 }
 
+// GaLore and Q-GaLore: stopped at step 5 and resumed on 2 threads, with a refresh every 3 steps
+// (one at step 6, after the resume), the same bits as the uninterrupted run. The state holds the
+// projected moments, the basis (f32, or int4 codes with scales) and Q-GaLore's schedule.
+static void galore_resume(trit_train_optimizer kind, const char *tag, const char *basis_entry) {
+    dirs d;
+    make_dirs(&d, tag, 1);
+    trit_train_config c;
+    trit_train_result res;
+    record a = {0}, b = {0};
+    for (int k = 0; k < 2; k++) {
+        config(&c, d.text, k ? d.part : d.full);
+        c.dim = 32;
+        c.optimizer = kind;
+        c.galore_rank = 8;
+        c.galore_update = 3;
+        c.stop_after = k ? 5 : 0;
+        run(&c, k ? &b : &a, &res);
+    }
+    assert_true(a.loss[STEPS] < a.loss[1]);
+    char path[700];
+    snprintf(path, sizeof path, "%s/%s", d.part, TRIT_CKPT_STATE);
+    uint8_t *bytes;
+    size_t n;
+    assert_int_equal(trit_file_read_all(path, &bytes, &n), TRIT_OK);
+    const char *header = (const char *)bytes + 24;
+    assert_non_null(strstr(header, "\"name\":\"h.0.mlp.c_fc.weight.exp_avg\",\"role\":\"optim\",\"dtype\":\"f32\","
+                                   "\"shape\":[\"128\",\"8\"]"));
+    assert_non_null(strstr(header, basis_entry));
+    free(bytes);
+    resume_config(&c, d.part);
+    c.threads = 2;
+    run(&c, &b, &res);
+    assert_int_equal(res.step, STEPS);
+    expect_same_bits(&a, &b, 1, STEPS);
+    expect_same_file(d.full, d.part, TRIT_CKPT_MODEL);
+    tfile_rm_rf(d.root);
+}
+
+static void test_galore_resume(void **state) {
+    (void)state;
+    galore_resume(TRIT_TRAIN_GALORE, "resgl",
+                  "\"name\":\"h.0.mlp.c_proj.weight.galore_basis\",\"role\":\"optim\",\"dtype\":\"f32\","
+                  "\"shape\":[\"32\",\"8\"]");
+    galore_resume(TRIT_TRAIN_QGALORE, "resqg",
+                  "\"name\":\"h.0.mlp.c_fc.weight.galore_sched\",\"role\":\"optim\",\"dtype\":\"f64\"");
+}
+
+// --offload optimizer: the state in a memory-mapped file gives the same losses and model file, bit
+// for bit, as in memory; it is a run-time choice, so a run stopped without it resumes with it to
+// the same bits too. No offload file is left in the run directory.
+static void test_offload_same_bits(void **state) {
+    (void)state;
+    dirs d;
+    make_dirs(&d, "resoff", 1);
+    trit_train_config c;
+    trit_train_result res;
+    record a = {0}, b = {0};
+    for (int k = 0; k < 2; k++) {
+        config(&c, d.text, k ? d.part : d.full);
+        c.offload = k ? TRIT_OFFLOAD_OPTIMIZER : TRIT_OFFLOAD_OFF;
+        run(&c, k ? &b : &a, &res);
+    }
+    expect_same_bits(&a, &b, 1, STEPS);
+    expect_same_file(d.full, d.part, TRIT_CKPT_MODEL);
+    char path[700];
+    snprintf(path, sizeof path, "%s/optimizer.offload", d.part);
+    assert_false(tfile_exists(path));
+    tfile_rm_rf(d.part);
+    config(&c, d.text, d.part);
+    c.stop_after = 5;
+    record p = {0};
+    run(&c, &p, &res);
+    resume_config(&c, d.part);
+    c.offload = TRIT_OFFLOAD_OPTIMIZER;
+    run(&c, &p, &res);
+    assert_int_equal(res.step, STEPS);
+    expect_same_bits(&a, &p, 1, STEPS);
+    expect_same_file(d.full, d.part, TRIT_CKPT_MODEL);
+    tfile_rm_rf(d.root);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_stop_after_and_resume),
         cmocka_unit_test(test_stop_request_and_resume),
         cmocka_unit_test(test_addition_resume),
         cmocka_unit_test(test_adamw8bit_resume),
+        cmocka_unit_test(test_galore_resume),
+        cmocka_unit_test(test_offload_same_bits),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
