@@ -18,7 +18,7 @@ add_library(trit_shared SHARED ${TRIT_OBJECTS})
 set_target_properties(trit_shared PROPERTIES OUTPUT_NAME trit VERSION ${PROJECT_VERSION}
   SOVERSION ${TRIT_SOVERSION} LINK_DEPENDS ${CMAKE_CURRENT_LIST_DIR}/trit.map)
 target_include_directories(trit_shared PUBLIC $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/include>)
-target_link_libraries(trit_shared PRIVATE OpenMP::OpenMP_C PkgConfig::CJSON m)
+target_link_libraries(trit_shared PRIVATE OpenMP::OpenMP_C PkgConfig::CJSON PkgConfig::ICU m)
 # Only trit_ names are exported (the version script); the rest are the library's own.
 target_link_options(trit_shared PRIVATE -Wl,--version-script=${CMAKE_CURRENT_LIST_DIR}/trit.map)
 if(NOT TRIT_SANITIZE AND NOT TRIT_FUZZ)  # clang leaves the sanitizer runtimes out of shared objects
