@@ -211,14 +211,23 @@ trit_status trit_export_hf_gpt2_into(const trit_gpt *m, const char *dir) {
     return s;
 }
 
-trit_status trit_export_hf_gpt2(const trit_gpt *m, const char *dir) {
+trit_status trit_export_hf_gpt2_with(const trit_gpt *m, const trit_tokenizer *tok, const char *dir) {
     if (!m || !dir) return trit_error(TRIT_ERR_INVALID, "hf export: NULL argument");
     trit_status s = check_gpt2_shaped(trit_gpt_get_config(m), "hf");  // before anything is made
+    if (s == TRIT_OK && tok && trit_tokenizer_get_kind(tok) != TRIT_TOKENIZER_GPT2)
+        s = trit_error(TRIT_ERR_UNSUPPORTED, "hf export: the tokenizer is a %s one; Hugging Face's GPT-2 tokenizer "
+                       "files hold GPT-2's byte-level BPE only", trit_tokenizer_kind_name(trit_tokenizer_get_kind(tok)));
+    if (s == TRIT_OK && tok && trit_tokenizer_vocab_size(tok) != trit_gpt_get_config(m)->vocab_size)
+        s = trit_error(TRIT_ERR_FORMAT, "hf export: the tokenizer has %d tokens, the model's vocabulary %lld",
+                       (int)trit_tokenizer_vocab_size(tok), (long long)trit_gpt_get_config(m)->vocab_size);
     char stage[TRIT_PATH_MAX + 64];
     if (s == TRIT_OK) s = trit_stage_open(dir, stage, sizeof stage);
     if (s != TRIT_OK) return s;
     s = trit_export_hf_gpt2_into(m, stage);
+    if (s == TRIT_OK && tok) s = trit_tokenizer_save_gpt2_hf(tok, stage);
     if (s == TRIT_OK) return trit_stage_commit(stage, dir);
     trit_stage_abort(stage);
     return s;
 }
+
+trit_status trit_export_hf_gpt2(const trit_gpt *m, const char *dir) { return trit_export_hf_gpt2_with(m, NULL, dir); }
