@@ -6,6 +6,7 @@
 
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 static void usage(FILE *fp) {
     fprintf(fp,
@@ -59,7 +60,9 @@ static int export_other(const char *run, bool hf, const char *type, const char *
     char tok_path[TRIT_PATH_MAX + 32];
     trit_status s = m ? TRIT_OK : TRIT_ERR_FORMAT;
     if (s == TRIT_OK && (tok_out || hf)) s = trit_path_join(tok_path, sizeof tok_path, run, TRIT_CKPT_TOKENIZER);
-    if (s == TRIT_OK && (tok_out || hf) && !(tok = trit_tokenizer_load(tok_path))) s = TRIT_ERR_FORMAT;
+    // An imported run may have no tokenizer: hf then writes the model alone.
+    const bool want_tok = tok_out || (hf && s == TRIT_OK && access(tok_path, F_OK) == 0);
+    if (s == TRIT_OK && want_tok && !(tok = trit_tokenizer_load(tok_path))) s = TRIT_ERR_FORMAT;
     // hf: GPT-2's tokenizer goes beside the model; trit's own kinds have no Hugging Face layout.
     const bool hf_tok = hf && tok && trit_tokenizer_get_kind(tok) == TRIT_TOKENIZER_GPT2;
     if (s == TRIT_OK && (tok_out || hf_tok) && trit_tokenizer_vocab_size(tok) != trit_gpt_get_config(m)->vocab_size)
@@ -70,7 +73,7 @@ static int export_other(const char *run, bool hf, const char *type, const char *
     int rc = s == TRIT_OK ? CLI_OK : cli_fail("export", CLI_FAIL);
     if (rc == CLI_OK && hf)
         printf("wrote %s (transformers GPT-2, fp32; %s)\n", out, hf_tok ? "GPT-2's tokenizer files beside it" :
-               "no tokenizer files: the run's tokenizer is not GPT-2's");
+               tok ? "no tokenizer files: the run's tokenizer is not GPT-2's" : "no tokenizer files: the run has no tokenizer");
     else if (rc == CLI_OK)
         printf("wrote %s (%s)%s%s\n", out, version == 3 ? "llm.c, fp32" : "llm.c, bf16", tok_out ? " and " : "",
                tok_out ? tok_out : "");
