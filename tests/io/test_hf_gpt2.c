@@ -175,6 +175,10 @@ static void test_export_with_tokenizer(void **state) {
     assert_int_equal(trit_file_read_all(tfile_join(out, "special_tokens_map.json"), &cfg, &ncfg), TRIT_OK);
     assert_non_null(strstr((const char *)cfg, "\"eos_token\":\t\"<|endoftext|>\""));
     free(cfg);
+    // config.json's end-of-text id is the tokenizer's (id 0 here, not the last token).
+    assert_int_equal(trit_file_read_all(tfile_join(out, "config.json"), &cfg, &ncfg), TRIT_OK);
+    assert_non_null(strstr((const char *)cfg, "\"eos_token_id\":\t0,"));
+    free(cfg);
     trit_tokenizer_free(back);
     trit_tokenizer_free(tok);
     trit_gpt_free(m);
