@@ -6,6 +6,7 @@
 
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 static void usage(FILE *fp) {
     fprintf(fp,
@@ -14,7 +15,9 @@ static void usage(FILE *fp) {
             "       trit export RUN --format hf --out DIR\n"
             "       trit export RUN --format llmc [--type f32|bf16] --out FILE [--tokenizer-out F]\n\n"
             "hf: a transformers GPT-2 directory (config.json, model.safetensors in fp32) that\n"
-            "GPT2LMHeadModel.from_pretrained loads; DIR must be new or empty.\n"
+            "GPT2LMHeadModel.from_pretrained loads; DIR must be new or empty. A run with GPT-2's\n"
+            "tokenizer (--tokenizer gpt2:DIR) also gets vocab.json, merges.txt, tokenizer_config.json\n"
+            "and special_tokens_map.json, which GPT2TokenizerFast.from_pretrained loads.\n"
             "llmc: llm.c's model file (version 3 fp32, or 5 with --type bf16; vocabulary padded to a\n"
             "multiple of 128 with zero rows) and with --tokenizer-out its tokenizer file (version 2;\n"
             "end-of-text id: the token <|endoftext|> if the vocabulary has it, else the last token).\n\n"
@@ -56,17 +59,24 @@ static int export_other(const char *run, bool hf, const char *type, const char *
     trit_tokenizer *tok = NULL;
     char tok_path[TRIT_PATH_MAX + 32];
     trit_status s = m ? TRIT_OK : TRIT_ERR_FORMAT;
-    if (s == TRIT_OK && tok_out) s = trit_path_join(tok_path, sizeof tok_path, run, TRIT_CKPT_TOKENIZER);
-    if (s == TRIT_OK && tok_out && !(tok = trit_tokenizer_load(tok_path))) s = TRIT_ERR_FORMAT;
-    if (s == TRIT_OK && tok && trit_tokenizer_vocab_size(tok) != trit_gpt_get_config(m)->vocab_size)
+    if (s == TRIT_OK && (tok_out || hf)) s = trit_path_join(tok_path, sizeof tok_path, run, TRIT_CKPT_TOKENIZER);
+    // An imported run may have no tokenizer: hf then writes the model alone.
+    const bool want_tok = tok_out || (hf && s == TRIT_OK && access(tok_path, F_OK) == 0);
+    if (s == TRIT_OK && want_tok && !(tok = trit_tokenizer_load(tok_path))) s = TRIT_ERR_FORMAT;
+    // hf: GPT-2's tokenizer goes beside the model; trit's own kinds have no Hugging Face layout.
+    const bool hf_tok = hf && tok && trit_tokenizer_get_kind(tok) == TRIT_TOKENIZER_GPT2;
+    if (s == TRIT_OK && (tok_out || hf_tok) && trit_tokenizer_vocab_size(tok) != trit_gpt_get_config(m)->vocab_size)
         s = trit_error(TRIT_ERR_FORMAT, "'%s' has %d tokens, the model %lld", tok_path, (int)trit_tokenizer_vocab_size(tok),
                        (long long)trit_gpt_get_config(m)->vocab_size);
-    if (s == TRIT_OK) s = hf ? trit_export_hf_gpt2(m, out) : trit_export_llmc(m, version, out);
-    if (s == TRIT_OK && tok) s = trit_llmc_vocab_write(tok, eot_of(tok), tok_out);
+    if (s == TRIT_OK) s = hf ? trit_export_hf_gpt2_with(m, hf_tok ? tok : NULL, out) : trit_export_llmc(m, version, out);
+    if (s == TRIT_OK && tok_out) s = trit_llmc_vocab_write(tok, eot_of(tok), tok_out);
     int rc = s == TRIT_OK ? CLI_OK : cli_fail("export", CLI_FAIL);
-    if (rc == CLI_OK)
-        printf("wrote %s (%s)%s%s\n", out, hf ? "transformers GPT-2, fp32" : version == 3 ? "llm.c, fp32" : "llm.c, bf16",
-               tok ? " and " : "", tok ? tok_out : "");
+    if (rc == CLI_OK && hf)
+        printf("wrote %s (transformers GPT-2, fp32; %s)\n", out, hf_tok ? "GPT-2's tokenizer files beside it" :
+               tok ? "no tokenizer files: the run's tokenizer is not GPT-2's" : "no tokenizer files: the run has no tokenizer");
+    else if (rc == CLI_OK)
+        printf("wrote %s (%s)%s%s\n", out, version == 3 ? "llm.c, fp32" : "llm.c, bf16", tok_out ? " and " : "",
+               tok_out ? tok_out : "");
     trit_tokenizer_free(tok);
     trit_gpt_free(m);
     return rc;

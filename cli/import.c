@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static void usage(FILE *fp) {
     fprintf(fp,
@@ -17,7 +18,8 @@ static void usage(FILE *fp) {
             "  llmc FILE   an llm.c model file (gpt2_124M.bin: version 3 fp32 or 5 bf16)\n\n"
             "  --out RUN           the run directory to make; nothing is written unless the import succeeds\n"
             "  --tokenizer-file F  the run's tokenizer: a trit tokenizer.bin, or an llm.c tokenizer file of a\n"
-            "                      character-level vocabulary; its size must be the model's\n"
+            "                      character-level vocabulary; its size must be the model's. hf: without it,\n"
+            "                      GPT-2's tokenizer files in DIR (vocab.json + merges.txt or tokenizer.json)\n"
             "  --help              this text\n");
 }
 
@@ -35,6 +37,14 @@ static trit_tokenizer *load_tokenizer(const char *path) {
     trit_tokenizer *tok = trit_tokenizer_from_llmc(&v);
     trit_llmc_vocab_free(&v);
     return tok;
+}
+
+// A transformers directory that carries GPT-2's tokenizer files gives the run that tokenizer.
+static bool has_gpt2_files(const char *dir) {
+    char path[TRIT_PATH_MAX + 32];
+    for (const char *const *f = (const char *const[]){"vocab.json", "merges.txt", "tokenizer.json", NULL}; *f; f++)
+        if (trit_path_join(path, sizeof path, dir, *f) == TRIT_OK && access(path, F_OK) == 0) return true;
+    return false;
 }
 
 static trit_status write_run(const trit_gpt *m, const trit_tokenizer *tok, const char *out) {
@@ -75,7 +85,8 @@ int trit_cli_import(int argc, char **argv) {
     if (!out) return cli_error("import", CLI_USAGE, "--out RUN is required");
     trit_gpt *m = hf ? trit_import_hf_gpt2(src) : trit_import_llmc(src);
     if (!m) return cli_fail("import", CLI_FAIL);
-    trit_tokenizer *tok = tok_file ? load_tokenizer(tok_file) : NULL;
+    if (hf && !tok_file && has_gpt2_files(src)) tok_file = src;
+    trit_tokenizer *tok = !tok_file ? NULL : tok_file == src ? trit_tokenizer_load_gpt2(src) : load_tokenizer(tok_file);
     const int64_t V = trit_gpt_get_config(m)->vocab_size;
     int rc = CLI_OK;
     if (tok_file && !tok)

@@ -107,6 +107,11 @@ trit_gpt *trit_import_hf_gpt2(const char *dir);
 // shaped model only (LayerNorm, GELU, learned positions, biases, no SubLN). The directory is
 // made beside dir under a temporary name and renamed into place when complete.
 trit_status trit_export_hf_gpt2(const trit_gpt *m, const char *dir);
+// The same with GPT-2's tokenizer files beside the model in the same staged write
+// (trit_tokenizer_save_gpt2_hf): tok must be a GPT-2 tokenizer of the model's vocabulary size
+// (NULL: the model only); config.json's bos/eos_token_id are then its <|endoftext|> (null if it
+// has none) rather than guessed from the vocabulary's size.
+trit_status trit_export_hf_gpt2_with(const trit_gpt *m, const trit_tokenizer *tok, const char *dir);
 // The same two files written (each atomically) into the existing directory dir: for a caller
 // that puts more beside them (the tokenizer's files) in a directory of its own staging.
 trit_status trit_export_hf_gpt2_into(const trit_gpt *m, const char *dir);

@@ -41,6 +41,13 @@ trit_tokenizer *trit_tokenizer_train_bpe(const void *text, size_t len, int32_t v
 // A missing file, a malformed line or a merge of unknown tokens is an error naming the file.
 trit_tokenizer *trit_tokenizer_load_gpt2(const char *path);
 
+// GPT-2's tokenizer (a TRIT_TOKENIZER_GPT2 one) written into the existing directory `dir` in
+// Hugging Face's layout: vocab.json + merges.txt, and tokenizer_config.json +
+// special_tokens_map.json naming the special tokens (<|endoftext|> as transformers' bos, eos and
+// unk token when the vocabulary has it), which GPT2TokenizerFast.from_pretrained loads and
+// trit_tokenizer_load_gpt2 reads back to the same ids. Another kind is refused.
+trit_status trit_tokenizer_save_gpt2_hf(const trit_tokenizer *tok, const char *dir);
+
 void trit_tokenizer_free(trit_tokenizer *tok);
 
 trit_tokenizer_kind trit_tokenizer_get_kind(const trit_tokenizer *tok);

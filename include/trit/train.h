@@ -253,7 +253,7 @@ trit_status trit_train_config_set(trit_train_config *c, const char *name, const 
 
 typedef enum trit_base_kind {
     TRIT_BASE_RUN = 0,   // a trit run directory: model.safetensors + tokenizer.bin
-    TRIT_BASE_HF = 1,    // a Hugging Face GPT-2 directory (config.json): recognised, no reader yet
+    TRIT_BASE_HF = 1,    // a Hugging Face GPT-2 directory (config.json) with GPT-2 tokenizer files
     TRIT_BASE_GGUF = 2,  // a GGUF file: recognised, no reader yet
 } trit_base_kind;
 

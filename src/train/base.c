@@ -1,8 +1,10 @@
 // The model a fine-tune or an --init-from run starts from, found from one path: what kind of base
 // it is, then that kind's reader. Each reader gives the model as trained and its tokenizer. Kinds:
 //   run   a trit run directory (model.safetensors + tokenizer.bin, `trit train` or `trit quantize`)
-// A Hugging Face GPT-2 directory (config.json + model.safetensors) and a GGUF file are recognised
-// and refused with a message until their readers are added here (one case of trit_base_load each).
+//   hf    a Hugging Face GPT-2 directory (config.json + model.safetensors) with GPT-2's tokenizer
+//         files (vocab.json + merges.txt or tokenizer.json); without them it is refused
+// A GGUF file is recognised and refused with a message until its reader is added here.
+#include "trit/interop.h"
 #include "trit/io.h"
 #include "trit/train.h"
 
@@ -67,16 +69,39 @@ static trit_status load_run(const char *path, trit_base *b) {
     return TRIT_OK;
 }
 
+// Any one of the files: a half pair is then reported by the tokenizer reader, naming the other.
+static bool has_gpt2_tokenizer(const char *dir) {
+    for (const char *const *f = (const char *const[]){"vocab.json", "merges.txt", "tokenizer.json", "encoder.json",
+                                                      "vocab.bpe", NULL}; *f; f++)
+        if (has_file(dir, *f)) return true;
+    return false;
+}
+
+// The model through the transformers reader, the tokenizer through GPT-2's; both must agree on
+// the vocabulary, since the run made from them saves one beside the other.
+static trit_status load_hf(const char *path, trit_base *b) {
+    if (!has_gpt2_tokenizer(path))
+        return trit_error(TRIT_ERR_INVALID, "'%s' is a Hugging Face directory without tokenizer files (vocab.json + "
+                          "merges.txt or tokenizer.json), so it has no tokenizer to train with: add them, or make a "
+                          "run of it first with `trit import hf %s --out RUN --tokenizer-file F`", path, path);
+    if (!(b->model = trit_import_hf_gpt2(path))) return TRIT_ERR_FORMAT;
+    if (!(b->tok = trit_tokenizer_load_gpt2(path))) return TRIT_ERR_FORMAT;
+    const int64_t V = trit_gpt_get_config(b->model)->vocab_size;
+    if (V != trit_tokenizer_vocab_size(b->tok))
+        return trit_error(TRIT_ERR_FORMAT, "'%s': config.json's vocab_size is %lld but its tokenizer files have %d "
+                          "tokens: trit trains a model whose vocabulary is its tokenizer's", path, (long long)V,
+                          trit_tokenizer_vocab_size(b->tok));
+    b->step = 0;
+    return TRIT_OK;
+}
+
 trit_status trit_base_load(const char *path, trit_base *b) {
     memset(b, 0, sizeof *b);
     trit_status s = trit_base_probe(path, &b->kind);
     if (s != TRIT_OK) return s;
     switch (b->kind) {
     case TRIT_BASE_RUN: s = load_run(path, b); break;
-    case TRIT_BASE_HF:
-        s = trit_error(TRIT_ERR_INVALID, "'%s' is a Hugging Face directory, which has no trit tokenizer: make a run of "
-                       "it first with `trit import hf %s --out RUN --tokenizer-file F`", path, path);
-        break;
+    case TRIT_BASE_HF: s = load_hf(path, b); break;
     case TRIT_BASE_GGUF:
         s = trit_error(TRIT_ERR_INVALID, "'%s' is a %s: this build starts only from trit run directories; convert it "
                        "to a run first", path, trit_base_kind_name(b->kind));

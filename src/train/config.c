@@ -178,7 +178,7 @@ static const field fields[] = {
     {"resume", F_STR, K_RUN, OFF(resume), NULL, "continue the run in this directory", NONE},
     {"init-from", F_STR, K_MODEL, OFF(init_from), NULL,
      "start a new run from this run's weights (as trained), architecture and tokenizer, with a fresh optimizer "
-     "and schedule", NONE},
+     "and schedule (or from a Hugging Face GPT-2 directory with its tokenizer files)", NONE},
     {"freeze", F_STR, K_OPT, OFF(freeze), NULL,
      "freeze the parameters whose GPT-2 names match this glob (h.*.attn.*; repeatable, or comma-separated): "
      "no gradient, no optimizer state", NONE, .append = ""},

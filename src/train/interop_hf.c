@@ -131,7 +131,9 @@ static trit_status check_gpt2_shaped(const trit_gpt_config *c, const char *forma
     return TRIT_OK;
 }
 
-static char *hf_config_json(const trit_gpt_config *c) {
+// eot: the end-of-text id, -1 for none, -2 when no tokenizer says (then GPT-2's own vocabulary
+// size implies its last token).
+static char *hf_config_json(const trit_gpt_config *c, int32_t eot) {
     cJSON *o = cJSON_CreateObject(), *arch = cJSON_CreateStringArray((const char *const[]){"GPT2LMHeadModel"}, 1);
     if (!o || !arch) {
         cJSON_Delete(o), cJSON_Delete(arch);
@@ -156,10 +158,10 @@ static char *hf_config_json(const trit_gpt_config *c) {
     cJSON_AddNumberToObject(o, "attn_pdrop", c->dropout);
     cJSON_AddTrueToObject(o, "tie_word_embeddings");
     cJSON_AddTrueToObject(o, "scale_attn_weights");
-    // The end-of-text id is the last token in GPT-2's own vocabulary; other vocabularies have none.
-    if (c->vocab_size == 50257) {
-        cJSON_AddNumberToObject(o, "bos_token_id", 50256);
-        cJSON_AddNumberToObject(o, "eos_token_id", 50256);
+    if (eot == -2 && c->vocab_size == 50257) eot = 50256;
+    if (eot >= 0) {
+        cJSON_AddNumberToObject(o, "bos_token_id", eot);
+        cJSON_AddNumberToObject(o, "eos_token_id", eot);
     } else {
         cJSON_AddNullToObject(o, "bos_token_id");
         cJSON_AddNullToObject(o, "eos_token_id");
@@ -194,14 +196,14 @@ static trit_status write_weights(const trit_gpt *m, const char *path) {
     return s;
 }
 
-trit_status trit_export_hf_gpt2_into(const trit_gpt *m, const char *dir) {
+static trit_status export_into(const trit_gpt *m, int32_t eot, const char *dir) {
     if (!m || !dir) return trit_error(TRIT_ERR_INVALID, "hf export: NULL argument");
     const trit_gpt_config *c = trit_gpt_get_config(m);
     trit_status s = check_gpt2_shaped(c, "hf");
     if (s == TRIT_OK && trit_gpt_decode_only(m))
         s = trit_error(TRIT_ERR_STATE, "hf export: a decode-only model no longer has its f32 weights");
     char path[TRIT_PATH_MAX + 96];
-    char *json = s == TRIT_OK ? hf_config_json(c) : NULL;
+    char *json = s == TRIT_OK ? hf_config_json(c, eot) : NULL;
     if (s == TRIT_OK && !json) s = trit_error(TRIT_ERR_NOMEM, "hf export: out of memory");
     if (s == TRIT_OK) s = trit_path_join(path, sizeof path, dir, "model.safetensors");
     if (s == TRIT_OK) s = write_weights(m, path);
@@ -211,14 +213,25 @@ trit_status trit_export_hf_gpt2_into(const trit_gpt *m, const char *dir) {
     return s;
 }
 
-trit_status trit_export_hf_gpt2(const trit_gpt *m, const char *dir) {
+trit_status trit_export_hf_gpt2_into(const trit_gpt *m, const char *dir) { return export_into(m, -2, dir); }
+
+trit_status trit_export_hf_gpt2_with(const trit_gpt *m, const trit_tokenizer *tok, const char *dir) {
     if (!m || !dir) return trit_error(TRIT_ERR_INVALID, "hf export: NULL argument");
     trit_status s = check_gpt2_shaped(trit_gpt_get_config(m), "hf");  // before anything is made
+    if (s == TRIT_OK && tok && trit_tokenizer_get_kind(tok) != TRIT_TOKENIZER_GPT2)
+        s = trit_error(TRIT_ERR_UNSUPPORTED, "hf export: the tokenizer is a %s one; Hugging Face's GPT-2 tokenizer "
+                       "files hold GPT-2's byte-level BPE only", trit_tokenizer_kind_name(trit_tokenizer_get_kind(tok)));
+    if (s == TRIT_OK && tok && trit_tokenizer_vocab_size(tok) != trit_gpt_get_config(m)->vocab_size)
+        s = trit_error(TRIT_ERR_FORMAT, "hf export: the tokenizer has %d tokens, the model's vocabulary %lld",
+                       (int)trit_tokenizer_vocab_size(tok), (long long)trit_gpt_get_config(m)->vocab_size);
     char stage[TRIT_PATH_MAX + 64];
     if (s == TRIT_OK) s = trit_stage_open(dir, stage, sizeof stage);
     if (s != TRIT_OK) return s;
-    s = trit_export_hf_gpt2_into(m, stage);
+    s = export_into(m, tok ? trit_tokenizer_special_id(tok, "<|endoftext|>") : -2, stage);
+    if (s == TRIT_OK && tok) s = trit_tokenizer_save_gpt2_hf(tok, stage);
     if (s == TRIT_OK) return trit_stage_commit(stage, dir);
     trit_stage_abort(stage);
     return s;
 }
+
+trit_status trit_export_hf_gpt2(const trit_gpt *m, const char *dir) { return trit_export_hf_gpt2_with(m, NULL, dir); }

@@ -70,6 +70,24 @@ static void test_finetune_text(void **state) {
     cli_expect(RUN("finetune", "--help"), 0, "--freeze", NULL);
 }
 
+static const char *hf_fixture(void) {
+    static char buf[700];
+    const char *src = getenv("TRIT_SOURCE_DIR");
+    snprintf(buf, sizeof buf, "%s/tests/reference/fixtures/hf_gpt2/with_tokenizer", src ? src : ".");
+    return buf;
+}
+
+// A transformers GPT-2 directory with its tokenizer.json is a base for `trit finetune` and for
+// `trit train --init-from`; the run keeps its tokenizer (300 tokens, <|endoftext|> special).
+static void test_finetune_hf(void **state) {
+    (void)state;
+    cli_expect(RUN("finetune", hf_fixture(), "--data", corpus, "--out", at("ft-hf"), "--seq", "32", TINY), 0,
+               "done at step 4", NULL);
+    cli_expect(RUN("info", at("ft-hf")), 0, "gpt2 tokenizer, 300 tokens", NULL);
+    cli_expect(RUN("train", "--init-from", hf_fixture(), "--data", corpus, "--out", at("tr-hf"), "--seq", "32", TINY),
+               0, "done at step 4", NULL);
+}
+
 // Exit `code`, the message, and no --out directory.
 static void expect_refused(cli_result r, int code, const char *out, const char *err_has) {
     cli_expect(r, code, NULL, err_has);
@@ -182,6 +200,7 @@ static void test_embed(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_finetune_text),
+        cmocka_unit_test(test_finetune_hf),
         cmocka_unit_test(test_bad_input),
         cmocka_unit_test(test_embed),
     };

@@ -79,6 +79,30 @@ static void test_round_trips(void **state) {
                NULL, "tokenizer.bin");  // an imported run has no tokenizer
 }
 
+// A transformers directory with its tokenizer.json comes in with that tokenizer and goes out
+// with vocab.json + merges.txt, which read back to the same tokens.
+static void test_round_trip_with_tokenizer(void **state) {
+    (void)state;
+    cli_expect(RUN("import", "hf", fixture("hf_gpt2/with_tokenizer"), "--out", path("w")), 0, "V 300, T 32, with tokenizer",
+               NULL);
+    cli_expect(RUN("info", path("w")), 0, "gpt2 tokenizer, 300 tokens", NULL);
+    cli_expect(RUN("export", path("w"), "--format", "hf", "--out", path("w_hf")), 0, "GPT-2's tokenizer files beside it",
+               NULL);
+    assert_true(tfile_exists(tfile_join(path("w_hf"), "vocab.json")));
+    assert_true(tfile_exists(tfile_join(path("w_hf"), "merges.txt")));
+    cli_expect(RUN("import", "hf", path("w_hf"), "--out", path("w2")), 0, "with tokenizer", NULL);
+    uint8_t *x = NULL, *y = NULL;
+    size_t nx = 0, ny = 0;
+    assert_int_equal(trit_file_read_all(tfile_join(path("w"), "model.safetensors"), &x, &nx), TRIT_OK);
+    assert_int_equal(trit_file_read_all(tfile_join(path("w2"), "model.safetensors"), &y, &ny), TRIT_OK);
+    assert_int_equal(nx, ny);
+    assert_memory_equal(x, y, nx);
+    free(x), free(y);
+    // A run with trit's own tokenizer exports the model without tokenizer files.
+    cli_expect(RUN("export", path("a"), "--format", "hf", "--out", path("a_hf")), 0, "no tokenizer files", NULL);
+    assert_false(tfile_exists(tfile_join(path("a_hf"), "vocab.json")));
+}
+
 static void test_refusals(void **state) {
     (void)state;
     cli_expect(RUN("import", "hf", fixture("hf_gpt2/untied"), "--out", path("u")), 1, NULL, "untied lm_head.weight");
@@ -100,6 +124,18 @@ static void test_refusals(void **state) {
                "make a run of it first with `trit import hf");
     nothing_named("u");
     cli_expect(RUN("import", "hf", fixture("hf_gpt2/fp32")), 2, NULL, "--out RUN is required");
+    // A directory with half of GPT-2's tokenizer files is refused, naming the missing one.
+    assert_int_equal(mkdir(path("part"), 0755), 0);
+    for (const char *const *f = (const char *const[]){"config.json", "model.safetensors", NULL}; *f; f++) {
+        char rel[128];
+        snprintf(rel, sizeof rel, "hf_gpt2/with_tokenizer/%s", *f);
+        assert_int_equal(trit_file_read_all(fixture(rel), &d, &n), TRIT_OK);
+        tfile_write(tfile_join(path("part"), *f), d, n);
+        free(d);
+    }
+    tfile_write(tfile_join(path("part"), "merges.txt"), "#version: 0.2\n", 14);
+    cli_expect(RUN("import", "hf", path("part"), "--out", path("u")), 1, NULL, "has merges.txt but not vocab.json");
+    nothing_named("u");
     // A run directory that holds files is never overwritten.
     cli_expect(RUN("import", "llmc", fixture("llmc/model_fp32.bin"), "--out", path("full")), 0, NULL, NULL);
     cli_expect(RUN("import", "llmc", fixture("llmc/model_fp32.bin"), "--out", path("full")), 1, NULL, "not empty");
@@ -123,6 +159,7 @@ static int teardown(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_round_trips),
+        cmocka_unit_test(test_round_trip_with_tokenizer),
         cmocka_unit_test(test_refusals),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -112,6 +112,99 @@ static void test_export_refuses_other_shapes(void **state) {
     trit_gpt_free(m);
 }
 
+// ---- the tokenizer beside the model ----------------------------------------------------------
+
+static const char *ref_fixture(const char *name) {
+    static char buf[1024];
+    const char *src = getenv("TRIT_SOURCE_DIR");
+    snprintf(buf, sizeof buf, "%s/tests/reference/fixtures/%s", src ? src : ".", name);
+    return buf;
+}
+
+static trit_gpt *tiny_gpt(int64_t vocab) {
+    trit_gpt_config c = trit_gpt_config_default();
+    c.vocab_size = vocab;
+    c.seq_len = 16, c.n_layer = 1, c.n_head = 2, c.n_embd = 16;
+    trit_gpt *m = trit_gpt_new(&c, 7);
+    assert_non_null(m);
+    return m;
+}
+
+// ids of `text` by tok; *n set.
+static int32_t *ids_of(const trit_tokenizer *tok, const uint8_t *text, size_t len, size_t *n) {
+    int32_t *ids = NULL;
+    assert_int_equal(trit_tokenizer_encode(tok, text, len, &ids, n), TRIT_OK);
+    return ids;
+}
+
+// A GPT-2 tokenizer (Hugging Face's 600-token BPE, <|endoftext|> at id 0, ahead of the bytes) is
+// written beside the model as vocab.json + merges.txt + the two config files; read back from the
+// export it encodes the test text (every Unicode category, CRLFs, a special token) to the same ids.
+static void test_export_with_tokenizer(void **state) {
+    (void)state;
+    trit_tokenizer *tok = trit_tokenizer_load_gpt2(ref_fixture("hf_bpe600_tokenizer.json"));
+    if (!tok) fail_msg("%s", trit_last_error());
+    assert_int_equal(trit_tokenizer_vocab_size(tok), 600);
+    trit_gpt *m = tiny_gpt(600);
+    char out[1024];
+    snprintf(out, sizeof out, "%s", tfile_path("export_tok"));
+    tfile_rm_rf(out);
+    assert_int_equal(trit_export_hf_gpt2_with(m, tok, out), TRIT_OK);
+    static const char *const files[] = {"config.json", "model.safetensors", "vocab.json", "merges.txt",
+                                        "tokenizer_config.json", "special_tokens_map.json"};
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) assert_true(tfile_exists(tfile_join(out, files[i])));
+    trit_tokenizer *back = trit_tokenizer_load_gpt2(out);
+    if (!back) fail_msg("%s", trit_last_error());
+    assert_int_equal(trit_tokenizer_vocab_size(back), 600);
+    assert_int_equal(trit_tokenizer_num_merges(back), trit_tokenizer_num_merges(tok));
+    assert_int_equal(trit_tokenizer_special_id(back, "<|endoftext|>"), 0);
+    uint8_t *text = NULL;
+    size_t len = 0, na = 0, nb = 0;
+    assert_int_equal(trit_file_read_all(ref_fixture("gpt2_text.txt"), &text, &len), TRIT_OK);
+    uint8_t *with_eot = malloc(len + 13);
+    memcpy(with_eot, text, len), memcpy(with_eot + len, "<|endoftext|>", 13);
+    int32_t *a = ids_of(tok, with_eot, len + 13, &na), *b = ids_of(back, with_eot, len + 13, &nb);
+    assert_true(na > 1000);
+    assert_int_equal(na, nb);
+    assert_memory_equal(a, b, na * sizeof *a);
+    assert_int_equal(b[nb - 1], 0);
+    free(a), free(b), free(text), free(with_eot);
+    // transformers' files name the special token.
+    uint8_t *cfg = NULL;
+    size_t ncfg = 0;
+    assert_int_equal(trit_file_read_all(tfile_join(out, "special_tokens_map.json"), &cfg, &ncfg), TRIT_OK);
+    assert_non_null(strstr((const char *)cfg, "\"eos_token\":\t\"<|endoftext|>\""));
+    free(cfg);
+    // config.json's end-of-text id is the tokenizer's (id 0 here, not the last token).
+    assert_int_equal(trit_file_read_all(tfile_join(out, "config.json"), &cfg, &ncfg), TRIT_OK);
+    assert_non_null(strstr((const char *)cfg, "\"eos_token_id\":\t0,"));
+    free(cfg);
+    trit_tokenizer_free(back);
+    trit_tokenizer_free(tok);
+    trit_gpt_free(m);
+}
+
+// A tokenizer of another kind or size is refused before anything is written.
+static void test_export_tokenizer_refused(void **state) {
+    (void)state;
+    trit_tokenizer *tok = trit_tokenizer_load_gpt2(ref_fixture("hf_bpe600_tokenizer.json"));
+    assert_non_null(tok);
+    trit_gpt *m = tiny_gpt(601);
+    assert_int_equal(trit_export_hf_gpt2_with(m, tok, tfile_path("bad_vocab")), TRIT_ERR_FORMAT);
+    assert_non_null(strstr(trit_last_error(), "600 tokens"));
+    assert_false(tfile_exists(tfile_path("bad_vocab")));
+    trit_gpt_free(m);
+    trit_tokenizer_free(tok);
+    trit_tokenizer *chr = trit_tokenizer_train_char("abcab", 5);
+    m = tiny_gpt(3);
+    assert_int_equal(trit_export_hf_gpt2_with(m, chr, tfile_path("bad_kind")), TRIT_ERR_UNSUPPORTED);
+    assert_non_null(strstr(trit_last_error(), "char"));
+    assert_false(tfile_exists(tfile_path("bad_kind")));
+    assert_int_equal(trit_tokenizer_save_gpt2_hf(chr, tfile_path(".")), TRIT_ERR_UNSUPPORTED);
+    trit_gpt_free(m);
+    trit_tokenizer_free(chr);
+}
+
 // ---- bad directories -----------------------------------------------------------------------
 
 // A scratch copy of fixture directory `name` (its regular files), less `skip` (may be NULL).
@@ -280,6 +373,8 @@ int main(void) {
         cmocka_unit_test(test_import_parity),
         cmocka_unit_test(test_export_parity),
         cmocka_unit_test(test_export_refuses_other_shapes),
+        cmocka_unit_test(test_export_with_tokenizer),
+        cmocka_unit_test(test_export_tokenizer_refused),
         cmocka_unit_test(test_bad_directories),
         cmocka_unit_test(test_mask_buffers_and_prefixes),
     };
