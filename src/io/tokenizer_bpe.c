@@ -2,6 +2,7 @@
 // merge r joins (left, right) into id 256 + r. A chunk is encoded by repeatedly applying the
 // lowest-ranked merge present, leftmost first: a min-heap of (rank, position) over a linked list
 // of symbols does this in O(n log n) per chunk instead of rescanning the chunk per merge.
+#include "io/merge_heap.h"
 #include "io/tokenizer_internal.h"
 #include "io/pretokenize.h"
 
@@ -68,48 +69,14 @@ trit_status trit_tokenizer_bpe_build(trit_tokenizer *tok, int32_t *merges, int32
 // ---- encoding ----------------------------------------------------------------------------
 
 typedef struct {
-    int32_t rank, pos;
-} heap_item;
-
-typedef struct {
     int32_t *sym, *next, *prev; // symbols of the chunk as a linked list; -1 ends it
-    heap_item *heap;
-    int32_t n_heap;
+    trit_merge_heap heap;
 } chunk_work;
-
-static bool item_less(heap_item a, heap_item b) {
-    return a.rank < b.rank || (a.rank == b.rank && a.pos < b.pos);
-}
-
-static void heap_push(chunk_work *w, int32_t rank, int32_t pos) {
-    int32_t i = w->n_heap++;
-    heap_item it = {rank, pos};
-    while (i > 0 && item_less(it, w->heap[(i - 1) / 2])) {
-        w->heap[i] = w->heap[(i - 1) / 2];
-        i = (i - 1) / 2;
-    }
-    w->heap[i] = it;
-}
-
-static heap_item heap_pop(chunk_work *w) {
-    heap_item top = w->heap[0], last = w->heap[--w->n_heap];
-    int32_t i = 0, n = w->n_heap;
-    for (;;) {
-        int32_t c = 2 * i + 1;
-        if (c >= n) break;
-        if (c + 1 < n && item_less(w->heap[c + 1], w->heap[c])) c++;
-        if (!item_less(w->heap[c], last)) break;
-        w->heap[i] = w->heap[c];
-        i = c;
-    }
-    if (n > 0) w->heap[i] = last;
-    return top;
-}
 
 static void push_pair(const trit_tokenizer *tok, chunk_work *w, int32_t pos) {
     if (pos < 0 || w->next[pos] < 0) return;
     int32_t r = trit_pair_map_get(&tok->ranks, w->sym[pos], w->sym[w->next[pos]]);
-    if (r >= 0) heap_push(w, r, pos);
+    if (r >= 0) trit_merge_heap_push(&w->heap, r, pos);
 }
 
 // A merge made at rank r creates pairs whose merges (if any) have ranks above r, so popping in
@@ -121,10 +88,10 @@ static size_t encode_chunk(const trit_tokenizer *tok, chunk_work *w, const uint8
         w->next[i] = i + 1 < n ? i + 1 : -1;
         w->prev[i] = i - 1;
     }
-    w->n_heap = 0;
+    w->heap.n = 0;
     for (int32_t i = 0; i + 1 < n; i++) push_pair(tok, w, i);
-    while (w->n_heap > 0) {
-        heap_item it = heap_pop(w);
+    while (w->heap.n > 0) {
+        trit_merge_item it = trit_merge_heap_pop(&w->heap);
         int32_t i = it.pos, j = w->next[i];
         // Stale entries: i was absorbed (sym -1) or its right neighbour changed.
         if (w->sym[i] < 0 || j < 0 || trit_pair_map_get(&tok->ranks, w->sym[i], w->sym[j]) != it.rank) continue;
@@ -146,10 +113,10 @@ trit_status trit_tokenizer_bpe_encode(const trit_tokenizer *tok, const uint8_t *
     int32_t cap = TRIT_BPE_MAX_CHUNK;
     w.sym = malloc((size_t)cap * 3 * sizeof(int32_t));
     // Each merge pushes at most two entries on top of the initial n - 1.
-    w.heap = malloc((size_t)cap * 3 * sizeof(heap_item));
-    if (!w.sym || !w.heap) {
+    w.heap.items = malloc((size_t)cap * 3 * sizeof(trit_merge_item));
+    if (!w.sym || !w.heap.items) {
         free(w.sym);
-        free(w.heap);
+        free(w.heap.items);
         return trit_error(TRIT_ERR_NOMEM, "cannot allocate BPE encoding scratch");
     }
     w.next = w.sym + cap;
@@ -164,7 +131,7 @@ trit_status trit_tokenizer_bpe_encode(const trit_tokenizer *tok, const uint8_t *
         i = e;
     }
     free(w.sym);
-    free(w.heap);
+    free(w.heap.items);
     *n_out = n;
     return TRIT_OK;
 }

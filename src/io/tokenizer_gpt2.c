@@ -4,6 +4,7 @@
 // lowest merge rank, leftmost first. The pair table is built from spellings (every split of
 // every merged token into two tokens), not only from the merge list, because that is what
 // merging by the rank of the concatenation means.
+#include "io/merge_heap.h"
 #include "io/tokenizer_internal.h"
 #include "io/tokenizer_gpt2.h"
 #include "io/io_internal.h"
@@ -190,22 +191,17 @@ int32_t trit_tokenizer_gpt2_special_id(const trit_tokenizer *tok, const char *te
 
 // ---- encoding ----------------------------------------------------------------------------
 
-typedef struct {
-    int32_t rank, pos;
-} heap_item;
-
 // Scratch for merging one chunk: its symbols as a linked list (-1 ends it) and a min-heap of
 // (rank, position) over the mergeable adjacent pairs, stale entries skipped when popped.
 typedef struct {
     int32_t *sym, *next, *prev;
-    heap_item *heap;
-    int32_t n_heap;
+    trit_merge_heap heap;
     size_t cap;
 } chunk_work;
 
 static void work_free(chunk_work *w) {
     free(w->sym);
-    free(w->heap);
+    free(w->heap.items);
 }
 
 static trit_status work_reserve(chunk_work *w, size_t n) {
@@ -217,40 +213,12 @@ static trit_status work_reserve(chunk_work *w, size_t n) {
     while (cap < n) cap *= 2;
     work_free(w);
     w->sym = malloc(cap * 3 * sizeof(int32_t));
-    w->heap = malloc(cap * 3 * sizeof(heap_item));  // n - 1 pairs, then at most 2 per merge
-    w->cap = w->sym && w->heap ? cap : 0;
+    w->heap.items = malloc(cap * 3 * sizeof(trit_merge_item));  // n - 1 pairs, then at most 2 per merge
+    w->cap = w->sym && w->heap.items ? cap : 0;
     if (!w->cap) return trit_error(TRIT_ERR_NOMEM, "cannot allocate scratch to encode a run of %zu bytes", n);
     w->next = w->sym + cap;
     w->prev = w->sym + 2 * cap;
     return TRIT_OK;
-}
-
-static bool item_less(heap_item a, heap_item b) { return a.rank < b.rank || (a.rank == b.rank && a.pos < b.pos); }
-
-static void heap_push(chunk_work *w, int32_t rank, int32_t pos) {
-    int32_t i = w->n_heap++;
-    const heap_item it = {rank, pos};
-    while (i > 0 && item_less(it, w->heap[(i - 1) / 2])) {
-        w->heap[i] = w->heap[(i - 1) / 2];
-        i = (i - 1) / 2;
-    }
-    w->heap[i] = it;
-}
-
-static heap_item heap_pop(chunk_work *w) {
-    const heap_item top = w->heap[0], last = w->heap[--w->n_heap];
-    int32_t i = 0;
-    const int32_t n = w->n_heap;
-    for (;;) {
-        int32_t c = 2 * i + 1;
-        if (c >= n) break;
-        if (c + 1 < n && item_less(w->heap[c + 1], w->heap[c])) c++;
-        if (!item_less(w->heap[c], last)) break;
-        w->heap[i] = w->heap[c];
-        i = c;
-    }
-    if (n > 0) w->heap[i] = last;
-    return top;
 }
 
 // Rank of merging the symbols at pos and its successor, or -1.
@@ -262,7 +230,7 @@ static int32_t pair_rank(const trit_gpt2_data *g, const chunk_work *w, int32_t p
 
 static void push_pair(const trit_gpt2_data *g, chunk_work *w, int32_t pos) {
     const int32_t r = pair_rank(g, w, pos);
-    if (r >= 0) heap_push(w, r, pos);
+    if (r >= 0) trit_merge_heap_push(&w->heap, r, pos);
 }
 
 // Popping in (rank, position) order merges the lowest-ranked pair, leftmost first, as tiktoken's
@@ -274,10 +242,10 @@ static size_t merge_chunk(const trit_tokenizer *tok, chunk_work *w, const uint8_
         w->next[i] = i + 1 < n ? i + 1 : -1;
         w->prev[i] = i - 1;
     }
-    w->n_heap = 0;
+    w->heap.n = 0;
     for (int32_t i = 0; i + 1 < n; i++) push_pair(g, w, i);
-    while (w->n_heap > 0) {
-        const heap_item it = heap_pop(w);
+    while (w->heap.n > 0) {
+        const trit_merge_item it = trit_merge_heap_pop(&w->heap);
         const int32_t i = it.pos;
         if (w->sym[i] < 0 || pair_rank(g, w, i) != it.rank) continue;
         const int32_t j = w->next[i];
