@@ -92,7 +92,7 @@ static trit_status spec_word(const char *spec, char *w, trit_adapter_config *a, 
     } else if (strcmp(key, "r") == 0) {
         if ((s = spec_number(spec, key, v, &x)) == TRIT_OK && !(x >= 1 && x <= 65536 && x == floor(x)))
             s = spec_error(spec, "r must be a whole number in [1, 65536]");
-        a->r = (int64_t)x;
+        if (s == TRIT_OK) a->r = (int64_t)x;  // only in range: a cast of a huge double is undefined
     } else if (strcmp(key, "alpha") == 0) {
         if ((s = spec_number(spec, key, v, &a->alpha)) == TRIT_OK && !(a->alpha > 0 && a->alpha <= 1e6))
             s = spec_error(spec, "alpha must be in (0, 1e6]");

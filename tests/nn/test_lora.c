@@ -126,7 +126,7 @@ static void test_spec(void **state) {
     assert_true(trit_adapter_targets(&a, "h.1.attn.c_attn") && trit_adapter_targets(&a, "h.0.mlp.c_fc"));
     assert_false(trit_adapter_targets(&a, "h.0.attn.c_attn") || trit_adapter_targets(&a, "h.1.mlp.c_fc"));
     assert_false(trit_adapter_targets(&a, "h.11.attn.c_attn"));  // "h.1.attn.c_attn" is not a tail of it after a dot
-    const char *bad[] = {"r=0", "r=2.5", "alpha=-1", "dropout=1", "foo=3", "r=x", "targets=", "c_attn"};
+    const char *bad[] = {"r=0", "r=2.5", "r=1e60", "alpha=-1", "dropout=1", "foo=3", "r=x", "targets=", "c_attn"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         assert_int_not_equal(trit_adapter_parse_lora(bad[i], &a), TRIT_OK);
         assert_non_null(strstr(trit_last_error(), "--lora"));
