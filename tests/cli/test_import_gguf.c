@@ -90,6 +90,20 @@ static void test_round_trips(void **state) {
     cli_expect(RUN("info", path("b_f32")), 0, "bpe", NULL);
     const char *bval = tfile_join(path("b"), "val.bin");
     assert_true(eval_loss(path("b"), bval) == eval_loss(path("b_f32"), bval));
+    // GPT-2's tokenizer (a run imported from transformers with its tokenizer files) reads back as
+    // GPT-2's, through the file's byte-alphabet spellings and merge lines.
+    const char *src = getenv("TRIT_SOURCE_DIR");
+    char hf[PATH_MAX];
+    snprintf(hf, sizeof hf, "%s/tests/reference/fixtures/hf_gpt2/with_tokenizer", src ? src : ".");
+    cli_expect(RUN("import", "hf", hf, "--out", path("g")), 0, "with tokenizer", NULL);
+    round_trip("g", "f32");
+    round_trip("g", "q8_0");
+    cli_expect(RUN("info", path("g_q8_0")), 0, "gpt2 tokenizer, 300 tokens", NULL);
+    // A GGUF is a fine-tuning base: its model and tokenizer, as the import reads them.
+    cli_expect(RUN("finetune", path("c_q8_0.gguf"), "--data", path("text.txt"), "--steps", "1", "--warmup", "0", "--out",
+                   path("ft")),
+               0, "done at step 1", NULL);
+    same_bytes(tfile_join(path("c"), "tokenizer.bin"), tfile_join(path("ft"), "tokenizer.bin"));
 }
 
 // A GGUF with one key and one tensor, written by trit's writer.
