@@ -106,7 +106,8 @@ static trit_status read_config(const trit_gguf_file *f, const char *path, trit_g
 
 // Parameter t from the file's tensor `name`: its dims must be t's (innermost first), with
 // `rows` rows in the file for a matrix (the first t->shape[0] of them are read).
-static trit_status load_one(const trit_gguf_file *f, const char *path, trit_tensor *t, const char *name, int64_t rows) {
+static trit_status load_one(const trit_gguf_file *f, const char *path, trit_tensor *t /* (N, K) or (N) */, const char *name,
+                            int64_t rows) {
     const trit_gguf_tensor *g = trit_gguf_find_tensor(f, name);
     if (!g) return trit_error(TRIT_ERR_FORMAT, "'%s' has no tensor '%s' that its gpt2 keys call for", path, name);
     const bool ok = g->ndim == t->ndim && (t->ndim == 1 ? g->ne[0] == (uint64_t)t->shape[0]
@@ -115,7 +116,7 @@ static trit_status load_one(const trit_gguf_file *f, const char *path, trit_tens
         return trit_error(TRIT_ERR_SHAPE, "'%s': tensor '%s' has dims {%llu, %llu} (ndim %d); its keys call for {%lld, %lld}",
                           path, name, (unsigned long long)g->ne[0], (unsigned long long)(g->ndim > 1 ? g->ne[1] : 1),
                           g->ndim, (long long)t->shape[t->ndim - 1], (long long)(t->ndim == 2 ? rows : 1));
-    trit_tensor w;  // the file's bytes, the parameter's shape
+    trit_tensor w;  // t's shape: the file's bytes
     memset(&w, 0, sizeof w);
     trit_status s = trit_tensor_init_layout(&w, dtype_of(g->type), t->ndim, t->shape);
     w.data = (void *)(uintptr_t)g->data;
@@ -145,7 +146,7 @@ static trit_status load_all(const trit_gguf_file *f, const char *path, trit_gpt 
             char from[64], to[64];
             snprintf(from, sizeof from, "h.%lld.%s", (long long)i, layer_pairs[p][0]);
             snprintf(to, sizeof to, "blk.%lld.%s", (long long)i, layer_pairs[p][1]);
-            trit_tensor *t = trit_gpt_find(m, from);
+            trit_tensor *t = trit_gpt_find(m, from);  // (N, K) or (N)
             s = load_one(f, path, t, to, t->ndim == 2 ? t->shape[0] : 1);
         }
     return s;  // with the count checked, every tensor was one of these (or the same name twice: refused by a miss)
