@@ -15,6 +15,7 @@
 #include "trit/io.h"
 
 #include <dirent.h>
+#include <math.h>
 
 static char root[512];
 #define RUN(...) cli_run(root, (const char *const[]){__VA_ARGS__, NULL})
@@ -106,6 +107,30 @@ static void test_round_trips(void **state) {
     same_bytes(tfile_join(path("c"), "tokenizer.bin"), tfile_join(path("ft"), "tokenizer.bin"));
 }
 
+// GGUFs the `gguf` Python package wrote from the transformers fixture
+// (tests/reference/make_gguf_gpt2_fixture.py): at f32 the import is the transformers import,
+// model and tokenizer byte for byte; at q8_0 it evaluates close to it, not equal.
+static void test_files_the_gguf_package_wrote(void **state) {
+    (void)state;
+    const char *src = getenv("TRIT_SOURCE_DIR");
+    char hf[PATH_MAX], f32[PATH_MAX], q8[PATH_MAX];
+    snprintf(hf, sizeof hf, "%s/tests/reference/fixtures/hf_gpt2/with_tokenizer", src ? src : ".");
+    snprintf(f32, sizeof f32, "%s/tests/reference/fixtures/gguf_gpt2/f32.gguf", src ? src : ".");
+    snprintf(q8, sizeof q8, "%s/tests/reference/fixtures/gguf_gpt2/q8_0.gguf", src ? src : ".");
+    cli_expect(RUN("import", "hf", hf, "--out", path("ph")), 0, "V 300, T 32, with tokenizer", NULL);
+    cli_expect(RUN("import", "gguf", f32, "--out", path("pf")), 0, "V 300, T 32, with tokenizer", NULL);
+    cli_expect(RUN("import", "gguf", q8, "--out", path("pq")), 0, "V 300, T 32, with tokenizer", NULL);
+    same_bytes(tfile_join(path("ph"), "model.safetensors"), tfile_join(path("pf"), "model.safetensors"));
+    same_bytes(tfile_join(path("ph"), "tokenizer.bin"), tfile_join(path("pf"), "tokenizer.bin"));
+    same_bytes(tfile_join(path("ph"), "tokenizer.bin"), tfile_join(path("pq"), "tokenizer.bin"));
+    int32_t tokens[200];
+    for (int i = 0; i < 200; i++) tokens[i] = (i * 37 + 11) % 300;
+    assert_int_equal(trit_shard_write(path("p.bin"), tokens, 200), TRIT_OK);
+    const double lh = eval_loss(path("ph"), path("p.bin")), lq = eval_loss(path("pq"), path("p.bin"));
+    assert_true(lh > 1 && lh == eval_loss(path("pf"), path("p.bin")));
+    assert_true(lq != lh && fabs(lq - lh) < 0.01 * lh);
+}
+
 // A GGUF with one key and one tensor, written by trit's writer.
 static void write_gguf(const char *name, const char *arch, uint32_t type) {
     trit_gguf *g = trit_gguf_new();
@@ -155,6 +180,7 @@ static int teardown(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_round_trips),
+        cmocka_unit_test(test_files_the_gguf_package_wrote),
         cmocka_unit_test(test_refusals),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
