@@ -10,12 +10,15 @@
 static void usage(FILE *fp) {
     fprintf(fp,
             "usage: trit import hf DIR --out RUN [--tokenizer-file F]\n"
-            "       trit import llmc FILE --out RUN [--tokenizer-file F]\n\n"
+            "       trit import llmc FILE --out RUN [--tokenizer-file F]\n"
+            "       trit import gguf FILE --out RUN [--tokenizer-file F]\n\n"
             "Makes the run directory RUN (new, or empty) with the model of:\n"
             "  hf DIR      a Hugging Face transformers GPT-2 directory: config.json and model.safetensors\n"
             "              or model-0000N-of-0000M.safetensors shards with model.safetensors.index.json\n"
             "              (F32, F16 or BF16). pytorch_model.bin is refused: convert it to safetensors.\n"
-            "  llmc FILE   an llm.c model file (gpt2_124M.bin: version 3 fp32 or 5 bf16)\n\n"
+            "  llmc FILE   an llm.c model file (gpt2_124M.bin: version 3 fp32 or 5 bf16)\n"
+            "  gguf FILE   a GGUF of llama.cpp's gpt2 architecture (f32, f16, q8_0, q4_0, tq1_0, tq2_0\n"
+            "              tensors); its tokenizer.ggml.* keys give the run's tokenizer\n\n"
             "  --out RUN           the run directory to make; nothing is written unless the import succeeds\n"
             "  --tokenizer-file F  the run's tokenizer: a trit tokenizer.bin, or an llm.c tokenizer file of a\n"
             "                      character-level vocabulary; its size must be the model's. hf: without it,\n"
@@ -77,16 +80,17 @@ int trit_cli_import(int argc, char **argv) {
         }
     }
     if (optind + 2 != argc)
-        return cli_error("import", CLI_USAGE, "give a format (hf or llmc) and its source (see trit import --help)");
+        return cli_error("import", CLI_USAGE, "give a format (hf, llmc or gguf) and its source (see trit import --help)");
     const char *format = argv[optind], *src = argv[optind + 1];
-    const bool hf = strcmp(format, "hf") == 0;
-    if (!hf && strcmp(format, "llmc") != 0)
-        return cli_error("import", CLI_USAGE, "format must be hf or llmc (got %s)", format);
+    const bool hf = strcmp(format, "hf") == 0, gguf = strcmp(format, "gguf") == 0;
+    if (!hf && !gguf && strcmp(format, "llmc") != 0)
+        return cli_error("import", CLI_USAGE, "format must be hf, llmc or gguf (got %s)", format);
     if (!out) return cli_error("import", CLI_USAGE, "--out RUN is required");
-    trit_gpt *m = hf ? trit_import_hf_gpt2(src) : trit_import_llmc(src);
+    trit_tokenizer *tok = NULL;
+    trit_gpt *m = hf ? trit_import_hf_gpt2(src) : gguf ? trit_import_gguf(src, tok_file ? NULL : &tok) : trit_import_llmc(src);
     if (!m) return cli_fail("import", CLI_FAIL);
     if (hf && !tok_file && has_gpt2_files(src)) tok_file = src;
-    trit_tokenizer *tok = !tok_file ? NULL : tok_file == src ? trit_tokenizer_load_gpt2(src) : load_tokenizer(tok_file);
+    if (tok_file) tok = tok_file == src ? trit_tokenizer_load_gpt2(src) : load_tokenizer(tok_file);
     const int64_t V = trit_gpt_get_config(m)->vocab_size;
     int rc = CLI_OK;
     if (tok_file && !tok)

@@ -240,6 +240,15 @@ static void interop_seeds(void) {
     write_seed("fuzz_hf_gpt2", "config_only.json", cfg, ncfg);
     free(seed), free(cfg), free(st);
     trit_gpt_free(m);
+    // GGUF: a tiny model at width 32 (q8_0's block) with a character tokenizer, and without one.
+    trit_gpt_config wide = g;
+    wide.n_embd = 32;
+    static const char chars[] = "abcdefghijkl";  // the model's 12 tokens
+    if (!(m = trit_gpt_new(&wide, 1)) || !(tok = trit_tokenizer_train_char(chars, sizeof chars - 1))) abort();
+    check(trit_export_gguf(m, tok, TRIT_F32, seed_path("fuzz_gguf", "f32_char.gguf")), "gguf f32");
+    check(trit_export_gguf(m, NULL, TRIT_Q8_0, seed_path("fuzz_gguf", "q8_0.gguf")), "gguf q8_0");
+    trit_tokenizer_free(tok);
+    trit_gpt_free(m);
 }
 
 static void metrics_seeds(void) {

@@ -116,6 +116,12 @@ trit_status trit_export_hf_gpt2_with(const trit_gpt *m, const trit_tokenizer *to
 // that puts more beside them (the tokenizer's files) in a directory of its own staging.
 trit_status trit_export_hf_gpt2_into(const trit_gpt *m, const char *dir);
 
+// A trit GPT from a GGUF of llama.cpp's gpt2 architecture (src/train/import_gguf.c): f32, f16,
+// q8_0, q4_0, tq1_0 and tq2_0 tensors decoded by the dtype table into the parameters; a tied
+// head only. tok (or NULL): the tokenizer of its tokenizer.ggml.* keys (trit_tokenizer_from_gguf),
+// NULL when it has none. trit's own export reads back as the model it wrote (its extra
+// end-of-text token dropped).
+trit_gpt *trit_import_gguf(const char *path, trit_tokenizer **tok);
 // A trit GPT from an llm.c model file (fp32 or bf16; the padded vocabulary rows dropped).
 trit_gpt *trit_import_llmc(const char *path);
 // A trit tokenizer with the table's tokens, when trit has a kind that encodes with exactly those

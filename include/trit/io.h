@@ -145,6 +145,42 @@ trit_status trit_gguf_add_tensor(trit_gguf *g, const char *name, uint32_t ggml_t
                                  const void *data, size_t nbytes);
 trit_status trit_gguf_write(const trit_gguf *g, const char *path);
 
+// ---- GGUF reader (src/io/gguf_read.c) -----------------------------------------------------
+// A GGUF v2/v3 file checked whole on open: every count and length within the file, every
+// tensor of a type trit reads (f32, f16, q4_0, q8_0, tq1_0, tq2_0) with its data, aligned,
+// inside the file. Values are read through the key's name; nested arrays are refused.
+typedef struct trit_gguf_file trit_gguf_file;
+typedef struct trit_gguf_tensor {
+    const char *name;
+    uint32_t type;       // TRIT_GGML_*
+    int ndim;
+    uint64_t ne[4];      // innermost first
+    const uint8_t *data; // nbytes of the file's bytes
+    size_t nbytes;
+} trit_gguf_tensor;
+// `name` names the buffer in messages; data must outlive the handle.
+trit_gguf_file *trit_gguf_parse(const uint8_t *data, size_t n, const char *name);
+trit_gguf_file *trit_gguf_open(const char *path);  // reads the file whole; owns it
+void trit_gguf_close(trit_gguf_file *f);
+// A string, u32 (any unsigned or non-negative signed integer that fits) or f32 value; a missing
+// key or another type is TRIT_ERR_FORMAT with a message naming the key.
+trit_status trit_gguf_get_str(const trit_gguf_file *f, const char *key, const char **s, size_t *n);
+trit_status trit_gguf_get_u32(const trit_gguf_file *f, const char *key, uint32_t *v);
+trit_status trit_gguf_get_f32(const trit_gguf_file *f, const char *key, float *v);
+bool trit_gguf_has(const trit_gguf_file *f, const char *key);
+// An array of strings or of i32: its length, then item i.
+trit_status trit_gguf_get_arr(const trit_gguf_file *f, const char *key, uint32_t item_type, uint64_t *n);
+void trit_gguf_arr_str(const trit_gguf_file *f, const char *key, uint64_t i, const char **s, size_t *n);
+int32_t trit_gguf_arr_i32(const trit_gguf_file *f, const char *key, uint64_t i);
+int64_t trit_gguf_num_tensors(const trit_gguf_file *f);
+const trit_gguf_tensor *trit_gguf_tensor_at(const trit_gguf_file *f, int64_t i);
+const trit_gguf_tensor *trit_gguf_find_tensor(const trit_gguf_file *f, const char *name);  // or NULL
+enum { TRIT_GGUF_TYPE_I32 = 5, TRIT_GGUF_TYPE_STRING = 8 };
+// The tokenizer of the first V tokens of f's tokenizer.ggml.* keys (src/io/tokenizer_gguf.c):
+// a character table or trit's BPE when the vocabulary is one, else GPT-2's byte-level BPE. *tok
+// stays NULL (TRIT_OK) for trit's export of a model without a tokenizer (placeholder tokens).
+trit_status trit_tokenizer_from_gguf(const trit_gguf_file *f, int32_t V, trit_tokenizer **tok);
+
 // "F32" etc. for a trit dtype; dtype by safetensors name (TRIT_DTYPE_COUNT if trit lacks it).
 const char *trit_safetensors_dtype_name(trit_dtype dt);
 trit_dtype trit_safetensors_dtype_from_name(const char *name);

@@ -3,7 +3,8 @@
 //   run   a trit run directory (model.safetensors + tokenizer.bin, `trit train` or `trit quantize`)
 //   hf    a Hugging Face GPT-2 directory (config.json + model.safetensors) with GPT-2's tokenizer
 //         files (vocab.json + merges.txt or tokenizer.json); without them it is refused
-// A GGUF file is recognised and refused with a message until its reader is added here.
+//   gguf  a GGUF of llama.cpp's gpt2 architecture with its tokenizer.ggml.* vocabulary
+//         (trit_import_gguf); one without a tokenizer (placeholder tokens) is refused
 #include "trit/interop.h"
 #include "trit/io.h"
 #include "trit/train.h"
@@ -95,6 +96,19 @@ static trit_status load_hf(const char *path, trit_base *b) {
     return TRIT_OK;
 }
 
+// The model and tokenizer through `trit import gguf`'s reader; failures say what the file is.
+static trit_status load_gguf(const char *path, trit_base *b) {
+    b->model = trit_import_gguf(path, &b->tok);
+    if (b->model && b->tok) return b->step = 0, TRIT_OK;
+    if (b->model)
+        return trit_error(TRIT_ERR_INVALID, "'%s' is a GGUF file without a tokenizer (its vocabulary is placeholder "
+                          "tokens), so it has nothing to train with: make a run of it first with `trit import gguf %s "
+                          "--out RUN --tokenizer-file F`", path, path);
+    char why[768];
+    snprintf(why, sizeof why, "%s", trit_last_error());
+    return trit_error(TRIT_ERR_FORMAT, "'%s' is a GGUF file trit cannot start from: %s", path, why);
+}
+
 trit_status trit_base_load(const char *path, trit_base *b) {
     memset(b, 0, sizeof *b);
     trit_status s = trit_base_probe(path, &b->kind);
@@ -102,10 +116,7 @@ trit_status trit_base_load(const char *path, trit_base *b) {
     switch (b->kind) {
     case TRIT_BASE_RUN: s = load_run(path, b); break;
     case TRIT_BASE_HF: s = load_hf(path, b); break;
-    case TRIT_BASE_GGUF:
-        s = trit_error(TRIT_ERR_INVALID, "'%s' is a %s: this build starts only from trit run directories; convert it "
-                       "to a run first", path, trit_base_kind_name(b->kind));
-        break;
+    case TRIT_BASE_GGUF: s = load_gguf(path, b); break;
     }
     if (s != TRIT_OK) trit_base_free(b);
     return s;

@@ -119,7 +119,7 @@ static void test_refusals(void **state) {
     cli_expect(RUN("import", "llmc", fixture("llmc/model_fp32.bin"), "--out", path("u"), "--tokenizer-file",
                    fixture("llmc/tokenizer.bin")), 1, NULL, "merges");
     nothing_named("u");
-    cli_expect(RUN("import", "gguf", "x", "--out", path("u")), 2, NULL, "hf or llmc");
+    cli_expect(RUN("import", "onnx", "x", "--out", path("u")), 2, NULL, "hf, llmc or gguf");
     cli_expect(RUN("train", "--init-from", fixture("hf_gpt2/fp32"), "--out", path("u"), "--steps", "1"), 1, NULL,
                "make a run of it first with `trit import hf");
     nothing_named("u");
