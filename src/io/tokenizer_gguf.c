@@ -16,37 +16,6 @@
 #define K_TOKENS "tokenizer.ggml.tokens"
 #define K_MERGES "tokenizer.ggml.merges"
 
-static bool printable(unsigned b) { return (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || b >= 174; }
-
-// The bytes s[0..n) spells in the byte alphabet, into out (n bytes at most); -1 if it is not
-// spelled in it.
-static int64_t unspell(const char *s, size_t n, uint8_t *out) {
-    static int16_t byte_of[256 + 68];
-    static bool ready;
-    if (!ready) {  // same table on every call: a race writes the same values
-        for (unsigned b = 0, extra = 0; b < 256; b++) byte_of[printable(b) ? b : 256 + extra++] = (int16_t)b;
-        for (unsigned c = 0; c < 256; c++)
-            if (!printable(c)) byte_of[c] = -1;
-        ready = true;
-    }
-    const uint8_t *u = (const uint8_t *)s;
-    int64_t k = 0;
-    for (size_t i = 0; i < n;) {
-        unsigned cp;
-        if (u[i] < 0x80) {
-            cp = u[i++];
-        } else if ((u[i] & 0xE0) == 0xC0 && i + 1 < n && (u[i + 1] & 0xC0) == 0x80) {
-            cp = (unsigned)(u[i] & 0x1F) << 6 | (u[i + 1] & 0x3F);
-            i += 2;
-        } else {
-            return -1;
-        }
-        if (cp >= 256 + 68 || byte_of[cp] < 0) return -1;
-        out[k++] = (uint8_t)byte_of[cp];
-    }
-    return k;
-}
-
 typedef struct vocab {
     uint8_t *pool;
     int64_t *off;  // (V + 1)
@@ -69,7 +38,7 @@ static trit_status read_vocab(const trit_gguf_file *f, int32_t V, vocab *v) {
         const char *s;
         size_t n;
         trit_gguf_arr_str(f, K_TOKENS, (uint64_t)i, &s, &n);
-        const int64_t k = v->spelled ? unspell(s, n, v->pool + v->off[i]) : -1;
+        const int64_t k = v->spelled ? trit_gpt2_unspell(s, n, v->pool + v->off[i]) : -1;
         v->spelled = k >= 0;
         v->off[i + 1] = v->off[i] + (k >= 0 ? k : 0);
     }
@@ -105,7 +74,7 @@ static trit_tokenizer *bpe_kind(const trit_gguf_file *f, const vocab *v, uint64_
         size_t n;
         trit_gguf_arr_str(f, K_MERGES, r, &s, &n);
         ok = (sp = memchr(s, ' ', n)) != NULL && (buf = realloc(buf, n + 1)) != NULL;
-        const int64_t a = ok ? unspell(s, (size_t)(sp - s), buf) : -1, b = a >= 0 ? unspell(sp + 1, n - (size_t)(sp - s) - 1, buf + a) : -1;
+        const int64_t a = ok ? trit_gpt2_unspell(s, (size_t)(sp - s), buf) : -1, b = a >= 0 ? trit_gpt2_unspell(sp + 1, n - (size_t)(sp - s) - 1, buf + a) : -1;
         merges[2 * r] = a > 0 ? trit_bytes_map_get(&map, buf, (size_t)a) : -1;
         merges[2 * r + 1] = b > 0 ? trit_bytes_map_get(&map, buf + a, (size_t)b) : -1;
         ok = ok && merges[2 * r] >= 0 && merges[2 * r + 1] >= 0 && trit_bytes_map_get(&map, buf, (size_t)(a + b)) == 256 + (int32_t)r;

@@ -7,6 +7,14 @@
 #include "io/pair_map.h"
 #include "trit/tokenizer.h"
 
+// GPT-2's byte alphabet: each byte spelled by one printable code point (bytes 33-126, 161-172
+// and 174-255 as themselves, the other 68 as U+0100.. in byte order); the readers and writers of
+// its vocabulary files and of a GGUF's tokenizer share it (tokenizer_gpt2_files.c).
+unsigned trit_gpt2_byte_code_point(uint8_t b);
+// The bytes s[0..n) spells in the alphabet (UTF-8) into out (n bytes at most; NULL: counted
+// only); their count, or -1 when s is not spelled in the alphabet.
+int64_t trit_gpt2_unspell(const char *s, size_t n, uint8_t *out);
+
 // Version of the pre-tokenization (src/io/pretokenize_gpt2.c) stored in a tokenizer file.
 #define TRIT_GPT2_PRETOKENIZER 1
 

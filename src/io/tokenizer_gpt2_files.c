@@ -16,40 +16,21 @@
 #include <string.h>
 #include <sys/stat.h>
 
-static bool printable(unsigned b) { return (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || b >= 174; }
-
-typedef struct reader {
-    const char *vocab_name, *merges_name;
-    int16_t alphabet[256 + 68];  // code point -> byte, -1 outside the alphabet
-    trit_gpt2_spec sp;
-    trit_bytes_map map;
-    bool *made;                  // (V) made by a merge
-    char msg[512];
-} reader;
-
-static void reader_init(reader *r, const char *vocab_name, const char *merges_name) {
-    memset(r, 0, sizeof *r);
-    r->vocab_name = vocab_name;
-    r->merges_name = merges_name;
-    int n = 0;
-    for (unsigned c = 0; c < 256 + 68; c++) r->alphabet[c] = -1;
-    for (unsigned b = 0; b < 256; b++) {
-        if (printable(b)) r->alphabet[b] = (int16_t)b;
-        else r->alphabet[256 + n++] = (int16_t)b;
-    }
+unsigned trit_gpt2_byte_code_point(uint8_t b) {
+    if (b <= 32) return 256u + b;                   // 0..32 -> U+0100..U+0120
+    if (b >= 127 && b <= 160) return 256u + 33u + (b - 127u);  // -> U+0121..U+0142
+    if (b == 173) return 256u + 67u;                // -> U+0143
+    return b;
 }
 
-static void reader_free(reader *r) {
-    free(r->sp.pool);
-    free(r->sp.off);
-    free(r->sp.merges);
-    free(r->sp.special);
-    free(r->made);
-    trit_bytes_map_free(&r->map);
+// The byte code point cp spells, or -1.
+static int byte_of(unsigned cp) {
+    if (cp < 256) return trit_gpt2_byte_code_point((uint8_t)cp) == cp ? (int)cp : -1;
+    const unsigned k = cp - 256;
+    return k < 33 ? (int)k : k < 67 ? (int)(127 + k - 33) : k == 67 ? 173 : -1;
 }
 
-// Bytes spelled by s[0..n) in the byte alphabet into out (n bytes at most); length or -1.
-static int64_t unspell(const reader *r, const char *s, size_t n, uint8_t *out) {
+int64_t trit_gpt2_unspell(const char *s, size_t n, uint8_t *out) {
     const uint8_t *u = (const uint8_t *)s;
     int64_t k = 0;
     for (size_t i = 0; i < n;) {
@@ -62,11 +43,35 @@ static int64_t unspell(const reader *r, const char *s, size_t n, uint8_t *out) {
         } else {
             return -1;
         }
-        if (cp >= 256 + 68 || r->alphabet[cp] < 0) return -1;
-        if (out) out[k] = (uint8_t)r->alphabet[cp];
+        const int b = byte_of(cp);
+        if (b < 0) return -1;
+        if (out) out[k] = (uint8_t)b;
         k++;
     }
     return k;
+}
+
+typedef struct reader {
+    const char *vocab_name, *merges_name;
+    trit_gpt2_spec sp;
+    trit_bytes_map map;
+    bool *made;                  // (V) made by a merge
+    char msg[512];
+} reader;
+
+static void reader_init(reader *r, const char *vocab_name, const char *merges_name) {
+    memset(r, 0, sizeof *r);
+    r->vocab_name = vocab_name;
+    r->merges_name = merges_name;
+}
+
+static void reader_free(reader *r) {
+    free(r->sp.pool);
+    free(r->sp.off);
+    free(r->sp.merges);
+    free(r->sp.special);
+    free(r->made);
+    trit_bytes_map_free(&r->map);
 }
 
 // ---- the vocabulary --------------------------------------------------------------------------
@@ -86,7 +91,7 @@ static trit_status read_ids(reader *r, const cJSON *vocab, int32_t V) {
         if (len[id] >= 0)
             return trit_error(TRIT_ERR_FORMAT, "'%s': id %d is given to two tokens (the ids of %d tokens are 0..%d, "
                               "each once)", r->vocab_name, (int)id, (int)V, (int)V - 1);
-        const int64_t k = e->string ? unspell(r, e->string, strlen(e->string), NULL) : -1;
+        const int64_t k = e->string ? trit_gpt2_unspell(e->string, strlen(e->string), NULL) : -1;
         if (k <= 0)
             return trit_error(TRIT_ERR_FORMAT, "'%s': token \"%.60s\" (id %d) is %s GPT-2's byte alphabet", r->vocab_name,
                               e->string ? e->string : "", (int)id, k == 0 ? "empty, not a word of" : "not spelled in");
@@ -115,7 +120,7 @@ static trit_status read_vocab(reader *r, const cJSON *vocab) {
     const cJSON *e;
     cJSON_ArrayForEach(e, vocab) {
         const int32_t id = (int32_t)e->valuedouble;
-        unspell(r, e->string, strlen(e->string), r->sp.pool + r->sp.off[id]);
+        trit_gpt2_unspell(e->string, strlen(e->string), r->sp.pool + r->sp.off[id]);
     }
     if (!trit_bytes_map_init(&r->map, r->sp.pool, r->sp.off, V))
         return trit_error(TRIT_ERR_NOMEM, "cannot allocate the vocabulary's index");
@@ -133,7 +138,7 @@ static trit_status read_vocab(reader *r, const cJSON *vocab) {
 // ---- the merges --------------------------------------------------------------------------
 
 static int32_t token_id(reader *r, const char *s, size_t n, uint8_t *buf) {
-    const int64_t k = unspell(r, s, n, buf);
+    const int64_t k = trit_gpt2_unspell(s, n, buf);
     return k > 0 ? trit_bytes_map_get(&r->map, buf, (size_t)k) : -1;
 }
 

@@ -28,16 +28,6 @@ static trit_status put(const char *dir, const char *name, const char *data, size
     return s == TRIT_OK ? trit_file_write_atomic(path, data, n) : s;
 }
 
-// GPT-2's byte alphabet: bytes 33-126, 161-172 and 174-255 as themselves, the others U+0100.. in
-// byte order (the inverse of the readers' table in tokenizer_gpt2_files.c).
-static void alphabet(unsigned cp[256]) {
-    unsigned n = 0;
-    for (unsigned b = 0; b < 256; b++) {
-        const bool printable = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || b >= 174;
-        cp[b] = printable ? b : 256 + n++;
-    }
-}
-
 // Token `id` spelled in the alphabet as UTF-8 into out (2 bytes per byte at most, NUL-ended).
 static size_t spell(const trit_tokenizer *tok, const unsigned cp[256], int32_t id, char *out) {
     size_t k = 0;
@@ -148,7 +138,7 @@ trit_status trit_tokenizer_save_gpt2_hf(const trit_tokenizer *tok, const char *d
                           "is a %s tokenizer (`trit prepare --tokenizer gpt2:DIR` makes a run with GPT-2's)",
                           trit_tokenizer_kind_name(tok->kind));
     unsigned cp[256];
-    alphabet(cp);
+    for (unsigned b = 0; b < 256; b++) cp[b] = trit_gpt2_byte_code_point((uint8_t)b);
     char *buf = malloc(2 * (size_t)longest_token(tok) + 1);
     size_t merges_len = 0;
     char *vocab = buf ? vocab_json(tok, cp, buf) : NULL;
