@@ -32,6 +32,8 @@ typedef struct trit_memory_report {
     int64_t num_params;  // parameter elements
     size_t params;       // parameter values the graph reads (the fp32 master copy when the
                          // compute copies are 16-bit; the weights themselves without one)
+    size_t params_offloaded;  // of which frozen weights in a file mapping (--offload optimizer+frozen)
+    size_t params_resident;   // and the most of those a step holds at once (the largest)
     size_t param_copies; // 16-bit compute copies of parameters (part of the arena)
     size_t grads;        // their gradients
     size_t optimizer;    // optimizer state (AdamW: first and second moments), all of the below
@@ -42,7 +44,7 @@ typedef struct trit_memory_report {
     size_t arena;        // the graph's arena: activations, saved tensors, activation grads, op scratch
     size_t inputs;       // graph inputs (token ids and targets)
     size_t workspace;    // kernel buffers outside the arena (GEMM packing, one set per thread; GaLore's projections)
-    size_t total;        // sum of the above (offloaded optimizer state counted as its resident part)
+    size_t total;        // sum of the above (offloaded weights and state counted as their resident part)
     size_t activations;  // forward values before liveness reuse (what a plan without reuse needs)
     int threads;
 } trit_memory_report;

@@ -131,6 +131,12 @@ typedef struct trit_graph_step_info {
 } trit_graph_step_info;
 int trit_graph_num_steps(const trit_graph *g);  // 0 before compile
 trit_status trit_graph_step_at(const trit_graph *g, int i, trit_graph_step_info *out);
+// Weights kept in a file mapping (a trainer's `--offload optimizer+frozen`): after every step
+// whose node reads a value stored in [base, base + bytes) (a parameter or a view of one),
+// release(ctx) runs and drops the pages, so a step holds one such weight in memory at a time and
+// the next read takes it from the file. One range per graph, set after compile; the memory
+// report counts the parameters inside it as streamed. bytes 0 clears it.
+trit_status trit_graph_set_streamed(trit_graph *g, const void *base, size_t bytes, void (*release)(void *ctx), void *ctx);
 // Zero the grads of the graph's parameters.
 void trit_graph_zero_grad(trit_graph *g);
 
@@ -162,6 +168,8 @@ typedef struct trit_graph_memory {
     size_t grad_bytes;        // parameter gradients
     size_t param_bytes;
     size_t param_copy_bytes;  // 16-bit compute copies of parameters (cast values in the arena)
+    size_t streamed_bytes;    // of param_bytes, the values in the streamed range (trit_graph_set_streamed)
+    size_t streamed_resident; // and the largest of them: what a step holds of the range at once
     int64_t num_param_elems;  // elements of the parameters
     size_t input_bytes;
     int num_nodes;

@@ -122,6 +122,8 @@ enum {
     TRIT_FLAG_OWNS_DATA = 1u << 3, // data was allocated by trit_tensor_new and is freed with it
     TRIT_FLAG_STATE = 1u << 4,     // persistent non-trainable state (e.g. batchnorm running stats)
     TRIT_FLAG_OWNS_QUANT = 1u << 5, // quant was given to the tensor and is freed with it
+    TRIT_FLAG_MAPPED = 1u << 6,    // data lives in a shared file mapping that keeps the values: a
+                                   // reader that streams drops its pages after reading (trit_tensor_drop_pages)
 };
 
 typedef struct trit_tensor {
@@ -146,6 +148,9 @@ trit_tensor *trit_tensor_wrap(trit_dtype dt, int ndim, const int64_t *shape, voi
 // A new zeroed trainable parameter (TRIT_FLAG_PARAM) with a name (may be NULL).
 trit_tensor *trit_tensor_new_param(trit_dtype dt, int ndim, const int64_t *shape, const char *name);
 void trit_tensor_free(trit_tensor *t);  // frees owned data and the grad tensor
+// A TRIT_FLAG_MAPPED tensor's whole pages dropped from the process (the file keeps the values; the
+// next read maps them again); nothing for any other tensor, whose pages are its only copy.
+void trit_tensor_drop_pages(const trit_tensor *t);
 trit_status trit_tensor_set_name(trit_tensor *t, const char *name);
 
 // Fill a plain struct with a contiguous layout of `shape` (no data); checks dims and overflow.

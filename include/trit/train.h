@@ -214,8 +214,9 @@ typedef enum {
 } trit_train_optimizer;
 
 // --offload: the optimizer state in memory, or in a memory-mapped file in the run directory
-// streamed parameter by parameter (trit_optim_offload).
-typedef enum { TRIT_OFFLOAD_OFF = 0, TRIT_OFFLOAD_OPTIMIZER = 1 } trit_train_offload;
+// streamed parameter by parameter (trit_optim_offload); with +frozen the frozen weights too, in a
+// second file whose pages the graph drops after each read (trit_graph_set_streamed).
+typedef enum { TRIT_OFFLOAD_OFF = 0, TRIT_OFFLOAD_OPTIMIZER = 1, TRIT_OFFLOAD_OPTIMIZER_FROZEN = 2 } trit_train_offload;
 
 // How 16-bit weights (--master-weights off) round after an update.
 typedef enum { TRIT_ROUND_NEAREST = 0, TRIT_ROUND_STOCHASTIC = 1 } trit_train_rounding;
@@ -320,6 +321,8 @@ typedef struct trit_train_result {
     double seconds;          // wall time of this run
     bool interrupted;        // stopped by a signal or trit_train_request_stop
     int64_t num_params;
+    size_t peak_rss_setup;   // the process's peak RSS once set up (loading a base peaks here), bytes
+    size_t peak_rss_steps;   // its peak over the steps and evaluations alone (0 where unmeasurable)
     char out[TRIT_PATH_MAX]; // the run directory
 } trit_train_result;
 

@@ -111,6 +111,8 @@ void trit_graph_release_compiled(trit_graph *g) {
         v->grad_buf = v->data_buf = v->shadow_buf = -1;
         v->grad_shared = v->recomputed = false;
     }
+    for (int i = 0; i < g->n_nodes; i++) g->nodes[i].reads_streamed = false;  // nodes may change: set it again
+    memset(&g->streamed, 0, sizeof g->streamed);
     free(g->steps);
     free(g->bwd_order);
     free(g->bufs);
@@ -193,6 +195,11 @@ trit_status trit_graph_memory_report(const trit_graph *g, trit_graph_memory *out
         if (v->kind == VALUE_PARAM) {
             out->num_param_elems += trit_tensor_numel(v->t);
             out->param_bytes += b + trit_quant_info_bytes(v->t->quant);  // a quantized operand's scales too
+            const char *d = v->t->data;
+            if (g->streamed.bytes && d >= g->streamed.base && d < g->streamed.base + g->streamed.bytes) {
+                out->streamed_bytes += b;
+                out->streamed_resident = b > out->streamed_resident ? b : out->streamed_resident;
+            }
             if (v->t->grad) out->grad_bytes += trit_tensor_nbytes(v->t->grad);
         }
     }

@@ -39,6 +39,7 @@ trit_status trit_graph_forward(trit_graph *g) {
         n->ctx.step = g->step;
         s = n->def->forward(&n->fwd);
         if (s != TRIT_OK) return with_context(s, n->def->name, "", i);
+        if (n->reads_streamed) g->streamed.release(g->streamed.ctx);
     }
     if (g->loss >= 0 && !g->seeded) {
         double l = scalar_value(g->values[g->loss].t);
@@ -70,7 +71,7 @@ static trit_status fire(trit_graph *g, const trit_step *st) {
     return TRIT_OK;
 }
 
-static trit_status run_backward_step(trit_graph *g, const trit_step *st) {
+static trit_status run_compute_step(trit_graph *g, const trit_step *st) {
     trit_node *n = st->kind == TRIT_STEP_BACKWARD || st->kind == TRIT_STEP_RECOMPUTE ? &g->nodes[st->arg] : NULL;
     trit_status s = TRIT_OK;
     switch ((trit_graph_step_kind)st->kind) {
@@ -87,6 +88,33 @@ static trit_status run_backward_step(trit_graph *g, const trit_step *st) {
     case TRIT_STEP_FORWARD: break;
     }
     return trit_error(TRIT_ERR_STATE, "backward: a forward step in the backward phase");
+}
+
+static trit_status run_backward_step(trit_graph *g, const trit_step *st) {
+    const trit_status s = run_compute_step(g, st);
+    if (s == TRIT_OK && (st->kind == TRIT_STEP_BACKWARD || st->kind == TRIT_STEP_RECOMPUTE) &&
+        g->nodes[st->arg].reads_streamed)
+        g->streamed.release(g->streamed.ctx);
+    return s;
+}
+
+trit_status trit_graph_set_streamed(trit_graph *g, const void *base, size_t bytes, void (*release)(void *ctx), void *ctx) {
+    trit_status s = check_compiled(g, "trit_graph_set_streamed");
+    if (s != TRIT_OK) return s;
+    if (bytes && (!base || !release)) return trit_error(TRIT_ERR_INVALID, "trit_graph_set_streamed: NULL range or release");
+    g->streamed.base = base;
+    g->streamed.bytes = bytes;
+    g->streamed.release = release;
+    g->streamed.ctx = ctx;
+    for (int i = 0; i < g->n_nodes; i++) {
+        trit_node *n = &g->nodes[i];
+        n->reads_streamed = false;
+        for (int j = 0; j < n->n_in && bytes; j++) {
+            const char *d = g->values[n->in[j]].t->data;
+            n->reads_streamed = n->reads_streamed || (d >= g->streamed.base && d < g->streamed.base + bytes);
+        }
+    }
+    return TRIT_OK;
 }
 
 // The backward phase from a seeded gradient of the root (written by the caller).

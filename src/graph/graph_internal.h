@@ -40,6 +40,7 @@ typedef struct trit_node {
     int bwd_pos;             // timeline position of the backward step, -1 if none
     int rec_pos;             // timeline position of the recompute step, -1 if none
     int rec_saved_buf;       // planner buffer of the recompute's saved memory, -1 if none
+    bool reads_streamed;     // an input lies in the streamed range (trit_graph_set_streamed)
     trit_op_call fwd, bwd, rec;
     trit_exec_ctx ctx, rctx; // rctx: the recompute's (forward's, with recompute set)
 } trit_node;
@@ -102,6 +103,12 @@ struct trit_graph {
     bool fusion;              // let compile substitute fused ops (trit_graph_set_fusion)
     uint64_t seed, step;
     double grad_scale;
+    struct {                  // trit_graph_set_streamed
+        const char *base;
+        size_t bytes;
+        void (*release)(void *ctx);
+        void *ctx;
+    } streamed;
 };
 
 // Appends a value (its tensor is tagged with the graph for inputs and op outputs); -1 when out

@@ -130,7 +130,11 @@ static trit_status build_header(const char *path, const trit_safetensors_entry *
 
 static trit_status write_tensor(trit_atomic_file *f, const trit_tensor *t) {
     if (trit_tensor_numel(t) == 0) return TRIT_OK;
-    if (trit_tensor_is_contiguous(t)) return trit_atomic_write(f, trit_tensor_ptr(t), trit_tensor_nbytes(t));
+    if (trit_tensor_is_contiguous(t)) {
+        const trit_status s = trit_atomic_write(f, trit_tensor_ptr(t), trit_tensor_nbytes(t));
+        trit_tensor_drop_pages(t);  // a streamed weight is read one at a time here too
+        return s;
+    }
     trit_tensor *c = trit_tensor_contiguous(t);
     if (!c) return trit_error(TRIT_ERR_NOMEM, "cannot make a contiguous copy of a strided tensor to write it");
     trit_status s = trit_atomic_write(f, trit_tensor_ptr(c), trit_tensor_nbytes(c));

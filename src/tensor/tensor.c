@@ -1,10 +1,13 @@
 // Tensor lifetime, layout queries and element access.
+#define _DEFAULT_SOURCE  // madvise
 #include "trit/tensor.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 trit_status trit_tensor_init_layout(trit_tensor *t, trit_dtype dt, int ndim, const int64_t *shape) {
     if (!t) return trit_error(TRIT_ERR_INVALID, "tensor is NULL");
@@ -81,6 +84,14 @@ trit_tensor *trit_tensor_wrap(trit_dtype dt, int ndim, const int64_t *shape, voi
     trit_tensor *t = tensor_alloc(dt, ndim, shape);
     if (t) t->data = data;
     return t;
+}
+
+void trit_tensor_drop_pages(const trit_tensor *t) {
+    if (!t || !(t->flags & TRIT_FLAG_MAPPED) || !t->data) return;
+    const long ps = sysconf(_SC_PAGESIZE);
+    const uintptr_t pg = ps > 0 ? (uintptr_t)ps : 4096, at = (uintptr_t)trit_tensor_ptr(t),
+                    lo = (at + pg - 1) / pg * pg, hi = (at + trit_tensor_nbytes(t)) / pg * pg;
+    if (hi > lo) madvise((void *)lo, hi - lo, MADV_DONTNEED);
 }
 
 void trit_tensor_free(trit_tensor *t) {

@@ -185,6 +185,7 @@ trit_status trit_state_write(const char *path, const trit_train_state *st, const
             trit_optim_offload_evict(entries[i].offloaded, entries[i].data,
                                      trit_dtype_nbytes(entries[i].dtype, entries[i].count) +
                                          sizeof(float) * (size_t)entries[i].num_scales);
+        trit_tensor_drop_pages(entries[i].weight);
     }
     uint8_t tail[4];
     trit_le32_store(tail, crc);
@@ -202,7 +203,7 @@ static trit_state_entry *entries_of(const trit_gpt *m, const trit_optim *o, int 
         const trit_tensor *t = trit_gpt_tensor(m, i);
         if (!t->data) continue;  // a quantized base's frozen matrix (QLoRA): its codes are in model.safetensors
         e[k] = (trit_state_entry){.name = t->name, .role = "weight", .dtype = t->dtype, .ndim = t->ndim,
-                                  .count = trit_tensor_numel(t), .data = trit_tensor_ptr(t)};
+                                  .count = trit_tensor_numel(t), .data = trit_tensor_ptr(t), .weight = t};
         memcpy(e[k].shape, t->shape, sizeof e[k].shape);
         k++;
     }

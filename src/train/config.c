@@ -51,7 +51,7 @@ static const char *const matmul_names[] = {"highest", "high", "medium", NULL};
 static const char *const qat_names[] = {"off", "int8", "int4", "int2", "fp8", "ternary", NULL};
 static const char *const recompute_names[] = {"off", "block", "attn", "mlp", "auto", NULL};
 static const char *const recompute_synonyms[] = {"none", "off", NULL};
-static const char *const offload_names[] = {"off", "optimizer", NULL};
+static const char *const offload_names[] = {"off", "optimizer", "optimizer+frozen", NULL};
 static const char *const task_names[] = {"lm", "embed", NULL};
 static const char *const pool_names[] = {"mean", "last", NULL};
 static const char *const schedule_names[] = {"cosine", "two-stage", NULL};
@@ -168,8 +168,9 @@ static const field fields[] = {
      "MB (1e6 bytes) the memory report's total must fit in, 0 = no limit; --recompute auto chooses by it (0)",
      D(0, 1e12, 0)},
     {"offload", F_ENUM, K_RUN, OFF(offload), offload_names,
-     "off|optimizer: optimizer state in memory, or in a memory-mapped file in the run directory, streamed one "
-     "parameter at a time in the update (the same bits, less resident memory) (off)", NONE},
+     "off|optimizer|optimizer+frozen: optimizer state in memory, or in a memory-mapped file in the run directory, "
+     "streamed one parameter at a time in the update; +frozen: the frozen weights too, in a second file read one "
+     "weight at a time by the steps that use them (the same bits, less resident memory) (off)", NONE},
     {"stop-after", F_INT, K_RUN, OFF(stop_after), NULL, "stop with a checkpoint after this step (0 = never)", I(0, MAX_STEPS)},
     {"max-skips", F_INT, K_RUN, OFF(max_skips), NULL,
      "end the run (with a checkpoint) after this many non-finite steps in a row (10)", I(1, 1000000)},

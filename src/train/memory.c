@@ -38,7 +38,8 @@ trit_status trit_memory_gemm_scratch(const trit_graph *g, size_t *per_thread) {
 
 static void sum_total(trit_memory_report *r) {
     const size_t optimizer = r->optimizer_offloaded ? r->optimizer_resident : r->optimizer;
-    r->total = r->params + r->grads + optimizer + r->arena + r->inputs + r->workspace;
+    const size_t params = r->params - r->params_offloaded + r->params_resident;
+    r->total = params + r->grads + optimizer + r->arena + r->inputs + r->workspace;
 }
 
 trit_status trit_memory_report_make(const trit_graph *g, const trit_optim *o, int threads,
@@ -49,6 +50,8 @@ trit_status trit_memory_report_make(const trit_graph *g, const trit_optim *o, in
     trit_status s = trit_graph_memory_report(g, &gm);
     if (s != TRIT_OK) return s;
     out->params = gm.param_bytes;
+    out->params_offloaded = gm.streamed_bytes;
+    out->params_resident = gm.streamed_resident;
     out->param_copies = gm.param_copy_bytes;
     out->num_params = gm.num_param_elems;
     out->grads = gm.grad_bytes;
@@ -93,6 +96,10 @@ void trit_memory_report_print(const trit_memory_report *r, const char *prefix, F
     if (!r || !fp) return;
     if (!prefix) prefix = "";
     line(fp, prefix, "parameters", r->params);
+    if (r->params_offloaded)
+        fprintf(fp, "%s(parameters: frozen weights offloaded %.2f MB in a memory-mapped file, resident at most "
+                "%.2f MB: one weight at a time)\n", prefix, (double)r->params_offloaded / 1e6,
+                (double)r->params_resident / 1e6);
     line(fp, prefix, "gradients", r->grads);
     line(fp, prefix, "optimizer", r->optimizer);
     if (r->optimizer_codes)

@@ -48,6 +48,7 @@ typedef struct trit_state_entry {
     float *scales;           // (num_scales), or NULL
     int64_t num_scales;
     const trit_optim *offloaded;  // the optimizer whose mapped file holds data: dropped after writing
+    const trit_tensor *weight;    // the weight data belongs to (its mapped pages dropped after writing), or NULL
 } trit_state_entry;
 
 // The file of the given buffers (trit_state_save lists the model's and the optimizer's), and

@@ -295,6 +295,10 @@ trit_status trit_train_run(const trit_train_config *cfg, const trit_train_hooks 
     snprintf(r.out, sizeof r.out, "%s", t.cfg.out);
     r.num_params = trit_gpt_num_params(t.model);
     if (!t.cfg.quiet) print_header(&t);
+    // What loading took and what training holds are two figures: a fine-tune's base loads with
+    // copies the steps no longer have.
+    r.peak_rss_setup = trit_peak_rss_bytes();
+    const bool steps_peak = trit_peak_rss_reset();
     struct sigaction sa, old_int, old_term;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
@@ -317,6 +321,7 @@ trit_status trit_train_run(const trit_train_config *cfg, const trit_train_hooks 
         if (isnan(r.accuracy)) r.accuracy = acc;
     }
     r.seconds = (now_ms() - t0) / 1e3;
+    r.peak_rss_steps = steps_peak ? trit_peak_rss_bytes() : 0;
     trit_trainer_free(&t, false);
     if (result) *result = r;
     return s;

@@ -29,6 +29,8 @@ typedef struct trainer {
     int64_t skip_streak;     // skipped steps in a row, ending the run at --max-skips
     uint8_t *tern_codes;     // --terngrad: the wire form of the largest gradient
     float *tern_scales;      // and its scales
+    void *frozen_map;        // --offload optimizer+frozen: the frozen weights' file mapping
+    size_t frozen_bytes;
     // --init-from RUN (a fresh run only): RUN's model as trained and its tokenizer, held from
     // before the config is resolved until the new model has taken the weights.
     bool init;
@@ -70,6 +72,14 @@ trit_status trit_trainer_init_check_tokenizer(const trainer *t, const trit_token
 trit_status trit_trainer_init_check_out(const trainer *t);
 // Copies RUN's weights into t->model (built from the resolved config) and drops RUN's model.
 trit_status trit_trainer_init_weights(trainer *t);
+// --offload optimizer+frozen (offload_frozen.c): moves the frozen weights into a file mapping
+// in the run directory (before the graph is built: views take their storage at compile); after
+// it is built, attach makes the graph drop their pages after each step that read one; drop
+// drops them all (after a reader outside the graph: a restore, the decoder); close unmaps.
+trit_status trit_train_offload_frozen(trainer *t);
+trit_status trit_train_offload_frozen_attach(trainer *t);
+void trit_train_offload_frozen_drop(void *trainer_ptr);
+void trit_train_offload_frozen_close(trainer *t);
 // --quantize-base (qlora.c): the model's frozen base quantized and kept only as codes.
 trit_status trit_train_quantize_base(trainer *t);
 

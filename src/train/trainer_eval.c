@@ -67,6 +67,7 @@ trit_status trit_trainer_show(trainer *t, int64_t n_test, int64_t print, double 
         int64_t correct = 0;
         trit_status s = trit_addition_score(&t->add, t->model, n_test, &correct, quiet ? 0 : print, stdout);
         if (s == TRIT_OK) *accuracy = (double)correct / (double)n_test;
+        trit_train_offload_frozen_drop(t);  // the decoder read every frozen weight
         return s;
     }
     if (quiet || t->cfg.sample_tokens == 0) return TRIT_OK;
@@ -79,6 +80,7 @@ trit_status trit_trainer_show(trainer *t, int64_t n_test, int64_t print, double 
     printf("---- sample ----\n");
     print_token(t->tok, start);
     trit_status s = trit_generate(t->model, &start, 1, &sc, out, NULL, print_token, t->tok);
+    trit_train_offload_frozen_drop(t);  // the decoder read every frozen weight
     printf("\n----------------\n");
     fflush(stdout);
     free(out);

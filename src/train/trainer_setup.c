@@ -274,6 +274,7 @@ static trit_status setup_model(trainer *t, const trit_gpt_config *gc) {
     // The gradients now (the optimizer checks them); the graph once the optimizer exists
     // (trit_trainer_fit_memory: its state counts against --memory-budget).
     if (s == TRIT_OK) s = trit_gpt_attach_grads(t->model);
+    if (s == TRIT_OK && c->offload == TRIT_OFFLOAD_OPTIMIZER_FROZEN) s = trit_train_offload_frozen(t);
     if (s != TRIT_OK) return s;
     int n = trit_gpt_num_tensors(t->model);
     t->params = malloc((size_t)n * sizeof *t->params);
@@ -299,7 +300,8 @@ static trit_status setup_model(trainer *t, const trit_gpt_config *gc) {
                    : trit_lr_warmup_cosine(c->lr, c->min_lr, c->warmup, c->steps);
     t->accum = trit_train_config_accum(c);
     trit_status ls = trit_lr_check(&t->sched);
-    return ls == TRIT_OK ? trit_trainer_fit_memory(t) : ls;
+    if (ls == TRIT_OK) ls = trit_trainer_fit_memory(t);
+    return ls == TRIT_OK ? trit_train_offload_frozen_attach(t) : ls;
 }
 
 static trit_status restore(trainer *t) {
@@ -359,13 +361,14 @@ trit_status trit_trainer_setup(trainer *t, const trit_train_config *cli) {
         s = setup_model(t, &g);
     }
     if (s == TRIT_OK && t->resumed) s = restore(t);
+    if (s == TRIT_OK) trit_train_offload_frozen_drop(t);  // restore wrote the frozen weights' pages
     if (s == TRIT_OK) {
         t->metrics = trit_metrics_open(cfg.out, t->resumed ? t->step : -1);
         if (!t->metrics) s = TRIT_ERR_IO;
     }
     if (s == TRIT_OK && cfg.tensorboard[0]) s = open_tensorboard(t);
     // The run directory exists now; a resumed state moves into the file with the rest.
-    if (s == TRIT_OK && cfg.offload == TRIT_OFFLOAD_OPTIMIZER) {
+    if (s == TRIT_OK && cfg.offload != TRIT_OFFLOAD_OFF) {
         char path[TRIT_PATH_MAX + 32];
         snprintf(path, sizeof path, "%s/optimizer.offload", cfg.out);
         s = trit_optim_offload(t->opt, path);
@@ -403,6 +406,7 @@ void trit_trainer_free(trainer *t, bool failed) {
     free(t->tern_scales);
     if (t->gg.graph) trit_gpt_graph_free(&t->gg);
     trit_gpt_free(t->model);
+    trit_train_offload_frozen_close(t);  // after the model: its frozen weights point into the mapping
     trit_data_free(t->train);
     trit_data_free(t->val);
     trit_tokenizer_free(t->tok);
