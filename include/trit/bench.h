@@ -165,7 +165,7 @@ int trit_bench_json(const trit_bench_result *r, char *buf, size_t n);
 // Register-only multiply-add loops (the kernel table's TRIT_KERNEL_PEAK rows, 12 independent
 // accumulator chains) and a streaming sum over a buffer of 8 times the last-level cache (at
 // least 256 MiB). Operations count 2 per product, as GEMM FLOPs do. Each figure is the best of
-// 2 ms runs within about 0.1 s (compute) or 0.15 s plus the buffer's first touch (read).
+// 2 ms runs within about 0.05 s (compute) or 0.15 s plus the buffer's first touch (read).
 
 typedef enum trit_peak_kind { TRIT_PEAK_FP32, TRIT_PEAK_BF16, TRIT_PEAK_INT8, TRIT_PEAK_KINDS } trit_peak_kind;
 
