@@ -29,8 +29,25 @@ static double cpu_s(void) {
 static int all_threads(void) { return trit_threads_get(); }
 
 // Every loop the dispatch allows, at 1 and N threads, twice: within 10%. Each call is the best
-// of 2 ms runs, and a run that another process interrupts is only slower, so the best is the
-// core's rate whenever one run in the budget ran undisturbed.
+// of 2 ms runs on each thread's CPU clock, so time slices lost to other processes do not count;
+// what can still move a figure is a busy neighbour on the same physical core (a hyper-thread
+// sibling of a virtual CPU), which the suite's machine shares with other jobs: a pair that
+// disagrees is measured again, up to 3 pairs, and one pair must agree. A measurement that is
+// unstable by itself (a run too short for the clock, a calibration gone wrong) fails all three.
+static bool stable_pair(int loop, int threads, const char *label, double *seconds) {
+    for (int attempt = 0; attempt < 3; attempt++) {
+        double a = 0, b = 0;
+        const double t0 = cpu_s();
+        assert_int_equal(trit_bench_peak_measure(loop, threads, &a), TRIT_OK);
+        if (attempt == 0) *seconds = (cpu_s() - t0) / threads;
+        assert_int_equal(trit_bench_peak_measure(loop, threads, &b), TRIT_OK);
+        printf("  %-24s %d thread(s): %.1f and %.1f G/s\n", label, threads, a / 1e9, b / 1e9);
+        assert_true(a > 0 && b > 0);
+        if (fabs(a - b) <= 0.10 * fmax(a, b)) return true;
+    }
+    return false;
+}
+
 static void test_loops_stable_and_quick(void **state) {
     (void)state;
     trit_peak_loop loops[TRIT_PEAK_MAX_LOOPS];
@@ -47,14 +64,9 @@ static void test_loops_stable_and_quick(void **state) {
             continue;
         }
         for (int k = 0; k < 2; k++) {
-            double a = 0, b = 0;
-            const double t0 = cpu_s();
-            assert_int_equal(trit_bench_peak_measure(i, counts[k], &a), TRIT_OK);
-            kind_seconds[loops[i].kind] += (cpu_s() - t0) / counts[k];
-            assert_int_equal(trit_bench_peak_measure(i, counts[k], &b), TRIT_OK);
-            printf("  %-24s %d thread(s): %.1f and %.1f G/s\n", loops[i].label, counts[k], a / 1e9, b / 1e9);
-            assert_true(a > 0 && b > 0);
-            assert_true(fabs(a - b) <= 0.10 * fmax(a, b));
+            double t = 0;
+            assert_true(stable_pair(i, counts[k], loops[i].label, &t));
+            kind_seconds[loops[i].kind] += t;
         }
     }
     for (int k = 0; k < TRIT_PEAK_KINDS; k++) {
