@@ -279,7 +279,7 @@ static void detect_caches(void) {
     const bool amd = (b == 0x68747541u /* "Auth" */) || (b == 0x6f677948u /* "Hygo" */);
     uint32_t leaf = 4;
     if (amd) {
-        if (__get_cpuid_max(0x80000000u, NULL) < 0x8000001Du) return;
+        if ((uint32_t)__get_cpuid_max(0x80000000u, NULL) < 0x8000001Du) return;
         __cpuid(0x80000001u, a, b, c, d);
         if (!bit(c, 22)) return;  // no topology extensions: no 0x8000001D
         leaf = 0x8000001Du;
