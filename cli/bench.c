@@ -1,5 +1,6 @@
 // trit bench: timed GPT training steps on named configs, each in its own child process so its peak
-// RSS is its own; the f32 GEMM peak is measured in the same run for the MFU. --scaling times one
+// RSS is its own; the machine's FMA peak (and trit's own f32 GEMM peak beside it) is measured in
+// the same run for the MFU. --peak measures the machine's limits alone. --scaling times one
 // config's model at growing T with the tokens per step held fixed, with flash and with the
 // straightforward attention. Steps and figures are described in include/trit/bench.h.
 #define _POSIX_C_SOURCE 200809L  // strtok_r
@@ -15,11 +16,13 @@ static void usage(FILE *fp) {
             "usage: trit bench [--config baby|small|bpe50k|all] [--steps N] [--warmup N] [--threads N]\n"
             "                  [--precision fp32|bf16|fp16] [--accum N] [--json] [--scaling]\n"
             "       trit bench --decode [--config gpt2|baby|small|bpe50k] [--format F[,F...]] [--tokens N]\n"
-            "                  [--kv-cache f32|f16] [--threads N] [--json]\n\n"
+            "                  [--kv-cache f32|f16] [--threads N] [--json]\n"
+            "       trit bench --peak [--threads N] [--json]\n\n"
             "Times the trainer's own step (forward and backward of each micro-batch, the loss scaler and\n"
             "the skip of a non-finite step, clip 1.0, AdamW) on random tokens and prints ms/step (median\n"
-            "and mean), tokens/s, model FLOP/s (6 N + 12 L T C per token), MFU against a GEMM peak\n"
-            "measured in the same run, the memory report and the peak RSS.\n\n"
+            "and mean), tokens/s, model FLOP/s (6 N + 12 L T C per token), MFU against the machine's\n"
+            "FMA peak measured in the same run (and, labelled, against trit's own f32 GEMM peak), the\n"
+            "memory report and the peak RSS. Every report starts with a line of the machine's peaks.\n\n"
             "  --config NAME   baby (L=4 H=4 C=128 T=64 B=12 V=65), small (L=6 H=6 C=384 T=256 B=16\n"
             "                  V=65), bpe50k (L=4 H=4 C=256 T=256 B=8 V=50304) or all; default baby\n"
             "  --steps N       timed steps, 1 to 1000000 (default 20; 3 with --scaling)\n"
@@ -30,19 +33,30 @@ static void usage(FILE *fp) {
             "                  operands, fp32 accumulation)\n"
             "  --accum N       micro-batches per step (gradient accumulation), 1 to 1024 (default 1)\n"
             "  --json          one JSON object per config on stdout: config, precision, ms_per_step,\n"
-            "                  tokens_per_s, model_flops_per_s, mfu, gemm_peak_flops_per_s,\n"
-            "                  peak_rss_bytes (the memory reports go to stderr)\n"
+            "                  tokens_per_s, model_flops_per_s, mfu, fma_peak_flops_per_s, gemm_mfu,\n"
+            "                  gemm_peak_flops_per_s, peak_rss_bytes (the memory reports go to stderr)\n"
+            "  --peak          the machine's limits: sustained FMA rate of register-only loops for fp32\n"
+            "                  (AVX-512 zmm and AVX2 ymm), bf16 (vdpbf16ps) and int8 (vpdpbusd, or\n"
+            "                  vpmaddubsw + vpmaddwd) dot products, and the read bandwidth of a streaming\n"
+            "                  sum over a buffer 8x the last-level cache, on 1 and N threads (--threads,\n"
+            "                  default all cores); loops the CPU lacks are named with the feature;\n"
+            "                  --json: one object per figure (what, kernel, threads, ops_per_s or\n"
+            "                  bytes_per_s)\n"
             "  --scaling       ms/step and peak memory of the config's model for T = 64, 256, 1024,\n"
             "                  2048 at 8192 tokens per step, flash vs straightforward attention\n"
             "  --decode        batch-1 decoding with the KV cache of a random model (default config\n"
             "                  gpt2: L=12 H=12 C=768 T=1024 V=50257): prefill and decode tokens/s\n"
-            "                  (means of 3 passes after a warm-up one) and the weight bytes;\n"
+            "                  (means of 3 passes after a warm-up one), the weight bytes, the bytes\n"
+            "                  a decode step reads (weights, one position row, the KV cache at the\n"
+            "                  timed positions) and the share of the bandwidth bound (read GB/s /\n"
+            "                  bytes per token) reached;\n"
             "                  --format fp32 (default), int8, int4, int2, nf4, fp8, fp8-e5m2,\n"
             "                  ternary, ternary-b3, or BLOCKS/HEAD (ternary/int8 is the default for\n"
             "                  ternary), or a comma list of those (default groups); --tokens N\n"
             "                  prompt and generated tokens each (128); --kv-cache f32 (default)\n"
             "                  or f16 keys and values; --json: config, format, kv_cache,\n"
-            "                  decode_tokens_per_s, prefill_tokens_per_s, weight_bytes, peak_rss_bytes\n"
+            "                  decode_tokens_per_s, prefill_tokens_per_s, weight_bytes,\n"
+            "                  bytes_per_token, read_bytes_per_s, bandwidth_fraction, peak_rss_bytes\n"
             "                  (each format's model is made decode-only, its quantized matrices a\n"
             "                  few rows at a time, so the peak is what decoding holds), threads\n");
 }
@@ -50,7 +64,7 @@ static void usage(FILE *fp) {
 typedef struct bench_args {
     char config[TRIT_BENCH_NAME_MAX];
     int64_t steps, warmup, threads, accum;
-    bool json, scaling, decode;
+    bool json, scaling, decode, peak;
     trit_precision precision;
     char formats[128];
     int64_t tokens;
@@ -65,7 +79,8 @@ static int parse(int argc, char **argv, bench_args *a) {
         {"precision", required_argument, NULL, 'p'}, {"help", no_argument, NULL, 'h'},
         {"decode", no_argument, NULL, 'D'},       {"format", required_argument, NULL, 'f'},
         {"tokens", required_argument, NULL, 'T'}, {"kv-cache", required_argument, NULL, 'V'},
-        {"accum", required_argument, NULL, 'a'},  {NULL, 0, NULL, 0},
+        {"accum", required_argument, NULL, 'a'},  {"peak", no_argument, NULL, 'P'},
+        {NULL, 0, NULL, 0},
     };
     memset(a, 0, sizeof *a);
     snprintf(a->formats, sizeof a->formats, "fp32");
@@ -99,6 +114,7 @@ static int parse(int argc, char **argv, bench_args *a) {
         case 'j': a->json = true; break;
         case 'S': a->scaling = true; break;
         case 'D': a->decode = true; break;
+        case 'P': a->peak = true; break;
         case 'f':
             if (strlen(optarg) >= sizeof a->formats) return cli_error("bench", CLI_USAGE, "--format list too long");
             snprintf(a->formats, sizeof a->formats, "%s", optarg);
@@ -112,10 +128,11 @@ static int parse(int argc, char **argv, bench_args *a) {
     }
     if (optind < argc) return cli_error("bench", CLI_USAGE, "unexpected argument '%s' (see trit bench --help)", argv[optind]);
     if (!a->config[0]) snprintf(a->config, sizeof a->config, "%s", a->decode ? "gpt2" : "baby");
-    if (a->decode && a->scaling) return cli_error("bench", CLI_USAGE, "--decode and --scaling are separate benchmarks");
-    if (a->accum > 1 && (a->decode || a->scaling))
+    if (a->decode + a->scaling + a->peak > 1)
+        return cli_error("bench", CLI_USAGE, "--decode, --scaling and --peak are separate benchmarks: pass one");
+    if (a->accum > 1 && (a->decode || a->scaling || a->peak))
         return cli_error("bench", CLI_USAGE, "--accum times training steps: leave it out with --%s",
-                         a->decode ? "decode" : "scaling");
+                         a->decode ? "decode" : a->scaling ? "scaling" : "peak");
     if (!steps_set) a->steps = a->scaling ? 3 : 20;
     if (!warmup_set) a->warmup = a->scaling ? 1 : 3;
     if (a->scaling && strcmp(a->config, "all") == 0)
@@ -125,10 +142,11 @@ static int parse(int argc, char **argv, bench_args *a) {
 
 static void print_result(const trit_bench_result *r) {
     printf("  %lld steps: %.2f ms/step median (%.2f mean, %.2f min), %.0f tokens/s, %.2f GFLOP/s model, "
-           "MFU %.1f%%, peak RSS %.1f MB (report %.1f MB), loss %.3f -> %.3f\n",
+           "MFU %.1f%% of the FMA peak (%.1f%% of the own-GEMM peak), peak RSS %.1f MB (report %.1f MB), "
+           "loss %.3f -> %.3f\n",
            (long long)r->steps, r->ms_median, r->ms_mean, r->ms_min, r->tokens_per_s, r->model_flops_per_s / 1e9,
-           100.0 * r->mfu, (double)r->peak_rss_bytes / 1e6, (double)r->memory.total / 1e6, r->loss_first,
-           r->loss_last);
+           100.0 * r->mfu, 100.0 * r->gemm_mfu, (double)r->peak_rss_bytes / 1e6, (double)r->memory.total / 1e6,
+           r->loss_first, r->loss_last);
     if (r->accum > 1) printf("  %lld micro-batches of %lld x %lld tokens per step\n", (long long)r->accum,
                              (long long)r->batch, (long long)r->seq);
     if (!isnan(r->loss_scale))
@@ -136,14 +154,27 @@ static void print_result(const trit_bench_result *r) {
 }
 
 static void print_table(const trit_bench_result *rs, int n) {
-    printf("\n%-8s %8s %8s %10s %12s %8s %8s %10s\n", "config", "params", "ms/step", "tokens/s", "GFLOP/s", "MFU",
-           "threads", "peak MB");
+    printf("\n%-8s %8s %8s %10s %12s %8s %9s %8s %10s\n", "config", "params", "ms/step", "tokens/s", "GFLOP/s", "MFU",
+           "GEMM-MFU", "threads", "peak MB");
     for (int i = 0; i < n; i++) {
         const trit_bench_result *r = &rs[i];
-        printf("%-8s %7.2fM %8.2f %10.0f %12.2f %7.1f%% %8d %10.1f\n", r->config, (double)r->params / 1e6,
-               r->ms_median, r->tokens_per_s, r->model_flops_per_s / 1e9, 100.0 * r->mfu, r->threads,
-               (double)r->peak_rss_bytes / 1e6);
+        printf("%-8s %7.2fM %8.2f %10.0f %12.2f %7.1f%% %8.1f%% %8d %10.1f\n", r->config, (double)r->params / 1e6,
+               r->ms_median, r->tokens_per_s, r->model_flops_per_s / 1e9, 100.0 * r->mfu, 100.0 * r->gemm_mfu,
+               r->threads, (double)r->peak_rss_bytes / 1e6);
     }
+    printf("MFU: model FLOP/s over the FMA peak above; GEMM-MFU: over trit's own f32 GEMM peak\n");
+}
+
+// The machine's peaks on 1 and `threads` threads, as one line on fp (in a child process when
+// `isolated`: a parent that forks later must not have started OpenMP threads).
+static int print_peaks(FILE *fp, int threads, bool isolated, trit_peaks *p) {
+    if ((isolated ? trit_bench_peaks_isolated(threads, p) : trit_bench_peaks(threads, p)) != TRIT_OK)
+        return cli_fail("bench", CLI_FAIL);
+    char line[512];
+    trit_bench_peaks_line(p, line, sizeof line);
+    fprintf(fp, "%s\n", line);
+    fflush(fp);
+    return CLI_OK;
 }
 
 static int run_configs(const bench_args *a) {
@@ -159,6 +190,13 @@ static int run_configs(const bench_args *a) {
         return cli_fail("bench", CLI_USAGE);
     }
     FILE *log = a->json ? stderr : stdout;
+    trit_peaks peaks;
+    if (print_peaks(log, (int)a->threads, true, &peaks) != CLI_OK) return CLI_FAIL;
+    const double fma = trit_bench_peak_for(&peaks, a->precision);
+    fprintf(log, "MFU is against %.1f GFLOP/s (%s, %d threads)\n", fma / 1e9,
+            a->precision == TRIT_PRECISION_BF16 && fma > peaks.ops_per_s[TRIT_PEAK_FP32][1] ? peaks.kernel[TRIT_PEAK_BF16]
+                                                                                            : peaks.kernel[TRIT_PEAK_FP32],
+            peaks.threads);
     double peak = 0;
     if (trit_bench_gemm_peak_isolated(a->precision, (int)a->threads, 5, &peak) != TRIT_OK)
         return cli_fail("bench", CLI_FAIL);
@@ -171,6 +209,7 @@ static int run_configs(const bench_args *a) {
     for (int i = 0; i < n; i++) {
         if (trit_bench_run_isolated(&list[i], &o, &rs[i]) != TRIT_OK) return cli_fail("bench", CLI_FAIL);
         trit_bench_set_peak(&rs[i], peak);
+        trit_bench_set_fma_peak(&rs[i], fma);
         if (a->json) {
             char line[1024];
             trit_bench_json(&rs[i], line, sizeof line);
@@ -190,6 +229,8 @@ static int run_scaling(const bench_args *a) {
     trit_bench_config base;
     if (trit_bench_config_find(a->config, &base) != TRIT_OK) return cli_fail("bench", CLI_USAGE);
     static const int64_t Ts[SCALING_ROWS] = {64, 256, 1024, 2048};
+    trit_peaks peaks;
+    if (print_peaks(stdout, (int)a->threads, true, &peaks) != CLI_OK) return CLI_FAIL;
     printf("scaling: %s model (L=%lld H=%lld C=%lld V=%lld), %d tokens per step, %lld timed steps\n", base.name,
            (long long)base.model.n_layer, (long long)base.model.n_head, (long long)base.model.n_embd,
            (long long)base.model.vocab_size, SCALING_TOKENS, (long long)a->steps);
@@ -220,24 +261,70 @@ static int run_decode(const bench_args *a) {
     snprintf(list, sizeof list, "%s", a->formats);
     trit_gpt_config cfg;
     if (trit_bench_decode_config(a->config, &cfg) != TRIT_OK) return cli_fail("bench", CLI_USAGE);
+    trit_peaks peaks;
+    if (print_peaks(a->json ? stderr : stdout, (int)a->threads, false, &peaks) != CLI_OK) return CLI_FAIL;
     if (!a->json)
-        printf("decode: %s (L=%lld H=%lld C=%lld T=%lld V=%lld), batch 1, %s KV cache\n%-9s %12s %12s %10s %8s %8s\n",
+        printf("decode: %s (L=%lld H=%lld C=%lld T=%lld V=%lld), batch 1, %s KV cache; bound = read %.1f GB/s "
+               "(%d threads) / MB per token\n%-9s %12s %12s %10s %9s %9s %8s %8s\n",
                a->config, (long long)cfg.n_layer, (long long)cfg.n_head, (long long)cfg.n_embd, (long long)cfg.seq_len,
-               (long long)cfg.vocab_size, trit_dtype_name(a->kv_cache), "format", "prefill t/s", "decode t/s",
-               "weight MB", "peak MB", "threads");
+               (long long)cfg.vocab_size, trit_dtype_name(a->kv_cache), peaks.read_bytes_per_s[1] / 1e9, peaks.threads,
+               "format", "prefill t/s", "decode t/s", "weight MB", "MB/token", "of bound", "peak MB", "threads");
     for (char *f = strtok_r(list, ",", &save); f; f = strtok_r(NULL, ",", &save)) {
         trit_decode_result r;
         if (trit_bench_decode(a->config, f, a->kv_cache, a->tokens, (int)a->threads, &r) != TRIT_OK)
             return cli_fail("bench", CLI_FAIL);
+        trit_bench_decode_set_bandwidth(&r, peaks.read_bytes_per_s[1]);
         if (a->json) {
-            char line[512];
+            char line[640];
             trit_bench_decode_json(&r, line, sizeof line);
             printf("%s\n", line);
         } else {
-            printf("%-9s %12.1f %12.1f %10.1f %8.1f %8d\n", r.format, r.prefill_tokens_per_s, r.decode_tokens_per_s,
-                   (double)r.weight_bytes / 1e6, (double)r.peak_rss_bytes / 1e6, r.threads);
+            printf("%-9s %12.1f %12.1f %10.1f %9.2f %8.1f%% %8.1f %8d\n", r.format, r.prefill_tokens_per_s,
+                   r.decode_tokens_per_s, (double)r.weight_bytes / 1e6, r.bytes_per_token / 1e6,
+                   100.0 * r.bandwidth_fraction, (double)r.peak_rss_bytes / 1e6, r.threads);
         }
         fflush(stdout);
+    }
+    return CLI_OK;
+}
+
+static void peak_figure(const bench_args *a, const char *what, const char *kernel, int threads, double rate,
+                        bool bytes) {
+    if (a->json)
+        printf("{\"what\":\"%s\",\"kernel\":\"%s\",\"threads\":%d,\"%s\":%.6g}\n", what, kernel, threads,
+               bytes ? "bytes_per_s" : "ops_per_s", rate);
+    else
+        printf("  %-28s %2d thread%s %9.1f %s\n", what, threads, threads == 1 ? " " : "s", rate / 1e9,
+               bytes ? "GB/s" : strstr(what, "int8") ? "GOP/s" : "GFLOP/s");
+    fflush(stdout);
+}
+
+// Every loop of the table the CPU has, on 1 and N threads, then the read bandwidth: the SIMD
+// loops, and the portable one of a kind only where it is the kind's peak (no SIMD loop usable).
+static int run_peak(const bench_args *a) {
+    const int threads = a->threads > 0 ? (int)a->threads : trit_threads_get();
+    const int counts[2] = {1, threads}, n_counts = threads > 1 ? 2 : 1;
+    trit_peak_loop loops[TRIT_PEAK_MAX_LOOPS];
+    const int n = trit_bench_peak_loops(loops, TRIT_PEAK_MAX_LOOPS);
+    if (!a->json)
+        printf("peak: register-only loops (12 accumulator chains; 2 operations per product) and a streaming read, "
+               "cpu level %s\n", trit_cpu_level_name(trit_cpu_level()));
+    for (int i = 0; i < n; i++) {
+        if (!loops[i].simd && !loops[i].picked) continue;
+        if (!loops[i].usable) {
+            if (!a->json) printf("  %-28s skipped: needs %s\n", loops[i].label, loops[i].missing);
+            continue;
+        }
+        for (int k = 0; k < n_counts; k++) {
+            double rate;
+            if (trit_bench_peak_measure(i, counts[k], &rate) != TRIT_OK) return cli_fail("bench", CLI_FAIL);
+            peak_figure(a, loops[i].label, loops[i].kernel, counts[k], rate, false);
+        }
+    }
+    for (int k = 0; k < n_counts; k++) {
+        double rate;
+        if (trit_bench_read_bandwidth(counts[k], &rate) != TRIT_OK) return cli_fail("bench", CLI_FAIL);
+        peak_figure(a, "read (streaming sum)", "read", counts[k], rate, true);
     }
     return CLI_OK;
 }
@@ -246,5 +333,5 @@ int trit_cli_bench(int argc, char **argv) {
     bench_args a;
     int rc = parse(argc, argv, &a);
     if (rc != CLI_OK) return rc < 0 ? CLI_OK : rc;
-    return a.decode ? run_decode(&a) : a.scaling ? run_scaling(&a) : run_configs(&a);
+    return a.peak ? run_peak(&a) : a.decode ? run_decode(&a) : a.scaling ? run_scaling(&a) : run_configs(&a);
 }

@@ -134,6 +134,9 @@ trit_status trit_cpu_env_check(void);
 // (refused until an AMX kernel exists; the detected level is at most TRIT_CPU_AVX512).
 trit_status trit_cpu_set_level(trit_cpu_isa level);
 const char *trit_cpu_level_name(trit_cpu_isa level);
+// Bytes of one instance of the data or unified cache at `level` (1, 2 or 3) as CPUID's
+// deterministic cache leaves give them (leaf 4, or 0x8000001D on AMD); 0 when unknown.
+size_t trit_cpu_cache_bytes(int level);
 // Ask Linux for permission to use AMX tile data (arch_prctl ARCH_REQ_XCOMP_PERM); idempotent.
 // Called by the kernel table the first time it chooses an AMX kernel, never before.
 trit_status trit_cpu_amx_request(void);

@@ -10,8 +10,9 @@
 // skip about half of it. The estimate leaves out layer norms, GELU, softmax and the optimizer; it is
 // the figure peers quote, so MFU here compares directly with theirs.
 //
-// MFU = model FLOP/s / the f32 GEMM FLOP/s measured on square matrices in the same run with the
-// same thread count (2 n^3 per n x n x n product).
+// MFU = model FLOP/s / the machine's multiply-add peak measured in the same run with the same
+// thread count (trit_bench_peaks: a register-only FMA loop, so a slow GEMM cannot hide itself);
+// gemm_mfu, beside it, is against trit's own f32 GEMM on square matrices (2 n^3 per n x n x n).
 #ifndef TRIT_BENCH_H
 #define TRIT_BENCH_H
 
@@ -111,7 +112,9 @@ typedef struct trit_bench_result {
     double flops_per_token;             // trit_bench_flops_per_token
     double model_flops_per_s;           // flops_per_token * tokens_per_s
     double gemm_peak_flops_per_s;       // 0 until measured (trit_bench_gemm_peak)
-    double mfu;                         // model / GEMM peak; 0 without a peak
+    double gemm_mfu;                    // model / GEMM peak; 0 without a peak
+    double fma_peak_flops_per_s;        // 0 until measured (trit_bench_peak_for)
+    double mfu;                         // model / FMA peak; 0 without a peak
     double loss_first, loss_last;       // losses of the first and last timed step
     double loss_scale;                  // the last step's loss scale (fp16); NaN without a scaler
     int64_t skipped;                    // steps skipped for a non-finite loss or gradient
@@ -149,13 +152,64 @@ trit_status trit_bench_run_isolated(const trit_bench_config *c, const trit_bench
 trit_status trit_bench_gemm_peak(trit_precision p, int threads, int reps, double *flops_per_s);
 // The same in a forked child (see trit_bench_run_isolated).
 trit_status trit_bench_gemm_peak_isolated(trit_precision p, int threads, int reps, double *flops_per_s);
-// Sets r->gemm_peak_flops_per_s and r->mfu.
+// Sets r->gemm_peak_flops_per_s and r->gemm_mfu.
 void trit_bench_set_peak(trit_bench_result *r, double gemm_flops_per_s);
+// Sets r->fma_peak_flops_per_s and r->mfu.
+void trit_bench_set_fma_peak(trit_bench_result *r, double fma_flops_per_s);
 
 // One JSON object, no newline: {"config": ..., "precision": "fp32", "ms_per_step": <median>,
-// "tokens_per_s", "model_flops_per_s", "mfu", "gemm_peak_flops_per_s", "peak_rss_bytes"}.
+// "tokens_per_s", "model_flops_per_s", "mfu", "fma_peak_flops_per_s", "gemm_mfu",
+// "gemm_peak_flops_per_s", "peak_rss_bytes"}.
 // Returns the length it needs (as snprintf); the text is complete when that is < n.
 int trit_bench_json(const trit_bench_result *r, char *buf, size_t n);
+
+// ---- the machine's limits ------------------------------------------------------------------
+// Register-only multiply-add loops (the kernel table's TRIT_KERNEL_PEAK rows, 12 independent
+// accumulator chains) and a streaming sum over a buffer of 8 times the last-level cache (at
+// least 256 MiB). Operations count 2 per product, as GEMM FLOPs do. Each figure is the best of
+// 2 ms runs within about 0.05 s (compute) or 0.15 s plus the buffer's first touch (read).
+
+typedef enum trit_peak_kind { TRIT_PEAK_FP32, TRIT_PEAK_BF16, TRIT_PEAK_INT8, TRIT_PEAK_KINDS } trit_peak_kind;
+
+enum { TRIT_PEAK_MAX_LOOPS = 16 };
+
+typedef struct trit_peak_loop {
+    int row;              // its row in the kernel table
+    trit_peak_kind kind;
+    char kernel[48];      // "trit_kernel_peak_fma_avx512"
+    char label[48];       // "fp32 FMA, AVX-512 zmm"
+    bool simd;            // false for the portable loop
+    bool usable;          // the CPU, the OS and TRIT_CPU allow it
+    bool picked;          // the loop the dispatch picks for its kind (the peak MFU is against)
+    char missing[160];    // when not usable: the features it needs that are missing, and why
+} trit_peak_loop;
+
+// The peak loops, best first within each kind, into out[0..max); returns how many there are.
+int trit_bench_peak_loops(trit_peak_loop *out, int max);
+// Operations/s of loop `loop` (an index of trit_bench_peak_loops) on `threads` threads (1 to
+// 4096); TRIT_ERR_UNSUPPORTED, naming the missing features, for a loop that is not usable.
+trit_status trit_bench_peak_measure(int loop, int threads, double *ops_per_s);
+// Bytes/s of a streaming sum on `threads` threads, each reading its own part of the buffer.
+trit_status trit_bench_read_bandwidth(int threads, double *bytes_per_s);
+
+typedef struct trit_peaks {
+    int threads;                                 // N
+    double ops_per_s[TRIT_PEAK_KINDS][2];        // the picked loop of each kind on 1 and N threads
+    char kernel[TRIT_PEAK_KINDS][48];            // its label
+    double read_bytes_per_s[2];                  // on 1 and N threads
+} trit_peaks;
+
+// The picked loop of each kind and the read bandwidth, on 1 and `threads` (<= 0:
+// trit_threads_get()) threads: about 1 s in all.
+trit_status trit_bench_peaks(int threads, trit_peaks *out);
+// The same in a forked child (see trit_bench_run_isolated).
+trit_status trit_bench_peaks_isolated(int threads, trit_peaks *out);
+// The N-thread peak a precision's MFU is against: fp32 and fp16 (16-bit operands are widened to
+// fp32 on every CPU) the fp32 FMA peak; bf16 the bf16 dot-product peak where it is higher (the
+// GEMM then runs on vdpbf16ps), else the fp32 one.
+double trit_bench_peak_for(const trit_peaks *p, trit_precision precision);
+// "peak (1 / N threads): fp32 FMA, AVX-512 zmm a / b GFLOP/s, ...; read c / d GB/s" (as snprintf).
+int trit_bench_peaks_line(const trit_peaks *p, char *buf, size_t n);
 
 // ---- decoding ------------------------------------------------------------------------------
 
@@ -167,6 +221,10 @@ typedef struct trit_decode_result {
     double prefill_tokens_per_s;  // the prompt, fed through trit_gpt_prefill
     int64_t prompt_tokens, decode_tokens, params;
     size_t weight_bytes;          // the weights as the decoder holds them (panels, codes + scales, f32)
+    double bytes_per_token;       // what a timed decode step reads, the mean over their positions
+                                  // (trit_gpt_decode_read_bytes: weights, one position row, KV cache)
+    double read_bytes_per_s;      // the read bandwidth it is held against (0 until set)
+    double bandwidth_fraction;    // decode_tokens_per_s * bytes_per_token / read_bytes_per_s
     size_t peak_rss_bytes;        // the process's peak resident set while this format ran: its model,
                                   // made decode-only, cache and scratch (since the format started
                                   // where the system lets the peak be reset, else since the start)
@@ -182,8 +240,11 @@ trit_status trit_bench_decode_config(const char *name, trit_gpt_config *out);
 // passes is timed. kv: the cache's key and value dtype, TRIT_F32 or TRIT_F16.
 trit_status trit_bench_decode(const char *config, const char *format, trit_dtype kv, int64_t tokens, int threads,
                               trit_decode_result *r);
+// Sets r->read_bytes_per_s and r->bandwidth_fraction (the share of the bandwidth bound
+// read_bytes_per_s / bytes_per_token tokens/s that decoding reaches).
+void trit_bench_decode_set_bandwidth(trit_decode_result *r, double read_bytes_per_s);
 // One JSON object: config, format, kv_cache, decode_tokens_per_s, prefill_tokens_per_s,
-// weight_bytes, threads.
+// weight_bytes, bytes_per_token, read_bytes_per_s, bandwidth_fraction, peak_rss_bytes, threads.
 int trit_bench_decode_json(const trit_decode_result *r, char *buf, size_t n);
 
 #ifdef __cplusplus

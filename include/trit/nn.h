@@ -135,6 +135,12 @@ bool trit_gpt_decode_only(const trit_gpt *m);
 // quantized copies with their scales, f32 values (of a decode-only model: only what no kernel
 // multiplies by codes, and codes no kernel takes, decoded once).
 size_t trit_gpt_weight_bytes(const trit_gpt *m);
+// Bytes one decode step at position pos (0-based; it attends over pos + 1 keys) reads: every
+// weight whole as its kernel reads it (panels; codes with the f32 group scales the kernel takes,
+// one per row where a group spans rows; f32 values), one row of the position table, plus the
+// keys and values of pos + 1 positions in every layer, stored as kv (TRIT_F32 or TRIT_F16).
+// 0 for a NULL model, a negative pos or another kv dtype.
+size_t trit_gpt_decode_read_bytes(const trit_gpt *m, trit_dtype kv, int64_t pos);
 // Quantization-aware training: graphs built from now on fake-quantize every matrix inside the
 // blocks with `weights` and the input of each of those matmuls with `acts` (either NULL: off;
 // the spec is copied). The head and embeddings stay in full precision.

@@ -264,3 +264,44 @@ uint32_t trit_cpu_usable_features(void) {
     }
     return (uint32_t)u >> 8;
 }
+
+// ---- caches ----------------------------------------------------------------------------------
+
+#if defined(__x86_64__)
+static size_t cache_bytes[4];
+static pthread_once_t cache_once = PTHREAD_ONCE_INIT;
+
+// Intel's leaf 4 and AMD's 0x8000001D share one layout: subleaf i describes one cache until a
+// type of 0; size = ways x partitions x line x sets.
+static void detect_caches(void) {
+    uint32_t a, b, c, d;
+    __cpuid(0, a, b, c, d);
+    const bool amd = (b == 0x68747541u /* "Auth" */) || (b == 0x6f677948u /* "Hygo" */);
+    uint32_t leaf = 4;
+    if (amd) {
+        if ((uint32_t)__get_cpuid_max(0x80000000u, NULL) < 0x8000001Du) return;
+        __cpuid(0x80000001u, a, b, c, d);
+        if (!bit(c, 22)) return;  // no topology extensions: no 0x8000001D
+        leaf = 0x8000001Du;
+    } else if (a < 4) {
+        return;
+    }
+    for (uint32_t i = 0; i < 16; i++) {
+        __cpuid_count(leaf, i, a, b, c, d);
+        const uint32_t type = a & 31, level = (a >> 5) & 7;
+        if (type == 0) break;
+        if (type == 2 || level < 1 || level > 3) continue;  // instruction caches
+        cache_bytes[level] = (size_t)((b >> 22) + 1) * (((b >> 12) & 1023) + 1) * ((b & 4095) + 1) * ((size_t)c + 1);
+    }
+}
+
+size_t trit_cpu_cache_bytes(int level) {
+    pthread_once(&cache_once, detect_caches);
+    return level >= 1 && level <= 3 ? cache_bytes[level] : 0;
+}
+#else
+size_t trit_cpu_cache_bytes(int level) {
+    (void)level;
+    return 0;
+}
+#endif

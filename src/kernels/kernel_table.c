@@ -4,6 +4,7 @@
 #include "kernels/flash.h"
 #include "kernels/gemm.h"
 #include "kernels/gemm_lowp.h"
+#include "kernels/peak.h"
 #include "kernels/qgemm.h"
 #include "kernels/qgemm_panel.h"
 #include "kernels/rowops.h"
@@ -97,6 +98,20 @@ static const trit_kernel_entry table[] = {
     ROW(WGEMM, F8_E5M2, F32, AVX512, trit_kernel_fp8_e5m2_avx512),
     ROW(WGEMM, F8_E5M2, F32, AVX2, trit_kernel_fp8_e5m2_avx2),
     ROW(WGEMM, F8_E5M2, F32, 0, trit_kernel_fp8_e5m2_ref),
+    // The machine's limits (`trit bench --peak`): fp32 FMA, bf16 and int8 dot products, each at
+    // the widths the GEMMs use; the best usable row of a key is the peak of the kernels the
+    // dispatch picks, and the bench measures the others too.
+    ROW(PEAK, F32, F32, AVX512, trit_kernel_peak_fma_avx512),
+    ROW(PEAK, F32, F32, AVX2, trit_kernel_peak_fma_avx2),
+    ROW(PEAK, F32, F32, 0, trit_kernel_peak_fma_ref),
+    ROW(PEAK, BF16, F32, AVX512 | TRIT_FEAT_AVX512_BF16, trit_kernel_peak_bf16_avx512bf16),
+    ROW(PEAK, BF16, F32, 0, trit_kernel_peak_bf16_ref),
+    ROW(PEAK, QINT8, I32, AVX512 | TRIT_FEAT_AVX512_VNNI, trit_kernel_peak_int8_avx512vnni),
+    ROW(PEAK, QINT8, I32, AVX2, trit_kernel_peak_int8_avx2),
+    ROW(PEAK, QINT8, I32, 0, trit_kernel_peak_int8_ref),
+    ROW(READ, F32, F32, AVX512, trit_kernel_read_avx512),
+    ROW(READ, F32, F32, AVX2, trit_kernel_read_avx2),
+    ROW(READ, F32, F32, 0, trit_kernel_read_ref),
 };
 
 static const char *const id_names[TRIT_KERNEL_COUNT] = {
@@ -128,6 +143,8 @@ static const char *const id_names[TRIT_KERNEL_COUNT] = {
     [TRIT_KERNEL_QPANEL] = "qpanel",
     [TRIT_KERNEL_QACT] = "qact",
     [TRIT_KERNEL_WGEMM] = "wgemm",
+    [TRIT_KERNEL_PEAK] = "peak",
+    [TRIT_KERNEL_READ] = "read",
 };
 
 const char *trit_kernel_id_name(trit_kernel_id id) {

@@ -41,6 +41,8 @@ typedef enum trit_kernel_id {
     TRIT_KERNEL_QPANEL,
     TRIT_KERNEL_QACT,
     TRIT_KERNEL_WGEMM,
+    TRIT_KERNEL_PEAK,   // register-only multiply-add loops: the machine's compute limit (peak.h)
+    TRIT_KERNEL_READ,   // a streaming sum: its read bandwidth
     TRIT_KERNEL_COUNT
 } trit_kernel_id;
 

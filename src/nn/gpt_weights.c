@@ -267,16 +267,38 @@ trit_status trit_gpt_make_decode_only(trit_gpt *m) {
 
 bool trit_gpt_decode_only(const trit_gpt *m) { return m && m->dec; }
 
+// Bytes of parameter i as the model holds it for decoding (see trit_gpt_weight_bytes), or with
+// `read`, as a decode step reads it: an integer kernel on codes outside panels takes the f32
+// copy of the group scales (one per row where a group spans rows), not the stored scales.
+static size_t held_bytes(const trit_gpt *m, int i, bool read) {
+    const gpt_weights *w = m->dec;
+    const trit_tensor *t = m->tensors[i], *q = m->quantized ? m->quantized[i] : NULL;
+    const trit_qpanels *p = w && w->panels && w->panels[i].codes ? &w->panels[i] : NULL;
+    const float *qs = w && w->qscales ? w->qscales[i] : NULL;
+    size_t b = 0;
+    if (p) b += (size_t)p->panels * p->panel_bytes + sizeof(float) * (size_t)(p->panels * (p->K / p->G) * TRIT_QPANEL_ROWS);
+    else if (q && read && qs) b += trit_tensor_nbytes(q) + sizeof(float) * (size_t)(trit_tensor_numel(q) / w->qgroup[i]);
+    else if (q) b += trit_tensor_nbytes(q) + trit_quant_info_bytes(q->quant);
+    if (t->data && !q) b += trit_tensor_nbytes(t);
+    if (w && w->f32 && w->f32[i]) b += sizeof(float) * (size_t)trit_tensor_numel(t);
+    return b;
+}
+
 size_t trit_gpt_weight_bytes(const trit_gpt *m) {
     size_t b = 0;
-    const gpt_weights *w = m ? m->dec : NULL;
-    for (int i = 0; m && i < m->n_tensors; i++) {
-        const trit_tensor *t = m->tensors[i], *q = m->quantized ? m->quantized[i] : NULL;
-        const trit_qpanels *p = w && w->panels && w->panels[i].codes ? &w->panels[i] : NULL;
-        if (p) b += (size_t)p->panels * p->panel_bytes + sizeof(float) * (size_t)(p->panels * (p->K / p->G) * TRIT_QPANEL_ROWS);
-        else if (q) b += trit_tensor_nbytes(q) + trit_quant_info_bytes(q->quant);
-        if (t->data && !q) b += trit_tensor_nbytes(t);
-        if (w && w->f32 && w->f32[i]) b += sizeof(float) * (size_t)trit_tensor_numel(t);
-    }
+    for (int i = 0; m && i < m->n_tensors; i++) b += held_bytes(m, i, false);
     return b;
+}
+
+size_t trit_gpt_decode_read_bytes(const trit_gpt *m, trit_dtype kv, int64_t pos) {
+    if (!m || pos < 0 || (kv != TRIT_F32 && kv != TRIT_F16)) return 0;
+    const trit_gpt_config *c = &m->cfg;
+    size_t b = 0;
+    for (int i = 0; i < m->n_tensors; i++) {
+        const size_t held = held_bytes(m, i, true);
+        // The position table gives one row a step; every other tensor is read whole (the token
+        // embedding as the head, its one row for the input being part of that).
+        b += m->tensors[i] == m->wpe ? held / (size_t)c->seq_len : held;
+    }
+    return b + 2 * (size_t)c->n_layer * (size_t)(pos + 1) * (size_t)c->n_embd * (kv == TRIT_F16 ? 2 : 4);
 }

@@ -76,7 +76,13 @@ double trit_bench_flops_per_token(const trit_gpt_config *c, int64_t n_params, in
 void trit_bench_set_peak(trit_bench_result *r, double gemm_flops_per_s) {
     if (!r) return;
     r->gemm_peak_flops_per_s = gemm_flops_per_s;
-    r->mfu = gemm_flops_per_s > 0 ? r->model_flops_per_s / gemm_flops_per_s : 0;
+    r->gemm_mfu = gemm_flops_per_s > 0 ? r->model_flops_per_s / gemm_flops_per_s : 0;
+}
+
+void trit_bench_set_fma_peak(trit_bench_result *r, double fma_flops_per_s) {
+    if (!r) return;
+    r->fma_peak_flops_per_s = fma_flops_per_s;
+    r->mfu = fma_flops_per_s > 0 ? r->model_flops_per_s / fma_flops_per_s : 0;
 }
 
 int trit_bench_json(const trit_bench_result *r, char *buf, size_t n) {
@@ -84,9 +90,10 @@ int trit_bench_json(const trit_bench_result *r, char *buf, size_t n) {
     return snprintf(buf, n,
                     "{\"config\": \"%s\", \"precision\": \"%s\", \"ms_per_step\": %.4f, "
                     "\"tokens_per_s\": %.1f, \"model_flops_per_s\": %.6g, \"mfu\": %.4f, "
-                    "\"gemm_peak_flops_per_s\": %.6g, \"peak_rss_bytes\": %zu}",
+                    "\"fma_peak_flops_per_s\": %.6g, \"gemm_mfu\": %.4f, \"gemm_peak_flops_per_s\": %.6g, "
+                    "\"peak_rss_bytes\": %zu}",
                     r->config, trit_precision_name(r->precision), r->ms_median, r->tokens_per_s, r->model_flops_per_s, r->mfu,
-                    r->gemm_peak_flops_per_s, r->peak_rss_bytes);
+                    r->fma_peak_flops_per_s, r->gemm_mfu, r->gemm_peak_flops_per_s, r->peak_rss_bytes);
 }
 
 // ---- one run -------------------------------------------------------------------------------
@@ -174,6 +181,7 @@ static void summarise(trit_bench_result *r, const trit_bench_config *c, double *
     r->flops_per_token = trit_bench_flops_per_token(&c->model, r->params, c->model.seq_len);
     r->model_flops_per_s = r->flops_per_token * r->tokens_per_s;
     trit_bench_set_peak(r, 0);
+    trit_bench_set_fma_peak(r, 0);
 }
 
 // The trainer over bench's random tokens, as trit_bench_train_config sets it up.
@@ -303,6 +311,7 @@ typedef struct child_reply {
     char message[512];
     trit_bench_result result;
     double peak;
+    trit_peaks peaks;
 } child_reply;
 
 typedef void (*child_fn)(const void *arg, child_reply *out);
@@ -426,6 +435,25 @@ trit_status trit_bench_gemm_peak_isolated(trit_precision p, int threads, int rep
     peak_arg a = {p, threads, reps};
     trit_status s = run_in_child(child_peak, &a, reply);
     if (s == TRIT_OK) *flops_per_s = reply->peak;
+    free(reply);
+    return s;
+}
+
+typedef struct peaks_arg {
+    int threads;
+} peaks_arg;
+
+static void child_peaks(const void *arg, child_reply *out) {
+    out->status = trit_bench_peaks(((const peaks_arg *)arg)->threads, &out->peaks);
+}
+
+trit_status trit_bench_peaks_isolated(int threads, trit_peaks *out) {
+    if (!out) return trit_error(TRIT_ERR_INVALID, "trit_bench_peaks: NULL output");
+    child_reply *reply = calloc(1, sizeof *reply);
+    if (!reply) return trit_error(TRIT_ERR_NOMEM, "bench: out of memory");
+    peaks_arg a = {threads};
+    trit_status s = run_in_child(child_peaks, &a, reply);
+    if (s == TRIT_OK) *out = reply->peaks;
     free(reply);
     return s;
 }

@@ -104,6 +104,10 @@ trit_status trit_bench_decode(const char *config, const char *format, trit_dtype
     r->prompt_tokens = prompt, r->decode_tokens = gen;
     r->params = trit_gpt_num_params(m);
     r->weight_bytes = trit_gpt_weight_bytes(m);
+    // The timed decode steps feed positions prompt .. prompt + gen - 1.
+    double read = 0;
+    for (int64_t p = prompt; p < prompt + gen; p++) read += (double)trit_gpt_decode_read_bytes(m, kv, p);
+    r->bytes_per_token = read / (double)gen;
     r->peak_rss_bytes = trit_peak_rss_bytes();
     trit_gpt_cache_free(k);
     trit_aligned_free(logits);
@@ -111,10 +115,18 @@ trit_status trit_bench_decode(const char *config, const char *format, trit_dtype
     return s;
 }
 
+void trit_bench_decode_set_bandwidth(trit_decode_result *r, double read_bytes_per_s) {
+    if (!r) return;
+    r->read_bytes_per_s = read_bytes_per_s;
+    r->bandwidth_fraction = read_bytes_per_s > 0 ? r->decode_tokens_per_s * r->bytes_per_token / read_bytes_per_s : 0;
+}
+
 int trit_bench_decode_json(const trit_decode_result *r, char *buf, size_t n) {
     return snprintf(buf, n,
                     "{\"config\":\"%s\",\"format\":\"%s\",\"kv_cache\":\"%s\",\"decode_tokens_per_s\":%.2f,"
-                    "\"prefill_tokens_per_s\":%.2f,\"weight_bytes\":%zu,\"peak_rss_bytes\":%zu,\"threads\":%d}",
+                    "\"prefill_tokens_per_s\":%.2f,\"weight_bytes\":%zu,\"bytes_per_token\":%.0f,"
+                    "\"read_bytes_per_s\":%.6g,\"bandwidth_fraction\":%.4f,\"peak_rss_bytes\":%zu,\"threads\":%d}",
                     r->config, r->format, trit_dtype_name(r->kv_cache), r->decode_tokens_per_s, r->prefill_tokens_per_s,
-                    r->weight_bytes, r->peak_rss_bytes, r->threads);
+                    r->weight_bytes, r->bytes_per_token, r->read_bytes_per_s, r->bandwidth_fraction, r->peak_rss_bytes,
+                    r->threads);
 }

@@ -157,6 +157,13 @@ static void test_flag_ranges(void **state) {
     cli_expect(RUN("bench", "--decode", "--kv-cache", "bf16"), 2, NULL, "--kv-cache expects f32 or f16, got 'bf16'");
     cli_expect(RUN("bench", "--accum", "0"), 2, NULL, "--accum must be in [1, 1024], got 0");
     cli_expect(RUN("bench", "--decode", "--accum", "2"), 2, NULL, "--accum times training steps: leave it out with --decode");
+    cli_expect(RUN("bench", "--peak", "--accum", "2"), 2, NULL, "--accum times training steps: leave it out with --peak");
+    cli_expect(RUN("bench", "--peak", "--decode"), 2, NULL,
+               "--decode, --scaling and --peak are separate benchmarks: pass one");
+    // The fp32 loop is measured at every level (the portable one at ref), and the read bandwidth.
+    cli_expect(RUN("bench", "--peak", "--threads", "1", "--json"), 0, "{\"what\":\"fp32 FMA, ", NULL);
+    cli_expect(RUN("bench", "--peak", "--threads", "1", "--json"), 0,
+               "{\"what\":\"read (streaming sum)\",\"kernel\":\"read\",\"threads\":1,\"bytes_per_s\":", NULL);
     cli_expect(RUN("sample", "--ckpt", out, "--kv-cache", "f8"), 2, NULL, "--kv-cache expects f32 or f16, got 'f8'");
     cli_expect(RUN("bench", "--decode", "--config", "baby", "--format", "int8", "--kv-cache", "f16", "--tokens", "8",
                "--threads", "1", "--json"),

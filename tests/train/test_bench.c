@@ -99,9 +99,12 @@ static void test_tiny_run_bookkeeping(void **state) {
     assert_true(fabs(r.model_flops_per_s - r.flops_per_token * r.tokens_per_s) < 1e-6 * r.model_flops_per_s);
     assert_true(fabs(r.loss_first - log(32.0)) < 0.1);
     assert_true(r.peak_rss_bytes > 0);
-    assert_true(r.mfu == 0 && r.gemm_peak_flops_per_s == 0);
+    assert_true(r.mfu == 0 && r.gemm_mfu == 0 && r.gemm_peak_flops_per_s == 0 && r.fma_peak_flops_per_s == 0);
     trit_bench_set_peak(&r, 4.0 * r.model_flops_per_s);
-    assert_true(fabs(r.mfu - 0.25) < 1e-12);
+    assert_true(fabs(r.gemm_mfu - 0.25) < 1e-12 && r.mfu == 0);
+    trit_bench_set_fma_peak(&r, 5.0 * r.model_flops_per_s);
+    assert_true(fabs(r.mfu - 0.2) < 1e-12 && fabs(r.gemm_mfu - 0.25) < 1e-12);
+    assert_true(r.fma_peak_flops_per_s == 5.0 * r.model_flops_per_s);
 }
 
 static void test_bad_options(void **state) {
@@ -150,6 +153,8 @@ static void test_json_line(void **state) {
     r.model_flops_per_s = 3.615e11;
     r.gemm_peak_flops_per_s = 2.2e11;
     r.mfu = 0.6;  // not r.model / r.peak: the line prints what the result holds
+    r.gemm_mfu = 0.7;
+    r.fma_peak_flops_per_s = 2.4e11;
     r.peak_rss_bytes = (size_t)1234567890123;
     char buf[512];
     int n = trit_bench_json(&r, buf, sizeof buf);
@@ -160,9 +165,9 @@ static void test_json_line(void **state) {
     cJSON *j = cJSON_Parse(buf);
     assert_non_null(j);
     const char *keys[] = {"config", "precision", "ms_per_step", "tokens_per_s", "model_flops_per_s",
-                          "mfu", "gemm_peak_flops_per_s", "peak_rss_bytes"};
-    assert_int_equal(cJSON_GetArraySize(j), 8);
-    for (int i = 0; i < 8; i++) assert_non_null(cJSON_GetObjectItemCaseSensitive(j, keys[i]));
+                          "mfu", "fma_peak_flops_per_s", "gemm_mfu", "gemm_peak_flops_per_s", "peak_rss_bytes"};
+    assert_int_equal(cJSON_GetArraySize(j), 10);
+    for (int i = 0; i < 10; i++) assert_non_null(cJSON_GetObjectItemCaseSensitive(j, keys[i]));
     assert_string_equal(cJSON_GetObjectItem(j, "config")->valuestring, "small");
     assert_string_equal(cJSON_GetObjectItem(j, "precision")->valuestring, "fp32");
     assert_true(cJSON_GetObjectItem(j, "ms_per_step")->valuedouble == 812.5);
@@ -170,6 +175,8 @@ static void test_json_line(void **state) {
     assert_true(fabs(cJSON_GetObjectItem(j, "model_flops_per_s")->valuedouble - 3.615e11) < 1.0);
     assert_true(fabs(cJSON_GetObjectItem(j, "mfu")->valuedouble - 0.6) < 1e-12);
     assert_true(fabs(cJSON_GetObjectItem(j, "gemm_peak_flops_per_s")->valuedouble - 2.2e11) < 1.0);
+    assert_true(fabs(cJSON_GetObjectItem(j, "gemm_mfu")->valuedouble - 0.7) < 1e-12);
+    assert_true(fabs(cJSON_GetObjectItem(j, "fma_peak_flops_per_s")->valuedouble - 2.4e11) < 1.0);
     assert_true(cJSON_GetObjectItem(j, "peak_rss_bytes")->valuedouble == 1234567890123.0);
     cJSON_Delete(j);
     r.precision = TRIT_PRECISION_BF16;
