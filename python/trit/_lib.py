@@ -142,7 +142,8 @@ class TrainHooks(Structure):
 
 class TrainResult(Structure):
     _fields_ = [("step", c_int64), ("loss", c_double), ("val_loss", c_double), ("accuracy", c_double),
-                ("seconds", c_double), ("interrupted", c_bool), ("num_params", c_int64), ("out", c_char * PATH_MAX)]
+                ("seconds", c_double), ("interrupted", c_bool), ("num_params", c_int64),
+                ("peak_rss_setup", c_size_t), ("peak_rss_steps", c_size_t), ("out", c_char * PATH_MAX)]
 
 
 class SampleConfig(Structure):
