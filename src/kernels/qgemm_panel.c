@@ -55,22 +55,65 @@ static void pack_panel(const trit_qpanels *p, int64_t panel, const uint8_t *w, c
     }
 }
 
-trit_status trit_qpanels_pack(trit_dtype wdt, int64_t N, int64_t K, int64_t G, const uint8_t *w, const float *ws,
-                              trit_qpanels *out) {
+trit_status trit_qpanels_alloc(trit_dtype wdt, int64_t N, int64_t K, int64_t G, trit_qpanels *out) {
     memset(out, 0, sizeof *out);
-    if (N <= 0 || !w || !ws || !trit_qpanels_supported(wdt, K, G))
+    if (N <= 0 || !trit_qpanels_supported(wdt, K, G))
         return trit_error(TRIT_ERR_INVALID, "qgemm panels: cannot pack %s (%lld, %lld) in groups of %lld",
                           trit_dtype_name(wdt), (long long)N, (long long)K, (long long)G);
     out->wdt = wdt, out->N = N, out->K = K, out->G = G;
     out->panels = (N + TRIT_QPANEL_ROWS - 1) / TRIT_QPANEL_ROWS;
     out->panel_bytes = (size_t)(TRIT_QPANEL_ROWS * K) * (size_t)code_bits(wdt) / 8;
-    out->codes = trit_aligned_alloc((size_t)out->panels * out->panel_bytes);  // zeroed: codes are or-ed in
+    out->codes = trit_aligned_alloc((size_t)out->panels * out->panel_bytes);
     out->scales = trit_aligned_alloc(sizeof(float) * (size_t)(out->panels * (K / G) * TRIT_QPANEL_ROWS));
     if (!out->codes || !out->scales) {
         trit_qpanels_free(out);
         return trit_error(TRIT_ERR_NOMEM, "qgemm panels: out of memory for %lld x %lld codes", (long long)N,
                           (long long)K);
     }
+    return TRIT_OK;
+}
+
+// Biased ternary code of w / s: fake quantization's rounding (nearest even of the quotient
+// clamped to [-1, 1], so exactly +-0.5 goes to 0), plus 1. A NaN gives code 0.
+static inline uint8_t ternary_code_biased(float w, float s) {
+    const float v = w / s;
+    return (uint8_t)(1 + (v > 0.5f) - (v < -0.5f));
+}
+
+// One 64-byte step of panel p: the 16 x 16 block whose row l (a panel row) at position 16 st + q
+// is w[(16 p + l) * ldw + 16 st + q], or, transposed, w[(16 st + q) * ldw + 16 p + l]. Byte 4 l + b
+// holds positions 4 i + b in bits 2 i (qgemm_panel.h's ternary layout).
+static void fill_step(uint8_t *dst, const float *w, int64_t ldw, float s, int64_t p, int64_t st, bool transposed) {
+    uint8_t c[16][16];  // [panel row][position]
+    for (int a = 0; a < 16; a++) {
+        const float *row = transposed ? w + (16 * st + a) * ldw + 16 * p : w + (16 * p + a) * ldw + 16 * st;
+        for (int b = 0; b < 16; b++) {
+            const uint8_t v = ternary_code_biased(row[b], s);
+            if (transposed) c[b][a] = v;
+            else c[a][b] = v;
+        }
+    }
+    for (int l = 0; l < 16; l++)
+        for (int b = 0; b < 4; b++)
+            dst[4 * l + b] = (uint8_t)(c[l][b] | c[l][4 + b] << 2 | c[l][8 + b] << 4 | c[l][12 + b] << 6);
+}
+
+void trit_qpanels_fill_ternary_f32(trit_qpanels *p, const float *w, float s, bool transposed) {
+    const int64_t steps = p->K / 16, ldw = transposed ? p->N : p->K, NG = p->K / p->G;
+#pragma omp parallel for schedule(static) if (p->N * p->K >= (1 << 16) && !omp_in_parallel())
+    for (int64_t q = 0; q < p->panels; q++) {
+        uint8_t *panel = p->codes + (size_t)q * p->panel_bytes;
+        for (int64_t st = 0; st < steps; st++) fill_step(panel + st * TRIT_QPANEL_STEP, w, ldw, s, q, st, transposed);
+        for (int64_t i = 0; i < NG * TRIT_QPANEL_ROWS; i++) p->scales[q * NG * TRIT_QPANEL_ROWS + i] = s;
+    }
+}
+
+trit_status trit_qpanels_pack(trit_dtype wdt, int64_t N, int64_t K, int64_t G, const uint8_t *w, const float *ws,
+                              trit_qpanels *out) {
+    memset(out, 0, sizeof *out);
+    if (!w || !ws) return trit_error(TRIT_ERR_INVALID, "qgemm panels: NULL codes or scales");
+    trit_status s = trit_qpanels_alloc(wdt, N, K, G, out);  // zeroed: codes are or-ed in
+    if (s != TRIT_OK) return s;
 #pragma omp parallel for schedule(static) if (N * K >= (1 << 20) && !omp_in_parallel())
     for (int64_t p = 0; p < out->panels; p++) pack_panel(out, p, w, ws);
     return TRIT_OK;

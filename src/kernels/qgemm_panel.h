@@ -46,6 +46,15 @@ trit_status trit_qpanels_pack(trit_dtype wdt, int64_t N, int64_t K, int64_t G, c
                               trit_qpanels *out);
 void trit_qpanels_free(trit_qpanels *p);
 
+// Storage for panels of (wdt, N, K, G), zeroed, filled later in place (trit_qpanels_fill_ternary_f32).
+trit_status trit_qpanels_alloc(trit_dtype wdt, int64_t N, int64_t K, int64_t G, trit_qpanels *out);
+// Fills ternary panels p (N, K) from f32 values with one scale s for all of them: the code of an
+// element is fake quantization's ternary rule, round-to-nearest-even of clamp(v / s, -1, 1) (so
+// +-s/2 goes to 0), and every group scale is s. w is (N, K) row-major, or, when `transposed`,
+// (K, N) and the panels hold its transpose (a linear layer's W for its input gradient dY W).
+// N and K multiples of 16; a NaN value gets code 0. Rewrites every byte, so it can refill.
+void trit_qpanels_fill_ternary_f32(trit_qpanels *p, const float *w, float s, bool transposed);
+
 // Row n of W as f32, out (K): code x its group's scale, the values the codes were packed from
 // decode to (what the dtype's own converter gives).
 void trit_qpanels_row_f32(const trit_qpanels *w, int64_t n, float *out);
