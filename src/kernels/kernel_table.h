@@ -40,6 +40,7 @@ typedef enum trit_kernel_id {
     TRIT_KERNEL_QGEMM,
     TRIT_KERNEL_QPANEL,
     TRIT_KERNEL_QACT,
+    TRIT_KERNEL_QACT_DIV,
     TRIT_KERNEL_WGEMM,
     TRIT_KERNEL_COUNT
 } trit_kernel_id;

@@ -64,9 +64,10 @@ void trit_qpanels_row_f32(const trit_qpanels *w, int64_t n, float *out);
 void trit_qpanels_quantize(const trit_qpanels *w, const float *x /* (M, K) */, int64_t M, const trit_qact *a);
 
 // One implementation over panels p0 <= p < p1 (all M rows of x): y (M, ldy) columns
-// [16 p0, min(16 p1, N)).
+// [16 p0, min(16 p1, N)), or with acc those columns plus the product (each output's product
+// rounded, then added: a gradient accumulated in place).
 typedef void trit_kernel_qpanel_fn(int64_t M, int64_t p0, int64_t p1, const trit_qpanels *w, const trit_qact *x,
-                                   float *y, int64_t ldy);
+                                   float *y, int64_t ldy, bool acc);
 trit_kernel_qpanel_fn trit_kernel_qpanel_ref, trit_kernel_qpanel_avx2, trit_kernel_qpanel_avx512vnni;
 
 // What the entry point does to each thread's columns after their products: y += bias, then
@@ -77,6 +78,7 @@ typedef struct trit_qpanel_epilogue {
     const float *bias;  // (N) or NULL
     float *res;         // (M, ldr) or NULL
     int64_t ldr;
+    bool accumulate;    // the kernels add the product to y instead of writing it (before bias and res)
 } trit_qpanel_epilogue;
 
 // y (M, N) = x (M, K) W^T on the kernel table's choice, panels split among threads, then the

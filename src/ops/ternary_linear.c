@@ -8,7 +8,8 @@
 //   forward   x's codes and row scales (kept for backward: 1 byte an element, not 4), y from the
 //             panels of W_t, the bias added by the kernel's epilogue
 //   dX        dY W_t: dY quantized per row to int8 (absmax / 127) against the panels of W_t^T,
-//             or (TRIT_TERNARY_DX_F32) an fp32 GEMM of dY and W_t's values
+//             the kernel adding into the gradient in place; or (TRIT_TERNARY_DX_F32) an fp32
+//             GEMM of dY and W_t's values
 //   dW        dY^T fq8(x) in fp32, x's codes decoded a chunk of rows at a time (straight-through:
 //             the latent weight gets the fake-quantized weight's gradient, as fake_quant's backward
 //             passes it)
@@ -70,25 +71,21 @@ static size_t tl_saved(const trit_op_call *c) {
     return al64(rows * K) + al64(4 * rows);
 }
 
-// Forward: the group sums (rows). Backward: dY's codes (chunk, N), scales and sums (chunk), dX's
-// kernel output and the decoded x (chunk, K) each, then ones (rows) for the bias gradient.
+// Forward: the group sums (rows). Backward: dY's codes (chunk, N), scales and sums (chunk), the
+// decoded x (chunk, K), then ones (rows) for the bias gradient.
 static size_t tl_scratch(const trit_op_call *c) {
     const size_t rows = (size_t)tl_rows(c), N = (size_t)c->in[1]->shape[0], K = (size_t)c->in[1]->shape[1];
     const size_t ch = rows < TL_CHUNK ? rows : TL_CHUNK;
-    const size_t fwd = al64(4 * rows), bwd = al64(ch * N) + 2 * al64(4 * ch) + 2 * al64(4 * ch * K) + al64(4 * rows);
+    const size_t fwd = al64(4 * rows), bwd = al64(ch * N) + 2 * al64(4 * ch) + al64(4 * ch * K) + al64(4 * rows);
     return fwd > bwd ? fwd : bwd;
 }
 
 #ifndef TRIT_REAL_F64
-// Row codes, scales and group sums (one group a row) of x (rows, K), rows in parallel.
+// Row codes, scales and group sums (one group a row) of x (rows, K): fake_quant's per-token rule
+// (trit_fake_quant_row_codes_f32) on the kernel table's quantizer.
 static void quantize_rows(const float *x, int64_t rows, int64_t K, int8_t *q, float *scale, int32_t *gsum) {
-#pragma omp parallel for schedule(static) if (rows * K >= TL_PAR_MIN && !omp_in_parallel())
-    for (int64_t r = 0; r < rows; r++) {
-        trit_fake_quant_row_codes_f32(x + r * K, K, q + r * K, &scale[r]);
-        int32_t s = 0;
-        for (int64_t k = 0; k < K; k++) s += q[r * K + k];
-        gsum[r] = s;
-    }
+    const trit_qact a = {q, scale, gsum};
+    trit_qact_quantize_div(x, rows, K, &a);
 }
 
 static trit_status tl_forward_f32(const trit_op_call *c) {
@@ -117,11 +114,10 @@ static trit_status tl_dx_chunk(const trit_op_call *c, const trit_ternary_weight 
     int8_t *q = (int8_t *)at;  // (n, N)
     float *s = (float *)(at + al64((size_t)(n * N)));
     int32_t *gsum = (int32_t *)((char *)s + al64(4 * (size_t)n));
-    float *y = (float *)((char *)gsum + al64(4 * (size_t)n));  // (n, K)
     quantize_rows(dy, n, N, q, s, gsum);
     const trit_qact a = {q, s, gsum};
-    const trit_qpanel_epilogue e = {.res = dx, .ldr = K};
-    return trit_kernel_qgemm_panels(&tw->wt, n, &a, y, K, &e);
+    const trit_qpanel_epilogue e = {.accumulate = true};  // each product rounded, then added: as linear's += would
+    return trit_kernel_qgemm_panels(&tw->wt, n, &a, dx, K, &e);
 }
 
 // dW += dY[r0, r0 + n)^T fq8(x)[r0, r0 + n), x's values decoded from its codes (code x scale: the
@@ -143,7 +139,7 @@ static trit_status tl_backward_f32(const trit_op_call *c) {
     if (rows == 0) return TRIT_OK;
     const int64_t ch = rows < TL_CHUNK ? rows : TL_CHUNK;
     char *at = c->scratch;
-    float *xf = (float *)(at + al64((size_t)(ch * N)) + 2 * al64(4 * (size_t)ch) + al64(4 * (size_t)(ch * K)));
+    float *xf = (float *)(at + al64((size_t)(ch * N)) + 2 * al64(4 * (size_t)ch));
     if (c->gin[0] && tw->dx == TRIT_TERNARY_DX_F32)  // one GEMM over all rows, as linear's
         trit_op_gemm(c, false, false, rows, K, N, trit_mm_real(c->gout->data), N, trit_mm_real(tw->wdec), K,
                      c->gin[0]->data, K, true);
