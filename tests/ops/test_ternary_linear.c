@@ -287,6 +287,41 @@ static void test_fill_follows_the_weight(void **state) {
     free(in);
 }
 
+// The fill's compare with a threshold is fake quantization's rounding of w / s exactly, where it
+// is decided: the 512 floats from 256 below s/2 upwards, both signs, for several scales; s/2
+// itself is the tie (quotient exactly 0.5: code 0). Mutation seen failing: >= t made > t.
+static void test_fill_rounds_as_fake_quant(void **state) {
+    (void)state;
+    const float scales[4] = {0.0123f, 1.0f / 3.0f, 7.77e-4f, 1e-5f};
+    enum { RN = 16, RK = 64 };
+    float w[RN * RK], row[RK];
+    for (int si = 0; si < 4; si++) {
+        const float sc = scales[si];
+        float lo = 0.5f * sc;
+        for (int i = 0; i < RN * RK / 4; i++) lo = nextafterf(lo, 0.0f);
+        for (int i = 0; i < RN * RK; i++) {  // upwards from 256 floats below s/2, alternating signs
+            w[i] = i % 2 ? -lo : lo;
+            if (i % 2) lo = nextafterf(lo, 1.0f);
+        }
+        trit_qpanels p;
+        assert_int_equal(trit_qpanels_alloc(TRIT_TERNARY, RN, RK, RK, &p), TRIT_OK);
+        trit_qpanels_fill_ternary_f32(&p, w, sc, false);
+        int ties = 0;
+        for (int n = 0; n < RN; n++) {
+            trit_qpanels_row_f32(&p, n, row);
+            for (int k = 0; k < RK; k++) {
+                float v = w[n * RK + k] / sc;  // fake_quant's arithmetic (fq_int_span)
+                v = v > 1 ? 1 : v < -1 ? -1 : v;
+                const float code = ((v + 12582912.0f) - 12582912.0f) + 0.0f;
+                ties += fabsf(v) == 0.5f;
+                if (row[k] != code * sc) fail_msg("s %g, w %a: panel %g, fake_quant %g", sc, w[n * RK + k], row[k], code * sc);
+            }
+        }
+        assert_true(ties > 0);  // the range holds the quotients that round to the tie
+        trit_qpanels_free(&p);
+    }
+}
+
 static void test_refusals(void **state) {
     (void)state;
     trit_ternary_weight tw;
@@ -312,6 +347,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_against_fake_quantized_linear),
         cmocka_unit_test(test_fill_follows_the_weight),
+        cmocka_unit_test(test_fill_rounds_as_fake_quant),
         cmocka_unit_test(test_refusals),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
