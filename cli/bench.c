@@ -15,6 +15,7 @@ static void usage(FILE *fp) {
     fprintf(fp,
             "usage: trit bench [--config baby|small|bpe50k|all] [--steps N] [--warmup N] [--threads N]\n"
             "                  [--precision fp32|bf16|fp16] [--accum N] [--json] [--scaling]\n"
+            "                  [--ternary [--ternary-matmul int8|int8-fp32-dx|fake]]\n"
             "       trit bench --decode [--config gpt2|baby|small|bpe50k] [--format F[,F...]] [--tokens N]\n"
             "                  [--kv-cache f32|f16] [--threads N] [--json]\n"
             "       trit bench --peak [--threads N] [--json]\n\n"
@@ -32,6 +33,10 @@ static void usage(FILE *fp) {
             "                  scaler); the GEMM peak is measured for the same precision (16-bit\n"
             "                  operands, fp32 accumulation)\n"
             "  --accum N       micro-batches per step (gradient accumulation), 1 to 1024 (default 1)\n"
+            "  --ternary       BitNet ternary QAT of the block matrices (trit train --ternary), their\n"
+            "                  matmuls as --ternary-matmul says: int8 (default: integer kernels for the\n"
+            "                  forward and the input gradient), int8-fp32-dx, or fake (fp32 GEMMs over\n"
+            "                  fake-quantized operands)\n"
             "  --json          one JSON object per config on stdout: config, precision, ms_per_step,\n"
             "                  tokens_per_s, model_flops_per_s, mfu, fma_peak_flops_per_s, gemm_mfu,\n"
             "                  gemm_peak_flops_per_s, peak_rss_bytes (the memory reports go to stderr)\n"
@@ -69,6 +74,8 @@ typedef struct bench_args {
     char formats[128];
     int64_t tokens;
     trit_dtype kv_cache;
+    bool ternary;
+    trit_ternary_matmul ternary_matmul;
 } bench_args;
 
 static int parse(int argc, char **argv, bench_args *a) {
@@ -80,6 +87,7 @@ static int parse(int argc, char **argv, bench_args *a) {
         {"decode", no_argument, NULL, 'D'},       {"format", required_argument, NULL, 'f'},
         {"tokens", required_argument, NULL, 'T'}, {"kv-cache", required_argument, NULL, 'V'},
         {"accum", required_argument, NULL, 'a'},  {"peak", no_argument, NULL, 'P'},
+        {"ternary", no_argument, NULL, 'R'},      {"ternary-matmul", required_argument, NULL, 'M'},
         {NULL, 0, NULL, 0},
     };
     memset(a, 0, sizeof *a);
@@ -87,6 +95,7 @@ static int parse(int argc, char **argv, bench_args *a) {
     a->tokens = 128;
     a->kv_cache = TRIT_F32;
     a->accum = 1;
+    a->ternary_matmul = TRIT_TERNARY_MATMUL_INT8;
     // Whether --steps / --warmup were given: their defaults depend on --scaling, which may come later.
     bool steps_set = false, warmup_set = false;
     cli_getopt_reset();
@@ -122,6 +131,13 @@ static int parse(int argc, char **argv, bench_args *a) {
         case 'T': if (!cli_int("bench", "--tokens", optarg, 1, 65536, &a->tokens)) return CLI_USAGE; break;
         case 'a': if (!cli_int("bench", "--accum", optarg, 1, 1024, &a->accum)) return CLI_USAGE; break;
         case 'V': if (!cli_kv_cache("bench", optarg, &a->kv_cache)) return CLI_USAGE; break;
+        case 'R': a->ternary = true; break;
+        case 'M':
+            if (strcmp(optarg, "fake") == 0) a->ternary_matmul = TRIT_TERNARY_MATMUL_FAKE;
+            else if (strcmp(optarg, "int8") == 0) a->ternary_matmul = TRIT_TERNARY_MATMUL_INT8;
+            else if (strcmp(optarg, "int8-fp32-dx") == 0) a->ternary_matmul = TRIT_TERNARY_MATMUL_INT8_F32_DX;
+            else return cli_error("bench", CLI_USAGE, "--ternary-matmul expects fake, int8 or int8-fp32-dx, got '%s'", optarg);
+            break;
         case 'h': usage(stdout); return -1;
         default: return cli_bad_option("bench", c, argv);
         }
@@ -205,7 +221,13 @@ static int run_configs(const bench_args *a) {
             peak / 1e9);
     trit_bench_result rs[8];
     trit_bench_options o = {.steps = a->steps, .warmup = a->warmup, .accum = a->accum, .threads = (int)a->threads,
-                            .seed = 1, .log = log, .precision = a->precision};
+                            .seed = 1, .log = log, .precision = a->precision, .ternary = a->ternary,
+                            .ternary_matmul = a->ternary_matmul};
+    if (a->ternary)
+        fprintf(log, "ternary QAT (BitNet b1.58), block matmuls: %s\n",
+                a->ternary_matmul == TRIT_TERNARY_MATMUL_FAKE ? "fp32 over fake-quantized operands"
+                : a->ternary_matmul == TRIT_TERNARY_MATMUL_INT8 ? "integer kernels, forward and input gradient"
+                                                                : "integer kernels, forward; fp32 input gradient");
     for (int i = 0; i < n; i++) {
         if (trit_bench_run_isolated(&list[i], &o, &rs[i]) != TRIT_OK) return cli_fail("bench", CLI_FAIL);
         trit_bench_set_peak(&rs[i], peak);

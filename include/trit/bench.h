@@ -100,6 +100,8 @@ typedef struct trit_bench_options {
     uint64_t seed;   // model init and the random tokens
     FILE *log;       // the memory report and progress go here; NULL = silent
     trit_precision precision;  // the model's compute policy (trit_precision_policy, highest)
+    bool ternary;              // BitNet ternary QAT of the block matrices (trit train --ternary)
+    trit_ternary_matmul ternary_matmul;  // and how its matmuls run (--ternary-matmul)
 } trit_bench_options;
 
 typedef struct trit_bench_result {

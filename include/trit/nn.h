@@ -146,6 +146,25 @@ size_t trit_gpt_decode_read_bytes(const trit_gpt *m, trit_dtype kv, int64_t pos)
 // the spec is copied). The head and embeddings stay in full precision.
 trit_status trit_gpt_set_qat(trit_gpt *m, const trit_fake_quant_spec *weights, const trit_fake_quant_spec *acts);  // elements, tied weights counted once
 
+// How f32 graphs built from now on run the block matrices under ternary QAT (TRIT_FQ_TERNARY
+// weights, per-token int8 inputs): FAKE, an fp32 GEMM over the fake-quantized operands; INT8,
+// the integer panel kernels for the forward (int8 codes of x against the ternary codes of W) and
+// for the input gradient (dY quantized per row to int8 against W's transposed codes); INT8_F32_DX,
+// the integer forward with the input gradient an fp32 GEMM over W's ternary values. Weight
+// gradients are fp32 in every mode (straight-through). The kernel modes keep each matrix's codes
+// (both sides multiples of 64; others stay FAKE) packed once per weight update: call
+// trit_gpt_ternary_weights_changed after every change of the weights (an optimizer step).
+typedef enum trit_ternary_matmul {
+    TRIT_TERNARY_MATMUL_FAKE = 0,
+    TRIT_TERNARY_MATMUL_INT8 = 1,
+    TRIT_TERNARY_MATMUL_INT8_F32_DX = 2,
+} trit_ternary_matmul;
+trit_status trit_gpt_set_ternary_matmul(trit_gpt *m, trit_ternary_matmul mode);
+// The weights changed: the next forward packs the ternary codes again (a no-op in FAKE mode).
+void trit_gpt_ternary_weights_changed(trit_gpt *m);
+// How many times the ternary codes of block matrix parameter i were packed (0 in FAKE mode).
+int64_t trit_gpt_ternary_fills(const trit_gpt *m, int i);
+
 // Activation recompute (checkpointing) in the graphs built from now on: NONE holds every
 // activation backward reads from forward; BLOCK holds only each block's input (the residual
 // stream between blocks) and recomputes the rest of a block in backward, just before its backward

@@ -153,6 +153,7 @@ typedef struct trit_train_config {
     int64_t group;               // QAT weight group size; 0 = the format's default
     int64_t qat_acts;            // 1 = fake-quantize the inputs of those matmuls per token
     int64_t ternary;             // 1 = BitNet b1.58 recipe (qat ternary and its defaults)
+    int64_t ternary_matmul;      // trit_ternary_matmul of ternary QAT's block matrices (int8 kernels)
     int64_t schedule;            // trit_train_schedule
     double stage2_at;            // two-stage: start of the second stage, fraction of steps
     double stage2_lr;            // two-stage: lr factor of the second stage

@@ -88,6 +88,9 @@ static const trit_kernel_entry table[] = {
     ROW(QACT, F32, QINT8, AVX512, trit_kernel_qact_avx512),
     ROW(QACT, F32, QINT8, AVX2, trit_kernel_qact_avx2),
     ROW(QACT, F32, QINT8, 0, trit_kernel_qact_ref),
+    ROW(QACT_DIV, F32, QINT8, AVX512, trit_kernel_qact_div_avx512),
+    ROW(QACT_DIV, F32, QINT8, AVX2, trit_kernel_qact_div_avx2),
+    ROW(QACT_DIV, F32, QINT8, 0, trit_kernel_qact_div_ref),
     // Weight-only codes times f32 activations.
     ROW(WGEMM, NF4, F32, AVX512 | TRIT_FEAT_AVX512_BF16, trit_kernel_nf4_avx512bf16),
     ROW(WGEMM, NF4, F32, AVX2, trit_kernel_nf4_avx2),
@@ -142,6 +145,7 @@ static const char *const id_names[TRIT_KERNEL_COUNT] = {
     [TRIT_KERNEL_QGEMM] = "qgemm",
     [TRIT_KERNEL_QPANEL] = "qpanel",
     [TRIT_KERNEL_QACT] = "qact",
+    [TRIT_KERNEL_QACT_DIV] = "qact_div",
     [TRIT_KERNEL_WGEMM] = "wgemm",
     [TRIT_KERNEL_PEAK] = "peak",
     [TRIT_KERNEL_READ] = "read",

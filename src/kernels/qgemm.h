@@ -50,6 +50,15 @@ void trit_qact_quantize(const float *x /* (M, K) */, int64_t M, int64_t K, int64
 typedef void trit_kernel_qact_fn(const float *x, int64_t K, int64_t G, int8_t *q, float *scale, int32_t *gsum);
 trit_kernel_qact_fn trit_kernel_qact_ref, trit_kernel_qact_avx2, trit_kernel_qact_avx512;
 
+// Fake quantization's per-token rule (ops/fake_quant.c, TRIT_FQ_TOKEN): the code of x is the
+// nearest even integer of x / s (a division, where the kernels above multiply by 1 / s; the two
+// can differ by one code near a tie), and a row holding a NaN or Inf, whose fake quantization is
+// NaN, gets scale NaN (codes 0), so its products are NaN too. G = K (one group sum per row).
+// Quantization-aware training quantizes with it, so its integer products see fake_quant's codes.
+trit_kernel_qact_fn trit_kernel_qact_div_ref, trit_kernel_qact_div_avx2, trit_kernel_qact_div_avx512;
+// x (M, K) row by row with that rule, rows split among threads; a->gsum (M).
+void trit_qact_quantize_div(const float *x /* (M, K) */, int64_t M, int64_t K, const trit_qact *a);
+
 // One implementation over outputs n0 <= n < n1 (all M rows). w: codes of W (N, K) as stored
 // (trit_dtype_nbytes(wdt, K) bytes per row); ws: (N, K / G); y: (M, ldy).
 typedef void trit_kernel_qgemm_fn(int64_t M, int64_t n0, int64_t n1, int64_t K, int64_t G, const trit_qact *x,

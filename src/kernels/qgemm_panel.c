@@ -3,6 +3,7 @@
 #include "kernels/qgemm_panel.h"
 #include "kernels/kernel_table.h"
 
+#include <math.h>
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,22 +56,71 @@ static void pack_panel(const trit_qpanels *p, int64_t panel, const uint8_t *w, c
     }
 }
 
-trit_status trit_qpanels_pack(trit_dtype wdt, int64_t N, int64_t K, int64_t G, const uint8_t *w, const float *ws,
-                              trit_qpanels *out) {
+trit_status trit_qpanels_alloc(trit_dtype wdt, int64_t N, int64_t K, int64_t G, trit_qpanels *out) {
     memset(out, 0, sizeof *out);
-    if (N <= 0 || !w || !ws || !trit_qpanels_supported(wdt, K, G))
+    if (N <= 0 || !trit_qpanels_supported(wdt, K, G))
         return trit_error(TRIT_ERR_INVALID, "qgemm panels: cannot pack %s (%lld, %lld) in groups of %lld",
                           trit_dtype_name(wdt), (long long)N, (long long)K, (long long)G);
     out->wdt = wdt, out->N = N, out->K = K, out->G = G;
     out->panels = (N + TRIT_QPANEL_ROWS - 1) / TRIT_QPANEL_ROWS;
     out->panel_bytes = (size_t)(TRIT_QPANEL_ROWS * K) * (size_t)code_bits(wdt) / 8;
-    out->codes = trit_aligned_alloc((size_t)out->panels * out->panel_bytes);  // zeroed: codes are or-ed in
+    out->codes = trit_aligned_alloc((size_t)out->panels * out->panel_bytes);
     out->scales = trit_aligned_alloc(sizeof(float) * (size_t)(out->panels * (K / G) * TRIT_QPANEL_ROWS));
     if (!out->codes || !out->scales) {
         trit_qpanels_free(out);
         return trit_error(TRIT_ERR_NOMEM, "qgemm panels: out of memory for %lld x %lld codes", (long long)N,
                           (long long)K);
     }
+    return TRIT_OK;
+}
+
+// Fake quantization's ternary code of w is the nearest even integer of RN(w / s) clamped to
+// [-1, 1]: 1 iff RN(w / s) > 0.5, i.e. iff w / s passes the midpoint 0.5 + 2^-25 between 0.5 and
+// the next float (a tie rounds to the even 0.5, then to code 0). s (0.5 + 2^-25) is exact in
+// double (24 bits times 25), so the code is a comparison with the smallest float above it, with
+// no division: 1 iff w >= t, -1 iff w <= -t (a NaN compares false: code 0).
+static float ternary_threshold(float s) {
+    const double thr = (double)s * (0.5 + 0x1p-25);
+    float t = (float)thr;
+    if ((double)t <= thr) t = nextafterf(t, INFINITY);
+    return t;
+}
+
+// One 64-byte step of panel p: the 16 x 16 block whose row l (a panel row) at position 16 st + q
+// is w[(16 p + l) * ldw + 16 st + q], or, transposed, w[(16 st + q) * ldw + 16 p + l]. Byte 4 l + b
+// holds positions 4 i + b in bits 2 i (qgemm_panel.h's ternary layout), codes biased by 1.
+static void fill_step(uint8_t *dst, const float *w, int64_t ldw, float t, int64_t p, int64_t st, bool transposed) {
+    uint8_t c[16][16];  // [block row][block column], biased codes
+    for (int a = 0; a < 16; a++) {
+        const float *row = transposed ? w + (16 * st + a) * ldw + 16 * p : w + (16 * p + a) * ldw + 16 * st;
+        for (int b = 0; b < 16; b++) c[a][b] = (uint8_t)(1 + (row[b] >= t) - (row[b] <= -t));
+    }
+    for (int l = 0; l < 16; l++)
+        for (int b = 0; b < 4; b++) {
+            // panel row l, positions 4 i + b: c[l][4 i + b], or transposed c[4 i + b][l]
+            const uint8_t c0 = transposed ? c[b][l] : c[l][b], c1 = transposed ? c[4 + b][l] : c[l][4 + b];
+            const uint8_t c2 = transposed ? c[8 + b][l] : c[l][8 + b], c3 = transposed ? c[12 + b][l] : c[l][12 + b];
+            dst[4 * l + b] = (uint8_t)(c0 | c1 << 2 | c2 << 4 | c3 << 6);
+        }
+}
+
+void trit_qpanels_fill_ternary_f32(trit_qpanels *p, const float *w, float s, bool transposed) {
+    const int64_t steps = p->K / 16, ldw = transposed ? p->N : p->K, NG = p->K / p->G;
+    const float t = ternary_threshold(s);
+#pragma omp parallel for schedule(static) if (p->N * p->K >= (1 << 16) && !omp_in_parallel())
+    for (int64_t q = 0; q < p->panels; q++) {
+        uint8_t *panel = p->codes + (size_t)q * p->panel_bytes;
+        for (int64_t st = 0; st < steps; st++) fill_step(panel + st * TRIT_QPANEL_STEP, w, ldw, t, q, st, transposed);
+        for (int64_t i = 0; i < NG * TRIT_QPANEL_ROWS; i++) p->scales[q * NG * TRIT_QPANEL_ROWS + i] = s;
+    }
+}
+
+trit_status trit_qpanels_pack(trit_dtype wdt, int64_t N, int64_t K, int64_t G, const uint8_t *w, const float *ws,
+                              trit_qpanels *out) {
+    memset(out, 0, sizeof *out);
+    if (!w || !ws) return trit_error(TRIT_ERR_INVALID, "qgemm panels: NULL codes or scales");
+    trit_status s = trit_qpanels_alloc(wdt, N, K, G, out);  // zeroed: codes are or-ed in
+    if (s != TRIT_OK) return s;
 #pragma omp parallel for schedule(static) if (N * K >= (1 << 20) && !omp_in_parallel())
     for (int64_t p = 0; p < out->panels; p++) pack_panel(out, p, w, ws);
     return TRIT_OK;
@@ -105,7 +155,7 @@ void trit_qpanels_row_f32(const trit_qpanels *w, int64_t n, float *out) {
 }
 
 void trit_kernel_qpanel_ref(int64_t M, int64_t p0, int64_t p1, const trit_qpanels *w, const trit_qact *x, float *y,
-                            int64_t ldy) {
+                            int64_t ldy, bool acc) {
     const int64_t K = w->K, G = w->G, NG = K / G;
     const int bias = code_bias(w->wdt);
     for (int64_t m = 0; m < M; m++)
@@ -120,7 +170,9 @@ void trit_kernel_qpanel_ref(int64_t M, int64_t p0, int64_t p1, const trit_qpanel
                     const float part = w->scales[(p * NG + g) * TRIT_QPANEL_ROWS + l] * (float)acc;
                     sum += part;  // apart from the product: no fused multiply-add
                 }
-                y[m * ldy + p * TRIT_QPANEL_ROWS + l] = x->scale[m] * sum;
+                float *out = &y[m * ldy + p * TRIT_QPANEL_ROWS + l];
+                const float v = x->scale[m] * sum;
+                *out = acc ? *out + v : v;
             }
         }
 }
@@ -152,7 +204,7 @@ trit_status trit_kernel_qgemm_panels(const trit_qpanels *w, int64_t M, const tri
     {
         const int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
         const int64_t p0 = w->panels * t / nt, p1 = w->panels * (t + 1) / nt;
-        fn(M, p0, p1, w, x, y, ldy);
+        fn(M, p0, p1, w, x, y, ldy, e && e->accumulate);
         const int64_t n0 = p0 * TRIT_QPANEL_ROWS, n1 = p1 * TRIT_QPANEL_ROWS < w->N ? p1 * TRIT_QPANEL_ROWS : w->N;
         if (e && (e->bias || e->res)) finish(e, M, n0, n1, y, ldy);
     }

@@ -46,6 +46,15 @@ trit_status trit_qpanels_pack(trit_dtype wdt, int64_t N, int64_t K, int64_t G, c
                               trit_qpanels *out);
 void trit_qpanels_free(trit_qpanels *p);
 
+// Storage for panels of (wdt, N, K, G), zeroed, filled later in place (trit_qpanels_fill_ternary_f32).
+trit_status trit_qpanels_alloc(trit_dtype wdt, int64_t N, int64_t K, int64_t G, trit_qpanels *out);
+// Fills ternary panels p (N, K) from f32 values with one scale s for all of them: the code of an
+// element is fake quantization's ternary rule, round-to-nearest-even of clamp(v / s, -1, 1) (so
+// +-s/2 goes to 0), and every group scale is s. w is (N, K) row-major, or, when `transposed`,
+// (K, N) and the panels hold its transpose (a linear layer's W for its input gradient dY W).
+// N and K multiples of 16; a NaN value gets code 0. Rewrites every byte, so it can refill.
+void trit_qpanels_fill_ternary_f32(trit_qpanels *p, const float *w, float s, bool transposed);
+
 // Row n of W as f32, out (K): code x its group's scale, the values the codes were packed from
 // decode to (what the dtype's own converter gives).
 void trit_qpanels_row_f32(const trit_qpanels *w, int64_t n, float *out);
@@ -55,9 +64,10 @@ void trit_qpanels_row_f32(const trit_qpanels *w, int64_t n, float *out);
 void trit_qpanels_quantize(const trit_qpanels *w, const float *x /* (M, K) */, int64_t M, const trit_qact *a);
 
 // One implementation over panels p0 <= p < p1 (all M rows of x): y (M, ldy) columns
-// [16 p0, min(16 p1, N)).
+// [16 p0, min(16 p1, N)), or with acc those columns plus the product (each output's product
+// rounded, then added: a gradient accumulated in place).
 typedef void trit_kernel_qpanel_fn(int64_t M, int64_t p0, int64_t p1, const trit_qpanels *w, const trit_qact *x,
-                                   float *y, int64_t ldy);
+                                   float *y, int64_t ldy, bool acc);
 trit_kernel_qpanel_fn trit_kernel_qpanel_ref, trit_kernel_qpanel_avx2, trit_kernel_qpanel_avx512vnni;
 
 // What the entry point does to each thread's columns after their products: y += bias, then
@@ -68,6 +78,7 @@ typedef struct trit_qpanel_epilogue {
     const float *bias;  // (N) or NULL
     float *res;         // (M, ldr) or NULL
     int64_t ldr;
+    bool accumulate;    // the kernels add the product to y instead of writing it (before bias and res)
 } trit_qpanel_epilogue;
 
 // y (M, N) = x (M, K) W^T on the kernel table's choice, panels split among threads, then the

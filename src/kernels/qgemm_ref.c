@@ -60,6 +60,27 @@ void trit_kernel_qact_ref(const float *x, int64_t K, int64_t G, int8_t *q, float
 // Below this many values one thread quantizes them all (a decoded token's row, say).
 #define QACT_PARALLEL_MIN ((int64_t)1 << 15)
 
+void trit_kernel_qact_div_ref(const float *x, int64_t K, int64_t G, int8_t *q, float *scale, int32_t *gsum) {
+    const float s = row_absmax(x, K) / 127.0f;
+    int bad = 0;
+#pragma omp simd reduction(| : bad)
+    for (int64_t k = 0; k < K; k++) {
+        const float v = s != 0 ? x[k] / s : x[k] * 0.0f;  // x * 0: NaN for a NaN or Inf, as x / s gives
+        bad |= v != v;
+        q[k] = act_code(v);
+    }
+    *scale = bad ? NAN : s;
+    group_sums(q, K, G, gsum);
+}
+
+void trit_qact_quantize_div(const float *x, int64_t M, int64_t K, const trit_qact *a) {
+    static trit_kernel_slot slot;
+    trit_kernel_qact_fn *fn =
+        TRIT_KERNEL_FN_OR(trit_kernel_qact_fn, &slot, TRIT_KERNEL_QACT_DIV, TRIT_F32, TRIT_QINT8, trit_kernel_qact_div_ref);
+#pragma omp parallel for schedule(static) if (M * K >= QACT_PARALLEL_MIN && !omp_in_parallel())
+    for (int64_t m = 0; m < M; m++) fn(x + m * K, K, K, a->q + m * K, &a->scale[m], a->gsum + m);
+}
+
 void trit_qact_quantize(const float *x, int64_t M, int64_t K, int64_t G, trit_dtype wdt, const trit_qact *a) {
     static trit_kernel_slot slot;
     trit_kernel_qact_fn *natural =

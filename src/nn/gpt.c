@@ -316,6 +316,7 @@ void trit_gpt_free(trit_gpt *m) {
     trit_flat_free(m->flat);  // after the tensors: they are views of it
     if (m->dec) trit_gpt_weights_free(m->dec);
     free(m->dec);
+    trit_gpt_ternary_free(m);
     free(m);
 }
 

@@ -135,7 +135,7 @@ static void lora_rows(const trit_gpt_cache *c, float *out, const float *x, const
 static void matmul(trit_gpt_cache *c, float *out, const float *x, const gpt_step *st, int64_t R, float *res) {
     const int64_t N = st->width;
     const float *bd = trit_gpt_cache_f32(c, st->b);
-    const trit_qpanel_epilogue e = {bd, res, N};
+    const trit_qpanel_epilogue e = {.bias = bd, .res = res, .ldr = N};
     const bool lora = st->la >= 0 && !c->m->adapters_merged;
     if (product(c, out, x, st, R, lora ? NULL : &e)) return;  // the panel kernels' threads added both to their columns
     if (lora) lora_rows(c, out, x, st, R);

@@ -3,6 +3,7 @@
 // v into views (no copy), rotates q and k with RoPE when configured, and runs flash attention
 // unless naive_attention is set.
 #include "nn/gpt_internal.h"
+#include "ops/ternary_linear.h"
 #include "trit/ops.h"
 
 #include <string.h>
@@ -25,11 +26,18 @@ static trit_tensor *dropout(trit_graph *g, const trit_gpt *m, trit_tensor *x, ui
 
 // x W^T + b; a matrix inside a block goes through fake quantization under QAT.
 // A LoRA pair adds its product (nn/lora.c) unless merged into W.
+// Ternary QAT in an fp32 graph may run on the integer kernels (ops/ternary_linear.h).
 static trit_tensor *linear(trit_graph *g, const trit_gpt *m, trit_tensor *x, const gpt_step *s) {
-    trit_tensor *w = param(m, s->w), *in = x;
-    if (s->block_matrix && m->qat_acts) x = trit_fake_quant(g, x, &m->qat_a, NULL);
-    if (s->block_matrix && m->qat_weights) w = trit_fake_quant(g, w, &m->qat_w, NULL);
-    trit_tensor *y = trit_linear(g, x, w, param(m, s->b));
+    trit_tensor *w = param(m, s->w), *in = x, *y;
+    const trit_compute_policy pol = trit_graph_policy(g);
+    struct trit_ternary_weight *tw = s->block_matrix ? trit_gpt_ternary_of(m, s->w) : NULL;
+    if (tw && pol.accumulate == TRIT_F32 && pol.activation == TRIT_F32 && pol.matmul == TRIT_MATMUL_HIGHEST) {
+        y = trit_ternary_linear(g, x, w, param(m, s->b), tw);
+    } else {
+        if (s->block_matrix && m->qat_acts) x = trit_fake_quant(g, x, &m->qat_a, NULL);
+        if (s->block_matrix && m->qat_weights) w = trit_fake_quant(g, w, &m->qat_w, NULL);
+        y = trit_linear(g, x, w, param(m, s->b));
+    }
     return s->la >= 0 && !m->adapters_merged ? trit_gpt_lora_graph(g, m, s, in, y) : y;
 }
 

@@ -84,6 +84,10 @@ struct trit_gpt {
     // Quantization-aware training: fake quantization of the block matrices and of their inputs.
     bool qat_weights, qat_acts;
     trit_fake_quant_spec qat_w, qat_a;
+    // Ternary QAT on the integer kernels (gpt_ternary.c): each block matrix's ternary form, by
+    // parameter index (N = 0: not one), or NULL when graphs take the fake-quantized path.
+    struct trit_ternary_weight *tern;
+    int n_tern;
     trit_recompute_policy recompute;
     int64_t recompute_blocks; // the policy applies to blocks [0, recompute_blocks)
     trit_flat *flat;          // the parameters' storage and their gradients (reverse first use)
@@ -100,6 +104,11 @@ static inline uint64_t trit_gpt_name_stream(const char *name) {
     for (const unsigned char *p = (const unsigned char *)name; *p; p++) h = (h ^ *p) * UINT64_C(1099511628211);
     return h;
 }
+
+// The ternary state a graph's linear over parameter i runs on, NULL when i takes the
+// fake-quantized path (gpt_ternary.c).
+struct trit_ternary_weight *trit_gpt_ternary_of(const trit_gpt *m, int i);
+void trit_gpt_ternary_free(trit_gpt *m);
 
 // Builds m's program from its config and parameters (trit_gpt_new calls it).
 trit_status trit_gpt_program_build(trit_gpt *m);

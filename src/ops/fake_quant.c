@@ -192,6 +192,27 @@ void trit_fake_quant_rows_f32(const float *x, float *y, int64_t R, int64_t K, co
     for (int64_t r = 0; r < R; r++) fq_span(x + r * K, y + r * K, K, group_scale(s, x + r * K, K), dt, qmax);
 }
 
+float trit_fake_quant_ternary_scale_f32(const float *w, int64_t n) {
+    const trit_fake_quant_spec s = {.dtype = TRIT_QINT2, .mode = TRIT_FQ_TERNARY};
+    return group_scale(&s, w, n);
+}
+
+bool trit_fake_quant_row_codes_f32(const float *x, int64_t K, int8_t *q, float *scale) {
+    const trit_fake_quant_spec spec = {.dtype = TRIT_QINT8, .mode = TRIT_FQ_TOKEN};
+    const float s = group_scale(&spec, x, K), lim = 127;
+    int bad = 0;
+    for (int64_t k = 0; k < K; k++) {  // fq_int_span's arithmetic, the code kept instead of code * s
+        float v = s != 0 ? x[k] / s : x[k] * 0;  // x * 0: a NaN stays NaN under s = 0
+        bad |= v != v;
+        v = v > lim ? lim : v;
+        v = v < -lim ? -lim : v;
+        v = v == v ? v : 0;
+        q[k] = (int8_t)(int)((v + RNE_MAGIC) - RNE_MAGIC);
+    }
+    *scale = bad ? NAN : s;
+    return !bad;
+}
+
 trit_tensor *trit_fake_quant(trit_graph *g, trit_tensor *x, const trit_fake_quant_spec *s, trit_tensor *running_absmax) {
     if (!s) {
         trit_error(TRIT_ERR_INVALID, "fake_quant: NULL spec");

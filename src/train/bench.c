@@ -158,6 +158,10 @@ void trit_bench_train_config(const trit_bench_config *c, const trit_bench_option
     out->threads = o->threads > 0 ? o->threads : trit_threads_get();
     out->sample_tokens = 0;
     out->quiet = 1;
+    if (o->ternary) {
+        out->qat = TRIT_QAT_TERNARY;
+        out->ternary_matmul = o->ternary_matmul;
+    }
 }
 
 static trit_status check_options(const trit_bench_config *c, const trit_bench_options *o, trit_bench_result *r) {

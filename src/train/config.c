@@ -56,6 +56,7 @@ static const char *const task_names[] = {"lm", "embed", NULL};
 static const char *const pool_names[] = {"mean", "last", NULL};
 static const char *const schedule_names[] = {"cosine", "two-stage", NULL};
 static const char *const qat_acts_names[] = {"off", "token", NULL};
+static const char *const ternary_matmul_names[] = {"fake", "int8", "int8-fp32-dx", NULL};
 static const char *const optimizer_names[] = {"adamw", "adamw8bit", "galore", "qgalore", NULL};
 static const char *const adapter_names[] = {"off", "lora", "bottleneck", NULL};
 static const char *const qbase_names[] = {"off", "nf4", "int8", "int4", "ternary", "keep", NULL};
@@ -154,6 +155,10 @@ static const field fields[] = {
      I(0, 1 << 20)},
     {"qat-acts", F_ENUM, K_OPT, OFF(qat_acts), qat_acts_names,
      "off|token: fake-quantize matmul inputs per token, int8 (fp8 with --qat fp8) (token)", NONE},
+    {"ternary-matmul", F_ENUM, K_OPT, OFF(ternary_matmul), ternary_matmul_names,
+     "fake|int8|int8-fp32-dx: ternary QAT's block matrices as an fp32 GEMM over fake-quantized operands, or on "
+     "the integer kernels (int8 inputs x ternary codes packed once per step) for the forward and the input "
+     "gradient (dY quantized per row to int8), or for the forward only (int8)", NONE},
     {"eval-every", F_INT, K_RUN, OFF(eval_every), NULL, "steps between validations, 0 = at the end (250; task 500)", I(0, MAX_STEPS)},
     {"eval-batches", F_INT, K_RUN, OFF(eval_batches), NULL, "validation batches (20)", I(1, 1000000)},
     {"log-every", F_INT, K_RUN, OFF(log_every), NULL, "steps between log lines (10; task 50)", I(1, MAX_STEPS)},
@@ -458,6 +463,7 @@ static void apply_defaults(trit_train_config *c) {
     DEF_I(terngrad_bucket, 0);
     DEF_I(group, 0);
     DEF_I(qat_acts, 1);
+    DEF_I(ternary_matmul, TRIT_TERNARY_MATMUL_INT8);
     DEF_I(eval_every, task ? 500 : 250);
     DEF_I(eval_batches, 20);
     DEF_I(log_every, task ? 50 : 10);

@@ -29,7 +29,9 @@ trit_status trit_train_set_qat(trit_gpt *m, const trit_train_config *c) {
     trit_fake_quant_spec w = {.dtype = q.dtype, .group_size = q.group_size, .mode = TRIT_FQ_GROUPS};
     if (q.dtype == TRIT_TERNARY) w = (trit_fake_quant_spec){.dtype = TRIT_QINT2, .mode = TRIT_FQ_TERNARY};
     const trit_fake_quant_spec a = act_spec(c);
-    return trit_gpt_set_qat(m, &w, c->qat_acts ? &a : NULL);
+    trit_status s = trit_gpt_set_qat(m, &w, c->qat_acts ? &a : NULL);
+    if (s == TRIT_OK && q.dtype == TRIT_TERNARY) s = trit_gpt_set_ternary_matmul(m, (trit_ternary_matmul)c->ternary_matmul);
+    return s;
 }
 
 trit_status trit_train_freeze_qat(trit_gpt *m, const trit_train_config *c) {
@@ -40,6 +42,7 @@ trit_status trit_train_freeze_qat(trit_gpt *m, const trit_train_config *c) {
     trit_status s = trit_gpt_quantize(m, &q, TRIT_QUANTIZE_BLOCKS, &r);
     const trit_fake_quant_spec a = act_spec(c);
     if (s == TRIT_OK) s = trit_gpt_set_qat(m, NULL, c->qat_acts ? &a : NULL);
+    if (s == TRIT_OK) s = trit_gpt_set_ternary_matmul(m, TRIT_TERNARY_MATMUL_FAKE);  // frozen: no latent weights to pack
     return s;
 }
 

@@ -104,6 +104,7 @@ static trit_status train_step(trainer *t, double lr, const trit_train_hooks *hoo
     }
     if (s == TRIT_OK && finite) s = trit_optim_step(t->opt, lr);
     if (s != TRIT_OK) return s;
+    if (finite) trit_gpt_ternary_weights_changed(t->model);  // ternary codes packed again once per step
     if (t->use_scaler) trit_loss_scaler_update(&t->scaler, finite);
     t->skipped += !finite;
     t->skip_streak = finite ? 0 : t->skip_streak + 1;

@@ -480,10 +480,10 @@ static void check_panels(trit_kernel_qpanel_fn *fn, const char *name, trit_dtype
     for (int pass = 0; pass < 4; pass++) {
         for (int64_t j = 0; j < M * ldy; j++) got[j] = -7.0f, res[j] = (float)j * 0.25f;
         if (pass == 0) {
-            fn(M, 0, w.panels / 2, &w, &a, got, ldy);
-            fn(M, w.panels / 2, w.panels, &w, &a, got, ldy);
+            fn(M, 0, w.panels / 2, &w, &a, got, ldy, false);
+            fn(M, w.panels / 2, w.panels, &w, &a, got, ldy, false);
         } else {
-            const trit_qpanel_epilogue e = {bias, res, ldy};
+            const trit_qpanel_epilogue e = {.bias = bias, .res = res, .ldr = ldy};
             trit_threads_set(pass == 3 ? 2 : pass);
             trit_kernel_qgemm_panels(&w, M, &a, got, ldy, pass == 3 ? &e : NULL);
             trit_threads_set(0);

@@ -8,6 +8,8 @@
 // numbers below 2^24 in magnitude (G <= 131072), so float adds are exact in any order.
 #include "kernels/qgemm.h"
 
+#include <math.h>
+
 #define QACT_CAT_(a, b) a##_##b
 #define QACT_CAT(a, b) QACT_CAT_(a, b)
 
@@ -30,4 +32,31 @@ void QACT_CAT(trit_kernel_qact, SIMD_SUFFIX)(const float *x, int64_t K, int64_t 
         }
         gsum[g / G] = (int32_t)vd_reduce_add(vd_add(vd_lo(sum), vd_hi(sum)));
     }
+}
+
+// Fake quantization's rule (qgemm.h, trit_kernel_qact_div_ref): x / s instead of x * (1 / s), a
+// NaN or Inf in the row makes the scale NaN.
+void QACT_CAT(trit_kernel_qact_div, SIMD_SUFFIX)(const float *x, int64_t K, int64_t G, int8_t *q, float *scale,
+                                                 int32_t *gsum) {
+    vf m = vzero();
+    for (int64_t k = 0; k < K; k += SIMD_VL) m = vmax(vabs(vload(vtail_of(K - k), x + k)), m);
+    const float s = vreduce_max(m) / 127.0f;
+    const vf vs = vset1(s), hi = vset1(127.0f), lo = vset1(-127.0f);
+    vf nan_seen = vzero();
+    for (int64_t g = 0; g < K; g += G) {
+        vf sum = vzero();
+        for (int64_t k = g; k < g + G; k += SIMD_VL) {
+            const vtail t = vtail_of(g + G - k);
+            const vf xv = vload(t, x + k);
+            vf v = s != 0 ? vdiv(xv, vs) : vmul(xv, vzero());
+            nan_seen = vadd(nan_seen, vselect(vordered(v), vset1(1.0f), vzero()));
+            v = vround(v);
+            v = vselect(vordered(v), vzero(), v);
+            v = vmax(vmin(v, hi), lo);
+            vstore_i8(q + k, t, v);
+            sum = vadd(sum, v);
+        }
+        gsum[g / G] = (int32_t)vd_reduce_add(vd_add(vd_lo(sum), vd_hi(sum)));
+    }
+    *scale = vreduce_max(nan_seen) > 0 ? NAN : s;
 }

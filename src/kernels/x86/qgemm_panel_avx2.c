@@ -31,7 +31,7 @@ INLINE __m256i codes_of(trit_dtype wdt, __m256i v, int i) {
 
 // Tokens m0 .. m0 + T - 1 against panel p; their outputs' running sums in y.
 INLINE void tile(trit_dtype wdt, int T, const trit_qpanels *w, int64_t p, const trit_qact *x, int64_t m0, float *y,
-                 int64_t ldy) {
+                 int64_t ldy, bool acc) {
     const int64_t K = w->K, G = w->G, NG = K / G, n = p * TRIT_QPANEL_ROWS;
     const int S = wdt == TRIT_QINT8 ? 1 : wdt == TRIT_QINT4 ? 2 : 4;
     const int32_t bias = wdt == TRIT_QINT8 ? 0 : wdt == TRIT_QINT4 ? 8 : 1;
@@ -84,7 +84,10 @@ INLINE void tile(trit_dtype wdt, int T, const trit_qpanels *w, int64_t p, const 
     for (int t = 0; t < T; t++) {
         const float xs = x->scale[m0 + t];
         float *yr = y + (m0 + t) * ldy + n;
-        for (int l = 0; l < cols; l++) yr[l] = xs * sum[t][l];
+        for (int l = 0; l < cols; l++) {
+            const float v = xs * sum[t][l];
+            yr[l] = acc ? yr[l] + v : v;
+        }
     }
 }
 
@@ -117,7 +120,7 @@ static void widen_panel(const uint8_t *codes, int64_t K, int32_t *wide) {
 
 // Tokens t < T of the widened block xw (T, K) against widened panel p: the running sums of tile().
 INLINE void wide_tile(int T, const trit_qpanels *w, int64_t p, const int32_t *wide, const int16_t *xw,
-                      const float *xs /* (T) */, float *y /* (T, ldy) */, int64_t ldy) {
+                      const float *xs /* (T) */, float *y /* (T, ldy) */, int64_t ldy, bool acc) {
     const int64_t K = w->K, G = w->G, NG = K / G, n = p * TRIT_QPANEL_ROWS;
     const int cols = w->N - n < 16 ? (int)(w->N - n) : 16;
     __m256 sum[WIDE_TILE][2];
@@ -145,13 +148,14 @@ INLINE void wide_tile(int T, const trit_qpanels *w, int64_t p, const int32_t *wi
         float out[16];
         _mm256_storeu_ps(out, _mm256_mul_ps(_mm256_set1_ps(xs[t]), sum[t][0]));
         _mm256_storeu_ps(out + 8, _mm256_mul_ps(_mm256_set1_ps(xs[t]), sum[t][1]));
-        memcpy(y + t * ldy + n, out, sizeof(float) * (size_t)cols);
+        float *yt = y + t * ldy + n;
+        for (int l = 0; l < cols; l++) yt[l] = acc ? yt[l] + out[l] : out[l];
     }
 }
 
 // qint8 panels [p0, p1) against all M tokens by blocks of widened tokens; false when out of memory.
 static bool wide_panels(int64_t M, int64_t p0, int64_t p1, const trit_qpanels *w, const trit_qact *x, float *y,
-                        int64_t ldy) {
+                        int64_t ldy, bool acc) {
     const int64_t K = w->K;
     int64_t block = WIDE_BLOCK_BYTES / (2 * K) / WIDE_TILE * WIDE_TILE;
     if (block < WIDE_TILE) block = WIDE_TILE;
@@ -170,13 +174,13 @@ static bool wide_panels(int64_t M, int64_t p0, int64_t p1, const trit_qpanels *w
             widen_panel(w->codes + (size_t)p * w->panel_bytes, K, wide);
             int64_t m = 0;
             for (; m + WIDE_TILE <= bm; m += WIDE_TILE)
-                wide_tile(WIDE_TILE, w, p, wide, xw + m * K, x->scale + mb + m, y + (mb + m) * ldy, ldy);
+                wide_tile(WIDE_TILE, w, p, wide, xw + m * K, x->scale + mb + m, y + (mb + m) * ldy, ldy, acc);
             switch (bm - m) {
-            case 5: wide_tile(5, w, p, wide, xw + m * K, x->scale + mb + m, y + (mb + m) * ldy, ldy); break;
-            case 4: wide_tile(4, w, p, wide, xw + m * K, x->scale + mb + m, y + (mb + m) * ldy, ldy); break;
-            case 3: wide_tile(3, w, p, wide, xw + m * K, x->scale + mb + m, y + (mb + m) * ldy, ldy); break;
-            case 2: wide_tile(2, w, p, wide, xw + m * K, x->scale + mb + m, y + (mb + m) * ldy, ldy); break;
-            case 1: wide_tile(1, w, p, wide, xw + m * K, x->scale + mb + m, y + (mb + m) * ldy, ldy); break;
+            case 5: wide_tile(5, w, p, wide, xw + m * K, x->scale + mb + m, y + (mb + m) * ldy, ldy, acc); break;
+            case 4: wide_tile(4, w, p, wide, xw + m * K, x->scale + mb + m, y + (mb + m) * ldy, ldy, acc); break;
+            case 3: wide_tile(3, w, p, wide, xw + m * K, x->scale + mb + m, y + (mb + m) * ldy, ldy, acc); break;
+            case 2: wide_tile(2, w, p, wide, xw + m * K, x->scale + mb + m, y + (mb + m) * ldy, ldy, acc); break;
+            case 1: wide_tile(1, w, p, wide, xw + m * K, x->scale + mb + m, y + (mb + m) * ldy, ldy, acc); break;
             }
         }
     }
@@ -184,21 +188,21 @@ static bool wide_panels(int64_t M, int64_t p0, int64_t p1, const trit_qpanels *w
 }
 
 INLINE void panels(trit_dtype wdt, int64_t M, int64_t p0, int64_t p1, const trit_qpanels *w, const trit_qact *x,
-                   float *y, int64_t ldy) {
+                   float *y, int64_t ldy, bool acc) {
     for (int64_t p = p0; p < p1; p++) {
         int64_t m = 0;
-        for (; m + 4 <= M; m += 4) tile(wdt, 4, w, p, x, m, y, ldy);
-        if (M - m == 3) tile(wdt, 3, w, p, x, m, y, ldy);
-        else if (M - m == 2) tile(wdt, 2, w, p, x, m, y, ldy);
-        else if (M - m == 1) tile(wdt, 1, w, p, x, m, y, ldy);
+        for (; m + 4 <= M; m += 4) tile(wdt, 4, w, p, x, m, y, ldy, acc);
+        if (M - m == 3) tile(wdt, 3, w, p, x, m, y, ldy, acc);
+        else if (M - m == 2) tile(wdt, 2, w, p, x, m, y, ldy, acc);
+        else if (M - m == 1) tile(wdt, 1, w, p, x, m, y, ldy, acc);
     }
 }
 
 void trit_kernel_qpanel_avx2(int64_t M, int64_t p0, int64_t p1, const trit_qpanels *w, const trit_qact *x, float *y,
-                             int64_t ldy) {
+                             int64_t ldy, bool acc) {
     if (w->wdt == TRIT_QINT8) {
-        if (M < 4 || !wide_panels(M, p0, p1, w, x, y, ldy)) panels(TRIT_QINT8, M, p0, p1, w, x, y, ldy);
+        if (M < 4 || !wide_panels(M, p0, p1, w, x, y, ldy, acc)) panels(TRIT_QINT8, M, p0, p1, w, x, y, ldy, acc);
     }
-    else if (w->wdt == TRIT_QINT4) panels(TRIT_QINT4, M, p0, p1, w, x, y, ldy);
-    else if (w->wdt == TRIT_TERNARY) panels(TRIT_TERNARY, M, p0, p1, w, x, y, ldy);
+    else if (w->wdt == TRIT_QINT4) panels(TRIT_QINT4, M, p0, p1, w, x, y, ldy, acc);
+    else if (w->wdt == TRIT_TERNARY) panels(TRIT_TERNARY, M, p0, p1, w, x, y, ldy, acc);
 }

@@ -27,7 +27,7 @@ INLINE __m512i codes_of(trit_dtype wdt, __m512i v, int i) {
 
 // Tokens m0 .. m0 + T - 1 (T <= 4) against panels p .. p + P - 1 (P <= 2).
 INLINE void tile(trit_dtype wdt, int T, int P, const trit_qpanels *w, int64_t p, const trit_qact *x, int64_t m0,
-                 float *y, int64_t ldy) {
+                 float *y, int64_t ldy, bool acc) {
     const int64_t K = w->K, G = w->G, NG = K / G;
     const int S = wdt == TRIT_QINT8 ? 1 : wdt == TRIT_QINT4 ? 2 : 4;
     const int32_t bias = wdt == TRIT_QINT8 ? 128 : wdt == TRIT_QINT4 ? 8 : 1;
@@ -65,25 +65,28 @@ INLINE void tile(trit_dtype wdt, int T, int P, const trit_qpanels *w, int64_t p,
         const __m512 xs = _mm512_set1_ps(x->scale[m0 + t]);
         for (int j = 0; j < P; j++) {
             const int64_t n = (p + j) * TRIT_QPANEL_ROWS, cols = w->N - n < 16 ? w->N - n : 16;
-            _mm512_mask_storeu_ps(y + (m0 + t) * ldy + n, (__mmask16)((1u << cols) - 1), _mm512_mul_ps(f[t][j], xs));
+            const __mmask16 k = (__mmask16)((1u << cols) - 1);
+            float *yt = y + (m0 + t) * ldy + n;
+            const __m512 v = _mm512_mul_ps(f[t][j], xs);
+            _mm512_mask_storeu_ps(yt, k, acc ? _mm512_add_ps(_mm512_maskz_loadu_ps(k, yt), v) : v);
         }
     }
 }
 
 // All M tokens against panels p, p + P - 1: four tokens at a time, then the rest.
 INLINE void tokens(trit_dtype wdt, int P, int64_t M, const trit_qpanels *w, int64_t p, const trit_qact *x, float *y,
-                   int64_t ldy) {
+                   int64_t ldy, bool acc) {
     int64_t m = 0;
-    for (; m + 4 <= M; m += 4) tile(wdt, 4, P, w, p, x, m, y, ldy);
-    if (M - m == 3) tile(wdt, 3, P, w, p, x, m, y, ldy);
-    else if (M - m == 2) tile(wdt, 2, P, w, p, x, m, y, ldy);
-    else if (M - m == 1) tile(wdt, 1, P, w, p, x, m, y, ldy);
+    for (; m + 4 <= M; m += 4) tile(wdt, 4, P, w, p, x, m, y, ldy, acc);
+    if (M - m == 3) tile(wdt, 3, P, w, p, x, m, y, ldy, acc);
+    else if (M - m == 2) tile(wdt, 2, P, w, p, x, m, y, ldy, acc);
+    else if (M - m == 1) tile(wdt, 1, P, w, p, x, m, y, ldy, acc);
 }
 
 // One token against panel p, read as one stream: four dwords of codes per pass go to four
 // accumulators, so consecutive vpdpbusd do not wait on each other. Ternary masks each field in
 // place (4^i times the code, as qgemm_avx512vnni.c does) and shifts the four sums back exactly.
-INLINE void gemv(trit_dtype wdt, const trit_qpanels *w, int64_t p, const trit_qact *x, float *y) {
+INLINE void gemv(trit_dtype wdt, const trit_qpanels *w, int64_t p, const trit_qact *x, float *y, bool acc) {
     const int64_t K = w->K, G = w->G, NG = K / G, n = p * TRIT_QPANEL_ROWS;
     const int S = wdt == TRIT_QINT8 ? 1 : wdt == TRIT_QINT4 ? 2 : 4;
     const int32_t bias = wdt == TRIT_QINT8 ? 128 : wdt == TRIT_QINT4 ? 8 : 1;
@@ -112,24 +115,26 @@ INLINE void gemv(trit_dtype wdt, const trit_qpanels *w, int64_t p, const trit_qa
         f = _mm512_add_ps(f, _mm512_mul_ps(s, _mm512_cvtepi32_ps(_mm512_sub_epi32(sum, unbias))));
     }
     const int64_t cols = w->N - n < 16 ? w->N - n : 16;
-    _mm512_mask_storeu_ps(y + n, (__mmask16)((1u << cols) - 1), _mm512_mul_ps(f, _mm512_set1_ps(x->scale[0])));
+    const __mmask16 k = (__mmask16)((1u << cols) - 1);
+    const __m512 v = _mm512_mul_ps(f, _mm512_set1_ps(x->scale[0]));
+    _mm512_mask_storeu_ps(y + n, k, acc ? _mm512_add_ps(_mm512_maskz_loadu_ps(k, y + n), v) : v);
 }
 
 INLINE void panels(trit_dtype wdt, int64_t M, int64_t p0, int64_t p1, const trit_qpanels *w, const trit_qact *x,
-                   float *y, int64_t ldy) {
+                   float *y, int64_t ldy, bool acc) {
     int64_t p = p0;
     if (M == 1) {  // decoding: one panel after another, a single stream through the codes
-        for (; p < p1; p++) gemv(wdt, w, p, x, y);
+        for (; p < p1; p++) gemv(wdt, w, p, x, y, acc);
         return;
     }
     // Two panels' codes (at most 2 x 16 K bytes) stay in L1 while every token passes over them.
-    for (; p + 2 <= p1; p += 2) tokens(wdt, 2, M, w, p, x, y, ldy);
-    if (p < p1) tokens(wdt, 1, M, w, p, x, y, ldy);
+    for (; p + 2 <= p1; p += 2) tokens(wdt, 2, M, w, p, x, y, ldy, acc);
+    if (p < p1) tokens(wdt, 1, M, w, p, x, y, ldy, acc);
 }
 
 void trit_kernel_qpanel_avx512vnni(int64_t M, int64_t p0, int64_t p1, const trit_qpanels *w, const trit_qact *x,
-                                   float *y, int64_t ldy) {
-    if (w->wdt == TRIT_QINT8) panels(TRIT_QINT8, M, p0, p1, w, x, y, ldy);
-    else if (w->wdt == TRIT_QINT4) panels(TRIT_QINT4, M, p0, p1, w, x, y, ldy);
-    else panels(TRIT_TERNARY, M, p0, p1, w, x, y, ldy);
+                                   float *y, int64_t ldy, bool acc) {
+    if (w->wdt == TRIT_QINT8) panels(TRIT_QINT8, M, p0, p1, w, x, y, ldy, acc);
+    else if (w->wdt == TRIT_QINT4) panels(TRIT_QINT4, M, p0, p1, w, x, y, ldy, acc);
+    else panels(TRIT_TERNARY, M, p0, p1, w, x, y, ldy, acc);
 }
