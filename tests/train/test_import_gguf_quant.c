@@ -8,7 +8,8 @@
 //   - the decoder samples the same tokens and logits as a model whose codes were made by another
 //     route (the dtype table's decoding of the file's blocks divided by the fixture's scales,
 //     packed here by hand): the same codes, so the same kernels' bits;
-//   - a checkpoint of the import reads back the codes, and exports to the file's weight bytes;
+//   - a checkpoint of the import reads back the codes, and exports to the file's weight bytes,
+//     also for codes that encoding their values again would not give;
 //   - a damaged block (a code ggml never writes, a NaN scale), an unknown block type and a
 //     truncated file are refused with a message that names the problem.
 #define _GNU_SOURCE
@@ -237,6 +238,13 @@ static void test_sample_equals_codes_made_by_hand(void **state) {
         assert_int_equal(kept, 5);  // the embedding and the block's four matrices
         assert_int_equal(trit_gpt_make_decode_only(a), TRIT_OK);
         assert_int_equal(trit_gpt_make_decode_only(b), TRIT_OK);
+        // The kernels multiply by the codes: the decoder holds no f32 copy of a matrix (codes
+        // and f32 scales take 1.2 bytes a weight at most, f32 values 4).
+        int64_t weights = 0;
+        for (int p = 0; p < trit_gpt_num_tensors(a); p++) weights += trit_tensor_numel(trit_gpt_tensor(a, p));
+        if (trit_gpt_weight_bytes(a) > 2 * (size_t)weights)
+            fail_msg("%s: the decoder holds %zu bytes for %lld weights: an f32 copy", kinds[i].name,
+                     trit_gpt_weight_bytes(a), (long long)weights);
         const int64_t V = trit_gpt_get_config(a)->vocab_size;
         float *la = malloc(sizeof(float) * (size_t)V), *lb = malloc(sizeof(float) * (size_t)V);
         int32_t ta[20], tb[20];
@@ -267,42 +275,58 @@ static void same_tensor(const trit_gguf_file *a, const trit_gguf_file *b, const 
     if (memcmp(x->data, y->data, x->nbytes) != 0) fail_msg("%s: tensor '%s' did not come back byte for byte", kind_name, name);
 }
 
+// The import of `path` saved as a checkpoint reads back its codes, and exported as dt (from the
+// checkpoint, whose f32 values are decoded from the codes, and from the import itself, which has
+// no f32 values) gives the file's weight tensors byte for byte.
+static void round_trip(const char *path, trit_dtype dt, const char *kind_name) {
+    trit_tokenizer *tok = NULL;
+    trit_gpt *m = trit_import_gguf(path, &tok);
+    if (!m) fail_msg("%s: %s", kind_name, trit_last_error());
+    const char *ckpt = tfile_path("m.safetensors"), *out = tfile_path("m.gguf");
+    assert_int_equal(trit_checkpoint_save_model(m, ckpt, 0), TRIT_OK);
+    trit_gpt *back = trit_checkpoint_load_model(ckpt, NULL);
+    assert_non_null(back);
+    for (int p = 0; p < trit_gpt_num_tensors(m); p++) {
+        const trit_tensor *q = trit_gpt_quantized(m, p), *r = trit_gpt_quantized(back, p);
+        if (!q) continue;
+        assert_non_null(r);
+        assert_int_equal(q->dtype, r->dtype);
+        assert_int_equal(q->quant->group_size, r->quant->group_size);
+        assert_memory_equal(trit_tensor_ptr(q), trit_tensor_ptr(r), trit_tensor_nbytes(q));
+        assert_memory_equal(q->quant->scales, r->quant->scales, sizeof(float) * (size_t)q->quant->num_groups);
+    }
+    for (int from = 0; from < 2; from++) {
+        assert_int_equal(trit_export_gguf(from ? m : back, tok, dt, out), TRIT_OK);
+        trit_gguf_file *a = trit_gguf_open(path), *b = trit_gguf_open(out);
+        assert_non_null(a);
+        assert_non_null(b);
+        assert_int_equal(trit_gguf_num_tensors(a), trit_gguf_num_tensors(b));
+        for (int64_t t = 0; t < trit_gguf_num_tensors(a); t++) same_tensor(a, b, trit_gguf_tensor_at(a, t)->name, kind_name);
+        trit_gguf_close(a), trit_gguf_close(b);
+    }
+    trit_gpt_free(back);
+    trit_gpt_free(m);
+    trit_tokenizer_free(tok);
+}
+
 static void test_checkpoint_and_export_round_trip(void **state) {
     (void)state;
-    for (int i = 0; i < KINDS; i++) {
-        const char *path = fixture(kinds[i].name, ".gguf");
-        trit_tokenizer *tok = NULL;
-        trit_gpt *m = trit_import_gguf(path, &tok);
-        assert_non_null(m);
-        const char *ckpt = tfile_path("m.safetensors"), *out = tfile_path("m.gguf");
-        assert_int_equal(trit_checkpoint_save_model(m, ckpt, 0), TRIT_OK);
-        trit_gpt *back = trit_checkpoint_load_model(ckpt, NULL);
-        assert_non_null(back);
-        for (int p = 0; p < trit_gpt_num_tensors(m); p++) {
-            const trit_tensor *q = trit_gpt_quantized(m, p), *r = trit_gpt_quantized(back, p);
-            if (!q) continue;
-            assert_non_null(r);
-            assert_int_equal(q->dtype, r->dtype);
-            assert_int_equal(q->quant->group_size, r->quant->group_size);
-            assert_memory_equal(trit_tensor_ptr(q), trit_tensor_ptr(r), trit_tensor_nbytes(q));
-            assert_memory_equal(q->quant->scales, r->quant->scales, sizeof(float) * (size_t)q->quant->num_groups);
-        }
-        // Exported from the checkpoint (its f32 values decoded from the codes) and from the import
-        // itself (no f32 values): the codes go back as the blocks they came from.
-        const trit_dtype dt = kinds[i].blocked;
-        for (int from = 0; from < 2; from++) {
-            assert_int_equal(trit_export_gguf(from ? m : back, tok, dt, out), TRIT_OK);
-            trit_gguf_file *a = trit_gguf_open(path), *b = trit_gguf_open(out);
-            assert_non_null(a);
-            assert_non_null(b);
-            assert_int_equal(trit_gguf_num_tensors(a), trit_gguf_num_tensors(b));
-            for (int64_t t = 0; t < trit_gguf_num_tensors(a); t++) same_tensor(a, b, trit_gguf_tensor_at(a, t)->name, kinds[i].name);
-            trit_gguf_close(a), trit_gguf_close(b);
-        }
-        trit_gpt_free(back);
-        trit_gpt_free(m);
-        trit_tokenizer_free(tok);
-    }
+    for (int i = 0; i < KINDS; i++) round_trip(fixture(kinds[i].name, ".gguf"), kinds[i].blocked, kinds[i].name);
+    // Codes that encoding their values again would not give: q8_0 blocks whose largest code is 63
+    // (a quantizer other than ggml's; ggml's gives each block a code of magnitude 127, and trit's
+    // encoder would double these codes and halve d). Export must write the codes it holds.
+    uint8_t *d = NULL;
+    size_t n = 0;
+    assert_int_equal(trit_file_read_all(fixture("q8_0", ".gguf"), &d, &n), TRIT_OK);
+    trit_gguf_file *f = trit_gguf_parse(d, n, "x");
+    const trit_gguf_tensor *g = trit_gguf_find_tensor(f, "blk.0.ffn_up.weight");
+    uint8_t *blocks = d + (g->data - d);
+    for (size_t b = 0; b < 8; b++)
+        for (int k = 0; k < 32; k++) blocks[34 * b + 2 + k] = (uint8_t)(int8_t)((int8_t)blocks[34 * b + 2 + k] / 2);
+    trit_gguf_close(f);
+    tfile_write(tfile_path("halved.gguf"), d, n);
+    free(d);
+    round_trip(tfile_path("halved.gguf"), TRIT_Q8_0, "q8_0 with halved codes");
 }
 
 // The fixture's bytes, with `name`'s data (or, when info, its type field) at offset `at` patched.
