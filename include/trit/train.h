@@ -501,6 +501,10 @@ trit_status trit_train_freeze_qat(trit_gpt *m, const trit_train_config *c);
 // attached. What `trit eval`, `trit sample` and `trit train --init-from` start from. *step
 // (may be NULL) receives the saved step.
 trit_gpt *trit_checkpoint_load_as_trained(const char *path, int64_t *step);
+// The same model with a quantized checkpoint's codes as codes only (trit_checkpoint_load_codes:
+// graphs take them as operands, no f32 copy is made); a --qat/--ternary run as above. What `trit
+// eval` and a fine-tune's base (trit_base_load) start from.
+trit_gpt *trit_checkpoint_load_as_trained_codes(const char *path, int64_t *step);
 // The same model to decode only (trit_gpt_make_decode_only): a quantized checkpoint's codes are
 // read as codes (trit_checkpoint_load_decoder), a --qat/--ternary run's latent weights are frozen
 // and then dropped. What `trit sample`, `trit eval --decoder` and `trit bench --decode` decode with.
