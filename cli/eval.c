@@ -85,7 +85,7 @@ int trit_cli_eval(int argc, char **argv) {
     trit_threads_set((int)threads);
     trit_gpt *m = adapter   ? trit_checkpoint_load_adapted(ckpt, adapter, decoder)
                   : decoder ? trit_checkpoint_load_decoding(ckpt, NULL)
-                            : trit_checkpoint_load_as_trained(ckpt, NULL);
+                            : trit_checkpoint_load_as_trained_codes(ckpt, NULL);
     if (!m) return cli_fail("eval", CLI_FAIL);
     int64_t ctx = trit_gpt_get_config(m)->seq_len;
     if (T == 0) T = ctx;

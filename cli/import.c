@@ -18,7 +18,9 @@ static void usage(FILE *fp) {
             "              (F32, F16 or BF16). pytorch_model.bin is refused: convert it to safetensors.\n"
             "  llmc FILE   an llm.c model file (gpt2_124M.bin: version 3 fp32 or 5 bf16)\n"
             "  gguf FILE   a GGUF of llama.cpp's gpt2 architecture (f32, f16, q8_0, q4_0, tq1_0, tq2_0\n"
-            "              tensors); its tokenizer.ggml.* keys give the run's tokenizer\n\n"
+            "              tensors); its tokenizer.ggml.* keys give the run's tokenizer. Quantized\n"
+            "              matrices stay quantized (q8_0, q4_0: int8, int4 in groups of 32; tq2_0,\n"
+            "              tq1_0: ternary in groups of 256), codes and scales as in the file\n\n"
             "  --out RUN           the run directory to make; nothing is written unless the import succeeds\n"
             "  --tokenizer-file F  the run's tokenizer: a trit tokenizer.bin, or an llm.c tokenizer file of a\n"
             "                      character-level vocabulary; its size must be the model's. hf: without it,\n"
@@ -102,9 +104,13 @@ int trit_cli_import(int argc, char **argv) {
         rc = cli_fail("import", CLI_FAIL);
     if (rc == CLI_OK) {
         const trit_gpt_config *g = trit_gpt_get_config(m);
-        printf("wrote %s (%s: %lld parameters, L %lld, H %lld, C %lld, V %lld, T %lld%s)\n", out, format,
+        int codes = 0;  // matrices a GGUF held in a block type, kept as codes
+        for (int i = 0; i < trit_gpt_num_tensors(m); i++) codes += trit_gpt_quantized(m, i) != NULL;
+        char kept[64] = "";
+        if (codes) snprintf(kept, sizeof kept, ", %d matrices kept quantized", codes);
+        printf("wrote %s (%s: %lld parameters, L %lld, H %lld, C %lld, V %lld, T %lld%s%s)\n", out, format,
                (long long)trit_gpt_num_params(m), (long long)g->n_layer, (long long)g->n_head, (long long)g->n_embd,
-               (long long)V, (long long)g->seq_len, tok ? ", with tokenizer" : ", no tokenizer");
+               (long long)V, (long long)g->seq_len, tok ? ", with tokenizer" : ", no tokenizer", kept);
     }
     trit_tokenizer_free(tok);
     trit_gpt_free(m);

@@ -116,6 +116,27 @@ trit_status trit_quant_dynamic_encode(const trit_dynamic_code *c, const float *x
 trit_status trit_quant_dynamic_decode(const trit_dynamic_code *c, const uint8_t *codes, const float *absmax,
                                       int64_t n, int64_t block, float *out /* (n) */);
 
+// ---- ggml's block formats as codes with side scales ---------------------------------------
+// ggml's q8_0, q4_0, tq2_0 and tq1_0 blocks (TRIT_Q8_0 .. TRIT_TQ1_0) each carry an f16 scale d.
+// The same values as codes with side scales, one group per block and d its scale:
+//   q8_0  -> qint8 in groups of 32    x = c d, c in [-127, 127]
+//   q4_0  -> qint4 in groups of 32    x = c d, c = q - 8 in [-8, 7] (symmetric, with ggml's -8)
+//   tq2_0, tq1_0 -> ternary in groups of 256    x = c d, c in {-1, 0, 1}
+// Both directions move codes and scales without rounding: a block decodes to the same bits
+// either way (x = c d in f32, as ggml's dequantize_row_* computes it), and a tensor ggml's
+// quantizer wrote goes there and back to the same bytes.
+// The side dtype of a block dtype, or TRIT_DTYPE_COUNT.
+trit_dtype trit_quant_ggml_side_dtype(trit_dtype blocked);
+// A new contiguous tensor of b's shape and name in the side dtype, owning its quant info. NULL
+// with TRIT_ERR_FORMAT naming the block where no side code stands for one: a q8_0 code -128
+// (ggml's quantizer never writes it; trit's int8 kernels take [-127, 127]), a tq2_0 code 3 (the
+// value 2d), a scale that is not finite. b: contiguous, rows of whole blocks.
+trit_tensor *trit_quant_from_ggml(const trit_tensor *b);
+// q's codes as `blocked` blocks when they are such blocks exactly: q of the side dtype, one
+// symmetric f32 scale a block (no double quantization), each scale an f16 value, tq1_0's codes
+// ternary. NULL with TRIT_ERR_UNSUPPORTED saying why otherwise (the caller then encodes values).
+trit_tensor *trit_quant_to_ggml(const trit_tensor *q, trit_dtype blocked);
+
 // A new tensor of s->dtype holding x (f32, any layout) quantized along its last dim, owning its
 // quant info; NULL with trit_last_error set on failure.
 trit_tensor *trit_quantize(const trit_tensor *x, const trit_quant_spec *s);

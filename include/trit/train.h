@@ -261,7 +261,7 @@ typedef enum trit_base_kind {
 
 typedef struct trit_base {
     trit_base_kind kind;
-    trit_gpt *model;     // as trained (trit_checkpoint_load_as_trained for a run)
+    trit_gpt *model;     // as trained; quantized matrices as codes only (no f32 values)
     trit_tokenizer *tok;
     int64_t step;        // the step its weights were saved at (0 when unknown)
 } trit_base;
@@ -363,6 +363,9 @@ trit_gpt *trit_checkpoint_load_model(const char *path, int64_t *step);
 // The same model to decode only (trit_gpt_make_decode_only): a quantized tensor is read as its
 // codes and never widened to f32, so a quantized run decodes in about the memory of its codes.
 trit_gpt *trit_checkpoint_load_decoder(const char *path, int64_t *step);
+// The model with its quantized tensors as codes only (attached, no f32 values) and not decode-
+// only: a fine-tune's base, whose codes the new model takes (QLoRA) or decodes (full training).
+trit_gpt *trit_checkpoint_load_codes(const char *path, int64_t *step);
 // The GPT config as JSON (malloc'ed) and back.
 char *trit_checkpoint_config_to_json(const trit_gpt_config *c);
 trit_status trit_checkpoint_config_from_json(trit_gpt_config *c, const char *json);
@@ -502,6 +505,10 @@ trit_status trit_train_freeze_qat(trit_gpt *m, const trit_train_config *c);
 // attached. What `trit eval`, `trit sample` and `trit train --init-from` start from. *step
 // (may be NULL) receives the saved step.
 trit_gpt *trit_checkpoint_load_as_trained(const char *path, int64_t *step);
+// The same model with a quantized checkpoint's codes as codes only (trit_checkpoint_load_codes:
+// graphs take them as operands, no f32 copy is made); a --qat/--ternary run as above. What `trit
+// eval` and a fine-tune's base (trit_base_load) start from.
+trit_gpt *trit_checkpoint_load_as_trained_codes(const char *path, int64_t *step);
 // The same model to decode only (trit_gpt_make_decode_only): a quantized checkpoint's codes are
 // read as codes (trit_checkpoint_load_decoder), a --qat/--ternary run's latent weights are frozen
 // and then dropped. What `trit sample`, `trit eval --decoder` and `trit bench --decode` decode with.

@@ -14,7 +14,8 @@ bool trit_qpanels_preferred(trit_dtype wdt) {
 }
 
 bool trit_qpanels_supported(trit_dtype wdt, int64_t K, int64_t G) {
-    return (wdt == TRIT_QINT8 || wdt == TRIT_QINT4 || wdt == TRIT_TERNARY) && G > 0 && G % 64 == 0 && K % G == 0 &&
+    const int64_t step = wdt == TRIT_TERNARY ? 64 : 32;
+    return (wdt == TRIT_QINT8 || wdt == TRIT_QINT4 || wdt == TRIT_TERNARY) && G > 0 && G % step == 0 && K % G == 0 &&
            G <= 131072;
 }
 

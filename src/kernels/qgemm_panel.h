@@ -35,9 +35,13 @@ typedef struct trit_qpanels {
 // Whether this CPU has a panel kernel for wdt (AVX512-VNNI or AVX2: qint8, qint4, ternary), which
 // then beats the plain-layout ones.
 bool trit_qpanels_preferred(trit_dtype wdt);
-// Whether panels take (wdt, K, G): qint8, qint4 or ternary, G a multiple of 64 dividing K, at most
-// 131072. Unlike the plain layout (trit_qgemm_supported), ternary groups of 64 are taken: panels
-// read activations in natural order, not in blocks of 128.
+// Whether panels take (wdt, K, G): qint8 or qint4 with G a multiple of 32 (ggml's q8_0 and q4_0
+// blocks), ternary with G a multiple of 64, G dividing K and at most 131072. Unlike the plain
+// layout (trit_qgemm_supported), groups of 32 (and ternary groups of 64) are taken: panels read
+// activations in natural order, not in reordered blocks of 64 or 128. Every panel kernel sums
+// the biased codes (qint4's stored 0 to 15, so ggml's code -8 too) and removes the bias with the
+// group sum, except AVX2's qint8 tile, which moves the activation's sign onto the code: its
+// codes must stay in [-127, 127], as trit's qint8 encoder writes them.
 bool trit_qpanels_supported(trit_dtype wdt, int64_t K, int64_t G);
 
 // W's codes as stored (trit_dtype_nbytes(wdt, K) bytes per row) and scales ws (N, K / G) into

@@ -398,25 +398,27 @@ trit_status trit_gpt_use_quantized_base(trit_gpt *m) {
     for (int i = 0; s == TRIT_OK && i < m->n_tensors; i++) {
         const trit_tensor *t = m->tensors[i];
         trit_tensor *q = m->quantized[i];
-        if (!q || !t->data) continue;
+        if (!q) continue;  // a matrix made without values (codes only) is checked as one that drops them
         if (!(t->flags & TRIT_FLAG_FROZEN))
             s = trit_error(TRIT_ERR_STATE, "gpt: '%s' is trainable, but a quantized base gets no gradient: give the "
                            "model an adapter first (its base is then frozen)", t->name);
         else if (!decoder_takes(&w, i))
             s = trit_error(TRIT_ERR_UNSUPPORTED, "gpt: no decoding kernel multiplies '%s' as %s (groups of %lld) by its "
-                           "codes, and without f32 values it must be: choose nf4, int8, int4 with groups of 64, or "
+                           "codes, and without f32 values it must be: choose nf4, int8 or int4 with groups of 32, or "
                            "ternary", t->name, trit_dtype_name(q->dtype), (long long)(q->quant ? q->quant->group_size : 0));
         drop[i] = true;
     }
     trit_gpt_weights_free(&w);
+    bool any = false;
     for (int i = 0; s == TRIT_OK && i < m->n_tensors; i++) {
         if (!drop[i]) continue;
         trit_tensor *q = m->quantized[i];
+        any |= m->tensors[i]->data != NULL;
         q->flags |= TRIT_FLAG_PARAM | TRIT_FLAG_FROZEN;  // a graph operand without gradient
         q->graph_value = -1;
         snprintf(q->name, sizeof q->name, "%s", m->tensors[i]->name);
     }
-    if (s == TRIT_OK) s = trit_gpt_lay_out(m, drop, NULL);  // the f32 values go with the old storage
+    if (s == TRIT_OK && any) s = trit_gpt_lay_out(m, drop, NULL);  // the f32 values go with the old storage
     free(drop);
     return s;
 }

@@ -61,7 +61,9 @@ static trit_status load_run(const char *path, trit_base *b) {
     trit_status s = trit_path_join(tok, sizeof tok, path, TRIT_CKPT_TOKENIZER);
     if (s != TRIT_OK) return s;
     if (!(b->tok = trit_tokenizer_load(tok))) return TRIT_ERR_FORMAT;
-    if (!(b->model = trit_checkpoint_load_as_trained(path, &b->step))) return TRIT_ERR_FORMAT;
+    // A quantized run's codes are taken as codes: the new model attaches or decodes them, so
+    // no f32 copy of the base is made for a QLoRA run. A --qat run's latent weights are frozen.
+    if (!(b->model = trit_checkpoint_load_as_trained_codes(path, &b->step))) return TRIT_ERR_FORMAT;
     const trit_gpt_config *g = trit_gpt_get_config(b->model);
     if (g->vocab_size != trit_tokenizer_vocab_size(b->tok))
         return trit_error(TRIT_ERR_FORMAT, "'%s': its model has a vocabulary of %lld tokens but its %s has %d: the "

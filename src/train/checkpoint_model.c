@@ -269,7 +269,8 @@ static trit_gpt *load_hf(const char *dir, int64_t *step, bool decoder) {
     return m;
 }
 
-static trit_gpt *load_model(const char *path, int64_t *step, bool decoder) {
+// decoder: decode only; codes: quantized tensors as codes only (no f32 values), not decode-only.
+static trit_gpt *load_model(const char *path, int64_t *step, bool decoder, bool codes) {
     char file[TRIT_PATH_MAX + 32];
     struct stat st;
     if (path && trit_path_join(file, sizeof file, path, "config.json") == TRIT_OK && stat(file, &st) == 0)
@@ -293,7 +294,7 @@ static trit_gpt *load_model(const char *path, int64_t *step, bool decoder) {
         snprintf(why, sizeof why, "%s", trit_last_error());
         trit_error(TRIT_ERR_FORMAT, "'%s': %s", file, why);
     } else if (check_file_fits(f, &cfg, file) == TRIT_OK &&
-               (m = trit_gpt_new_without(&cfg, 0, decoder ? quantized_in_file : NULL, f)) != NULL &&
+               (m = trit_gpt_new_without(&cfg, 0, decoder || codes ? quantized_in_file : NULL, f)) != NULL &&
                (load_tensors(f, m, file) != TRIT_OK || (decoder && trit_gpt_make_decode_only(m) != TRIT_OK))) {
         trit_gpt_free(m);
         m = NULL;
@@ -306,6 +307,8 @@ static trit_gpt *load_model(const char *path, int64_t *step, bool decoder) {
     return m;
 }
 
-trit_gpt *trit_checkpoint_load_model(const char *path, int64_t *step) { return load_model(path, step, false); }
+trit_gpt *trit_checkpoint_load_model(const char *path, int64_t *step) { return load_model(path, step, false, false); }
 
-trit_gpt *trit_checkpoint_load_decoder(const char *path, int64_t *step) { return load_model(path, step, true); }
+trit_gpt *trit_checkpoint_load_decoder(const char *path, int64_t *step) { return load_model(path, step, true, false); }
+
+trit_gpt *trit_checkpoint_load_codes(const char *path, int64_t *step) { return load_model(path, step, false, true); }

@@ -3,10 +3,13 @@
 // merges as "left right"), and the tensors under llama.cpp's names with ggml's dims (an (out,
 // in) matrix is {in, out}). The head is tied in trit and written again as output.weight, which
 // the gpt2 loader requires. 2-D matrices take the asked type; norms, biases and the position
-// table stay f32. llama.cpp needs an end-of-text token and bans it under --ignore-eos, so the
-// file gets one more token than the model, "<|endoftext|>" (id V, a control token) with zero
-// embedding and head rows: no token of the model is ever banned or mistaken for the end.
+// table stay f32. A matrix whose quantized copy is already that type's blocks (an imported
+// GGUF's) is written from its codes, so an import exports again to the same bytes. llama.cpp
+// needs an end-of-text token and bans it under --ignore-eos, so the file gets one more token than
+// the model, "<|endoftext|>" (id V, a control token) with zero embedding and head rows: no token
+// of the model is ever banned or mistaken for the end.
 #include "trit/io.h"
+#include "trit/quant.h"
 #include "trit/train.h"
 
 #include <stdio.h>
@@ -121,6 +124,39 @@ static uint32_t ggml_type_of(trit_dtype dt) {
                               : TRIT_GGML_F32;
 }
 
+// The quantized copy of m's parameter t, or NULL.
+static const trit_tensor *quantized_copy(const trit_gpt *m, const trit_tensor *t) {
+    for (int i = 0; i < trit_gpt_num_tensors(m); i++)
+        if (trit_gpt_tensor(m, i) == t) return trit_gpt_quantized(m, i);
+    return NULL;
+}
+
+// q (N, K) as dt blocks with `extra` rows after its own, when q's codes and scales are such
+// blocks exactly (an imported GGUF's matrices): the file then gets the codes the run holds. NULL
+// otherwise, and the values are encoded instead (ggml's quantizer rounds from the values before
+// its scale is rounded to f16, so encoding decoded values again can pick other codes). The extra
+// rows are zeros encoded by the dtype table, as for any other matrix.
+static trit_tensor *as_blocks(const trit_tensor *q, trit_dtype dt, int64_t extra) {
+    if (!q || trit_quant_ggml_side_dtype(dt) != q->dtype || q->ndim != 2) return NULL;
+    trit_tensor *b = trit_quant_to_ggml(q, dt);
+    if (!b || !extra) return b;
+    const int64_t shape[2] = {q->shape[0] + extra, q->shape[1]}, K = q->shape[1];
+    trit_tensor *p = trit_tensor_new(dt, 2, shape);
+    float *zeros = p ? calloc((size_t)K, sizeof(float)) : NULL;
+    if (zeros) {
+        memcpy(trit_tensor_ptr(p), trit_tensor_ptr(b), trit_tensor_nbytes(b));
+        for (int64_t r = q->shape[0]; r < shape[0]; r++)
+            trit_dtype_traits_of(dt)->from_f32((uint8_t *)trit_tensor_ptr(p) + trit_dtype_nbytes(dt, r * K), zeros, K,
+                                               NULL, r * K);
+    } else {
+        trit_tensor_free(p);
+        p = NULL;
+    }
+    free(zeros);
+    trit_tensor_free(b);
+    return p;
+}
+
 // Adds parameter `from` of m under `name`, converted to dt (matrices) or f32 (the rest), with
 // `extra_rows` zero rows after its own (the end-of-text token's).
 static trit_status add_rows(trit_gguf *g, tensor_list *l, const trit_gpt *m, const char *from, const char *name,
@@ -130,8 +166,16 @@ static trit_status add_rows(trit_gguf *g, tensor_list *l, const trit_gpt *m, con
     if (t->ndim != 2) dt = TRIT_F32;
     if (l->n == l->cap) return trit_error(TRIT_ERR_RANGE, "gguf export: more tensors than the config gives");
     int64_t shape[2] = {t->shape[0] + extra_rows, t->ndim == 2 ? t->shape[1] : 1};
-    trit_tensor *c = trit_tensor_new(dt, t->ndim, shape);
-    if (!c) return TRIT_ERR_NOMEM;
+    const trit_tensor *q = quantized_copy(m, t);
+    trit_tensor *c = as_blocks(q, dt, extra_rows);
+    if (!t->data && !q) return trit_error(TRIT_ERR_STATE, "gguf export: '%s' has neither values nor codes", t->name);
+    if (!t->data) t = q;  // a model made without the values of its quantized matrices: their codes
+    if (c) {
+        l->owned[l->n++] = c;
+        const uint64_t ne[2] = {(uint64_t)shape[1], (uint64_t)shape[0]};
+        return trit_gguf_add_tensor(g, name, ggml_type_of(dt), 2, ne, trit_tensor_ptr(c), trit_tensor_nbytes(c));
+    }
+    if (!(c = trit_tensor_new(dt, t->ndim, shape))) return TRIT_ERR_NOMEM;
     l->owned[l->n++] = c;
     // The zero rows are encoded like any other (so q4_0 blocks of zeros hold code 8, scale 0).
     trit_tensor *padded = extra_rows ? trit_tensor_new(TRIT_F32, t->ndim, shape) : NULL;

@@ -1,11 +1,17 @@
 // A GGUF of llama.cpp's gpt2 architecture as a trit GPT: the names, dims and keys export_gguf.c
-// writes, read back. Each tensor is f32, f16, q8_0, q4_0, tq1_0 or tq2_0 (ggml's block layouts
-// are rows of trit's dtype table, so a block tensor is read in place and decoded by the table);
-// the head must be the token embedding (trit ties them). A file trit exported carries one more
-// token than its model (the "<|endoftext|>" llama.cpp needs): its row and token are dropped, so
-// the import is the model that was exported.
+// writes, read back. Each tensor is f32, f16, q8_0, q4_0, tq1_0 or tq2_0. The matrices the model
+// multiplies by (the token embedding, which is also the tied head, and the blocks' attention and
+// MLP weights) stay quantized when the file has them in a block type: their codes and f16 scales
+// move into trit's side-scaled codes without rounding (trit_quant_from_ggml: q8_0 and q4_0 as
+// qint8 and qint4 in groups of 32, tq2_0 and tq1_0 as ternary in groups of 256), attached to a
+// model made without their f32 values, so the import never widens them. Everything else (norms,
+// biases, the position table) is read as f32: ggml's block layouts are rows of trit's dtype table,
+// decoded by the table. The head must be the token embedding (trit ties them). A file trit
+// exported carries one more token than its model (the "<|endoftext|>" llama.cpp needs): its row
+// and token are dropped, so the import is the model that was exported.
 #include "trit/interop.h"
 #include "trit/io.h"
+#include "trit/quant.h"
 #include "trit/train.h"
 
 #include <stdio.h>
@@ -104,10 +110,41 @@ static trit_status read_config(const trit_gguf_file *f, const char *path, trit_g
     return trit_gpt_config_check(c);
 }
 
+// The file's name of parameter `param`, or NULL for a name no gpt2 GGUF has.
+static const char *file_name(const char *param, char *buf, size_t n) {
+    static const char *const fixed[][2] = {{"wte.weight", "token_embd.weight"}, {"wpe.weight", "position_embd.weight"},
+                                           {"ln_f.weight", "output_norm.weight"}, {"ln_f.bias", "output_norm.bias"}};
+    for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++)
+        if (strcmp(param, fixed[i][0]) == 0) return fixed[i][1];
+    long long layer;
+    int at = 0;
+    if (sscanf(param, "h.%lld.%n", &layer, &at) != 1 || at == 0) return NULL;
+    for (int p = 0; p < LAYER_PAIRS; p++)
+        if (strcmp(param + at, layer_pairs[p][0]) == 0) {
+            snprintf(buf, n, "blk.%lld.%s", layer, layer_pairs[p][1]);
+            return buf;
+        }
+    return NULL;
+}
+
+static bool block_type(uint32_t ggml) {
+    return ggml == TRIT_GGML_Q8_0 || ggml == TRIT_GGML_Q4_0 || ggml == TRIT_GGML_TQ1_0 || ggml == TRIT_GGML_TQ2_0;
+}
+
+// Whether parameter `name` is kept as codes: a matrix the model multiplies by (not the position
+// table, which is added), stored in a block type. The model is made without its f32 values.
+static bool kept_quantized(const char *name, void *file) {
+    char buf[64];
+    const char *fn = file_name(name, buf, sizeof buf);
+    const trit_gguf_tensor *g = fn && strcmp(name, "wpe.weight") != 0 ? trit_gguf_find_tensor(file, fn) : NULL;
+    return g && g->ndim == 2 && block_type(g->type);
+}
+
 // Parameter t from the file's tensor `name`: its dims must be t's (innermost first), with
-// `rows` rows in the file for a matrix (the first t->shape[0] of them are read).
-static trit_status load_one(const trit_gguf_file *f, const char *path, trit_tensor *t /* (N, K) or (N) */, const char *name,
-                            int64_t rows) {
+// `rows` rows in the file for a matrix (the first t->shape[0] of them are read). A parameter
+// made without values (kept_quantized) gets the file's codes as its quantized copy.
+static trit_status load_one(const trit_gguf_file *f, const char *path, trit_gpt *m, trit_tensor *t /* (N, K) or (N) */,
+                            const char *name, int64_t rows) {
     const trit_gguf_tensor *g = trit_gguf_find_tensor(f, name);
     if (!g) return trit_error(TRIT_ERR_FORMAT, "'%s' has no tensor '%s' that its gpt2 keys call for", path, name);
     const bool ok = g->ndim == t->ndim && (t->ndim == 1 ? g->ne[0] == (uint64_t)t->shape[0]
@@ -120,7 +157,20 @@ static trit_status load_one(const trit_gguf_file *f, const char *path, trit_tens
     memset(&w, 0, sizeof w);
     trit_status s = trit_tensor_init_layout(&w, dtype_of(g->type), t->ndim, t->shape);
     w.data = (void *)(uintptr_t)g->data;
-    return s == TRIT_OK ? trit_tensor_copy(t, &w) : s;
+    if (s != TRIT_OK) return s;
+    if (t->data) return trit_tensor_copy(t, &w);
+    snprintf(w.name, sizeof w.name, "%s", name);
+    trit_tensor *q = trit_quant_from_ggml(&w);
+    if (!q) {
+        char why[512];
+        snprintf(why, sizeof why, "%s", trit_last_error());
+        return trit_error(TRIT_ERR_FORMAT, "'%s': %s", path, why);
+    }
+    snprintf(q->name, sizeof q->name, "%s", t->name);
+    for (int i = 0; i < trit_gpt_num_tensors(m); i++)
+        if (trit_gpt_tensor(m, i) == t) return trit_gpt_attach_quantized(m, i, q);
+    trit_tensor_free(q);
+    return trit_error(TRIT_ERR_STATE, "gguf import: '%s' is not a parameter of the model", t->name);
 }
 
 // output.weight, when present, must be the embedding (trit's head is tied).
@@ -136,10 +186,10 @@ static trit_status check_head(const trit_gguf_file *f, const char *path) {
 
 static trit_status load_all(const trit_gguf_file *f, const char *path, trit_gpt *m, int64_t rows) {
     const trit_gpt_config *c = trit_gpt_get_config(m);
-    trit_status s = load_one(f, path, trit_gpt_find(m, "wte.weight"), "token_embd.weight", rows);
-    if (s == TRIT_OK) s = load_one(f, path, trit_gpt_find(m, "wpe.weight"), "position_embd.weight", c->seq_len);
-    if (s == TRIT_OK) s = load_one(f, path, trit_gpt_find(m, "ln_f.weight"), "output_norm.weight", 1);
-    if (s == TRIT_OK) s = load_one(f, path, trit_gpt_find(m, "ln_f.bias"), "output_norm.bias", 1);
+    trit_status s = load_one(f, path, m, trit_gpt_find(m, "wte.weight"), "token_embd.weight", rows);
+    if (s == TRIT_OK) s = load_one(f, path, m, trit_gpt_find(m, "wpe.weight"), "position_embd.weight", c->seq_len);
+    if (s == TRIT_OK) s = load_one(f, path, m, trit_gpt_find(m, "ln_f.weight"), "output_norm.weight", 1);
+    if (s == TRIT_OK) s = load_one(f, path, m, trit_gpt_find(m, "ln_f.bias"), "output_norm.bias", 1);
     if (s == TRIT_OK) s = check_head(f, path);
     for (int64_t i = 0; i < c->n_layer && s == TRIT_OK; i++)
         for (int p = 0; p < LAYER_PAIRS && s == TRIT_OK; p++) {
@@ -147,7 +197,7 @@ static trit_status load_all(const trit_gguf_file *f, const char *path, trit_gpt 
             snprintf(from, sizeof from, "h.%lld.%s", (long long)i, layer_pairs[p][0]);
             snprintf(to, sizeof to, "blk.%lld.%s", (long long)i, layer_pairs[p][1]);
             trit_tensor *t = trit_gpt_find(m, from);  // (N, K) or (N)
-            s = load_one(f, path, t, to, t->ndim == 2 ? t->shape[0] : 1);
+            s = load_one(f, path, m, t, to, t->ndim == 2 ? t->shape[0] : 1);
         }
     return s;  // with the count checked, every tensor was one of these (or the same name twice: refused by a miss)
 }
@@ -160,7 +210,7 @@ trit_gpt *trit_import_gguf(const char *path, trit_tokenizer **tok) {
     int64_t rows = 0;
     trit_gpt *m = NULL;
     trit_status s = read_config(f, path, &c, &rows);
-    if (s == TRIT_OK && !(m = trit_gpt_new(&c, 0))) s = TRIT_ERR_NOMEM;
+    if (s == TRIT_OK && !(m = trit_gpt_new_without(&c, 0, kept_quantized, (void *)f))) s = TRIT_ERR_NOMEM;
     if (s == TRIT_OK) s = load_all(f, path, m, rows);
     if (s == TRIT_OK && tok) s = trit_tokenizer_from_gguf(f, (int32_t)c.vocab_size, tok);
     trit_gguf_close(f);

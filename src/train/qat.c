@@ -61,6 +61,15 @@ trit_gpt *trit_checkpoint_load_decoding(const char *path, int64_t *step) {
     return m;
 }
 
+trit_gpt *trit_checkpoint_load_as_trained_codes(const char *path, int64_t *step) {
+    struct stat st;
+    trit_train_config qc;
+    const bool qat = stat(path, &st) == 0 && S_ISDIR(st.st_mode) && trit_train_run_info(path, &qc, NULL) == TRIT_OK &&
+                     qc.qat != TRIT_QAT_OFF;
+    trit_clear_error();
+    return qat ? trit_checkpoint_load_as_trained(path, step) : trit_checkpoint_load_codes(path, step);
+}
+
 trit_gpt *trit_checkpoint_load_as_trained(const char *path, int64_t *step) {
     trit_gpt *m = trit_checkpoint_load_model(path, step);
     if (!m) return NULL;

@@ -193,7 +193,10 @@ trit_status trit_trainer_init_weights(trainer *t) {
         if (strcmp(dst->name, src->name) != 0 || !trit_tensor_same_shape(dst, src))
             return trit_error(TRIT_ERR_STATE, "--init-from: tensor %d is '%s' in the new model but '%s' in '%s'", i,
                               dst->name, src->name, t->cfg.init_from);
-        s = trit_tensor_copy(dst, src);
+        // A base matrix kept only as codes (an imported GGUF's, a quantized run's) is decoded
+        // where the new model trains it in f32; under QLoRA the new model has no values for it.
+        const trit_tensor *q = trit_gpt_quantized(t->init_model, i);
+        if (dst->data) s = trit_tensor_copy(dst, src->data || !q ? src : q);
         if (s == TRIT_OK && t->cfg.quantize_base == TRIT_QBASE_KEEP && trit_gpt_quantized(t->init_model, i))
             s = trit_gpt_attach_quantized(t->model, i, trit_gpt_detach_quantized(t->init_model, i));
     }

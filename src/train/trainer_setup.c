@@ -256,6 +256,13 @@ static trit_status check_adapter(const trainer *t) {
     return s;
 }
 
+// Whether the base (a trit_gpt) has a quantized copy of parameter `name`.
+static bool base_codes(const char *name, void *base) {
+    for (int i = 0; i < trit_gpt_num_tensors(base); i++)
+        if (strcmp(trit_gpt_tensor(base, i)->name, name) == 0) return trit_gpt_quantized(base, i) != NULL;
+    return false;
+}
+
 // The model of config g, its training graph, the optimizer and the schedule.
 static trit_status setup_model(trainer *t, const trit_gpt_config *gc) {
     const trit_train_config *c = &t->cfg;
@@ -264,7 +271,11 @@ static trit_status setup_model(trainer *t, const trit_gpt_config *gc) {
         return trit_error(TRIT_ERR_FORMAT, "the training shard holds token ids up to %d but the tokenizer "
                           "has %lld tokens: shards and tokenizer.bin come from different runs of `trit "
                           "prepare`", trit_data_max_token(t->train) - 1, (long long)g.vocab_size);
-    t->model = trit_gpt_new(&g, (uint64_t)c->seed);
+    // A quantized base kept as codes (QLoRA on a quantized run or GGUF): its matrices get no f32
+    // values here, only the codes trit_trainer_init_weights moves over.
+    const bool keep = t->init_model && c->quantize_base == TRIT_QBASE_KEEP;
+    t->model = keep ? trit_gpt_new_without(&g, (uint64_t)c->seed, base_codes, t->init_model)
+                    : trit_gpt_new(&g, (uint64_t)c->seed);
     if (!t->model) return TRIT_ERR_INVALID;
     trit_status s = t->init_model ? trit_trainer_init_weights(t) : TRIT_OK;
     if (s == TRIT_OK) s = trit_train_quantize_base(t);

@@ -105,11 +105,17 @@ static void test_round_trips(void **state) {
                    path("ft")),
                0, "done at step 1", NULL);
     same_bytes(tfile_join(path("c"), "tokenizer.bin"), tfile_join(path("ft"), "tokenizer.bin"));
+    // An imported quantized run is a QLoRA base: the fine-tune keeps its codes (qint4, groups of 32).
+    cli_expect(RUN("finetune", path("c_q4_0"), "--data", path("text.txt"), "--lora", "r=4", "--steps", "1", "--warmup",
+                   "0", "--out", path("ftq")),
+               0, "done at step 1", NULL);
+    cli_expect(RUN("info", path("ftq")), 0, "\"dtype\":\"qint4\",\"group_size\":32", NULL);
 }
 
 // GGUFs the `gguf` Python package wrote from the transformers fixture
 // (tests/reference/make_gguf_gpt2_fixture.py): at f32 the import is the transformers import,
-// model and tokenizer byte for byte; at q8_0 it evaluates close to it, not equal.
+// model and tokenizer byte for byte; at q8_0 its matrices stay codes and it evaluates close to
+// it, not equal.
 static void test_files_the_gguf_package_wrote(void **state) {
     (void)state;
     const char *src = getenv("TRIT_SOURCE_DIR");
@@ -119,7 +125,9 @@ static void test_files_the_gguf_package_wrote(void **state) {
     snprintf(q8, sizeof q8, "%s/tests/reference/fixtures/gguf_gpt2/q8_0.gguf", src ? src : ".");
     cli_expect(RUN("import", "hf", hf, "--out", path("ph")), 0, "V 300, T 32, with tokenizer", NULL);
     cli_expect(RUN("import", "gguf", f32, "--out", path("pf")), 0, "V 300, T 32, with tokenizer", NULL);
-    cli_expect(RUN("import", "gguf", q8, "--out", path("pq")), 0, "V 300, T 32, with tokenizer", NULL);
+    // The embedding and the 2 x 4 block matrices stay q8_0's codes.
+    cli_expect(RUN("import", "gguf", q8, "--out", path("pq")), 0, "V 300, T 32, with tokenizer, 9 matrices kept quantized",
+               NULL);
     same_bytes(tfile_join(path("ph"), "model.safetensors"), tfile_join(path("pf"), "model.safetensors"));
     same_bytes(tfile_join(path("ph"), "tokenizer.bin"), tfile_join(path("pf"), "tokenizer.bin"));
     same_bytes(tfile_join(path("ph"), "tokenizer.bin"), tfile_join(path("pq"), "tokenizer.bin"));

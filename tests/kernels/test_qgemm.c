@@ -28,6 +28,9 @@ typedef struct problem {
     trit_qact a;
 } problem;
 
+// qint4 codes drawn from [-8, 7] (ggml's q4_0 range) instead of the symmetric [-7, 7].
+static bool q4_full_range;
+
 static void make(problem *p, trit_dtype wdt, int64_t M, int64_t N, int64_t K, int64_t G, uint64_t seed) {
     *p = (problem){M, N, K, G, wdt, NULL, NULL, NULL, NULL, {NULL, NULL, NULL}};
     p->x = malloc(sizeof(float) * (size_t)(M * K));
@@ -41,7 +44,8 @@ static void make(problem *p, trit_dtype wdt, int64_t M, int64_t N, int64_t K, in
     trit_rng_fill_uniform(p->ws, N * (K / G), seed, 2, 0, 0.001f, 0.01f);
     const int qmax = wdt == TRIT_QINT8 ? 127 : wdt == TRIT_QINT4 ? 7 : 1;
     for (int64_t i = 0; i < N * K; i++) {
-        const int c = (int)(trit_rng_u32(seed, 3, (uint64_t)i) % (uint32_t)(2 * qmax + 1)) - qmax;
+        const int low = wdt == TRIT_QINT4 && q4_full_range ? 8 : qmax;
+        const int c = (int)(trit_rng_u32(seed, 3, (uint64_t)i) % (uint32_t)(low + qmax + 1)) - low;
         if (wdt == TRIT_QINT8) p->w[i] = (uint8_t)(int8_t)c;
         else if (wdt == TRIT_TERNARY && i % 4 == 0) p->w[i / 4] = (uint8_t)(c + 1);
         else if (wdt == TRIT_TERNARY) p->w[i / 4] |= (uint8_t)((c + 1) << (2 * (i % 4)));
@@ -439,7 +443,7 @@ static void test_tokens_alone_or_together(void **state) {
 // past the call's panels are left alone.
 // The reference's arithmetic written out, over activations a in natural order: each group's exact
 // integer sum times its scale (one rounded product, one rounded add) in group order, times the
-// token's scale. For the groups only panels take (ternary in 64s).
+// token's scale. For the groups only panels take (ternary in 64s, qint8 and qint4 in 32s).
 static void formula(const problem *p, const trit_qact *a, float *y /* (M, N) */) {
     const int64_t NG = p->K / p->G;
     for (int64_t m = 0; m < p->M; m++)
@@ -532,6 +536,15 @@ static void test_panels_match_reference(void **state) {
             check_panels((trit_kernel_qpanel_fn *)t[i].fn, t[i].name, t[i].in, Ms[a], 37, 3 * 64, 64);
             check_panels((trit_kernel_qpanel_fn *)t[i].fn, t[i].name, t[i].in, Ms[a], 70, 5 * 64, 64);
         }
+        // Groups of 32 (ggml's q8_0 and q4_0 blocks), which only panels take; qint4 with ggml's
+        // code -8 among its codes.
+        for (int a = 0; t[i].in != TRIT_TERNARY && a < 5; a++)
+            for (int full = 0; full < 2; full++) {
+                q4_full_range = full;
+                check_panels((trit_kernel_qpanel_fn *)t[i].fn, t[i].name, t[i].in, Ms[a], 37, 3 * 32, 32);
+                check_panels((trit_kernel_qpanel_fn *)t[i].fn, t[i].name, t[i].in, Ms[a], 70, 10 * 32, 32);
+                q4_full_range = false;
+            }
         // Enough tokens for the kernels that widen them in blocks (AVX2 qint8: 1 MB) to take two.
         check_panels((trit_kernel_qpanel_fn *)t[i].fn, t[i].name, t[i].in, 1400, 16, 6 * step, step);
         tested++;
@@ -606,7 +619,7 @@ static void test_panels_refuse_bad_shapes(void **state) {
     uint8_t w[64] = {0};
     float ws[4] = {1, 1, 1, 1};
     trit_qpanels p;
-    assert_int_equal(trit_qpanels_pack(TRIT_QINT4, 1, 96, 96, w, ws, &p), TRIT_ERR_INVALID);
+    assert_int_equal(trit_qpanels_pack(TRIT_QINT4, 1, 96, 48, w, ws, &p), TRIT_ERR_INVALID);
     assert_null(p.codes);
     assert_int_equal(trit_qpanels_pack(TRIT_TERNARY, 1, 128, 32, w, ws, &p), TRIT_ERR_INVALID);
     assert_int_equal(trit_qpanels_pack(TRIT_NF4, 1, 64, 64, w, ws, &p), TRIT_ERR_INVALID);

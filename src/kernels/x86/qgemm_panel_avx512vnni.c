@@ -94,7 +94,7 @@ INLINE void gemv(trit_dtype wdt, const trit_qpanels *w, int64_t p, const trit_qa
     __m512 f = _mm512_setzero_ps();
     for (int64_t g = 0; g < NG; g++) {
         __m512i a[4] = {_mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512()};
-        for (int64_t d = g * G / 4; d < (g + 1) * G / 4; d += 4) {  // G / 4 is a multiple of 16
+        for (int64_t d = g * G / 4; d < (g + 1) * G / 4; d += 4) {  // G / 4 is a multiple of 8
             const uint8_t *step = codes + (size_t)(d / S) * TRIT_QPANEL_STEP;
             for (int j = 0; j < 4; j++) {  // dword d + j
                 const __m512i v = _mm512_load_si512(step + (size_t)(j / S) * TRIT_QPANEL_STEP);
