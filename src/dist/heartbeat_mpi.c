@@ -4,6 +4,7 @@
 // heartbeat is behind this rank's are the ones that died or hang, and the message names them.
 // A rank waiting for a collective repeats its heartbeat every second (trit_dist_heartbeat_tick),
 // so one that stopped inside the same collective is told apart by its silence.
+#define _POSIX_C_SOURCE 200809L
 #include "dist/dist_internal.h"
 
 #include <stdio.h>

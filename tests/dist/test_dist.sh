@@ -3,6 +3,7 @@
 # one process: usage test_dist.sh TRIT CASE, CASE one of
 #   ddp_equal    DDP's losses equal one process's within 1e-6 for 20 steps (the same micro-batches,
 #                summed in another order), and 2 ranks' tokens/s line counts both ranks
+#   finetune     `trit finetune BASE --dist ddp` on 2 ranks against one process: losses within 1e-6
 #   ddp_resume   a DDP run stopped at step 10 and resumed gives the uninterrupted run's losses and
 #                weights bit for bit
 #   bad_input    a step's micro-batches that 2 ranks cannot share, and ranks started with
@@ -78,6 +79,21 @@ ddp_equal)
 j=[json.loads(l) for l in open(sys.argv[1])]
 assert all("comm_ms" in x and x["comm_ms"] >= 0 for x in j), "comm_ms missing"' "$W/two/metrics.jsonl" ||
         fail "metrics.jsonl has no comm_ms per step"
+    ;;
+finetune)
+    # A base on a generated text, fine-tuned on another (char tokenizer, T = 16).
+    python3 -c 'import random; r = random.Random(7); print(" ".join(r.choice(["to", "be", "or", "not", "that", "is"]) for _ in range(3000)))' >"$W/a.txt"
+    python3 -c 'import random; r = random.Random(8); print(" ".join(r.choice(["to", "be", "or", "not", "that", "is"]) for _ in range(3000)))' >"$W/b.txt"
+    T=(--layers 1 --heads 2 --dim 32 --seq 16 --batch 4 --total-batch-tokens 256 --threads 1 --eval-every 0
+       --eval-batches 2 --sample-tokens 0 --log-every 1 --warmup 2 --dropout 0.1)
+    "$TRIT" train --data "$W/a.txt" "${T[@]}" --steps 5 --out "$W/base" >"$W/base.log" 2>&1 ||
+        { cat "$W/base.log"; fail "the base run failed"; }
+    "$TRIT" finetune "$W/base" --data "$W/b.txt" "${T[@]}" --steps 20 --out "$W/ft1" >"$W/ft1.log" 2>&1 ||
+        { cat "$W/ft1.log"; fail "finetune in one process failed"; }
+    "${MPI[@]}" "$TRIT" finetune "$W/base" --dist ddp --data "$W/b.txt" "${T[@]}" --steps 20 --out "$W/ft2" \
+        >"$W/ft2.log" 2>&1 || { cat "$W/ft2.log"; fail "finetune on 2 ranks failed"; }
+    grep -q "x 2 ranks" "$W/ft2.log" || fail "the fine-tune did not run on 2 ranks"
+    compare "$W/ft1" "$W/ft2" 1e-6
     ;;
 ddp_resume)
     "${MPI[@]}" "$TRIT" train --dist ddp "${FLAGS[@]}" --out "$W/full" >"$W/full.log" 2>&1 ||
