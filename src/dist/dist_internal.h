@@ -19,6 +19,8 @@ trit_status trit_dist_wait(MPI_Request *reqs, int n, const char *what, double *w
 const char *trit_dist_heartbeat_report(void);
 // While waiting: reads the heartbeats that came, and repeats this rank's once a second.
 void trit_dist_heartbeat_tick(void);
+// This process was stopped for `seconds`: the other ranks' silence in that time is not theirs.
+void trit_dist_heartbeat_forgive(double seconds);
 // Cancels the heartbeat receives before MPI_Finalize.
 void trit_dist_heartbeat_stop(void);
 
