@@ -298,17 +298,20 @@ static trit_status run_loop(trainer *t, const trit_train_hooks *hooks, trit_trai
         if (eval) r->val_loss = info.val_loss;
         if (!isnan(info.accuracy)) r->accuracy = info.accuracy;
         if (hooks && hooks->on_step) hooks->on_step(hooks->ctx, &info);
-        bool stop = t->stop_agreed || t->step == end || give_up;
+        // One process stops at once (a hook above may have asked); a job at the step where every
+        // rank learnt of the request, in the step's exchange.
+        const bool asked = t->ranks > 1 ? t->stop_agreed : stop_requested != 0;
+        bool stop = asked || t->step == end || give_up;
         if (s == TRIT_OK && t->rank == 0 && (stop || (c->ckpt_every > 0 && t->step % c->ckpt_every == 0))) {
             s = trit_trainer_checkpoint(t);
-            if (s == TRIT_OK && !c->quiet && (t->stop_agreed || !last))
+            if (s == TRIT_OK && !c->quiet && (asked || !last))
                 printf("checkpoint: %s at step %lld\n", c->out, (long long)t->step);
         }
         if (s == TRIT_OK && give_up) {
             s = too_many_skips(t);
             break;
         }
-        if (t->stop_agreed) {
+        if (asked) {
             r->interrupted = true;
             if (!c->quiet) printf("stopped at step %lld: resume with --resume %s\n", (long long)t->step, c->out);
             break;
