@@ -1,6 +1,7 @@
 // trit train: every field of trit_train_config is a flag of the same name (see --help); with
 // no --data the built-in addition task runs. SIGINT/SIGTERM checkpoint and exit 0.
 #include "cli.h"
+#include "trit/dist.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -61,6 +62,7 @@ int trit_cli_train_parse(int argc, char **argv, trit_train_config *cfg) {
 int trit_cli_train_run(const char *verb, const trit_train_config *cfg) {
     trit_train_result r;
     if (trit_train_run(cfg, NULL, &r) != TRIT_OK) return cli_fail(verb, CLI_FAIL);
+    if (trit_dist_rank() > 0) return CLI_OK;  // rank 0 reports for an MPI job
     char took[32];
     trit_format_duration(r.seconds, took, sizeof took);
     printf("%s at step %lld: loss %.4f", r.interrupted ? "stopped" : "done", (long long)r.step, r.loss);

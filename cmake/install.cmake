@@ -19,6 +19,9 @@ set_target_properties(trit_shared PROPERTIES OUTPUT_NAME trit VERSION ${PROJECT_
   SOVERSION ${TRIT_SOVERSION} LINK_DEPENDS ${CMAKE_CURRENT_LIST_DIR}/trit.map)
 target_include_directories(trit_shared PUBLIC $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/include>)
 target_link_libraries(trit_shared PRIVATE OpenMP::OpenMP_C PkgConfig::CJSON PkgConfig::ICU m)
+if(TRIT_HAVE_MPI)
+  target_link_libraries(trit_shared PRIVATE MPI::MPI_C)
+endif()
 # Only trit_ names are exported (the version script); the rest are the library's own.
 target_link_options(trit_shared PRIVATE -Wl,--version-script=${CMAKE_CURRENT_LIST_DIR}/trit.map)
 if(NOT TRIT_SANITIZE AND NOT TRIT_FUZZ)  # clang leaves the sanitizer runtimes out of shared objects
@@ -40,6 +43,13 @@ install(DIRECTORY include/trit DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} FILES_MAT
 file(RELATIVE_PATH TRIT_PC_TO_PREFIX /prefix/${CMAKE_INSTALL_LIBDIR}/pkgconfig /prefix)
 string(REGEX REPLACE "/$" "" TRIT_PC_TO_PREFIX "${TRIT_PC_TO_PREFIX}")
 string(REPLACE ";" " " TRIT_PC_OPENMP "${OpenMP_C_FLAGS}")
+# A static link needs MPI's libraries too when the build has it (src/dist).
+set(TRIT_PC_MPI "")
+set(TRIT_CONFIG_MPI "")
+if(TRIT_HAVE_MPI)
+  string(REPLACE ";" " " TRIT_PC_MPI "${MPI_C_LIBRARIES}")
+  set(TRIT_CONFIG_MPI ";${MPI_C_LIBRARIES}")
+endif()
 configure_file(${CMAKE_CURRENT_LIST_DIR}/trit.pc.in ${PROJECT_BINARY_DIR}/trit.pc @ONLY)
 install(FILES ${PROJECT_BINARY_DIR}/trit.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
 

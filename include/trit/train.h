@@ -185,7 +185,14 @@ typedef struct trit_train_config {
     int64_t double_quant;           // 1: the quantized base's scales double-quantized (blocks of 256)
     int64_t adapter_type;           // trit_train_adapter: which adapter trains (off: the whole model)
     int64_t adapter_size;           // --adapter-type bottleneck: its width (0: not given)
+    // many processes (src/dist; may change on resume)
+    int64_t dist;                   // trit_train_dist: off, or how the ranks of an MPI job share the work
+    double bucket_mb;               // DDP: MB of gradients per all-reduce
 } trit_train_config;
+
+// --dist: one process, or data parallel over the ranks of an MPI job (`mpirun -np N trit train
+// --dist ddp`): each rank runs accumulation / N of the step's micro-batches, gradients summed.
+typedef enum { TRIT_DIST_OFF = 0, TRIT_DIST_DDP } trit_train_dist;
 
 // --task: what the model is trained to do with --data.
 typedef enum { TRIT_OBJECTIVE_LM = 0, TRIT_OBJECTIVE_EMBED = 1 } trit_train_objective;
@@ -305,6 +312,7 @@ typedef struct trit_train_step_info {
     double loss_scale;   // the loss scale this step used; NaN when no scaler is active
     int64_t skipped;     // steps skipped so far in the run (non-finite loss or gradient)
     bool was_skipped;    // this step was skipped: weights and optimizer state are as before it
+    double comm_ms;      // --dist: time this rank waited for the gradient exchange; NaN otherwise
 } trit_train_step_info;
 
 typedef struct trit_train_hooks {

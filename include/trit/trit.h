@@ -15,5 +15,6 @@
 #include "trit/interop.h"
 #include "trit/train.h"
 #include "trit/bench.h"
+#include "trit/dist.h"
 
 #endif

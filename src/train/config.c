@@ -59,6 +59,7 @@ static const char *const qat_acts_names[] = {"off", "token", NULL};
 static const char *const ternary_matmul_names[] = {"fake", "int8", "int8-fp32-dx", NULL};
 static const char *const optimizer_names[] = {"adamw", "adamw8bit", "galore", "qgalore", NULL};
 static const char *const adapter_names[] = {"off", "lora", "bottleneck", NULL};
+static const char *const dist_names[] = {"off", "ddp", NULL};
 static const char *const qbase_names[] = {"off", "nf4", "int8", "int4", "ternary", "keep", NULL};
 
 // Upper bounds are where a run stops being a training run on one machine and becomes an
@@ -203,6 +204,11 @@ static const field fields[] = {
      "train a LoRA adapter beside the frozen weights: r=8,alpha=16,dropout=0.05,targets=c_attn,attn.c_proj,c_fc,"
      "mlp.c_proj[,rslora] (PEFT's defaults: r 8, alpha 8, dropout 0, targets c_attn); with --init-from", NONE,
      .check_str = check_lora},
+    {"dist", F_ENUM, K_RUN, OFF(dist), dist_names,
+     "off|ddp: one process, or data parallel over the ranks of `mpirun -np N trit train --dist ddp`: --batch per "
+     "rank, --total-batch-tokens for all, gradients all-reduced in buckets during backward (off)", NONE},
+    {"bucket-mb", F_DBL, K_RUN, OFF(bucket_mb), NULL, "--dist ddp: MB of gradients per all-reduce (25)",
+     D(0, 1e6, OPEN_LO)},
     {"adapter-type", F_ENUM, K_MODEL, OFF(adapter_type), adapter_names,
      "off|lora|bottleneck: train an adapter beside the frozen weights: LoRA (--lora) or Houlsby bottlenecks after "
      "attention and after the MLP (--adapter-size) (lora with --lora, else off)", NONE},
@@ -481,6 +487,8 @@ static void apply_defaults(trit_train_config *c) {
     DEF_I(quiet, 0);
     DEF_I(quantize_base, TRIT_QBASE_OFF);
     DEF_I(double_quant, 0);
+    DEF_I(dist, TRIT_DIST_OFF);
+    DEF_D(bucket_mb, 25.0);
     DEF_I(adapter_type, c->lora[0] ? TRIT_TRAIN_ADAPTER_LORA : TRIT_TRAIN_ADAPTER_OFF);
     if (!c->out[0]) snprintf(c->out, sizeof c->out, "%s", c->resume[0] ? c->resume : task ? "run-addition" : "run");
 }

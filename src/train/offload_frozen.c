@@ -69,8 +69,10 @@ static trit_status write_frozen(trainer *t, int fd, const char *path, size_t *at
 
 trit_status trit_train_offload_frozen(trainer *t) {
     if (!t->cfg.out[0]) return trit_error(TRIT_ERR_INVALID, "--offload optimizer+frozen needs a run directory (--out)");
-    char path[TRIT_PATH_MAX + 32];
-    trit_status s = trit_trainer_path(t, FROZEN_FILE, path, sizeof path);
+    char name[64], path[TRIT_PATH_MAX + 64];
+    if (t->rank == 0) snprintf(name, sizeof name, "%s", FROZEN_FILE);
+    else snprintf(name, sizeof name, "%s.rank%d", FROZEN_FILE, t->rank);  // ranks share the run directory
+    trit_status s = trit_trainer_path(t, name, path, sizeof path);
     if (s != TRIT_OK) return s;
     const int n = trit_gpt_num_tensors(t->model);
     size_t *at = malloc(sizeof *at * (size_t)(n > 0 ? n : 1)), total = 0;

@@ -7,6 +7,7 @@
 #include "trit/train.h"
 #include "train/trainer.h"
 #include "trit/bench.h"
+#include "trit/dist.h"
 
 #include <math.h>
 #include <signal.h>
@@ -29,17 +30,22 @@ static double now_ms(void) {
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
 }
 
-// The backward passes of one step: each micro-batch's loss scaled by (loss scale) / accum.
-// *finite is false when a loss was not finite (the remaining micro-batches are not run).
+// The backward passes of one step: each micro-batch's loss scaled by (loss scale) / accum. Rank
+// r of N runs the step's micro-batches r * accum / N .. (r + 1) * accum / N - 1, the ones one
+// process would run there, so the data and dropout masks do not depend on N. *loss gets the sum
+// of this rank's losses; *finite is false when a loss was not finite (then *loss is that loss
+// and the remaining micro-batches are not run).
 static trit_status accumulate(trainer *t, double scale, double *loss, bool *finite) {
     trit_graph *g = t->gg.graph;
+    const int64_t local = t->accum / t->ranks;
     trit_graph_set_grad_scale(g, scale / (double)t->accum);
     double sum = 0;
     *finite = true;
-    for (int64_t micro = 0; micro < t->accum; micro++) {
-        int64_t batch = t->step * t->accum + micro;
+    for (int64_t micro = 0; micro < local; micro++) {
+        int64_t batch = t->step * t->accum + t->rank * local + micro;
         trit_trainer_fill(t, batch, false);
         trit_graph_set_rng(g, (uint64_t)t->cfg.seed, (uint64_t)batch);
+        if (t->ddp) trit_graph_set_micro(g, micro, local);  // the exchange starts in the last one
         trit_status s = trit_graph_forward(g);
         if (s == TRIT_ERR_NUMERIC) {
             trit_clear_error();
@@ -52,8 +58,22 @@ static trit_status accumulate(trainer *t, double scale, double *loss, bool *fini
         s = trit_graph_backward(g);
         if (s != TRIT_OK) return s;
     }
-    *loss = sum / (double)t->accum;
+    *loss = sum;
     return TRIT_OK;
+}
+
+// --dist with more than one rank: the gradient sum finished (a rank whose loss was not finite
+// sends NaN, so every rank skips the step), and the losses, the finite flags and the stop
+// requests summed, so every rank takes the same decisions.
+static trit_status exchange(trainer *t, double *loss, bool *finite) {
+    trit_dist_heartbeat(t->step, true);
+    trit_status s = trit_ddp_finish(t->ddp, !*finite, &t->comm_ms);
+    double v[3] = {*loss, *finite ? 0.0 : 1.0, stop_requested ? 1.0 : 0.0};
+    if (s == TRIT_OK) s = trit_dist_allreduce_f64(v, 3, TRIT_DIST_SUM);
+    *loss = v[0];
+    *finite = v[1] == 0;
+    t->stop_agreed = v[2] > 0;
+    return s;
 }
 
 // --terngrad: each gradient of at least --terngrad-min-size values goes through its wire form
@@ -86,8 +106,18 @@ static trit_status train_step(trainer *t, double lr, const trit_train_hooks *hoo
     const double scale = t->use_scaler ? t->scaler.scale : 1.0;
     info->loss_scale = t->use_scaler ? scale : NAN;
     bool finite;
-    trit_status s = accumulate(t, scale, &info->loss, &finite);
+    double loss;
+    trit_dist_heartbeat(t->step, false);
+    trit_status s = accumulate(t, scale, &loss, &finite);
+    info->comm_ms = NAN;
+    if (s == TRIT_OK && t->ddp) {
+        s = exchange(t, &loss, &finite);
+        info->comm_ms = t->comm_ms;
+    } else {
+        t->stop_agreed = stop_requested;
+    }
     if (s != TRIT_OK) return s;
+    info->loss = finite ? loss / (double)t->accum : loss;
     if (finite && hooks && hooks->on_grads) hooks->on_grads(hooks->ctx, t->step, t->params, t->n_params);
     // Without a scaler the norm below finds a non-finite gradient on its own.
     if (finite && t->use_scaler) finite = trit_grads_unscale(t->params, t->n_params, 1.0 / scale);
@@ -162,10 +192,16 @@ static void print_header(const trainer *t) {
         printf("data: %lld train tokens, %lld val tokens (%s order)\n",
                (long long)trit_data_num_tokens(t->train), (long long)trit_data_num_tokens(t->val),
                c->order == TRIT_DATA_SEQUENTIAL ? "sequential" : "random");
-    printf("batch: %lld x %lld tokens x %lld accumulation = %lld tokens/step; %lld steps, lr %g -> %g, "
-           "warmup %lld; threads %d\n", (long long)c->batch, (long long)t->T, (long long)t->accum,
+    char ranks[48] = "";
+    if (t->ranks > 1) snprintf(ranks, sizeof ranks, " x %d ranks", t->ranks);
+    printf("batch: %lld x %lld tokens x %lld accumulation%s = %lld tokens/step; %lld steps, lr %g -> %g, "
+           "warmup %lld; threads %d\n", (long long)c->batch, (long long)t->T, (long long)(t->accum / t->ranks), ranks,
            (long long)(c->batch * t->T * t->accum), (long long)c->steps, c->lr, c->min_lr,
            (long long)c->warmup, trit_threads_get());
+    if (t->ddp)
+        printf("ddp: %d ranks, gradients all-reduced in %d bucket%s of up to %g MB during backward (%.2f MB a step)\n",
+               t->ranks, trit_ddp_num_buckets(t->ddp), trit_ddp_num_buckets(t->ddp) == 1 ? "" : "s", c->bucket_mb,
+               (double)trit_ddp_bytes_per_step(t->ddp) / 1e6);
     if (g->adapter.kind == TRIT_ADAPTER_LORA)
         printf("lora: r %lld, alpha %g (scale %g), dropout %g, targets %s: %lld trainable parameters (%.2f%%), the "
                "rest frozen\n", (long long)g->adapter.r, g->adapter.alpha, trit_adapter_scale(&g->adapter),
@@ -244,7 +280,8 @@ static trit_status run_loop(trainer *t, const trit_train_hooks *hooks, trit_trai
         info.ms = ms;
         const bool give_up = t->skip_streak >= c->max_skips;
         bool last = t->step == c->steps;
-        bool eval = !give_up && (last || (c->eval_every > 0 && t->step % c->eval_every == 0));
+        // Rank 0 evaluates and writes for the job; the others go on to the next step's exchange.
+        bool eval = !give_up && t->rank == 0 && (last || (c->eval_every > 0 && t->step % c->eval_every == 0));
         if (eval) {
             s = trit_trainer_val_loss(t, &info.val_loss);
             last_val = info.val_loss;
@@ -262,17 +299,20 @@ static trit_status run_loop(trainer *t, const trit_train_hooks *hooks, trit_trai
         if (eval) r->val_loss = info.val_loss;
         if (!isnan(info.accuracy)) r->accuracy = info.accuracy;
         if (hooks && hooks->on_step) hooks->on_step(hooks->ctx, &info);
-        bool stop = stop_requested || t->step == end || give_up;
-        if (s == TRIT_OK && (stop || (c->ckpt_every > 0 && t->step % c->ckpt_every == 0))) {
+        // One process stops at once (a hook above may have asked); a job at the step where every
+        // rank learnt of the request, in the step's exchange.
+        const bool asked = t->ranks > 1 ? t->stop_agreed : stop_requested != 0;
+        bool stop = asked || t->step == end || give_up;
+        if (s == TRIT_OK && t->rank == 0 && (stop || (c->ckpt_every > 0 && t->step % c->ckpt_every == 0))) {
             s = trit_trainer_checkpoint(t);
-            if (s == TRIT_OK && !c->quiet && (stop_requested || !last))
+            if (s == TRIT_OK && !c->quiet && (asked || !last))
                 printf("checkpoint: %s at step %lld\n", c->out, (long long)t->step);
         }
         if (s == TRIT_OK && give_up) {
             s = too_many_skips(t);
             break;
         }
-        if (stop_requested) {
+        if (asked) {
             r->interrupted = true;
             if (!c->quiet) printf("stopped at step %lld: resume with --resume %s\n", (long long)t->step, c->out);
             break;
@@ -314,7 +354,7 @@ trit_status trit_train_run(const trit_train_config *cfg, const trit_train_hooks 
     s = run_loop(&t, hooks, &r);
     sigaction(SIGINT, &old_int, NULL);
     sigaction(SIGTERM, &old_term, NULL);
-    if (s == TRIT_OK && t.task == TRIT_TASK_ADDITION && !r.interrupted && t.step == t.cfg.steps) {
+    if (s == TRIT_OK && t.task == TRIT_TASK_ADDITION && !r.interrupted && t.step == t.cfg.steps && t.rank == 0) {
         // A few problems shown; the score comes from the last evaluation.
         double acc = NAN;
         if (!t.cfg.quiet) printf("held-out problems:\n");

@@ -45,6 +45,12 @@ typedef struct trainer {
     int64_t trainable;       // elements not frozen
     struct trit_embed_task *embed;  // --task embed (task_embed.c)
     trit_tb_writer *tb;      // --tensorboard DIR, else NULL
+    // --dist: this process's rank among `ranks` (0 of 1 without MPI). Rank 0 writes the run
+    // directory, logs and evaluates; each rank runs accum / ranks of a step's micro-batches.
+    int rank, ranks;
+    struct trit_ddp *ddp;    // the gradient exchange when ranks > 1
+    bool stop_agreed;        // some rank was asked to stop (SIGINT/SIGTERM) by this step's exchange
+    double comm_ms;          // this step's wait for the exchange
     // Files and directory a fresh run made before it failed in setup, removed on failure.
     bool made_dir;
     int n_made;

@@ -2,6 +2,7 @@
 // the model, its training graph and the optimizer, and on resume their saved state. A fresh run
 // that fails here removes the files and directory it made.
 #define _POSIX_C_SOURCE 200809L
+#include "trit/dist.h"
 #include "trit/io.h"
 #include "trit/train.h"
 #include "train/trainer.h"
@@ -102,8 +103,8 @@ static trit_status setup_prepared(trainer *t) {
     snprintf(what, sizeof what, "'%s'", tok_path);
     s = trit_trainer_init_check_tokenizer(t, t->tok, what);
     if (s == TRIT_OK) s = open_shards(t, t->cfg.data);
-    if (s == TRIT_OK && !t->resumed) s = make_run_dir(t);
-    if (s == TRIT_OK && !t->resumed) {
+    if (s == TRIT_OK && !t->resumed && t->rank == 0) s = make_run_dir(t);
+    if (s == TRIT_OK && !t->resumed && t->rank == 0) {
         char dst[TRIT_PATH_MAX + 32];
         s = trit_trainer_path(t, TRIT_CKPT_TOKENIZER, dst, sizeof dst);
         if (s == TRIT_OK) s = trit_tokenizer_save(t->tok, dst);
@@ -124,7 +125,7 @@ static trit_status prepare_with_run_tokenizer(trainer *t, trit_prepare_result *p
 // Text from a file: a fresh run tokenizes it into the run directory; a resume reuses that.
 static trit_status setup_text_file(trainer *t) {
     trit_status s = TRIT_OK;
-    if (!t->resumed) {
+    if (!t->resumed && t->rank == 0) {  // the other ranks read what rank 0 wrote
         char state[TRIT_PATH_MAX + 32];
         s = trit_trainer_path(t, TRIT_CKPT_STATE, state, sizeof state);
         if (s == TRIT_OK && exists(state)) return make_run_dir(t);  // the "already a run" error
@@ -159,8 +160,8 @@ static trit_status setup_addition(trainer *t) {
     } else {
         t->tok = trit_addition_tokenizer();
         if (t->tok) s = trit_trainer_init_check_tokenizer(t, t->tok, "the addition task's tokenizer");
-        if (s == TRIT_OK && t->tok) s = make_run_dir(t);
-        if (s == TRIT_OK && t->tok) {
+        if (s == TRIT_OK && t->tok && t->rank == 0) s = make_run_dir(t);
+        if (s == TRIT_OK && t->tok && t->rank == 0) {
             s = trit_tokenizer_save(t->tok, tok_path);
             if (s == TRIT_OK) note_made(t, tok_path);
         }
@@ -183,9 +184,9 @@ static trit_status setup_embed(trainer *t) {
         return trit_error(TRIT_ERR_IO, "cannot open '%s': no such file (--task embed reads --data PAIRS.jsonl)", t->cfg.data);
     if (t->resumed) return (t->tok = trit_tokenizer_load(tok_path)) ? trit_embed_load(t, t->tok) : TRIT_ERR_FORMAT;
     s = trit_embed_load(t, t->init_tok);
-    if (s == TRIT_OK) s = make_run_dir(t);
-    if (s == TRIT_OK) s = trit_tokenizer_save(t->init_tok, tok_path);
-    if (s == TRIT_OK) note_made(t, tok_path);
+    if (s == TRIT_OK && t->rank == 0) s = make_run_dir(t);
+    if (s == TRIT_OK && t->rank == 0) s = trit_tokenizer_save(t->init_tok, tok_path);
+    if (s == TRIT_OK && t->rank == 0) note_made(t, tok_path);
     if (s == TRIT_OK && !(t->tok = trit_tokenizer_load(tok_path))) s = TRIT_ERR_FORMAT;
     return s;
 }
@@ -347,24 +348,11 @@ static trit_status open_tensorboard(trainer *t) {
     return t->resumed ? trit_tb_write_start(t->tb, wall, t->step + 1) : TRIT_OK;
 }
 
-trit_status trit_trainer_setup(trainer *t, const trit_train_config *cli) {
-    memset(t, 0, sizeof *t);
-    trit_train_config cfg = *cli;
-    trit_status s = TRIT_OK;
-    t->resumed = cli->resume[0] != 0;
-    if (t->resumed && cli->init_from[0])
-        return trit_error(TRIT_ERR_INVALID, "--init-from starts a new run from another run's weights and --resume "
-                          "continues a run: pass one of them");
-    if (t->resumed) s = resume_config(cli, &cfg);
-    if (s == TRIT_OK && t->resumed) remove_stale_temps(cli->resume);
-    // A resumed run's saved --init-from is history: its weights come from its own checkpoint.
-    if (s == TRIT_OK && !t->resumed && cfg.init_from[0]) s = trit_trainer_init_load(t, &cfg);
-    if (s == TRIT_OK) s = trit_train_config_resolve(&cfg);
-    if (s != TRIT_OK) return s;
-    t->cfg = cfg;
-    t->task = trit_train_config_task(&cfg);
-    trit_threads_set((int)cfg.threads);
-    s = trit_trainer_init_check_out(t);
+// Everything after the configuration: data, model, graph, optimizer, the saved state on resume,
+// and the outputs (rank 0's: metrics, TensorBoard).
+static trit_status setup_run(trainer *t) {
+    const trit_train_config *c = &t->cfg;
+    trit_status s = trit_trainer_init_check_out(t);
     if (s == TRIT_OK) s = check_adapter(t);
     if (s == TRIT_OK) s = setup_data(t);
     if (s == TRIT_OK) {
@@ -373,23 +361,115 @@ trit_status trit_trainer_setup(trainer *t, const trit_train_config *cli) {
     }
     if (s == TRIT_OK && t->resumed) s = restore(t);
     if (s == TRIT_OK) trit_train_offload_frozen_drop(t);  // restore wrote the frozen weights' pages
-    if (s == TRIT_OK) {
-        t->metrics = trit_metrics_open(cfg.out, t->resumed ? t->step : -1);
+    if (s == TRIT_OK && t->rank == 0) {
+        t->metrics = trit_metrics_open(c->out, t->resumed ? t->step : -1);
         if (!t->metrics) s = TRIT_ERR_IO;
     }
-    if (s == TRIT_OK && cfg.tensorboard[0]) s = open_tensorboard(t);
+    if (s == TRIT_OK && c->tensorboard[0] && t->rank == 0) s = open_tensorboard(t);
     // The run directory exists now; a resumed state moves into the file with the rest.
-    if (s == TRIT_OK && cfg.offload != TRIT_OFFLOAD_OFF) {
-        char path[TRIT_PATH_MAX + 32];
-        snprintf(path, sizeof path, "%s/optimizer.offload", cfg.out);
+    if (s == TRIT_OK && c->offload != TRIT_OFFLOAD_OFF) {
+        char path[TRIT_PATH_MAX + 48];
+        if (t->rank == 0) snprintf(path, sizeof path, "%s/optimizer.offload", c->out);
+        else snprintf(path, sizeof path, "%s/optimizer.offload.rank%d", c->out, t->rank);
         s = trit_optim_offload(t->opt, path);
     }
+    return s;
+}
+
+// Bytes of this process's executable: ranks started from different builds are refused.
+static trit_status read_self(uint8_t **bytes, size_t *n) {
+    *bytes = NULL;
+    *n = 0;
+    FILE *fp = fopen("/proc/self/exe", "rb");
+    if (!fp) return TRIT_OK;  // no /proc: the configurations are still compared
+    size_t cap = 1 << 20;
+    uint8_t *b = malloc(cap);
+    size_t got;
+    while (b && (got = fread(b + *n, 1, cap - *n, fp)) > 0) {
+        *n += got;
+        if (*n == cap) {
+            uint8_t *more = realloc(b, cap *= 2);
+            if (!more) free(b);
+            b = more;
+        }
+    }
+    fclose(fp);
+    if (!b) return trit_error(TRIT_ERR_NOMEM, "out of memory reading /proc/self/exe");
+    *bytes = b;
+    return TRIT_OK;
+}
+
+// --dist: the job (a world of one without mpirun), the micro-batches split among its ranks, and
+// every rank started with the same configuration and binary. Collective from the first check on,
+// so that a failure on one rank stops every rank with a message.
+static trit_status join_job(trainer *t, trit_status s) {
+    const trit_train_config *c = &t->cfg;
+    s = trit_dist_agree(s, "reading the configuration");
+    if (s != TRIT_OK) return s;
+    t->rank = trit_dist_rank();
+    t->ranks = trit_dist_size();
+    const int64_t accum = trit_train_config_accum(c);
+    if (accum % t->ranks != 0)
+        s = trit_error(TRIT_ERR_INVALID, "--total-batch-tokens %lld is %lld micro-batches of --batch %lld x --seq %lld, "
+                       "which %d ranks cannot share: pass a multiple of batch x seq x ranks = %lld", (long long)
+                       c->total_batch_tokens, (long long)accum, (long long)c->batch, (long long)c->seq, t->ranks,
+                       (long long)(c->batch * c->seq * t->ranks));
+    s = trit_dist_agree(s, "checking the configuration");
+    if (s == TRIT_OK) s = trit_dist_check_same(c, sizeof *c, "configuration (flags, or the run resumed)");
+    uint8_t *self = NULL;
+    size_t n = 0;
+    if (s == TRIT_OK) s = trit_dist_agree(read_self(&self, &n), "reading its own binary");
+    if (s == TRIT_OK) s = trit_dist_check_same(self, n, "trit binary");
+    free(self);
+    return s;
+}
+
+trit_status trit_trainer_setup(trainer *t, const trit_train_config *cli) {
+    memset(t, 0, sizeof *t);
+    t->ranks = 1;
+    trit_train_config cfg = *cli;
+    trit_status s = TRIT_OK;
+    // Every rank joins the job first, so that what fails below fails on all of them together.
+    const bool dist = cli->dist != TRIT_TRAIN_UNSET && cli->dist != TRIT_DIST_OFF;
+    if (dist && (s = trit_dist_init()) != TRIT_OK) return s;
+    t->resumed = cli->resume[0] != 0;
+    if (t->resumed && cli->init_from[0])
+        s = trit_error(TRIT_ERR_INVALID, "--init-from starts a new run from another run's weights and --resume "
+                       "continues a run: pass one of them");
+    if (s == TRIT_OK && t->resumed) s = resume_config(cli, &cfg);
+    if (s == TRIT_OK && t->resumed && trit_dist_rank() == 0) remove_stale_temps(cli->resume);
+    // A resumed run's saved --init-from is history: its weights come from its own checkpoint.
+    if (s == TRIT_OK && !t->resumed && cfg.init_from[0]) s = trit_trainer_init_load(t, &cfg);
+    if (s == TRIT_OK) s = trit_train_config_resolve(&cfg);
+    if (!dist && (s != TRIT_OK || cfg.dist == TRIT_DIST_OFF)) {
+        if (s != TRIT_OK) return s;
+    } else {
+        if (s == TRIT_OK && !dist) s = trit_dist_init();  // --dist from the resumed run
+        t->cfg = cfg;
+        s = join_job(t, s);
+        if (s != TRIT_OK) return s;
+    }
+    t->cfg = cfg;
+    t->task = trit_train_config_task(&cfg);
+    trit_threads_set((int)cfg.threads);
+    if (t->ranks == 1) return setup_run(t);
+    // Rank 0 writes the run directory (tokenized data, tokenizer); then the others read it.
+    s = t->rank == 0 ? setup_run(t) : TRIT_OK;
+    s = trit_dist_agree(s, "setting up the run on rank 0");
+    if (s == TRIT_OK && t->rank > 0) s = setup_run(t);
+    s = trit_dist_agree(s, "setting up the run");
+    if (s == TRIT_OK && cfg.dist == TRIT_DIST_DDP) {
+        t->ddp = trit_ddp_new(trit_gpt_flat(t->model), t->gg.graph, cfg.bucket_mb);
+        s = trit_dist_agree(t->ddp ? TRIT_OK : TRIT_ERR_INVALID, "making the gradient buckets");
+    }
+    if (t->rank > 0) t->cfg.quiet = 1;  // rank 0 speaks for the job
     return s;
 }
 
 trit_status trit_trainer_setup_tokens(trainer *t, const trit_train_config *cfg, const trit_gpt_config *model,
                                       trit_data *train) {
     memset(t, 0, sizeof *t);
+    t->ranks = 1;
     t->train = train;
     if (!cfg || !model || !train) return trit_error(TRIT_ERR_INVALID, "trit_trainer_setup_tokens: NULL argument");
     trit_train_config c = *cfg;
@@ -410,6 +490,7 @@ trit_status trit_trainer_setup_tokens(trainer *t, const trit_train_config *cfg, 
 
 void trit_trainer_free(trainer *t, bool failed) {
     if (t->metrics) fclose(t->metrics);
+    trit_ddp_free(t->ddp);
     trit_tb_close(t->tb);
     trit_optim_free(t->opt);
     free(t->params);

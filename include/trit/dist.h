@@ -1,0 +1,60 @@
+// Training on many processes over MPI (src/dist): the job `mpirun -np N trit train --dist ...`
+// starts, collectives on small values the trainer agrees on, and data-parallel gradient exchange
+// (DDP: the gradients of the flat storage all-reduced in buckets while backward runs).
+// Without a launcher (no mpirun) the job is a world of one process and nothing is sent.
+#ifndef TRIT_DIST_H
+#define TRIT_DIST_H
+
+#include "trit/graph.h"
+#include "trit/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+// Whether this build has MPI (CMake found it).
+bool trit_dist_has_mpi(void);
+
+// Joins the job mpirun started (MPI_Init once per process, MPI_Finalize at exit), or makes a
+// world of one when the process was not started by a launcher. An error in a build without MPI.
+trit_status trit_dist_init(void);
+int trit_dist_rank(void);  // 0 before init
+int trit_dist_size(void);  // 1 before init
+
+typedef enum trit_dist_op { TRIT_DIST_SUM = 0, TRIT_DIST_MAX, TRIT_DIST_MIN } trit_dist_op;
+// v (n) reduced over every rank, the result on every rank.
+trit_status trit_dist_allreduce_f64(double *v, int n, trit_dist_op op);
+// Collective: s is this rank's outcome of a phase. TRIT_OK when every rank had TRIT_OK; else this
+// rank's own status when it failed, or an error naming the first rank that failed.
+trit_status trit_dist_agree(trit_status s, const char *phase);
+// Collective: every rank must pass the same bytes (a hash of them is compared); an error naming
+// the first rank whose bytes differ from rank 0's, on every rank.
+trit_status trit_dist_check_same(const void *bytes, size_t n, const char *what);
+// This rank started step `step` (0-based), or reached its exchange: sent to every other rank
+// without waiting, so that a rank whose wait times out can name the ranks that stopped (a wait
+// longer than TRIT_DIST_TIMEOUT seconds, 20 unless set, ends the job).
+void trit_dist_heartbeat(int64_t step, bool at_exchange);
+// Ends every process of the job (a rank that cannot go on while the others wait for it).
+void trit_dist_abort(int code);
+
+// Data-parallel gradient exchange over the gradient block of flat storage f, in buckets of
+// about bucket_mb MB in f's order (the reverse of first use, so buckets fill from the end of
+// backward's first layers; the tied embedding, whose gradient is final last, is in the last).
+// Hooks on g's gradient-final events start each bucket's all-reduce (a sum) as soon as its last
+// gradient is final in the last micro-batch of a step (trit_graph_set_micro), buckets always in
+// order so every rank issues the same sequence, and test the ones in flight at every event.
+typedef struct trit_ddp trit_ddp;
+trit_ddp *trit_ddp_new(const trit_flat *f, trit_graph *g, double bucket_mb);
+// Starts the buckets not started yet (with poison: their gradients set to NaN first, for a rank
+// whose loss was not finite, so every rank sees a non-finite gradient and skips the step) and
+// waits for all; *wait_ms gets the time spent waiting in this step.
+trit_status trit_ddp_finish(trit_ddp *d, bool poison, double *wait_ms);
+int trit_ddp_num_buckets(const trit_ddp *d);
+// Gradient bytes each rank sends into the all-reduces of one step.
+int64_t trit_ddp_bytes_per_step(const trit_ddp *d);
+void trit_ddp_free(trit_ddp *d);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

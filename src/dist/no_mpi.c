@@ -1,0 +1,49 @@
+// src/dist in a build without MPI: a world of one process, and `--dist` refused with the reason.
+#include "trit/dist.h"
+
+#include <stdlib.h>
+
+static trit_status no_mpi(void) {
+    return trit_error(TRIT_ERR_UNSUPPORTED, "this build of trit has no MPI, so --dist cannot run: install Open MPI "
+                      "(libopenmpi-dev and openmpi-bin, tools/setup.sh) and build again, or leave --dist out to "
+                      "train in one process");
+}
+
+bool trit_dist_has_mpi(void) { return false; }
+trit_status trit_dist_init(void) { return no_mpi(); }
+int trit_dist_rank(void) { return 0; }
+int trit_dist_size(void) { return 1; }
+
+trit_status trit_dist_allreduce_f64(double *v, int n, trit_dist_op op) {
+    (void)v, (void)n, (void)op;
+    return TRIT_OK;
+}
+
+trit_status trit_dist_agree(trit_status s, const char *phase) {
+    (void)phase;
+    return s;
+}
+
+trit_status trit_dist_check_same(const void *bytes, size_t n, const char *what) {
+    (void)bytes, (void)n, (void)what;
+    return TRIT_OK;
+}
+
+void trit_dist_heartbeat(int64_t step, bool at_exchange) { (void)step, (void)at_exchange; }
+void trit_dist_abort(int code) { exit(code); }
+
+trit_ddp *trit_ddp_new(const trit_flat *f, trit_graph *g, double bucket_mb) {
+    (void)f, (void)g, (void)bucket_mb;
+    no_mpi();
+    return NULL;
+}
+
+trit_status trit_ddp_finish(trit_ddp *d, bool poison, double *wait_ms) {
+    (void)d, (void)poison;
+    *wait_ms = 0;
+    return no_mpi();
+}
+
+int trit_ddp_num_buckets(const trit_ddp *d) { (void)d; return 0; }
+int64_t trit_ddp_bytes_per_step(const trit_ddp *d) { (void)d; return 0; }
+void trit_ddp_free(trit_ddp *d) { (void)d; }

@@ -1,0 +1,167 @@
+#!/usr/bin/env bash
+# Training on many processes (src/dist) through mpirun with 2 ranks of one thread each, against
+# one process: usage test_dist.sh TRIT CASE, CASE one of
+#   ddp_equal    DDP's losses equal one process's within 1e-6 for 20 steps (the same micro-batches,
+#                summed in another order), and 2 ranks' tokens/s line counts both ranks
+#   finetune     `trit finetune BASE --dist ddp` on 2 ranks against one process: losses within 1e-6
+#   ddp_resume   a DDP run stopped at step 10 and resumed gives the uninterrupted run's losses and
+#                weights bit for bit
+#   bad_input    a step's micro-batches that 2 ranks cannot share, and ranks started with
+#                different flags: a message on every rank and a non-zero exit
+#   killed_rank  rank 1 killed with SIGKILL, or stopped with SIGSTOP: rank 0 and mpirun end within
+#                30 s, naming rank 1
+#   sigterm      SIGTERM to rank 1: a checkpoint of the whole job and exit 0
+# mpirun missing is a failure (tools/setup.sh installs openmpi-bin).
+set -u
+TRIT=$1
+CASE=$2
+fail() { echo "FAIL ($CASE): $*"; exit 1; }
+command -v mpirun >/dev/null || fail "mpirun not found: install openmpi-bin (tools/setup.sh); these tests need it"
+[ -x "$TRIT" ] || fail "no trit binary at $TRIT: build it first"
+W=$(mktemp -d)
+trap 'rm -rf "$W"' EXIT
+export OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive
+MPI=(mpirun --allow-run-as-root --oversubscribe -np 2)
+# A tiny GPT on the built-in addition task (2-digit problems, T = 8): 4 micro-batches of 4 a step.
+FLAGS=(--digits 2 --layers 1 --heads 2 --dim 32 --batch 4 --total-batch-tokens 128 --steps 20 --warmup 2
+       --threads 1 --eval-every 0 --log-every 1 --task-test 8 --dropout 0.1 --lr 3e-3)
+
+# rank_pid R: the pid of rank R of the mpirun job whose pid is $job.
+rank_pid() {
+    for p in $(pgrep -P "$job"); do
+        tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$1" && { echo "$p"; return; }
+    done
+}
+# Ends the job $job and its ranks (a test that gives up must not leave them running).
+end_job() {
+    for p in $(pgrep -P "$job"); do kill -9 "$p" 2>/dev/null; done
+    kill -9 "$job" 2>/dev/null
+}
+# Waits up to 30 s for LOG to show step 20 of a long run.
+wait_step20() { for _ in $(seq 300); do grep -Eq "^step +20/" "$1" 2>/dev/null && return 0; sleep 0.1; done; return 1; }
+
+losses() { python3 -c 'import json,sys
+for l in open(sys.argv[1]): print(json.loads(l)["step"], repr(json.loads(l)["loss"]))' "$1"; }
+
+# compare A B TOL: every step's loss in A/metrics.jsonl and B/metrics.jsonl within TOL (absolute).
+compare() {
+    python3 - "$1/metrics.jsonl" "$2/metrics.jsonl" "$3" <<'PY' || fail "losses differ (above)"
+import json, sys
+a = {j["step"]: j["loss"] for j in map(json.loads, open(sys.argv[1]))}
+b = {j["step"]: j["loss"] for j in map(json.loads, open(sys.argv[2]))}
+tol = float(sys.argv[3])
+assert sorted(a) == sorted(b) and len(a) == 20, f"steps {sorted(a)} against {sorted(b)}"
+worst = max(abs(a[s] - b[s]) for s in a)
+print(f"largest loss difference over {len(a)} steps: {worst:.3g} (bound {tol:g})")
+bad = [s for s in a if not abs(a[s] - b[s]) <= tol]
+for s in bad: print(f"step {s}: {a[s]!r} against {b[s]!r}")
+sys.exit(1 if bad else 0)
+PY
+}
+
+case "$CASE" in
+ddp_equal)
+    "$TRIT" train "${FLAGS[@]}" --out "$W/one" >"$W/one.log" 2>&1 || { cat "$W/one.log"; fail "one process failed"; }
+    # Buckets of 10 kB: the 54 kB of gradients go in several all-reduces, started during backward.
+    "${MPI[@]}" "$TRIT" train --dist ddp --bucket-mb 0.01 "${FLAGS[@]}" --out "$W/two" >"$W/two.log" 2>&1 ||
+        { cat "$W/two.log"; fail "mpirun -np 2 failed"; }
+    grep -q "x 2 ranks" "$W/two.log" || { cat "$W/two.log"; fail "the header does not show 2 ranks"; }
+    grep -Eq "^ddp: 2 ranks, gradients all-reduced in [4-9] buckets of up to 0.01 MB" "$W/two.log" ||
+        fail "no ddp line with several buckets in the header"
+    [ "$(grep -c '^step 20/20' "$W/two.log")" -eq 1 ] || fail "rank 1 logs too (or nobody does)"
+    [ "$(grep -c '^done at step 20' "$W/two.log")" -eq 1 ] || fail "rank 1 reports the result too (or nobody does)"
+    # Step 1 runs the same micro-batches from the same weights: the same bits. Later steps differ
+    # by the order of the gradient sums (float rounding, about 1e-7 of the loss each step).
+    [ "$(losses "$W/one/metrics.jsonl" | sed -n 1p)" = "$(losses "$W/two/metrics.jsonl" | sed -n 1p)" ] ||
+        fail "step 1's loss differs: $(losses "$W/one/metrics.jsonl" | sed -n 1p) against $(losses "$W/two/metrics.jsonl" | sed -n 1p)"
+    compare "$W/one" "$W/two" 1e-6
+    python3 -c 'import json,sys
+j=[json.loads(l) for l in open(sys.argv[1])]
+assert all("comm_ms" in x and x["comm_ms"] >= 0 for x in j), "comm_ms missing"' "$W/two/metrics.jsonl" ||
+        fail "metrics.jsonl has no comm_ms per step"
+    ;;
+finetune)
+    # A base on a generated text, fine-tuned on another (char tokenizer, T = 16).
+    python3 -c 'import random; r = random.Random(7); print(" ".join(r.choice(["to", "be", "or", "not", "that", "is"]) for _ in range(3000)))' >"$W/a.txt"
+    python3 -c 'import random; r = random.Random(8); print(" ".join(r.choice(["to", "be", "or", "not", "that", "is"]) for _ in range(3000)))' >"$W/b.txt"
+    T=(--layers 1 --heads 2 --dim 32 --seq 16 --batch 4 --total-batch-tokens 256 --threads 1 --eval-every 0
+       --eval-batches 2 --sample-tokens 0 --log-every 1 --warmup 2 --dropout 0.1)
+    "$TRIT" train --data "$W/a.txt" "${T[@]}" --steps 5 --out "$W/base" >"$W/base.log" 2>&1 ||
+        { cat "$W/base.log"; fail "the base run failed"; }
+    "$TRIT" finetune "$W/base" --data "$W/b.txt" "${T[@]}" --steps 20 --out "$W/ft1" >"$W/ft1.log" 2>&1 ||
+        { cat "$W/ft1.log"; fail "finetune in one process failed"; }
+    "${MPI[@]}" "$TRIT" finetune "$W/base" --dist ddp --data "$W/b.txt" "${T[@]}" --steps 20 --out "$W/ft2" \
+        >"$W/ft2.log" 2>&1 || { cat "$W/ft2.log"; fail "finetune on 2 ranks failed"; }
+    grep -q "x 2 ranks" "$W/ft2.log" || fail "the fine-tune did not run on 2 ranks"
+    compare "$W/ft1" "$W/ft2" 1e-6
+    ;;
+ddp_resume)
+    "${MPI[@]}" "$TRIT" train --dist ddp "${FLAGS[@]}" --out "$W/full" >"$W/full.log" 2>&1 ||
+        { cat "$W/full.log"; fail "the uninterrupted run failed"; }
+    "${MPI[@]}" "$TRIT" train --dist ddp "${FLAGS[@]}" --out "$W/part" --stop-after 10 >"$W/p1.log" 2>&1 ||
+        { cat "$W/p1.log"; fail "the first half failed"; }
+    "${MPI[@]}" "$TRIT" train --dist ddp --resume "$W/part" >"$W/p2.log" 2>&1 ||
+        { cat "$W/p2.log"; fail "the resume failed"; }
+    grep -q "resuming .* at step 10" "$W/p2.log" || fail "no resume at step 10 in the log"
+    [ "$(losses "$W/full/metrics.jsonl")" = "$(losses "$W/part/metrics.jsonl")" ] ||
+        { diff <(losses "$W/full/metrics.jsonl") <(losses "$W/part/metrics.jsonl"); fail "resumed losses differ"; }
+    cmp "$W/full/model.safetensors" "$W/part/model.safetensors" || fail "the resumed run's weights differ"
+    ;;
+bad_input)
+    # 3 micro-batches a step (96 tokens) cannot be shared by 2 ranks.
+    "${MPI[@]}" "$TRIT" train --dist ddp "${FLAGS[@]}" --total-batch-tokens 96 --out "$W/bad" >"$W/bad.log" 2>&1 &&
+        fail "a step of 3 micro-batches on 2 ranks was accepted"
+    n=$(grep -c "which 2 ranks cannot share: pass a multiple of batch x seq x ranks = 64" "$W/bad.log")
+    [ "$n" -eq 2 ] || { cat "$W/bad.log"; fail "expected the message on both ranks, found it $n times"; }
+    [ ! -e "$W/bad" ] || fail "the refused run left $W/bad behind"
+    # Ranks started with different flags (mpirun's colon form): refused on both ranks.
+    mpirun --allow-run-as-root --oversubscribe -np 1 "$TRIT" train --dist ddp "${FLAGS[@]}" --out "$W/mix" : \
+        -np 1 "$TRIT" train --dist ddp "${FLAGS[@]}" --lr 2e-3 --out "$W/mix" >"$W/mix.log" 2>&1 &&
+        fail "ranks with different --lr were accepted"
+    n=$(grep -c "rank 1 was started with another configuration" "$W/mix.log")
+    [ "$n" -eq 2 ] || { cat "$W/mix.log"; fail "expected the refusal on both ranks, found it $n times"; }
+    ;;
+killed_rank)
+    for sig in KILL STOP; do
+        TRIT_DIST_TIMEOUT=5 "${MPI[@]}" -x TRIT_DIST_TIMEOUT "$TRIT" train --dist ddp "${FLAGS[@]}" --steps 100000 \
+            --warmup 10 --out "$W/k$sig" >"$W/k$sig.log" 2>&1 &
+        job=$!
+        wait_step20 "$W/k$sig.log" || { end_job; tail "$W/k$sig.log"; fail "the job did not reach step 20 in 30 s"; }
+        victim=$(rank_pid 1)
+        [ -n "$victim" ] || { end_job; fail "no rank 1 process found under mpirun $job"; }
+        t0=$(date +%s.%N)
+        kill -"$sig" "$victim"
+        for _ in $(seq 400); do kill -0 "$job" 2>/dev/null || break; sleep 0.1; done
+        if kill -0 "$job" 2>/dev/null; then
+            end_job; fail "SIG$sig to rank 1: the job still runs after 40 s"
+        fi
+        wait "$job" && fail "SIG$sig to rank 1: mpirun exited 0"
+        took=$(python3 -c "import sys; print(round(float(sys.argv[2]) - float(sys.argv[1]), 1))" "$t0" "$(date +%s.%N)")
+        python3 -c "import sys; sys.exit(0 if float(sys.argv[1]) < 30 else 1)" "$took" ||
+            { grep -v "^step" "$W/k$sig.log"; fail "SIG$sig to rank 1: the job took $took s to end"; }
+        kill -9 "$victim" 2>/dev/null
+        grep -Eq "rank 0 of 2: no answer .*(rank 1 last reported step|rank 1 has been silent)|process rank 1 with PID" "$W/k$sig.log" ||
+            { tail -20 "$W/k$sig.log"; fail "SIG$sig to rank 1: no message names rank 1"; }
+        echo "SIG$sig to rank 1: the job ended in $took s: $(grep -Eo "rank 0 of 2: no answer .*|process rank 1 [^(]*" "$W/k$sig.log" | head -1)"
+    done
+    ;;
+sigterm)
+    job_log="$W/t.log"
+    "${MPI[@]}" "$TRIT" train --dist ddp "${FLAGS[@]}" --steps 100000 --warmup 10 --out "$W/t" >"$job_log" 2>&1 &
+    job=$!
+    wait_step20 "$job_log" || { end_job; tail "$job_log"; fail "the job did not reach step 20 in 30 s"; }
+    victim=$(rank_pid 1)
+    [ -n "$victim" ] || { end_job; fail "no rank 1 process found"; }
+    kill -TERM "$victim"
+    for _ in $(seq 300); do kill -0 "$job" 2>/dev/null || break; sleep 0.1; done
+    kill -0 "$job" 2>/dev/null && { end_job; fail "the job still runs 30 s after SIGTERM"; }
+    wait "$job" || { cat "$job_log"; fail "the job exited non-zero after SIGTERM"; }
+    step=$(grep -Eo "^stopped at step [0-9]+" "$job_log" | head -1 | grep -Eo "[0-9]+$")
+    [ -n "$step" ] || { tail "$job_log"; fail "no 'stopped at step' line"; }
+    [ -f "$W/t/train_state.bin" ] || fail "no checkpoint after SIGTERM"
+    "$TRIT" info "$W/t" | grep -q "step $step" || { "$TRIT" info "$W/t"; fail "the checkpoint is not at step $step"; }
+    echo "SIGTERM to rank 1: the job stopped at step $step with a checkpoint"
+    ;;
+*) fail "unknown case" ;;
+esac
+echo "ok ($CASE)"
