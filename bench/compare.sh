@@ -95,31 +95,35 @@ peer_run() {  # peer_run ROUND CONFIG MODE: one PyTorch process; MODE "" is eage
         sed "s/^{/{\"side\": \"torch\", \"round\": $1, /" >>"$out/runs.jsonl"
 }
 
-for r in $(seq 1 "$rounds"); do
-    for c in $names; do
-        echo "== round $r: trit ${trit_env}, $c ==" >&2
-        env $trit_env $wrap "$trit" bench --json --config "$c" --steps "$steps" --warmup "$warmup" \
-            --threads "$threads" --precision "$precision" |
-            sed "s/^{/{\"side\": \"trit\", \"round\": $r, \"level\": \"${level:-native}\", /" >>"$out/runs.jsonl"
-        for p in ${peers//,/ }; do
-            if [ "$p" = eager ]; then
-                peer_run "$r" "$c" ""
-            elif [ "$compile_mode" != auto ]; then
-                peer_run "$r" "$c" "$compile_mode"
-            elif [ "$r" = 1 ]; then
-                peer_run 1 "$c" default
-                peer_run 1 "$c" max-autotune-no-cudagraphs
-            else  # the faster mode of round 1
-                best=$("$py" - "$out/runs.jsonl" "$c" <<'EOF'
+best_mode() {  # best_mode CONFIG: the torch.compile mode that was faster in round 1
+    "$py" - "$out/runs.jsonl" "$1" <<'EOF'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
-rows = [r for r in rows if r["side"] == "torch" and r["config"] == sys.argv[2] and r["peer"] != "eager"]
+rows = [r for r in rows if r["side"] == "torch" and r["round"] == 1 and r["config"] == sys.argv[2]
+        and r["peer"] != "eager"]
 print(min(rows, key=lambda r: r["ms_per_step"])["peer"].split(":", 1)[1])
 EOF
-)
-                peer_run "$r" "$c" "$best"
-            fi
-        done
+}
+
+# One process per side and round for all configs (each config still runs in a child process of
+# its own, so its peak RSS is its own); torch.compile's automatic mode needs a process per config
+# after the first round.
+for r in $(seq 1 "$rounds"); do
+    echo "== round $r: trit ${trit_env}, $config ==" >&2
+    env $trit_env $wrap "$trit" bench --json --config "$config" --steps "$steps" --warmup "$warmup" \
+        --threads "$threads" --precision "$precision" |
+        sed "s/^{/{\"side\": \"trit\", \"round\": $r, \"level\": \"${level:-native}\", /" >>"$out/runs.jsonl"
+    for p in ${peers//,/ }; do
+        if [ "$p" = eager ]; then
+            peer_run "$r" "$config" ""
+        elif [ "$compile_mode" != auto ]; then
+            peer_run "$r" "$config" "$compile_mode"
+        elif [ "$r" = 1 ]; then
+            peer_run 1 "$config" default
+            peer_run 1 "$config" max-autotune-no-cudagraphs
+        else
+            for c in $names; do peer_run "$r" "$c" "$(best_mode "$c")"; done
+        fi
     done
 done
 echo "load after: $(cat /proc/loadavg)" >&2

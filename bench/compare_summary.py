@@ -8,6 +8,11 @@ faster in the first round is kept (its rows alone: compare.sh runs only that one
 the table names it. The ratio is
 trit's median tokens/s over the peer's; the per-round range pairs each round's trit run with the
 same round's peer run. Peak RSS is the largest of the rounds.
+
+A run whose GEMM peak, measured in the same process before its steps, is below 80% of the best
+peak of its side (trit or PyTorch) in this set was slowed by something else on the machine (on 2
+cores, one busy core halves both); it is left out of the medians and listed, unless it is the
+only run of its config and peer.
 """
 import json
 import statistics
@@ -16,6 +21,22 @@ import sys
 
 def peer_key(row):
     return "trit" if row["side"] == "trit" else row["peer"].split(":")[0]
+
+
+DISTURBED = 0.8
+
+
+def drop_disturbed(rows):
+    best = {}
+    for r in rows:
+        best[r["side"]] = max(best.get(r["side"], 0.0), r["gemm_peak_flops_per_s"])
+    bad = [r for r in rows if r["gemm_peak_flops_per_s"] < DISTURBED * best[r["side"]]]
+    kept = [r for r in rows if r not in bad]
+    for r in bad:  # keep a run that has no undisturbed sibling
+        if not any(k["config"] == r["config"] and k["side"] == r["side"] and k.get("peer") == r.get("peer")
+                   for k in kept):
+            kept.append(r)
+    return kept, [r for r in bad if r not in kept]
 
 
 def summarize(rows):
@@ -64,7 +85,8 @@ def main():
     else:
         rows = [json.loads(l) for l in open(path) if l.strip()]
     threads, precision = sys.argv[2], sys.argv[3]
-    summary = summarize(rows)
+    kept, dropped = drop_disturbed(rows)
+    summary = summarize(kept)
     rounds = max(r["round"] for r in rows)
     print(f"\n{precision}, {threads} threads, {rounds} round(s); ratio = trit tokens/s / peer tokens/s "
           "(median; per-round range); ms/step median (min-max); MB = peak RSS")
@@ -96,10 +118,13 @@ def main():
         if peers:
             line += f", torch.mm {peers[0]['gemm_peak_flops_per_s_median'] / 1e9:.1f} GFLOP/s"
         print(line)
+    for r in dropped:
+        print(f"left out (disturbed): round {r['round']} {r['side']} {r.get('peer', '')} {r['config']}: "
+              f"{r['ms_per_step']:.1f} ms/step, GEMM peak {r['gemm_peak_flops_per_s'] / 1e9:.1f} GFLOP/s")
     if len(sys.argv) > 4 and sys.argv[4]:
         with open(sys.argv[4], "w") as f:
             json.dump({"threads": int(threads), "precision": precision, "runs": rows,
-                       "summary": summary}, f, indent=1)
+                       "left_out": dropped, "summary": summary}, f, indent=1)
 
 
 if __name__ == "__main__":
