@@ -46,7 +46,7 @@ if [ ! -x "$trit" ]; then
 fi
 case $rounds in ''|*[!0-9]*|0) echo "compare.sh: --rounds takes a positive count, not '$rounds'" >&2; exit 2 ;; esac
 for p in ${peers//,/ }; do
-    case $p in eager|compile) ;; *) echo "compare.sh: --peer takes eager, compile or both, not '$p'" >&2; exit 2 ;; esac
+    case $p in eager|compile) ;; *) echo "compare.sh: --peer takes eager, compile or eager,compile, not '$p'" >&2; exit 2 ;; esac
 done
 case $compile_mode in auto|default|max-autotune-no-cudagraphs) ;;
 *) echo "compare.sh: --compile-mode takes auto, default or max-autotune-no-cudagraphs" >&2; exit 2 ;;

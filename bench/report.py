@@ -449,7 +449,7 @@ class Report:
     def addition(self):
         out_dir = os.path.join(self.tmp, "addition")
         out, err, dt = self.run([self.trit, "train", "--out", out_dir, "--threads", str(self.args.threads)])
-        acc = re.findall(r"([\d.]+)% exact", out + err)
+        acc = re.findall(r"exact match ([\d.]+)%", out + err)
         self.note_cmd("addition", f"build/trit train --threads {self.args.threads}")
         self.data["sections"]["addition"] = {"wall_s": round(dt, 1), "accuracy": acc[-1] if acc else None}
         self.md += ["## The addition task", "", f"`build/trit train --threads {self.args.threads}`: "
@@ -457,11 +457,14 @@ class Report:
 
     def tokenizer(self):
         gpt2 = os.path.join(os.path.dirname(self.args.data), "gpt2")
-        if not os.path.isdir(gpt2) or not self.py:
+        has = self.py and subprocess.run([self.py, "-c", "import tiktoken"], stderr=subprocess.DEVNULL).returncode == 0
+        if not os.path.isdir(gpt2) or not has:
+            self.md += ["## GPT-2 tokenizer against tiktoken", "", f"skipped: needs GPT-2's files in {gpt2} and "
+                        "tiktoken in the PyTorch environment (pip install tiktoken)", ""]
             return
-        out, _, _ = self.run(["bash", "bench/tokenizer_gpt2.sh", str(max(3, self.args.rounds)), self.args.data, gpt2],
-                             timed=True)
-        self.note_cmd("tokenizer", f"bash bench/tokenizer_gpt2.sh {max(3, self.args.rounds)} DATA GPT2_DIR")
+        rounds = str(max(3, self.args.rounds))
+        out, _, _ = self.run(["bash", "bench/tokenizer_gpt2.sh", rounds, self.args.data, gpt2], env={"PYTHON": self.py})
+        self.note_cmd("tokenizer", f"PYTHON={self.py} bash bench/tokenizer_gpt2.sh {rounds} DATA GPT2_DIR")
         self.data["sections"]["tokenizer"] = {"output": out}
         self.md += ["## GPT-2 tokenizer against tiktoken", "", "```", out.strip(), "```", ""]
 

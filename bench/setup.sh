@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Installs what the benchmarks compare against.
 #
-# PyTorch 2.x and numpy from PyPI into a virtual environment (plain `pip install torch numpy`: the
-# default Linux x86-64 wheel, which runs on the CPU with its bundled MKL and oneDNN; Inductor,
-# torch.compile's CPU backend, compiles C++ with g++ and the Python headers). Where PyPI cannot be
+# PyTorch 2.x, numpy and tiktoken from PyPI into a virtual environment (`pip install torch numpy
+# tiktoken`: PyTorch's default Linux x86-64 wheel, which runs on the CPU with its bundled MKL and
+# oneDNN; Inductor, torch.compile's CPU backend, compiles C++ with g++ and the Python headers;
+# tiktoken is bench/tokenizer_gpt2.sh's peer). Where PyPI cannot be
 # reached, Debian's PyTorch 1.13 (python3-torch) for the system python3 instead, with OpenBLAS as
 # its BLAS (without it Debian's numpy and PyTorch run the reference BLAS). Both paths also install
 # numpy with OpenBLAS for /usr/bin/python3 (bench/gemm_compare.sh) and hyperfine.
@@ -33,7 +34,7 @@ if [ "${TRIT_BENCH_PEER:-}" != debian ]; then
         exit 0
     fi
     if python3 -m venv "$venv" && "$venv/bin/pip" install -q --upgrade pip &&
-        "$venv/bin/pip" install -q torch numpy && torch2_in "$venv/bin/python"; then
+        "$venv/bin/pip" install -q torch numpy tiktoken && torch2_in "$venv/bin/python"; then
         echo "setup: PyTorch $("$venv/bin/python" -c 'import torch; print(torch.__version__)') from PyPI in $venv"
         exit 0
     fi
