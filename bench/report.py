@@ -191,12 +191,13 @@ class Report:
             sec.setdefault("peak_gflops", {})[lv] = best
             lines.append(f"\nbest median at {lv}: **{best:.1f} GFLOP/s**")
         help_out, help_err, _ = self.run([self.trit, "bench", "--help"], timed=False, check=False)
-        if "--peak" in help_out + help_err:
-            out, err, _ = self.run([self.trit, "bench", "--peak", "--threads", str(self.args.threads)])
-            self.note_cmd("gemm", f"build/trit bench --peak --threads {self.args.threads}")
-            sec["machine_peak"] = out.strip()
-            lines += ["", f"`build/trit bench --peak --threads {self.args.threads}`:", "", "```",
-                      out.strip(), "```"]
+        if "--peak" in help_out + help_err:  # the machine's FMA and bandwidth limits, where trit has them
+            cmd = [self.trit, "bench", "--peak", "--threads", str(self.args.threads), "--json"]
+            out, err, _ = self.run(cmd, check=False)
+            shown = f"build/trit bench --peak --threads {self.args.threads} --json"
+            self.note_cmd("gemm", shown)
+            sec["machine_peak"] = [json.loads(l) for l in out.splitlines() if l.startswith("{")]
+            lines += ["", f"`{shown}`:", "", "```", (out.strip() or err.strip()), "```"]
         self.data["sections"]["gemm"] = sec
         self.md += lines + [""]
 
