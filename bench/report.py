@@ -4,7 +4,7 @@
 usage: bench/report.sh [--quick] [--rounds N] [--threads N] [--out DIR] [--data FILE] [--only S,...]
 
 Sections (--only takes their names): machine, gemm, train, decode, qgemm, scaling, quality,
-quantize, addition, tokenizer. --quick runs a subset in under 10 minutes on a 2-core machine:
+quantize, addition, tokenizer. --quick runs a subset meant for 10 minutes on a 2-core machine:
 GEMM peaks, training of baby/small/bpe50k in fp32 and bf16 against PyTorch eager (and
 torch.compile on baby), decoding of the main formats, and the baby recipe with post-training
 quantization of its checkpoint. The full run adds fp16, the AVX2 kernels, attention scaling,
@@ -549,7 +549,7 @@ def pct(v, base):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="a subset in under 10 minutes")
+    ap.add_argument("--quick", action="store_true", help="a subset meant for about 10 minutes")
     ap.add_argument("--rounds", type=int, default=None, help="alternating rounds (quick 2, full 3)")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--out", default=os.path.join(ROOT, "build", "report"))
