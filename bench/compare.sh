@@ -1,27 +1,29 @@
-#!/bin/sh
-# trit against PyTorch on the same GPT configs, one after the other in one session: trit first,
-# then bench/pytorch_gpt.py. The PyTorch side runs with OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE
-# removed from its environment so OpenBLAS picks its best kernels for this CPU (and, where its
-# detection does not know an AVX-512 CPU, with its AVX-512 core named); trit's side and
-# everything else keep the environment as it is.
+#!/usr/bin/env bash
+# trit against PyTorch on the same GPT configs in one session, in alternating rounds (trit, then
+# each PyTorch peer, then trit again...), each side in its own processes: `trit bench --json` and
+# bench/pytorch_gpt.py. Prints medians, spreads, ratios and peak RSS.
 #
 # usage: bench/compare.sh [--config baby|small|bpe50k|all] [--steps N] [--warmup N] [--threads N]
 #                         [--precision fp32|bf16]   (PyTorch: torch.autocast to bf16)
+#                         [--peer eager|compile|eager,compile]   (default eager)
+#                         [--compile-mode auto|default|max-autotune-no-cudagraphs]
+#                           auto (default): the first round runs both modes, the faster per
+#                           config is kept for the other rounds and named in the table
+#                         [--rounds N]   (default 1)   [--json-out FILE]   every run and the summary
 #                         [--level avx2]  both sides held to AVX2 on an AVX-512 machine, as a
 #                           stand-in for AVX2-only CPUs: trit with TRIT_CPU=avx2, PyTorch with
-#                           OpenBLAS's Haswell kernels, ATen's AVX2 kernels and oneDNN off
+#                           ATen's AVX2 kernels, MKL at AVX2 (OpenBLAS's Haswell kernels on the
+#                           Debian fallback) and oneDNN off
 #   TRIT=path/to/trit (default: build/trit under the repository root)
-#   PEER_CORETYPE=name  the OpenBLAS core named when detection fails (default SkylakeX)
-set -eu
+#   PEER_PYTHON / TRIT_BENCH_VENV: the PyTorch side's python (bench/peer_python.sh)
+#   BENCH_WRAP=CMD   run each timed process as CMD PROCESS... (e.g. a script that quiets the machine)
+#   PEER_CORETYPE=name  Debian fallback only: the OpenBLAS core named when detection fails
+set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 trit=${TRIT:-$root/build/trit}
-config=baby
-steps=20
-warmup=3
-threads=2
-precision=fp32
-level=
+config=baby steps=20 warmup=3 threads=2 precision=fp32 level= peers=eager rounds=1
+compile_mode=auto json_out=
 while [ $# -gt 0 ]; do
     case $1 in
     --config) config=$2; shift 2 ;;
@@ -30,7 +32,11 @@ while [ $# -gt 0 ]; do
     --threads) threads=$2; shift 2 ;;
     --precision) precision=$2; shift 2 ;;
     --level) level=$2; shift 2 ;;
-    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
+    --peer) peers=$2; shift 2 ;;
+    --compile-mode) compile_mode=$2; shift 2 ;;
+    --rounds) rounds=$2; shift 2 ;;
+    --json-out) json_out=$2; shift 2 ;;
+    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
     *) echo "compare.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -38,64 +44,88 @@ if [ ! -x "$trit" ]; then
     echo "compare.sh: no trit binary at $trit: build first, or set TRIT=path/to/trit" >&2
     exit 2
 fi
-
+case $rounds in ''|*[!0-9]*|0) echo "compare.sh: --rounds takes a positive count, not '$rounds'" >&2; exit 2 ;; esac
+for p in ${peers//,/ }; do
+    case $p in eager|compile) ;; *) echo "compare.sh: --peer takes eager, compile or eager,compile, not '$p'" >&2; exit 2 ;; esac
+done
+case $compile_mode in auto|default|max-autotune-no-cudagraphs) ;;
+*) echo "compare.sh: --compile-mode takes auto, default or max-autotune-no-cudagraphs" >&2; exit 2 ;;
+esac
 case $level in
 '') trit_env= ;;
 avx2) trit_env=TRIT_CPU=avx2 ;;
 *) echo "compare.sh: --level takes avx2, not '$level'" >&2; exit 2 ;;
 esac
-bash "$root/bench/check_blas.sh"
+py=$(bash "$root/bench/peer_python.sh")
+wrap=${BENCH_WRAP:-}
 
-out=$(mktemp -d)
-trap 'rm -rf "$out"' EXIT
-echo "load before: $(cat /proc/loadavg)" >&2
-echo "== trit ${trit_env} ==" >&2
-env $trit_env "$trit" bench --json --config "$config" --steps "$steps" --warmup "$warmup" --threads "$threads" \
-    --precision "$precision" >"$out/trit.jsonl"
-# OpenBLAS 0.3.21 does not know every CPU model: on some AVX-512 machines its detection falls
-# back to Prescott (SSE3) kernels, a third of its AVX-512 speed. Then name its AVX-512 core.
+# The peer's environment. PyPI's PyTorch brings MKL and oneDNN; Debian's 1.13 uses OpenBLAS 0.3.21,
+# whose detection does not know every AVX-512 CPU (it falls back to Prescott kernels, a third of
+# its AVX-512 speed): there the AVX-512 core is named.
 peer_env=
-core=$(env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE OPENBLAS_VERBOSE=2 /usr/bin/python3 -c 'import torch' 2>&1 |
-    sed -n 's/^Core: //p' | head -n 1)
 if [ "$level" = avx2 ]; then
     # oneDNN's bf16 path needs AVX-512, and capped at AVX2 it fails rather than falls back;
     # without it PyTorch takes the path an AVX2-only CPU takes (its own bf16 GEMM).
-    peer_env="OPENBLAS_CORETYPE=Haswell ATEN_CPU_CAPABILITY=avx2 PEER_NO_ONEDNN=1"
-    echo "the PyTorch side runs with $peer_env" >&2
-elif grep -qw avx512f /proc/cpuinfo; then
+    peer_env="ATEN_CPU_CAPABILITY=avx2 MKL_ENABLE_INSTRUCTIONS=AVX2 OPENBLAS_CORETYPE=Haswell PEER_NO_ONEDNN=1"
+elif [ "$py" = /usr/bin/python3 ] && grep -qw avx512f /proc/cpuinfo; then
+    core=$(env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE OPENBLAS_VERBOSE=2 "$py" -c 'import torch' 2>&1 |
+        sed -n 's/^Core: //p' | head -n 1)
     case $core in
     SkylakeX|Cooperlake|SapphireRapids) ;;
-    *) peer_env=OPENBLAS_CORETYPE=${PEER_CORETYPE:-SkylakeX}
-       echo "OpenBLAS detects '${core:-?}' on this AVX-512 CPU: the PyTorch side runs with $peer_env" >&2 ;;
+    *) peer_env=OPENBLAS_CORETYPE=${PEER_CORETYPE:-SkylakeX} ;;
     esac
 fi
-echo "== PyTorch $(/usr/bin/python3 -c 'import torch; print(torch.__version__)') ==" >&2
-env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE $peer_env /usr/bin/python3 "$root/bench/pytorch_gpt.py" \
-    --json --config "$config" --steps "$steps" --warmup "$warmup" --threads "$threads" \
-    --precision "$precision" >"$out/torch.jsonl"
+[ -n "$peer_env" ] && echo "the PyTorch side runs with $peer_env" >&2
+
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+names=$config
+[ "$config" = all ] && names="baby small bpe50k"
+echo "load before: $(cat /proc/loadavg)" >&2
+
+peer_run() {  # peer_run ROUND CONFIG MODE: one PyTorch process; MODE "" is eager
+    local tag=eager
+    [ -n "$3" ] && tag=compile:$3
+    local w=$warmup
+    [ -n "$3" ] && [ "$w" -lt 2 ] && w=2
+    echo "== round $1: PyTorch $tag, $2 ==" >&2
+    env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE $peer_env $wrap "$py" "$root/bench/pytorch_gpt.py" \
+        --json --config "$2" --steps "$steps" --warmup "$w" --threads "$threads" \
+        --precision "$precision" ${3:+--compile "$3"} |
+        sed "s/^{/{\"side\": \"torch\", \"round\": $1, /" >>"$out/runs.jsonl"
+}
+
+best_mode() {  # best_mode CONFIG: the torch.compile mode that was faster in round 1
+    "$py" - "$out/runs.jsonl" "$1" <<'EOF'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+rows = [r for r in rows if r["side"] == "torch" and r["round"] == 1 and r["config"] == sys.argv[2]
+        and r["peer"] != "eager"]
+print(min(rows, key=lambda r: r["ms_per_step"])["peer"].split(":", 1)[1])
+EOF
+}
+
+# One process per side and round for all configs (each config still runs in a child process of
+# its own, so its peak RSS is its own); torch.compile's automatic mode needs a process per config
+# after the first round.
+for r in $(seq 1 "$rounds"); do
+    echo "== round $r: trit ${trit_env}, $config ==" >&2
+    env $trit_env $wrap "$trit" bench --json --config "$config" --steps "$steps" --warmup "$warmup" \
+        --threads "$threads" --precision "$precision" |
+        sed "s/^{/{\"side\": \"trit\", \"round\": $r, \"level\": \"${level:-native}\", /" >>"$out/runs.jsonl"
+    for p in ${peers//,/ }; do
+        if [ "$p" = eager ]; then
+            peer_run "$r" "$config" ""
+        elif [ "$compile_mode" != auto ]; then
+            peer_run "$r" "$config" "$compile_mode"
+        elif [ "$r" = 1 ]; then
+            peer_run 1 "$config" default
+            peer_run 1 "$config" max-autotune-no-cudagraphs
+        else
+            for c in $names; do peer_run "$r" "$c" "$(best_mode "$c")"; done
+        fi
+    done
+done
 echo "load after: $(cat /proc/loadavg)" >&2
 
-/usr/bin/python3 - "$out/trit.jsonl" "$out/torch.jsonl" "$threads" "$precision" <<'EOF'
-import json, sys
-def load(path):
-    return {r["config"]: r for r in (json.loads(l) for l in open(path) if l.strip())}
-trit, torch = load(sys.argv[1]), load(sys.argv[2])
-print(f"\n{sys.argv[4]}, {sys.argv[3]} threads; ratio = trit tokens/s / PyTorch tokens/s")
-head = ("config", "trit ms", "torch ms", "trit tok/s", "torch tok/s", "ratio",
-        "trit MFU", "torch MFU", "trit GFLOP/s", "torch GFLOP/s", "trit MB", "torch MB")
-print("| " + " | ".join(head) + " |")
-print("|" + "|".join("---" for _ in head) + "|")
-for name, a in trit.items():
-    b = torch.get(name)
-    if b is None:
-        continue
-    print(f"| {name} | {a['ms_per_step']:.1f} | {b['ms_per_step']:.1f} | {a['tokens_per_s']:.0f} | "
-          f"{b['tokens_per_s']:.0f} | {a['tokens_per_s'] / b['tokens_per_s']:.2f}x | "
-          f"{100 * a['mfu']:.1f}% | {100 * b['model_flops_per_s'] / a['fma_peak_flops_per_s']:.1f}% | "
-          f"{a['model_flops_per_s'] / 1e9:.1f} | "
-          f"{b['model_flops_per_s'] / 1e9:.1f} | {a['peak_rss_bytes'] / 1e6:.0f} | "
-          f"{b['peak_rss_bytes'] / 1e6:.0f} |")
-print(f"\nMFU of both against trit's FMA peak, {next(iter(trit.values()))['fma_peak_flops_per_s'] / 1e9:.1f} GFLOP/s")
-print(f"GEMM peak: trit {next(iter(trit.values()))['gemm_peak_flops_per_s'] / 1e9:.1f} GFLOP/s, "
-      f"PyTorch torch.mm {next(iter(torch.values()))['gemm_peak_flops_per_s'] / 1e9:.1f} GFLOP/s")
-EOF
+"$py" "$root/bench/compare_summary.py" "$out/runs.jsonl" "$threads" "$precision" "${json_out:-}"

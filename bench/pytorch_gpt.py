@@ -1,8 +1,10 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """The PyTorch side of `trit bench`: the same GPT-2 model, optimizer, step and figures.
 
 Model: pre-LN GPT-2 (LayerNorm with bias, GELU tanh MLP of width 4C, learned positions, causal
-attention computed the straightforward way, the head tied to the token embedding), initialised as
+attention, the head tied to the token embedding), as nanoGPT writes it: attention through
+F.scaled_dot_product_attention(is_causal=True) where PyTorch has it (2.0 on; its CPU flash
+kernel), else computed the straightforward way (1.13), initialised as
 trit does: weights normal(0, 0.02), the residual output projections (attn.c_proj, mlp.c_proj)
 normal(0, 0.02 / sqrt(2L)), biases 0, LayerNorm weights 1. Step: random tokens, forward, mean
 cross-entropy, backward, clip the global gradient norm to 1.0, AdamW (lr 6e-4, betas 0.9/0.95,
@@ -18,12 +20,21 @@ dtype=torch.bfloat16) with fp32 weights and AdamW state, as mixed-precision trai
 PyTorch; the GEMM peak is then torch.mm on bf16 matrices. (PyTorch 1.13's CPU autocast has no
 fp16.)
 
+--compile MODE runs the model (forward and backward; AdamW and the clip stay eager, as nanoGPT
+does) through torch.compile with Inductor, its CPU backend, in MODE (default or
+max-autotune-no-cudagraphs); the warmup steps take the compilation, so --warmup is at least 2.
+Every JSON object names the peer: torch_version, torch_blas (its BLAS and oneDNN, from
+torch.__config__.show()), cpu_capability (torch.backends.cpu.get_cpu_capability(), the ISA level
+ATen's kernels run at), peer ("eager" or "compile:MODE"), attention, and compile_s (the wall time
+of the warmup steps, compilation included). --info prints only those facts.
+
 PEER_NO_ONEDNN=1 in the environment turns PyTorch's oneDNN (mkldnn) backend off, as on CPUs it
 does not support for bf16 (no AVX-512): bf16 matmuls then take PyTorch's own GEMM, which is what
 an AVX2-only machine runs (bench/compare.sh --level avx2 sets it).
 
 Usage: bench/pytorch_gpt.py [--config baby|small|bpe50k|all] [--steps N] [--warmup N]
                             [--threads N] [--precision fp32|bf16] [--json]
+                            [--compile default|max-autotune-no-cudagraphs] [--info]
 """
 import argparse
 import contextlib
@@ -36,15 +47,43 @@ import subprocess
 import sys
 import time
 
-import torch
-import torch.nn as nn
-import torch.nn.functional as F
+# Inductor compiles in a pool of worker processes by default, which may still run while the timed
+# steps do; compiling in this process keeps the timing to the steps alone.
+os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
+import torch  # noqa: E402
+import torch.nn as nn  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
 
 CONFIGS = {  # name: (L, H, C, T, B, V), as include/trit/bench.h
     "baby": (4, 4, 128, 64, 12, 65),
     "small": (6, 6, 384, 256, 16, 65),
     "bpe50k": (4, 4, 256, 256, 8, 50304),
 }
+
+
+SDPA = hasattr(F, "scaled_dot_product_attention")
+
+
+def peer_info():
+    """What the PyTorch side is: version, BLAS and oneDNN, the ISA level of ATen's kernels."""
+    shown = torch.__config__.show()
+    blas = []
+    for line in shown.splitlines():
+        line = line.strip(" -")
+        if "Math Kernel Library" in line:
+            blas.append("MKL " + line.split("Version")[-1].split("-Product")[0].strip())
+        elif line.startswith(("Intel(R) MKL-DNN", "oneDNN", "Intel(R) oneDNN")):
+            blas.append("oneDNN " + line.split()[-4 if "Git" in line else -1].lstrip("v"))
+    if not any(b.startswith("MKL") for b in blas):
+        for part in shown.replace(",", " ").split():
+            if part.startswith("BLAS_INFO="):
+                blas.insert(0, part.split("=", 1)[1])
+    try:
+        cap = torch.backends.cpu.get_cpu_capability()
+    except AttributeError:  # PyTorch 1.13 has no such call
+        cap = os.environ.get("ATEN_CPU_CAPABILITY", "default")
+    return {"torch_version": torch.__version__, "torch_blas": ", ".join(blas) or "?",
+            "cpu_capability": cap, "attention": "sdpa" if SDPA else "manual"}
 
 
 class Block(nn.Module):
@@ -64,9 +103,12 @@ class Block(nn.Module):
         q = q.view(B, T, self.H, C // self.H).transpose(1, 2)  # (B, H, T, hs)
         k = k.view(B, T, self.H, C // self.H).transpose(1, 2)
         v = v.view(B, T, self.H, C // self.H).transpose(1, 2)
-        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
-        att = att.masked_fill(mask[:T, :T] == 0, float("-inf"))
-        y = F.softmax(att, dim=-1) @ v
+        if SDPA:
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        else:
+            att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
+            att = att.masked_fill(mask[:T, :T] == 0, float("-inf"))
+            y = F.softmax(att, dim=-1) @ v
         return self.attn_proj(y.transpose(1, 2).contiguous().view(B, T, C))
 
     def forward(self, x, mask):
@@ -133,7 +175,7 @@ def peak_rss_bytes():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
-def run_config(name, steps, warmup, peak, log, precision):
+def run_config(name, steps, warmup, peak, log, precision, compile_mode):
     L, H, C, T, B, V = CONFIGS[name]
     torch.manual_seed(1)
     model = GPT(L, H, C, T, V)
@@ -143,16 +185,24 @@ def run_config(name, steps, warmup, peak, log, precision):
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1},
                              {"params": no_decay, "weight_decay": 0.0}],
                             lr=6e-4, betas=(0.9, 0.95), eps=1e-8)
+    forward = model
+    if compile_mode:
+        forward = torch.compile(model, mode=compile_mode)
     print(f"{name}: L={L} H={H} C={C} T={T} B={B} V={V}, {n_params} parameters, "
-          f"{torch.get_num_threads()} threads", file=log, flush=True)
+          f"{torch.get_num_threads()} threads{', torch.compile ' + compile_mode if compile_mode else ''}",
+          file=log, flush=True)
     times, losses = [], []
+    start = time.perf_counter()
+    compile_s = 0.0
     for i in range(warmup + steps):
+        if i == warmup:
+            compile_s = time.perf_counter() - start
         t0 = time.perf_counter()
         idx = torch.randint(0, V, (B, T))
         targets = torch.randint(0, V, (B, T))
         opt.zero_grad(set_to_none=True)
         with torch.autocast("cpu", dtype=DTYPES[precision]) if precision != "fp32" else contextlib.nullcontext():
-            loss = model(idx, targets)
+            loss = forward(idx, targets)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
@@ -169,7 +219,9 @@ def run_config(name, steps, warmup, peak, log, precision):
     return {"config": name, "precision": precision, "ms_per_step": round(ms, 4),
             "tokens_per_s": round(tps, 1), "model_flops_per_s": mflops,
             "mfu": round(mflops / peak, 4) if peak > 0 else 0.0,
-            "gemm_peak_flops_per_s": peak, "peak_rss_bytes": peak_rss_bytes()}
+            "gemm_peak_flops_per_s": peak, "peak_rss_bytes": peak_rss_bytes(),
+            "peer": "compile:" + compile_mode if compile_mode else "eager",
+            "compile_s": round(compile_s, 2), **peer_info()}
 
 
 def main():
@@ -180,10 +232,19 @@ def main():
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     ap.add_argument("--precision", default="fp32", choices=list(DTYPES))
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--compile", default="", choices=["", "default", "max-autotune-no-cudagraphs"])
+    ap.add_argument("--info", action="store_true", help="print the peer's facts as JSON and exit")
     ap.add_argument("--gemm-peak", type=float, default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.steps < 1 or args.warmup < 0 or args.threads < 1:
         ap.error("need --steps >= 1, --warmup >= 0, --threads >= 1")
+    if args.info:
+        print(json.dumps(peer_info()))
+        return
+    if args.compile and not hasattr(torch, "compile"):
+        ap.error(f"--compile needs PyTorch 2.x (this is {torch.__version__})")
+    if args.compile and args.warmup < 2:
+        ap.error("--compile needs --warmup >= 2 (the first steps compile)")
     torch.set_num_threads(args.threads)
     if os.environ.get("PEER_NO_ONEDNN") == "1":
         torch.backends.mkldnn.enabled = False
@@ -195,14 +256,15 @@ def main():
               "(best of 5 runs at n = 1024 and 2048)", file=log, flush=True)
     names = list(CONFIGS) if args.config == "all" else [args.config]
     if len(names) == 1 and args.gemm_peak is not None:  # a child: run here, JSON to stdout
-        print(json.dumps(run_config(names[0], args.steps, args.warmup, peak, log, args.precision)), flush=True)
+        print(json.dumps(run_config(names[0], args.steps, args.warmup, peak, log, args.precision,
+                                    args.compile)), flush=True)
         return
     rows = []
     for name in names:  # one process per config, so each peak RSS is that config's own
         out = subprocess.run([sys.executable, os.path.abspath(__file__), "--config", name,
                               "--steps", str(args.steps), "--warmup", str(args.warmup),
                               "--threads", str(args.threads), "--gemm-peak", repr(peak),
-                              "--precision", args.precision]
+                              "--precision", args.precision, "--compile", args.compile]
                              + (["--json"] if args.json else []),
                              stdout=subprocess.PIPE, check=True, text=True).stdout
         lines = out.strip().splitlines()
