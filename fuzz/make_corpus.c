@@ -259,6 +259,19 @@ static void metrics_seeds(void) {
     write_seed("fuzz_metrics", "run.jsonl", m, sizeof m - 1);
 }
 
+// Two framed records (an event file's version string, then a payload) and an empty record.
+static void tfrecord_seeds(void) {
+    static const char version[] = "brain.Event:2";
+    static const uint8_t payload[] = {0x09, 0, 0, 0, 0, 0, 0, 0, 0, 0x10, 0x01};
+    uint8_t buf[2 * 16 + sizeof version - 1 + sizeof payload];
+    trit_tfrecord_frame(buf, version, sizeof version - 1);
+    trit_tfrecord_frame(buf + 16 + sizeof version - 1, payload, sizeof payload);
+    write_seed("fuzz_tfrecord", "two_records", buf, sizeof buf);
+    static const uint8_t none[1] = {0};
+    trit_tfrecord_frame(buf, none, 0);
+    write_seed("fuzz_tfrecord", "empty_record", buf, 16);
+}
+
 int main(int argc, char **argv) {
     if (argc != 2) {
         fprintf(stderr, "usage: fuzz_make_corpus DIR (fuzz/corpus)\n");
@@ -274,5 +287,6 @@ int main(int argc, char **argv) {
     args_seeds();
     metrics_seeds();
     interop_seeds();
+    tfrecord_seeds();
     return 0;
 }
