@@ -318,77 +318,50 @@ static void test_galore_resume(void **state) {
                   "\"name\":\"h.0.mlp.c_fc.weight.galore_sched\",\"role\":\"optim\",\"dtype\":\"f64\"");
 }
 
-// --offload optimizer: the state in a memory-mapped file gives the same losses and model file, bit
-// for bit, as in memory; it is a run-time choice, so a run stopped without it resumes with it to
-// the same bits too. No offload file is left in the run directory.
-static void test_offload_same_bits(void **state) {
-    (void)state;
+// An offload mode gives the same losses and model file, bit for bit, as in memory; it is a
+// run-time choice, so a run stopped without it resumes with it to the same bits too (a restore
+// writes into the mappings). No offload file (`left`) is left in the run directory.
+static void offload_same_bits(const char *name, trit_train_offload mode, const char *freeze, const char *left) {
     dirs d;
-    make_dirs(&d, "resoff", 1);
+    make_dirs(&d, name, 1);
     trit_train_config c;
     trit_train_result res;
-    record a = {0}, b = {0};
-    for (int k = 0; k < 2; k++) {
+    record a = {0}, b = {0}, p = {0};
+    for (int k = 0; k < 3; k++) {  // in memory; offloaded; stopped in memory and resumed offloaded
         config(&c, d.text, k ? d.part : d.full);
-        c.offload = k ? TRIT_OFFLOAD_OPTIMIZER : TRIT_OFFLOAD_OFF;
-        run(&c, k ? &b : &a, &res);
+        snprintf(c.freeze, sizeof c.freeze, "%s", freeze);
+        c.offload = k == 1 ? mode : TRIT_OFFLOAD_OFF;
+        if (k == 2) {
+            c.stop_after = 5;
+            run(&c, &p, &res);
+            resume_config(&c, d.part);
+            c.offload = mode;
+        }
+        run(&c, k == 0 ? &a : k == 1 ? &b : &p, &res);
+        if (k == 0) continue;
+        assert_int_equal(res.step, STEPS);
+        expect_same_bits(&a, k == 1 ? &b : &p, 1, STEPS);
+        expect_same_file(d.full, d.part, TRIT_CKPT_MODEL);
+        char path[700];
+        snprintf(path, sizeof path, "%s/%s", d.part, left);
+        assert_false(tfile_exists(path));
+        tfile_rm_rf(d.part);
     }
-    expect_same_bits(&a, &b, 1, STEPS);
-    expect_same_file(d.full, d.part, TRIT_CKPT_MODEL);
-    char path[700];
-    snprintf(path, sizeof path, "%s/optimizer.offload", d.part);
-    assert_false(tfile_exists(path));
-    tfile_rm_rf(d.part);
-    config(&c, d.text, d.part);
-    c.stop_after = 5;
-    record p = {0};
-    run(&c, &p, &res);
-    resume_config(&c, d.part);
-    c.offload = TRIT_OFFLOAD_OPTIMIZER;
-    run(&c, &p, &res);
-    assert_int_equal(res.step, STEPS);
-    expect_same_bits(&a, &p, 1, STEPS);
-    expect_same_file(d.full, d.part, TRIT_CKPT_MODEL);
+    assert_true(a.loss[STEPS] < a.loss[1]);
     tfile_rm_rf(d.root);
 }
 
+// --offload optimizer: the optimizer state in a memory-mapped file.
+static void test_offload_same_bits(void **state) {
+    (void)state;
+    offload_same_bits("resoff", TRIT_OFFLOAD_OPTIMIZER, "", "optimizer.offload");
+}
+
 // --offload optimizer+frozen: frozen weights (the attention blocks and the tied token embedding,
-// which the head reads through a view) in a file mapping whose pages each step drops give the
-// same losses and model file, bit for bit, as in memory; a run stopped without it resumes with
-// it (the restore writes into the mapping) to the same bits. No file is left behind.
+// which the head reads through a view) in a file mapping whose pages each step drops.
 static void test_offload_frozen_same_bits(void **state) {
     (void)state;
-    dirs d;
-    make_dirs(&d, "resofz", 1);
-    trit_train_config c;
-    trit_train_result res;
-    record a = {0}, b = {0};
-    const char *freeze = "h.*.attn.*,wte.weight";
-    for (int k = 0; k < 2; k++) {
-        config(&c, d.text, k ? d.part : d.full);
-        snprintf(c.freeze, sizeof c.freeze, "%s", freeze);
-        c.offload = k ? TRIT_OFFLOAD_OPTIMIZER_FROZEN : TRIT_OFFLOAD_OFF;
-        run(&c, k ? &b : &a, &res);
-    }
-    assert_true(a.loss[STEPS] < a.loss[1]);
-    expect_same_bits(&a, &b, 1, STEPS);
-    expect_same_file(d.full, d.part, TRIT_CKPT_MODEL);
-    char path[700];
-    snprintf(path, sizeof path, "%s/frozen.offload", d.part);
-    assert_false(tfile_exists(path));
-    tfile_rm_rf(d.part);
-    config(&c, d.text, d.part);
-    snprintf(c.freeze, sizeof c.freeze, "%s", freeze);
-    c.stop_after = 5;
-    record p = {0};
-    run(&c, &p, &res);
-    resume_config(&c, d.part);
-    c.offload = TRIT_OFFLOAD_OPTIMIZER_FROZEN;
-    run(&c, &p, &res);
-    assert_int_equal(res.step, STEPS);
-    expect_same_bits(&a, &p, 1, STEPS);
-    expect_same_file(d.full, d.part, TRIT_CKPT_MODEL);
-    tfile_rm_rf(d.root);
+    offload_same_bits("resofz", TRIT_OFFLOAD_OPTIMIZER_FROZEN, "h.*.attn.*,wte.weight", "frozen.offload");
 }
 
 int main(void) {
