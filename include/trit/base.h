@@ -71,6 +71,14 @@ void trit_arena_reset(trit_arena *a);
 void trit_arena_free(trit_arena *a);
 void *trit_aligned_alloc(size_t bytes); // 64-byte aligned, zeroed; free with trit_aligned_free
 void trit_aligned_free(void *p);
+// A block of whole pages, 2 MB aligned, in huge pages where the kernel gives them: zero, and
+// resident only where written (in 2 MB steps where huge), so a block filled a piece at a time
+// holds little more than what is filled. Free with trit_pages_free and the same byte count.
+void *trit_pages_alloc(size_t bytes);
+void trit_pages_free(void *p, size_t bytes);
+// Gives the free pages inside the C library's heap back to the system (glibc's malloc_trim; a
+// no-op elsewhere): blocks freed in the middle of the heap otherwise stay resident.
+void trit_heap_trim(void);
 
 // ---- counter-based random numbers (Philox 4x32-10) ----------------------------------------
 // A number depends only on (seed, stream, counter), never on which thread asks or in what order,

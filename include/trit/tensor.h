@@ -148,6 +148,9 @@ trit_tensor *trit_tensor_wrap(trit_dtype dt, int ndim, const int64_t *shape, voi
 // A new zeroed trainable parameter (TRIT_FLAG_PARAM) with a name (may be NULL).
 trit_tensor *trit_tensor_new_param(trit_dtype dt, int ndim, const int64_t *shape, const char *name);
 void trit_tensor_free(trit_tensor *t);  // frees owned data and the grad tensor
+// Moves t's own data (trit_tensor_nbytes of it) to caller memory dst, which t then uses and no
+// longer frees (several tensors' data gathered into one block the caller keeps).
+trit_status trit_tensor_move_data(trit_tensor *t, void *dst);
 // A TRIT_FLAG_MAPPED tensor's whole pages dropped from the process (the file keeps the values; the
 // next read maps them again); nothing for any other tensor, whose pages are its only copy.
 void trit_tensor_drop_pages(const trit_tensor *t);

@@ -1,9 +1,30 @@
 // One aligned block with bump allocation: the graph plans its whole step inside one arena.
+#define _DEFAULT_SOURCE  // madvise
 #include "trit/base.h"
 
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
+
+// trit_pages_alloc's blocks start on a 2 MB boundary and ask for transparent huge pages (which
+// the kernel gives only on request under Debian's default, "madvise"). Weights and the KV cache
+// are streamed in long runs: with 4 KB pages a run changes page, and TLB entry, every 4 KB.
+#define HUGE_PAGE ((size_t)2 << 20)
+
+// Asks for huge pages over the whole 2 MB pages inside [p, p + n): the tail stays in small pages,
+// so no block grows by the request.
+static void advise_huge(void *p, size_t n) {
+#ifdef MADV_HUGEPAGE
+    const size_t whole = n / HUGE_PAGE * HUGE_PAGE;
+    if (whole) (void)madvise(p, whole, MADV_HUGEPAGE);  // only advice: its failure changes nothing
+#else
+    (void)p, (void)n;
+#endif
+}
 
 void *trit_aligned_alloc(size_t bytes) {
     if (bytes > SIZE_MAX - TRIT_ALIGN) {
@@ -22,6 +43,35 @@ void *trit_aligned_alloc(size_t bytes) {
 }
 
 void trit_aligned_free(void *p) { free(p); }
+
+void *trit_pages_alloc(size_t bytes) {
+    if (bytes == 0 || bytes > SIZE_MAX - 2 * HUGE_PAGE) {
+        trit_error(TRIT_ERR_NOMEM, "could not map %zu bytes", bytes);
+        return NULL;
+    }
+    // Over-map by a huge page, then give back the head before the first 2 MB boundary and the tail.
+    const size_t n = (bytes + HUGE_PAGE - 1) / HUGE_PAGE * HUGE_PAGE, span = n + HUGE_PAGE;
+    char *map = mmap(NULL, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (map == MAP_FAILED) {
+        trit_error(TRIT_ERR_NOMEM, "could not map %zu bytes", bytes);
+        return NULL;
+    }
+    char *p = (char *)(((uintptr_t)map + HUGE_PAGE - 1) / HUGE_PAGE * HUGE_PAGE);
+    if (p > map) munmap(map, (size_t)(p - map));
+    if (map + span > p + n) munmap(p + n, (size_t)(map + span - (p + n)));
+    advise_huge(p, n);
+    return p;
+}
+
+void trit_heap_trim(void) {
+#ifdef __GLIBC__
+    (void)malloc_trim(0);
+#endif
+}
+
+void trit_pages_free(void *p, size_t bytes) {
+    if (p) munmap(p, (bytes + HUGE_PAGE - 1) / HUGE_PAGE * HUGE_PAGE);
+}
 
 trit_status trit_arena_init(trit_arena *a, size_t bytes) {
     if (!a) return trit_error(TRIT_ERR_INVALID, "trit_arena_init: arena is NULL");

@@ -3,6 +3,7 @@
 // each computed by the converter's own expression (((float)c - zp) * s, codebook[c] * s), so a
 // look-up gives the converter's bits.
 #include "kernels/dequant.h"
+#include "kernels/kernel_table.h"
 
 #include <stdint.h>
 
@@ -75,6 +76,21 @@ static void base3_run(float *out, const uint8_t *p, int64_t a, int64_t b, const 
     }
 }
 
+void trit_kernel_dequant_ref(trit_dtype dt, float *out, const uint8_t *codes, int64_t n, float s, const float *tab) {
+    if (dt == TRIT_NF4) {
+        packed_run(out, codes, 0, n, 4, tab);
+        return;
+    }
+    for (int64_t k = 0; k < n; k++) out[k] = tab[codes[k]] * s;
+}
+
+// The run kernel for NF4 and FP8 codes (one slot per dtype: a slot remembers one key).
+static trit_kernel_dequant_fn *run_kernel(trit_dtype dt) {
+    static trit_kernel_slot slots[3];
+    const int k = dt == TRIT_NF4 ? 0 : dt == TRIT_F8_E4M3 ? 1 : 2;
+    return TRIT_KERNEL_FN_OR(trit_kernel_dequant_fn, &slots[k], TRIT_KERNEL_DEQUANT, dt, TRIT_F32, trit_kernel_dequant_ref);
+}
+
 static int packed_bits(trit_dtype dt) {
     switch (dt) {
     case TRIT_QINT4:
@@ -99,6 +115,7 @@ void trit_kernel_dequant_f32(trit_dtype dt, float *out, const void *codes, int64
     const uint8_t *p = codes;
     const float *fp8 = dt == TRIT_F8_E4M3 ? trit_fp8_table(TRIT_FP8_E4M3)
                        : dt == TRIT_F8_E5M2 ? trit_fp8_table(TRIT_FP8_E5M2) : NULL;
+    trit_kernel_dequant_fn *run = dt == TRIT_NF4 || fp8 ? run_kernel(dt) : NULL;
     for (int64_t i = 0; i < n;) {
         float s, zp, tab[16];
         int64_t end;
@@ -107,11 +124,14 @@ void trit_kernel_dequant_f32(trit_dtype dt, float *out, const void *codes, int64
         if (base3) {
             code_table(TRIT_TERNARY, s, zp, tab);
             base3_run(out, p, i, stop, tab);
+        } else if (run && dt == TRIT_NF4 && i % 2 == 0) {  // a group of NF4 starts on a byte
+            code_table(dt, s, zp, tab);
+            run(dt, out + i, p + i / 2, stop - i, s, tab);
         } else if (bits) {
             code_table(dt, s, zp, tab);
             packed_run(out, p, i, stop, bits, tab);
         } else if (fp8) {
-            for (int64_t k = i; k < stop; k++) out[k] = fp8[p[k]] * s;
+            run(dt, out + i, p + i, stop - i, s, fp8);
         } else {
             const int8_t *c = (const int8_t *)p;
 #pragma omp simd

@@ -17,4 +17,11 @@
 void trit_kernel_dequant_f32(trit_dtype dt, float *out, const void *codes, int64_t n, const trit_quant_info *q,
                              int64_t first);
 
+// One run of NF4 or FP8 codes inside one group, out (n) from codes (element 0 at the start of
+// codes; NF4 two a byte, element 2j in byte j's low nibble): NF4 looks each code up in tab, the
+// group's 16 values (codebook x scale); FP8 multiplies each code's value (tab: the format's 256
+// decoded values, trit_fp8_table) by s. Keyed (DEQUANT, dt, F32) in the kernel table.
+typedef void trit_kernel_dequant_fn(trit_dtype dt, float *out, const uint8_t *codes, int64_t n, float s, const float *tab);
+trit_kernel_dequant_fn trit_kernel_dequant_ref, trit_kernel_dequant_avx2, trit_kernel_dequant_avx512;
+
 #endif

@@ -1,5 +1,6 @@
 // The kernel table and its lookup (see kernel_table.h). Rows of one key are listed best first.
 #include "kernels/kernel_table.h"
+#include "kernels/dequant.h"
 
 #include "kernels/flash.h"
 #include "kernels/gemm.h"
@@ -101,6 +102,16 @@ static const trit_kernel_entry table[] = {
     ROW(WGEMM, F8_E5M2, F32, AVX512, trit_kernel_fp8_e5m2_avx512),
     ROW(WGEMM, F8_E5M2, F32, AVX2, trit_kernel_fp8_e5m2_avx2),
     ROW(WGEMM, F8_E5M2, F32, 0, trit_kernel_fp8_e5m2_ref),
+    // Weight-only codes decoded (a prompt's GEMMs read a decode-only model's NF4 and FP8 matrices so).
+    ROW(DEQUANT, NF4, F32, AVX512, trit_kernel_dequant_avx512),
+    ROW(DEQUANT, NF4, F32, AVX2, trit_kernel_dequant_avx2),
+    ROW(DEQUANT, NF4, F32, 0, trit_kernel_dequant_ref),
+    ROW(DEQUANT, F8_E4M3, F32, AVX512, trit_kernel_dequant_avx512),
+    ROW(DEQUANT, F8_E4M3, F32, AVX2, trit_kernel_dequant_avx2),
+    ROW(DEQUANT, F8_E4M3, F32, 0, trit_kernel_dequant_ref),
+    ROW(DEQUANT, F8_E5M2, F32, AVX512, trit_kernel_dequant_avx512),
+    ROW(DEQUANT, F8_E5M2, F32, AVX2, trit_kernel_dequant_avx2),
+    ROW(DEQUANT, F8_E5M2, F32, 0, trit_kernel_dequant_ref),
     // The machine's limits (`trit bench --peak`): fp32 FMA, bf16 and int8 dot products, each at
     // the widths the GEMMs use; the best usable row of a key is the peak of the kernels the
     // dispatch picks, and the bench measures the others too.
@@ -147,6 +158,7 @@ static const char *const id_names[TRIT_KERNEL_COUNT] = {
     [TRIT_KERNEL_QACT] = "qact",
     [TRIT_KERNEL_QACT_DIV] = "qact_div",
     [TRIT_KERNEL_WGEMM] = "wgemm",
+    [TRIT_KERNEL_DEQUANT] = "dequant",
     [TRIT_KERNEL_PEAK] = "peak",
     [TRIT_KERNEL_READ] = "read",
 };

@@ -42,6 +42,7 @@ typedef enum trit_kernel_id {
     TRIT_KERNEL_QACT,
     TRIT_KERNEL_QACT_DIV,
     TRIT_KERNEL_WGEMM,
+    TRIT_KERNEL_DEQUANT,  // runs of weight-only codes decoded to f32 (dequant.h)
     TRIT_KERNEL_PEAK,   // register-only multiply-add loops: the machine's compute limit (peak.h)
     TRIT_KERNEL_READ,   // a streaming sum: its read bandwidth
     TRIT_KERNEL_COUNT

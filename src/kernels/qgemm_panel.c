@@ -57,7 +57,13 @@ static void pack_panel(const trit_qpanels *p, int64_t panel, const uint8_t *w, c
     }
 }
 
-trit_status trit_qpanels_alloc(trit_dtype wdt, int64_t N, int64_t K, int64_t G, trit_qpanels *out) {
+// The codes' bytes, then the scales' (64-byte multiples: the scales start aligned after them).
+static size_t codes_bytes(const trit_qpanels *p) { return ((size_t)p->panels * p->panel_bytes + 63) / 64 * 64; }
+static size_t scales_bytes(const trit_qpanels *p) {
+    return (sizeof(float) * (size_t)(p->panels * (p->K / p->G) * TRIT_QPANEL_ROWS) + 63) / 64 * 64;
+}
+
+static trit_status shape(trit_dtype wdt, int64_t N, int64_t K, int64_t G, trit_qpanels *out) {
     memset(out, 0, sizeof *out);
     if (N <= 0 || !trit_qpanels_supported(wdt, K, G))
         return trit_error(TRIT_ERR_INVALID, "qgemm panels: cannot pack %s (%lld, %lld) in groups of %lld",
@@ -65,13 +71,37 @@ trit_status trit_qpanels_alloc(trit_dtype wdt, int64_t N, int64_t K, int64_t G, 
     out->wdt = wdt, out->N = N, out->K = K, out->G = G;
     out->panels = (N + TRIT_QPANEL_ROWS - 1) / TRIT_QPANEL_ROWS;
     out->panel_bytes = (size_t)(TRIT_QPANEL_ROWS * K) * (size_t)code_bits(wdt) / 8;
-    out->codes = trit_aligned_alloc((size_t)out->panels * out->panel_bytes);
-    out->scales = trit_aligned_alloc(sizeof(float) * (size_t)(out->panels * (K / G) * TRIT_QPANEL_ROWS));
+    return TRIT_OK;
+}
+
+size_t trit_qpanels_bytes(trit_dtype wdt, int64_t N, int64_t K, int64_t G) {
+    trit_qpanels p;
+    return shape(wdt, N, K, G, &p) == TRIT_OK ? codes_bytes(&p) + scales_bytes(&p) : 0;
+}
+
+trit_status trit_qpanels_alloc(trit_dtype wdt, int64_t N, int64_t K, int64_t G, trit_qpanels *out) {
+    trit_status s = shape(wdt, N, K, G, out);
+    if (s != TRIT_OK) return s;
+    out->codes = trit_aligned_alloc(codes_bytes(out));
+    out->scales = trit_aligned_alloc(scales_bytes(out));
     if (!out->codes || !out->scales) {
         trit_qpanels_free(out);
         return trit_error(TRIT_ERR_NOMEM, "qgemm panels: out of memory for %lld x %lld codes", (long long)N,
                           (long long)K);
     }
+    return TRIT_OK;
+}
+
+trit_status trit_qpanels_place(trit_dtype wdt, int64_t N, int64_t K, int64_t G, void *mem, trit_qpanels *out) {
+    trit_status s = shape(wdt, N, K, G, out);
+    if (s != TRIT_OK) return s;
+    if (!mem || (uintptr_t)mem % 64) {
+        memset(out, 0, sizeof *out);
+        return trit_error(TRIT_ERR_INVALID, "qgemm panels: storage must be 64-byte aligned");
+    }
+    out->codes = mem;
+    out->scales = (float *)((char *)mem + codes_bytes(out));
+    out->placed = true;
     return TRIT_OK;
 }
 
@@ -116,21 +146,36 @@ void trit_qpanels_fill_ternary_f32(trit_qpanels *p, const float *w, float s, boo
     }
 }
 
+// Packs into panels already shaped and zeroed (codes are or-ed in).
+static void pack_all(trit_qpanels *out, const uint8_t *w, const float *ws) {
+#pragma omp parallel for schedule(static) if (out->N * out->K >= (1 << 20) && !omp_in_parallel())
+    for (int64_t p = 0; p < out->panels; p++) pack_panel(out, p, w, ws);
+}
+
 trit_status trit_qpanels_pack(trit_dtype wdt, int64_t N, int64_t K, int64_t G, const uint8_t *w, const float *ws,
                               trit_qpanels *out) {
     memset(out, 0, sizeof *out);
     if (!w || !ws) return trit_error(TRIT_ERR_INVALID, "qgemm panels: NULL codes or scales");
-    trit_status s = trit_qpanels_alloc(wdt, N, K, G, out);  // zeroed: codes are or-ed in
-    if (s != TRIT_OK) return s;
-#pragma omp parallel for schedule(static) if (N * K >= (1 << 20) && !omp_in_parallel())
-    for (int64_t p = 0; p < out->panels; p++) pack_panel(out, p, w, ws);
-    return TRIT_OK;
+    trit_status s = trit_qpanels_alloc(wdt, N, K, G, out);
+    if (s == TRIT_OK) pack_all(out, w, ws);
+    return s;
+}
+
+trit_status trit_qpanels_pack_at(trit_dtype wdt, int64_t N, int64_t K, int64_t G, const uint8_t *w, const float *ws,
+                                 void *mem, trit_qpanels *out) {
+    memset(out, 0, sizeof *out);
+    if (!w || !ws) return trit_error(TRIT_ERR_INVALID, "qgemm panels: NULL codes or scales");
+    trit_status s = trit_qpanels_place(wdt, N, K, G, mem, out);
+    if (s == TRIT_OK) pack_all(out, w, ws);
+    return s;
 }
 
 void trit_qpanels_free(trit_qpanels *p) {
     if (!p) return;
-    trit_aligned_free(p->codes);
-    trit_aligned_free(p->scales);
+    if (!p->placed) {
+        trit_aligned_free(p->codes);
+        trit_aligned_free(p->scales);
+    }
     memset(p, 0, sizeof *p);
 }
 

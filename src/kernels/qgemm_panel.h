@@ -30,6 +30,7 @@ typedef struct trit_qpanels {
     size_t panel_bytes;  // codes of one panel: 16 K bits / 8 x bits per code
     uint8_t *codes;      // (panels, panel_bytes), 64-byte aligned
     float *scales;       // (panels, K / G, 16), 64-byte aligned
+    bool placed;         // in the caller's storage (trit_qpanels_place), which it frees
 } trit_qpanels;
 
 // Whether this CPU has a panel kernel for wdt (AVX512-VNNI or AVX2: qint8, qint4, ternary), which
@@ -49,9 +50,17 @@ bool trit_qpanels_supported(trit_dtype wdt, int64_t K, int64_t G);
 trit_status trit_qpanels_pack(trit_dtype wdt, int64_t N, int64_t K, int64_t G, const uint8_t *w, const float *ws,
                               trit_qpanels *out);
 void trit_qpanels_free(trit_qpanels *p);
+// The same packed into the caller's storage: trit_qpanels_bytes(wdt, N, K, G) zeroed bytes at
+// mem, 64-byte aligned, which outlive the panels (several matrices' panels in one block, whose
+// pages then hold nothing else).
+size_t trit_qpanels_bytes(trit_dtype wdt, int64_t N, int64_t K, int64_t G);  // 0 if not supported
+trit_status trit_qpanels_pack_at(trit_dtype wdt, int64_t N, int64_t K, int64_t G, const uint8_t *w, const float *ws,
+                                 void *mem, trit_qpanels *out);
 
 // Storage for panels of (wdt, N, K, G), zeroed, filled later in place (trit_qpanels_fill_ternary_f32).
 trit_status trit_qpanels_alloc(trit_dtype wdt, int64_t N, int64_t K, int64_t G, trit_qpanels *out);
+// The same shape over the caller's storage (as trit_qpanels_pack_at takes it), not zeroed here.
+trit_status trit_qpanels_place(trit_dtype wdt, int64_t N, int64_t K, int64_t G, void *mem, trit_qpanels *out);
 // Fills ternary panels p (N, K) from f32 values with one scale s for all of them: the code of an
 // element is fake quantization's ternary rule, round-to-nearest-even of clamp(v / s, -1, 1) (so
 // +-s/2 goes to 0), and every group scale is s. w is (N, K) row-major, or, when `transposed`,

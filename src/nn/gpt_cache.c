@@ -63,7 +63,7 @@ trit_gpt_cache *trit_gpt_cache_new_kv(const trit_gpt *m, trit_dtype kv) {
     int64_t total = 0;
     for (int i = 0; i < NBUF; i++) total += (sizes[i] + 15) / 16 * 16;
     trit_gpt_cache *k = calloc(1, sizeof *k);
-    void *block = k ? trit_aligned_alloc(sizeof(float) * (size_t)total) : NULL;
+    void *block = k ? trit_pages_alloc(sizeof(float) * (size_t)total) : NULL;  // huge pages for the streamed KV
     if (!block) {
         free(k);
         trit_error(TRIT_ERR_NOMEM, "gpt cache: cannot allocate %lld floats for %lld layers x %lld positions",
@@ -81,12 +81,13 @@ trit_gpt_cache *trit_gpt_cache_new_kv(const trit_gpt *m, trit_dtype kv) {
     k->k = kv_at[0], k->v = kv_at[1], k->kv = kv;
     k->m = m;
     if (c->pos == TRIT_POS_ROPE && !(k->rope = malloc(sizeof(double) * (size_t)(ROWS * (C / c->n_head))))) {
-        trit_aligned_free(block);
+        trit_pages_free(block, sizeof(float) * (size_t)total);
         free(k);
         trit_error(TRIT_ERR_NOMEM, "gpt cache: out of memory");
         return NULL;
     }
     k->block = block;
+    k->block_bytes = sizeof(float) * (size_t)total;
     if (m->dec) {
         k->w = m->dec;
     } else {
@@ -113,7 +114,7 @@ trit_gpt_cache *trit_gpt_cache_new_kv(const trit_gpt *m, trit_dtype kv) {
 
 void trit_gpt_cache_free(trit_gpt_cache *c) {
     if (!c) return;
-    trit_aligned_free(c->block);
+    trit_pages_free(c->block, c->block_bytes);
     free(c->rope);
     trit_gpt_weights_free(&c->own);
     trit_aligned_free(c->xq);

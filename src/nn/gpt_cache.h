@@ -36,6 +36,8 @@ typedef struct gpt_weights {
     // integer codes in 16-row panels, for the dtypes the CPU has panel kernels for (qgemm_panel.h);
     // an entry has codes == NULL when it has none. A repack is dropped once its panels are made.
     trit_qpanels *panels;
+    void *panel_block;  // a decode-only model's kernel weights (panels, codes), in one block of pages, or NULL
+    size_t panel_block_bytes;
     int64_t maxk;  // widest input of a quantized matrix the integer kernels take (0: none)
 } gpt_weights;
 
@@ -62,7 +64,8 @@ struct trit_gpt_cache {
     float *p;              // (H, T) attention probabilities, one row per head
     double stats[2 * ROWS];  // (ROWS, 2) norm statistics
     double *rope;          // (2, ROWS, hs / 2) cos and sin of the rotary angles, RoPE models only
-    void *block;           // one allocation holding all of the above
+    void *block;           // one block of pages holding all of the above (trit_pages_alloc)
+    size_t block_bytes;
     const gpt_weights *w;  // &own, or a decode-only model's
     gpt_weights own;
     // A chunk's inputs quantized per token (integer kernels) and as f32 (the NF4 kernel's order,

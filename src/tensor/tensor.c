@@ -102,6 +102,16 @@ void trit_tensor_free(trit_tensor *t) {
     free(t);
 }
 
+trit_status trit_tensor_move_data(trit_tensor *t, void *dst) {
+    if (!t || !dst || !(t->flags & TRIT_FLAG_OWNS_DATA) || t->offset != 0)
+        return trit_error(TRIT_ERR_INVALID, "trit_tensor_move_data: a tensor owning its data from element 0, and a destination");
+    memcpy(dst, t->data, trit_tensor_nbytes(t));
+    trit_aligned_free(t->data);
+    t->data = dst;
+    t->flags &= ~TRIT_FLAG_OWNS_DATA;
+    return TRIT_OK;
+}
+
 trit_status trit_tensor_set_name(trit_tensor *t, const char *name) {
     if (!t || !name) return trit_error(TRIT_ERR_INVALID, "trit_tensor_set_name: NULL argument");
     if (strlen(name) >= TRIT_NAME_MAX)

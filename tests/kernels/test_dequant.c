@@ -8,7 +8,9 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "kernel_census.h"
 #include "kernels/dequant.h"
+#include "kernels/kernel_table.h"
 #include "qweight_check.h"
 
 #include <stdio.h>
@@ -58,7 +60,41 @@ static void test_matches_converters(void **state) {
     }
 }
 
+// Every run kernel of NF4 and FP8 this CPU has (not only the one the dispatch picks), on every
+// byte value and on lengths with ragged tails, against the converter of a single group.
+static void test_every_run_kernel(void **state) {
+    (void)state;
+    enum { N = 64 * 9 + 30 };  // whole vectors of every width, then a tail
+    static uint8_t codes[N];
+    static float ref[N], got[N];
+    for (int i = 0; i < N; i++) codes[i] = (uint8_t)(i * 97 + 13);
+    int n;
+    const trit_kernel_entry *t = trit_kernel_table(&n);
+    census c = {.what = "dequant runs"};
+    for (int e = 0; e < n; e++) {
+        if (t[e].id != TRIT_KERNEL_DEQUANT || !census_count(&c, t[e].name, t[e].needs, census_level_features())) continue;
+        const trit_dtype dt = t[e].in;
+        const float s = 0.3712f;
+        trit_quant_info *q = trit_quant_info_new(N, N, false, 0);
+        assert_non_null(q);
+        q->scales[0] = s;
+        trit_dtype_traits_of(dt)->to_f32(ref, codes, N, q, 0);
+        float tab[16];
+        for (int k = 0; k < 16; k++) tab[k] = trit_nf4_values[k] * s;
+        const float *table = dt == TRIT_NF4 ? tab : trit_fp8_table(dt == TRIT_F8_E4M3 ? TRIT_FP8_E4M3 : TRIT_FP8_E5M2);
+        for (int len = dt == TRIT_NF4 ? 2 : 1; len <= N; len += len < 40 ? (dt == TRIT_NF4 ? 2 : 1) : 61) {
+            memset(got, 0xff, sizeof got);
+            ((trit_kernel_dequant_fn *)t[e].fn)(dt, got, codes, len, s, table);
+            if (memcmp(ref, got, sizeof(float) * (size_t)len) != 0) fail_msg("%s on %s: %d values differ", t[e].name, trit_dtype_name(dt), len);
+            assert_true(len == N || ((const uint32_t *)got)[len] == 0xffffffffu);  // nothing past the run
+        }
+        trit_quant_info_free(q);
+        census_ran(&c);
+    }
+    census_check(&c);
+}
+
 int main(void) {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_matches_converters)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_matches_converters), cmocka_unit_test(test_every_run_kernel)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -6,25 +6,9 @@
 #include <immintrin.h>
 #include <math.h>
 
-#include "kernels/x86/simd_avx2.h"
+#include "kernels/x86/fp8_widen_avx2.h"
 
-// The 8 low bytes of b as floats: e4m3fn (e5m2 false) or e5m2.
-static inline __m256 widen(__m128i b, bool e5m2) {
-    const __m256i c = _mm256_cvtepu8_epi32(b), mag = _mm256_and_si256(c, _mm256_set1_epi32(0x7F));
-    __m256 v = _mm256_mul_ps(_mm256_castsi256_ps(_mm256_slli_epi32(mag, e5m2 ? 21 : 20)),
-                             _mm256_set1_ps(e5m2 ? 0x1p112f : 0x1p120f));
-    if (e5m2) {  // exponent field all ones: Inf (mantissa 0) or NaN
-        const __m256i special = _mm256_cmpgt_epi32(mag, _mm256_set1_epi32(0x7B));
-        const __m256i inf = _mm256_cmpeq_epi32(mag, _mm256_set1_epi32(0x7C));
-        v = _mm256_blendv_ps(v, _mm256_set1_ps(NAN), _mm256_castsi256_ps(special));
-        v = _mm256_blendv_ps(v, _mm256_set1_ps(INFINITY), _mm256_castsi256_ps(inf));
-    } else {  // 0x7F: NaN
-        const __m256i nan = _mm256_cmpeq_epi32(mag, _mm256_set1_epi32(0x7F));
-        v = _mm256_blendv_ps(v, _mm256_set1_ps(NAN), _mm256_castsi256_ps(nan));
-    }
-    const __m256i sign = _mm256_slli_epi32(_mm256_and_si256(c, _mm256_set1_epi32(0x80)), 24);
-    return _mm256_castsi256_ps(_mm256_or_si256(_mm256_castps_si256(v), sign));
-}
+#include "kernels/x86/simd_avx2.h"
 
 static void fp8(bool e5m2, int64_t M, int64_t n0, int64_t n1, int64_t K, int64_t G, const float *x, const uint8_t *w,
                 const float *ws, float *y, int64_t ldy) {
@@ -38,8 +22,8 @@ static void fp8(bool e5m2, int64_t M, int64_t n0, int64_t n1, int64_t K, int64_t
                 __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
                 for (int64_t k = g * G; k < (g + 1) * G; k += 16) {
                     const __m128i b = _mm_loadu_si128((const __m128i *)(row + k));
-                    a0 = _mm256_fmadd_ps(widen(b, e5m2), _mm256_loadu_ps(xr + k), a0);
-                    a1 = _mm256_fmadd_ps(widen(_mm_srli_si128(b, 8), e5m2), _mm256_loadu_ps(xr + k + 8), a1);
+                    a0 = _mm256_fmadd_ps(fp8_widen(b, e5m2), _mm256_loadu_ps(xr + k), a0);
+                    a1 = _mm256_fmadd_ps(fp8_widen(_mm_srli_si128(b, 8), e5m2), _mm256_loadu_ps(xr + k + 8), a1);
                 }
                 total = _mm256_fmadd_ps(_mm256_add_ps(a0, a1), _mm256_set1_ps(ws[n * NG + g]), total);
             }

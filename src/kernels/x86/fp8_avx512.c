@@ -9,22 +9,7 @@
 #include <immintrin.h>
 #include <math.h>
 
-// The 16 bytes b as floats: e4m3fn (e5m2 false) or e5m2.
-static inline __m512 widen(__m128i b, bool e5m2) {
-    const __m512i c = _mm512_cvtepu8_epi32(b), mag = _mm512_and_si512(c, _mm512_set1_epi32(0x7F));
-    __m512 v = _mm512_mul_ps(_mm512_castsi512_ps(_mm512_slli_epi32(mag, e5m2 ? 21 : 20)),
-                             _mm512_set1_ps(e5m2 ? 0x1p112f : 0x1p120f));
-    if (e5m2) {  // exponent field all ones: Inf (mantissa 0) or NaN
-        const __mmask16 special = _mm512_cmpge_epu32_mask(mag, _mm512_set1_epi32(0x7C));
-        const __mmask16 inf = _mm512_cmpeq_epu32_mask(mag, _mm512_set1_epi32(0x7C));
-        v = _mm512_mask_mov_ps(v, special, _mm512_set1_ps(NAN));
-        v = _mm512_mask_mov_ps(v, inf, _mm512_set1_ps(INFINITY));
-    } else {  // 0x7F: NaN
-        v = _mm512_mask_mov_ps(v, _mm512_cmpeq_epu32_mask(mag, _mm512_set1_epi32(0x7F)), _mm512_set1_ps(NAN));
-    }
-    const __m512i sign = _mm512_slli_epi32(_mm512_and_si512(c, _mm512_set1_epi32(0x80)), 24);
-    return _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(v), sign));
-}
+#include "kernels/x86/fp8_widen_avx512.h"
 
 static void fp8(bool e5m2, int64_t M, int64_t n0, int64_t n1, int64_t K, int64_t G, const float *x, const uint8_t *w,
                 const float *ws, float *y, int64_t ldy) {
@@ -37,7 +22,7 @@ static void fp8(bool e5m2, int64_t M, int64_t n0, int64_t n1, int64_t K, int64_t
             for (int64_t g = 0; g < NG; g++) {
                 __m512 acc = _mm512_setzero_ps();
                 for (int64_t k = g * G; k < (g + 1) * G; k += 16)
-                    acc = _mm512_fmadd_ps(widen(_mm_loadu_si128((const __m128i *)(row + k)), e5m2), _mm512_loadu_ps(xr + k),
+                    acc = _mm512_fmadd_ps(fp8_widen(_mm_loadu_si128((const __m128i *)(row + k)), e5m2), _mm512_loadu_ps(xr + k),
                                           acc);
                 total = _mm512_fmadd_ps(acc, _mm512_set1_ps(ws[n * NG + g]), total);
             }
