@@ -192,7 +192,8 @@ typedef struct trit_train_config {
 
 // --dist: one process, or data parallel over the ranks of an MPI job (`mpirun -np N trit train
 // --dist ddp`): each rank runs accumulation / N of the step's micro-batches, gradients summed.
-typedef enum { TRIT_DIST_OFF = 0, TRIT_DIST_DDP } trit_train_dist;
+// zero1|zero2: DDP with the optimizer state (and zero2: the gradients) sharded (src/dist/zero_mpi.c).
+typedef enum { TRIT_DIST_OFF = 0, TRIT_DIST_DDP, TRIT_DIST_ZERO1, TRIT_DIST_ZERO2 } trit_train_dist;
 
 // --task: what the model is trained to do with --data.
 typedef enum { TRIT_OBJECTIVE_LM = 0, TRIT_OBJECTIVE_EMBED = 1 } trit_train_objective;
