@@ -544,6 +544,11 @@ trit_quant_spec trit_train_qbase_spec(const trit_train_config *c);
 // merged into its weights, written as a plain f32 run in out (model.safetensors and base's
 // tokenizer.bin when it has one). out must not hold a model; on failure nothing is left there.
 trit_status trit_merge_adapter_run(const char *base, const char *adapter_dir, const char *out);
+// `trit merge-shards`: the sharded checkpoint of a --dist zero1|zero2 run directory (one optimizer
+// shard file per rank) as a normal run directory `out`, its train_state.bin what one process
+// would have written (the shards' pieces put together), the run's other files copied; *ranks
+// (may be NULL) gets the number of shards.
+trit_status trit_train_merge_shards(const char *run, const char *out, int *ranks);
 
 // ---- export ---------------------------------------------------------------------------------
 

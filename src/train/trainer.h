@@ -133,6 +133,8 @@ trit_status trit_trainer_checkpoint(trainer *t);
 // sharded exchange on t->ddp. zero_grads, update: a step's ends (update unscales, takes the norm
 // across shards, clips, steps the shard and all-gathers the parameters; *finite false skips).
 trit_status trit_trainer_zero_optim(trainer *t);
+// What --dist zero1|zero2 cannot shard (on every rank before setup): an error naming it.
+trit_status trit_trainer_zero_check(const trit_train_config *c, int ranks);
 trit_status trit_trainer_zero_start(trainer *t);
 void trit_trainer_zero_zero_grads(trainer *t);
 trit_status trit_trainer_zero_update(trainer *t, double lr, double scale, trit_train_step_info *info, bool *finite);

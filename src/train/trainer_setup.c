@@ -419,6 +419,7 @@ static trit_status join_job(trainer *t, trit_status s) {
                        "which %d ranks cannot share: pass a multiple of batch x seq x ranks = %lld", (long long)
                        c->total_batch_tokens, (long long)accum, (long long)c->batch, (long long)c->seq, t->ranks,
                        (long long)(c->batch * c->seq * t->ranks));
+    if (s == TRIT_OK) s = trit_trainer_zero_check(c, t->ranks);
     s = trit_dist_agree(s, "checking the configuration");
     if (s == TRIT_OK) s = trit_dist_check_same(c, sizeof *c, "configuration (flags, or the run resumed)");
     uint8_t *self = NULL;

@@ -84,8 +84,8 @@ static trit_optim *shard_optim(const trainer *t, const trainer_zero *zs) {
 
 static const char *dist_name(int64_t d) { return d == TRIT_DIST_ZERO2 ? "zero2" : "zero1"; }
 
-trit_status trit_trainer_zero_optim(trainer *t) {
-    const trit_train_config *c = &t->cfg;
+trit_status trit_trainer_zero_check(const trit_train_config *c, int ranks) {
+    if (ranks < 2 || (c->dist != TRIT_DIST_ZERO1 && c->dist != TRIT_DIST_ZERO2)) return TRIT_OK;
     if (c->optimizer != TRIT_TRAIN_ADAMW)
         return trit_error(TRIT_ERR_UNSUPPORTED, "--dist %s shards AdamW's state, element by element; --optimizer %s "
                           "keeps state that does not split that way (8-bit blocks, low-rank projections): use "
@@ -97,7 +97,14 @@ trit_status trit_trainer_zero_optim(trainer *t) {
     if (c->offload != TRIT_OFFLOAD_OFF)
         return trit_error(TRIT_ERR_UNSUPPORTED, "--offload with --dist %s: the shard's optimizer state stays in "
                           "memory (it is 1/%d of the whole already); leave --offload out or use --dist ddp",
-                          dist_name(c->dist), t->ranks);
+                          dist_name(c->dist), ranks);
+    return TRIT_OK;
+}
+
+trit_status trit_trainer_zero_optim(trainer *t) {
+    const trit_train_config *c = &t->cfg;
+    trit_status cs = trit_trainer_zero_check(c, t->ranks);
+    if (cs != TRIT_OK) return cs;
     trainer_zero *zs = calloc(1, sizeof *zs);
     if (!zs) return trit_error(TRIT_ERR_NOMEM, "zero: out of memory");
     t->zero = zs;
