@@ -338,7 +338,7 @@ static trit_status check_field(const trit_train_config *c, const field *f) {
 
 // A list field: each comma-separated item of value, prefixed, appended to list.
 static trit_status append_items(char *list, const char *prefix, const char *flag, const char *value) {
-    char buf[TRIT_PATH_MAX];
+    char buf[TRIT_PATH_MAX] = {0};  // copied whole: ranks compare the config byte for byte
     snprintf(buf, sizeof buf, "%s", list);
     for (const char *p = value; *p;) {
         const size_t n = strcspn(p, ",");

@@ -12,6 +12,9 @@
 #                tensor for tensor, bit for bit (a normal, single-process layout); a run stopped
 #                at step 10, merged and resumed with --dist zero2 on 4 ranks ends within 1e-6 of
 #                one process's losses
+#   zero_finetune `trit finetune BASE` with frozen weights (--freeze, no gradients or state) under
+#                zero2, and with a LoRA adapter under zero1, on 2 ranks: one process's losses
+#                within 1e-6; the shards cover only the trained values
 #   zero_bad     a sharded checkpoint resumed on 4 ranks or in one process, a shard of another
 #                run, and --optimizer galore with zero1: a message on every rank, a non-zero exit
 # mpirun missing is a failure (tools/setup.sh installs openmpi-bin).
@@ -137,6 +140,28 @@ zero_merge)
         { cat "$W/h4.log"; fail "the merged run did not resume on 4 ranks"; }
     grep -q "resuming .* at step 10" "$W/h4.log" || fail "no resume at step 10"
     compare "$W/one" "$W/hm" 1e-6
+    ;;
+zero_finetune)
+    # A base on a generated text, fine-tuned on another (char tokenizer, T = 16).
+    python3 -c 'import random; r = random.Random(7); print(" ".join(r.choice(["to", "be", "or", "not", "that", "is"]) for _ in range(3000)))' >"$W/a.txt"
+    python3 -c 'import random; r = random.Random(8); print(" ".join(r.choice(["to", "be", "or", "not", "that", "is"]) for _ in range(3000)))' >"$W/b.txt"
+    T=(--layers 1 --heads 2 --dim 32 --seq 16 --batch 4 --total-batch-tokens 256 --threads 1 --eval-every 0
+       --eval-batches 2 --sample-tokens 0 --log-every 1 --warmup 2 --dropout 0.1 --bucket-mb 0.01)
+    "$TRIT" train --data "$W/a.txt" "${T[@]}" --steps 5 --out "$W/base" >"$W/base.log" 2>&1 ||
+        { cat "$W/base.log"; fail "the base run failed"; }
+    for how in "zero2 --freeze h.*.attn.*" "zero1 --lora r=4,alpha=8"; do
+        set -- $how
+        "$TRIT" finetune "$W/base" --data "$W/b.txt" "${T[@]}" "$2" "$3" --steps 20 --out "$W/one$1" >"$W/one$1.log" 2>&1 ||
+            { cat "$W/one$1.log"; fail "finetune $how in one process failed"; }
+        "${MPI[@]}" -np 2 "$TRIT" finetune "$W/base" --dist "$1" --data "$W/b.txt" "${T[@]}" "$2" "$3" --steps 20 \
+            --out "$W/two$1" >"$W/two$1.log" 2>&1 || { cat "$W/two$1.log"; fail "finetune $how on 2 ranks failed"; }
+        compare "$W/one$1" "$W/two$1" 1e-6
+        # The shards split the trained values only: the gradient block holds no frozen weight.
+        trained=$(grep -Eo "parameters [(][0-9]+ trainable|: [0-9]+ of [0-9]+ parameters train|[0-9]+ trainable parameters" "$W/one$1.log" | grep -Eo "[0-9]+" | head -1)
+        grep -Eo "^$1: rank 0 of 2 updates elements \[0, [0-9]+\) of [0-9]+: .* x [0-9]+ parameters" "$W/two$1.log" |
+            grep -q "x $trained parameters" || { grep -E "^($1|frozen|lora)" "$W/two$1.log" "$W/one$1.log";
+            fail "$how: the shards do not cover the $trained trained values"; }
+    done
     ;;
 zero_bad)
     "${MPI[@]}" -np 2 "$TRIT" train --dist zero1 "${FLAGS[@]}" --out "$W/a" --stop-after 10 >"$W/a.log" 2>&1 ||
