@@ -119,6 +119,20 @@ trit_status trit_trainer_zero_optim(trainer *t) {
     if (s != TRIT_OK) return s;
     trit_optim *o = shard_optim(t, zs);
     if (!o) return TRIT_ERR_INVALID;
+    // 16-bit weights round with the draws each element gets in one process: its parameter's
+    // index in the whole optimizer and its place in the parameter.
+    for (int i = 0; s == TRIT_OK && i < trit_optim_num_params(o); i++) {
+        const trit_tensor *v = trit_optim_param(o, i);
+        int j = 0, k = 0;
+        while (j < zs->n && zs->views[j] != v) j++;
+        while (k < trit_optim_num_params(t->opt) && trit_optim_param(t->opt, k) != zs->full[j]) k++;
+        s = j < zs->n && k < trit_optim_num_params(t->opt) ? trit_optim_set_rounding_key(o, i, k, zs->at[j])
+                                                             : trit_error(TRIT_ERR_STATE, "zero: a piece of no parameter");
+    }
+    if (s != TRIT_OK) {
+        trit_optim_free(o);
+        return s;
+    }
     trit_optim_free(t->opt);
     t->opt = o;
     return TRIT_OK;

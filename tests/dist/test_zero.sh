@@ -4,7 +4,8 @@
 #   zero_equal   zero1 and zero2 on 2 ranks, and zero2 on 4, give one process's losses within 1e-6
 #                for 20 steps (the micro-batches of one process, gradients summed in another
 #                order); zero1 on 2 ranks gives DDP's on 2 ranks bit for bit (the same all-reduce,
-#                the same element-wise AdamW); the header shows each rank's shard and the memory
+#                the same element-wise AdamW), and zero2 DDP's in bf16 without master weights (the
+#                same stochastic rounding draws); the header shows each rank's shard and the memory
 #                formula, and the memory report's optimizer bytes are about half of DDP's
 #   zero_resume  a zero2 run stopped at step 10 and resumed on 2 ranks gives the uninterrupted
 #                run's losses and weights bit for bit; the step-10 shard files are gone after
@@ -103,6 +104,14 @@ r = z1 / d; print(f"optimizer bytes: zero1 rank 0 {z1}, ddp {d} ({r:.3f}); gradi
 sys.exit(0 if 0.45 < r < 0.55 and 0.45 < g2 / g < 0.55 else 1)' "$(opt "$W/ddp.log" optimizer)" \
         "$(opt "$W/zero1.log" optimizer)" "$(opt "$W/ddp.log" gradients)" "$(opt "$W/zero2.log" gradients)" ||
         fail "the memory report does not show the shard's halves"
+    # bf16 weights without master copies, rounded stochastically: each piece of a shard draws the
+    # bits its elements draw in one process, so zero2 equals DDP bit for bit here too.
+    for d in ddp zero2; do
+        "${MPI[@]}" -np 2 "$TRIT" train --dist $d "${FLAGS[@]}" --precision bf16 --master-weights off \
+            --out "$W/bf$d" >"$W/bf$d.log" 2>&1 || { cat "$W/bf$d.log"; fail "$d in bf16 failed"; }
+    done
+    [ "$(losses "$W/bfddp/metrics.jsonl")" = "$(losses "$W/bfzero2/metrics.jsonl")" ] ||
+        { diff <(losses "$W/bfddp/metrics.jsonl") <(losses "$W/bfzero2/metrics.jsonl"); fail "bf16: zero2 and ddp differ"; }
     "${MPI[@]}" -np 4 "$TRIT" train --dist zero2 "${FLAGS[@]}" --out "$W/four" >"$W/four.log" 2>&1 ||
         { cat "$W/four.log"; fail "zero2 on 4 ranks failed"; }
     compare "$W/one" "$W/four" 1e-6
