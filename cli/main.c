@@ -33,7 +33,7 @@ enum { NUM_VERBS = (int)(sizeof verbs / sizeof verbs[0]) };
 static void usage(FILE *fp) {
     fprintf(fp, "usage: trit <command> [options]   (trit <command> --help for its options; trit --version)\n\n"
                 "commands:\n");
-    for (int i = 0; i < NUM_VERBS; i++) fprintf(fp, "  %-8s %s\n", verbs[i].name, verbs[i].help);
+    for (int i = 0; i < NUM_VERBS; i++) fprintf(fp, "  %-12s %s\n", verbs[i].name, verbs[i].help);
     fprintf(fp, "\nStart with `trit train`: it learns multi-digit addition in a few minutes.\n");
 }
 
