@@ -125,7 +125,7 @@ static trit_status copy_file(const char *from, const char *to) {
     return s;
 }
 
-// The run's files but its checkpoint state, shards and temporaries.
+// The run's files but its checkpoint state, shards, temporaries and offload mappings.
 static trit_status copy_run(const char *run, const char *out) {
     DIR *d = opendir(run);
     if (!d) return trit_error(TRIT_ERR_IO, "cannot read the directory '%s'", run);
@@ -133,7 +133,7 @@ static trit_status copy_run(const char *run, const char *out) {
     for (struct dirent *e; s == TRIT_OK && (e = readdir(d)) != NULL;) {
         const char *n = e->d_name;
         if (strcmp(n, TRIT_CKPT_STATE) == 0 || strncmp(n, "optim_shard.", 12) == 0 || strstr(n, ".tmp.") ||
-            strncmp(n, "optimizer.offload", 17) == 0)
+            strncmp(n, "optimizer.offload", 17) == 0 || strncmp(n, "frozen.offload", 14) == 0)
             continue;
         char from[TRIT_PATH_MAX + 300], to[TRIT_PATH_MAX + 300];
         struct stat sb;
