@@ -39,6 +39,7 @@ int trit_cli_tokenize(int argc, char **argv);
 trit_tokenizer *cli_open_tokenizer(const char *spec);
 int trit_cli_import(int argc, char **argv);
 int trit_cli_merge(int argc, char **argv);
+int trit_cli_merge_shards(int argc, char **argv);
 
 // Gives OpenMP a bounded spin before its threads sleep, unless the user chose a wait policy:
 // re-executes the program once with the limit in its environment (cli/wait_policy.c).

@@ -25,6 +25,7 @@ static const verb verbs[] = {
     {"export", trit_cli_export, "write a run's model for llama.cpp (gguf), transformers (hf) or llm.c"},
     {"import", trit_cli_import, "make a run from a transformers GPT-2 directory or an llm.c model file"},
     {"merge", trit_cli_merge, "fold a LoRA adapter into a base run's weights"},
+    {"merge-shards", trit_cli_merge_shards, "a --dist zero run's sharded checkpoint as a normal run directory"},
     {"bench", trit_cli_bench, "time training steps of named GPT configs against a measured GEMM peak"},
 };
 enum { NUM_VERBS = (int)(sizeof verbs / sizeof verbs[0]) };
@@ -32,7 +33,7 @@ enum { NUM_VERBS = (int)(sizeof verbs / sizeof verbs[0]) };
 static void usage(FILE *fp) {
     fprintf(fp, "usage: trit <command> [options]   (trit <command> --help for its options; trit --version)\n\n"
                 "commands:\n");
-    for (int i = 0; i < NUM_VERBS; i++) fprintf(fp, "  %-8s %s\n", verbs[i].name, verbs[i].help);
+    for (int i = 0; i < NUM_VERBS; i++) fprintf(fp, "  %-12s %s\n", verbs[i].name, verbs[i].help);
     fprintf(fp, "\nStart with `trit train`: it learns multi-digit addition in a few minutes.\n");
 }
 

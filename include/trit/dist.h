@@ -54,6 +54,25 @@ int trit_ddp_num_buckets(const trit_ddp *d);
 int64_t trit_ddp_bytes_per_step(const trit_ddp *d);
 void trit_ddp_free(trit_ddp *d);
 
+
+// ZeRO (Rajbhandari et al. 2020) over DDP's buckets: the gradient block of flat storage cut
+// into one contiguous shard per rank; each rank keeps the optimizer state of, and updates, only
+// its shard. Stage 1 all-reduces the buckets as DDP does; stage 2 reduce-scatters them, so a
+// rank keeps only its shard's summed gradient (the rest of each bucket's pages are given back
+// to the system once its exchange completes). After the update, the updated parameters are
+// all-gathered bucket by bucket through the gradient block (free between the step and the next
+// backward). Shards start on 64-byte boundaries; the last rank takes the remainder.
+void trit_zero_shard_range(int64_t count, int ranks, int rank, int64_t *lo, int64_t *hi);
+typedef struct trit_zero trit_zero;
+// stage 1 or 2, over the gradient block of f and the buckets of d (made over the same f).
+trit_zero *trit_zero_new(const trit_flat *f, trit_ddp *d, int stage);
+// Zeroes the gradients for the next step (stage 2: the pages given back are zero already).
+void trit_zero_zero_grads(trit_zero *z);
+// Collective: every rank's updated shard of the parameters to every rank; *wait_ms gets the
+// time spent waiting.
+trit_status trit_zero_gather_params(trit_zero *z, double *wait_ms);
+void trit_zero_free(trit_zero *z);
+
 #ifdef __cplusplus
 }
 #endif

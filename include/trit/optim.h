@@ -143,6 +143,9 @@ trit_status trit_optim_step(trit_optim *o, double lr);
 // random bits keyed by (seed, parameter index, step, element), so the expected weight follows
 // the exact update and tiny updates are not lost. f32 parameters are unaffected.
 void trit_optim_set_rounding(trit_optim *o, bool stochastic, uint64_t seed);
+// Parameter i's stochastic rounding draws those of parameter `key` from its element `first` on
+// (a ZeRO shard's 1-D piece of a parameter rounds as the whole parameter does in one process).
+trit_status trit_optim_set_rounding_key(trit_optim *o, int i, int key, int64_t first);
 
 // Zeroes the grads of all parameters the optimizer holds (NULL grads are left alone).
 void trit_optim_zero_grad(trit_optim *o);

@@ -192,7 +192,8 @@ typedef struct trit_train_config {
 
 // --dist: one process, or data parallel over the ranks of an MPI job (`mpirun -np N trit train
 // --dist ddp`): each rank runs accumulation / N of the step's micro-batches, gradients summed.
-typedef enum { TRIT_DIST_OFF = 0, TRIT_DIST_DDP } trit_train_dist;
+// zero1|zero2: DDP with the optimizer state (and zero2: the gradients) sharded (src/dist/zero_mpi.c).
+typedef enum { TRIT_DIST_OFF = 0, TRIT_DIST_DDP, TRIT_DIST_ZERO1, TRIT_DIST_ZERO2 } trit_train_dist;
 
 // --task: what the model is trained to do with --data.
 typedef enum { TRIT_OBJECTIVE_LM = 0, TRIT_OBJECTIVE_EMBED = 1 } trit_train_objective;
@@ -543,6 +544,11 @@ trit_quant_spec trit_train_qbase_spec(const trit_train_config *c);
 // merged into its weights, written as a plain f32 run in out (model.safetensors and base's
 // tokenizer.bin when it has one). out must not hold a model; on failure nothing is left there.
 trit_status trit_merge_adapter_run(const char *base, const char *adapter_dir, const char *out);
+// `trit merge-shards`: the sharded checkpoint of a --dist zero1|zero2 run directory (one optimizer
+// shard file per rank) as a normal run directory `out`, its train_state.bin what one process
+// would have written (the shards' pieces put together), the run's other files copied; *ranks
+// (may be NULL) gets the number of shards.
+trit_status trit_train_merge_shards(const char *run, const char *out, int *ranks);
 
 // ---- export ---------------------------------------------------------------------------------
 

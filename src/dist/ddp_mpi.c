@@ -16,6 +16,7 @@ typedef struct bucket {
     int64_t begin, end;  // element range of the gradient block
     int expect;          // gradient-final events of the step's last micro-batch
     int pending;         // of those, still to come this step
+    bool done;           // its exchange completed this step
     MPI_Request req;
 } bucket;
 
@@ -28,7 +29,18 @@ struct trit_ddp {
     int n_graph_params;
     int *bucket_of;          // (n_graph_params) bucket of each graph parameter, -1 for none
     trit_status failed;      // a failure inside a hook, reported by finish
+    trit_ddp_start_fn start; // another collective than the all-reduce (ZeRO), or NULL
+    trit_ddp_done_fn done;
+    void *hook_ctx;
 };
+
+void trit_ddp_set_collective(trit_ddp *d, trit_ddp_start_fn start, trit_ddp_done_fn done, void *ctx) {
+    d->start = start, d->done = done, d->hook_ctx = ctx;
+}
+
+void trit_ddp_bucket_range(const trit_ddp *d, int k, int64_t *begin, int64_t *end) {
+    *begin = d->b[k].begin, *end = d->b[k].end;
+}
 
 int trit_ddp_num_buckets(const trit_ddp *d) { return d ? d->nb : 0; }
 int64_t trit_ddp_bytes_per_step(const trit_ddp *d) { return d ? d->count * (int64_t)sizeof(float) : 0; }
@@ -36,18 +48,26 @@ int64_t trit_ddp_bytes_per_step(const trit_ddp *d) { return d ? d->count * (int6
 static trit_status start_ready(trit_ddp *d) {
     while (d->next < d->nb && d->b[d->next].pending == 0) {
         bucket *b = &d->b[d->next];
-        int rc = MPI_Iallreduce(MPI_IN_PLACE, d->grads + b->begin, (int)(b->end - b->begin), MPI_FLOAT, MPI_SUM,
-                                trit_dist_comm(), &b->req);
+        int rc = d->start ? d->start(d->hook_ctx, d->next, d->grads, b->begin, b->end, &b->req)
+                          : MPI_Iallreduce(MPI_IN_PLACE, d->grads + b->begin, (int)(b->end - b->begin), MPI_FLOAT,
+                                           MPI_SUM, trit_dist_comm(), &b->req);
         if (rc != MPI_SUCCESS) return trit_dist_mpi_error(rc, "MPI_Iallreduce of a gradient bucket");
         d->next++;
     }
     return TRIT_OK;
 }
 
+static void completed(trit_ddp *d, int k) {
+    if (d->b[k].done) return;
+    d->b[k].done = true;
+    if (d->done) d->done(d->hook_ctx, k, d->b[k].begin, d->b[k].end);
+}
+
 static void progress(trit_ddp *d) {
     for (int k = 0; k < d->next; k++) {
-        int done;
+        int done = 0;
         if (d->b[k].req != MPI_REQUEST_NULL) MPI_Test(&d->b[k].req, &done, MPI_STATUS_IGNORE);
+        if (done) completed(d, k);
     }
 }
 
@@ -152,9 +172,11 @@ trit_status trit_ddp_finish(trit_ddp *d, bool poison, double *wait_ms) {
     for (int k = 0; reqs && k < d->next; k++) reqs[k] = d->b[k].req;
     if (s == TRIT_OK) s = trit_dist_wait(reqs, d->next, "the gradient all-reduce", wait_ms);
     free(reqs);
+    for (int k = 0; s == TRIT_OK && k < d->nb; k++) completed(d, k);
     for (int k = 0; k < d->nb; k++) {
         d->b[k].pending = d->b[k].expect;
         d->b[k].req = MPI_REQUEST_NULL;
+        d->b[k].done = false;
     }
     d->next = 0;
     d->failed = TRIT_OK;

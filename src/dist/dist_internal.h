@@ -24,4 +24,12 @@ void trit_dist_heartbeat_forgive(double seconds);
 // Cancels the heartbeat receives before MPI_Finalize.
 void trit_dist_heartbeat_stop(void);
 
+// A bucket's collective other than DDP's all-reduce (zero_mpi.c: reduce-scatter), and what
+// follows its completion (called once per bucket and step, from the hooks' tests or finish).
+typedef int (*trit_ddp_start_fn)(void *ctx, int bucket, float *grads, int64_t begin, int64_t end, MPI_Request *req);
+typedef void (*trit_ddp_done_fn)(void *ctx, int bucket, int64_t begin, int64_t end);
+void trit_ddp_set_collective(trit_ddp *d, trit_ddp_start_fn start, trit_ddp_done_fn done, void *ctx);
+// Element range of bucket k of the gradient block.
+void trit_ddp_bucket_range(const trit_ddp *d, int k, int64_t *begin, int64_t *end);
+
 #endif

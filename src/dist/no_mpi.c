@@ -47,3 +47,19 @@ trit_status trit_ddp_finish(trit_ddp *d, bool poison, double *wait_ms) {
 int trit_ddp_num_buckets(const trit_ddp *d) { (void)d; return 0; }
 int64_t trit_ddp_bytes_per_step(const trit_ddp *d) { (void)d; return 0; }
 void trit_ddp_free(trit_ddp *d) { (void)d; }
+
+trit_zero *trit_zero_new(const trit_flat *f, trit_ddp *d, int stage) {
+    (void)f, (void)d, (void)stage;
+    no_mpi();
+    return NULL;
+}
+
+void trit_zero_zero_grads(trit_zero *z) { (void)z; }
+
+trit_status trit_zero_gather_params(trit_zero *z, double *wait_ms) {
+    (void)z;
+    *wait_ms = 0;
+    return no_mpi();
+}
+
+void trit_zero_free(trit_zero *z) { (void)z; }

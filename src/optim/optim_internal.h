@@ -98,6 +98,8 @@ typedef struct optim_param {
     int group;
     int64_t n;
     bool has_state;  // false for parameters frozen when the optimizer was made
+    int sr_key;          // stochastic rounding draws as parameter sr_key's, from element sr_first of it
+    int64_t sr_first;    // (its own index and 0, unless trit_optim_set_rounding_key says otherwise)
     bool proj;       // GaLore: a matrix of a low-rank group, stepped by trit_galore_step
     optim_galore gl;
     float *buf[OPTIM_MAX_BUFS];     // f32 state, or NULL

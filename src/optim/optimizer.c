@@ -228,7 +228,7 @@ trit_optim *trit_optim_new(const trit_optim_config *cfg, const trit_optim_group 
         for (int i = 0; i < groups[gi].num_params; i++, k++) {
             trit_tensor *t = groups[gi].params[i];
             o->tensors[k] = t;
-            o->params[k] = (optim_param){.t = t, .group = gi, .n = trit_tensor_numel(t),
+            o->params[k] = (optim_param){.t = t, .group = gi, .n = trit_tensor_numel(t), .sr_key = k,
                                          .has_state = !(t->flags & TRIT_FLAG_FROZEN)};
         }
     }
@@ -364,12 +364,12 @@ static void update_span(const trit_optim *o, const optim_param *p, float *x, con
 // same formulas, and rounded back, to nearest or stochastically with the bits of Philox (seed,
 // stream of this parameter and step, element index), so the result does not depend on threads
 // and a resumed run draws the same bits.
-static void step_param_lowp(const trit_optim *o, int index, optim_param *p, const optim_scalars *s, int64_t t) {
+static void step_param_lowp(const trit_optim *o, optim_param *p, const optim_scalars *s, int64_t t) {
     const int64_t n = p->n, chunks = (n + OPTIM_CHUNK - 1) / OPTIM_CHUNK;
     char *x = trit_tensor_ptr(p->t);
     const float *g = trit_tensor_ptr(p->t->grad);
     const trit_dtype_traits *tr = trit_dtype_traits_of(p->t->dtype);
-    const uint64_t stream = OPTIM_SR_STREAM + ((uint64_t)index << 40) + (uint64_t)t;
+    const uint64_t stream = OPTIM_SR_STREAM + ((uint64_t)p->sr_key << 40) + (uint64_t)t;
 #pragma omp parallel for schedule(static, 1) if (n >= OPTIM_PAR_MIN)
     for (int64_t c = 0; c < chunks; c++) {
         float w[OPTIM_CHUNK];
@@ -378,15 +378,15 @@ static void step_param_lowp(const trit_optim *o, int index, optim_param *p, cons
         tr->to_f32(w, xc, m, NULL, lo);
         update_span(o, p, w, g + lo, lo, m, s);
         if (o->stochastic)
-            tr->from_f32_sr(xc, w, m, NULL, lo, o->sr_seed, stream);
+            tr->from_f32_sr(xc, w, m, NULL, p->sr_first + lo, o->sr_seed, stream);
         else
             tr->from_f32(xc, w, m, NULL, lo);
     }
 }
 
-static void step_param(const trit_optim *o, int index, optim_param *p, const optim_scalars *s, int64_t t) {
+static void step_param(const trit_optim *o, optim_param *p, const optim_scalars *s, int64_t t) {
     if (p->t->dtype != TRIT_F32) {
-        step_param_lowp(o, index, p, s, t);
+        step_param_lowp(o, p, s, t);
         return;
     }
     update_span(o, p, trit_tensor_ptr(p->t), trit_tensor_ptr(p->t->grad), 0, p->n, s);
@@ -405,6 +405,14 @@ static trit_status check_refresh(const trit_optim *o) {
             return trit_error(TRIT_ERR_NUMERIC, "optimizer step: the gradient of parameter %d '%s' is not finite; "
                               "its GaLore basis cannot be refreshed from it", i, p->t->name);
     }
+    return TRIT_OK;
+}
+
+trit_status trit_optim_set_rounding_key(trit_optim *o, int i, int key, int64_t first) {
+    if (!o || i < 0 || i >= o->n_params || key < 0 || first < 0)
+        return trit_error(TRIT_ERR_INVALID, "optimizer: rounding key of parameter %d out of range", i);
+    o->params[i].sr_key = key;
+    o->params[i].sr_first = first;
     return TRIT_OK;
 }
 
@@ -430,7 +438,7 @@ trit_status trit_optim_step(trit_optim *o, double lr) {
             optim_param *p = &o->params[i];
             if (skipped(p->t)) continue;
             if (!p->proj)
-                step_param(o, i, p, &s, t);
+                step_param(o, p, &s, t);
             else
                 st = trit_galore_step(&o->cfg, &p->gl, &o->ws, trit_tensor_ptr(p->t), trit_tensor_ptr(p->t->grad),
                                       p->buf[0], p->buf[1], &s, o->step, i, o->sr_seed);

@@ -474,3 +474,94 @@ trit_status trit_train_run_info(const char *path_or_dir, trit_train_config *cfg,
     if (step) *step = st.step;
     return TRIT_OK;
 }
+
+// ---- listing (trit merge-shards) ------------------------------------------------------------
+
+void trit_state_list_free(trit_state_list *l) {
+    if (!l) return;
+    for (int i = 0; i < l->n; i++) {
+        free(l->entries[i].data);
+        free(l->entries[i].scales);
+        free((char *)l->entries[i].name);
+        free((char *)l->entries[i].role);
+    }
+    free(l->entries);
+    memset(l, 0, sizeof *l);
+}
+
+static char *dup_str(const char *s) {
+    const size_t n = strlen(s) + 1;
+    char *d = malloc(n);
+    if (d) memcpy(d, s, n);
+    return d;
+}
+
+static trit_status dtype_named(const char *name, trit_dtype *dt) {
+    for (int d = 0; d < TRIT_DTYPE_COUNT; d++)
+        if (strcmp(trit_dtype_name((trit_dtype)d), name) == 0) {
+            *dt = (trit_dtype)d;
+            return TRIT_OK;
+        }
+    return TRIT_ERR_FORMAT;
+}
+
+// One entry of the header list, its values copied out of the file.
+static trit_status list_entry(const state_file *sf, const cJSON *t, const char *path, trit_state_entry *e) {
+    const cJSON *name = cJSON_GetObjectItemCaseSensitive(t, "name"), *role = cJSON_GetObjectItemCaseSensitive(t, "role");
+    const cJSON *dt = cJSON_GetObjectItemCaseSensitive(t, "dtype"), *shape = cJSON_GetObjectItemCaseSensitive(t, "shape");
+    int64_t off = 0, soff = 0, nsc = 0;
+    trit_status s = cJSON_IsString(name) && cJSON_IsString(role) && cJSON_IsString(dt) && cJSON_IsArray(shape) &&
+                            cJSON_GetArraySize(shape) <= TRIT_MAX_DIMS
+                        ? TRIT_OK
+                        : trit_error(TRIT_ERR_FORMAT, "'%s': a tensor entry lacks its name, role, dtype or shape", path);
+    if (s == TRIT_OK) s = json_i64(t, "offset", &off, path);
+    if (s == TRIT_OK) s = json_i64(t, "count", &e->count, path);
+    if (s == TRIT_OK && cJSON_GetObjectItemCaseSensitive(t, "num_scales")) s = json_i64(t, "num_scales", &nsc, path);
+    if (s == TRIT_OK && nsc) s = json_i64(t, "scales_offset", &soff, path);
+    if (s == TRIT_OK && dtype_named(dt->valuestring, &e->dtype) != TRIT_OK)
+        s = trit_error(TRIT_ERR_FORMAT, "'%s': tensor '%s' has an unknown dtype '%s'", path, name->valuestring,
+                       dt->valuestring);
+    if (s != TRIT_OK) return s;
+    e->ndim = cJSON_GetArraySize(shape);
+    for (int d = 0; d < e->ndim; d++) {
+        const cJSON *v = cJSON_GetArrayItem(shape, d);
+        if (!cJSON_IsString(v) || trit_arg_int("shape", v->valuestring, &e->shape[d]) != TRIT_OK)
+            return trit_error(TRIT_ERR_FORMAT, "'%s': tensor '%s' has a malformed shape", path, name->valuestring);
+    }
+    const size_t bytes = trit_dtype_nbytes(e->dtype, e->count), size = trit_dtype_size(e->dtype);
+    if (e->count < 0 || nsc < 0 || !inside(sf, off, bytes) || (nsc && !inside(sf, soff, (uint64_t)nsc * sizeof(float))))
+        return trit_error(TRIT_ERR_FORMAT, "'%s': '%s' lies outside the file", path, name->valuestring);
+    e->name = dup_str(name->valuestring);
+    e->role = dup_str(role->valuestring);
+    e->data = malloc(bytes + 1);
+    e->scales = nsc ? malloc(sizeof(float) * (size_t)nsc) : NULL;
+    e->num_scales = nsc;
+    if (!e->name || !e->role || !e->data || (nsc && !e->scales)) return trit_error(TRIT_ERR_NOMEM, "out of memory");
+    if (trit_dtype_block(e->dtype) == 1 && (size == 2 || size == 4 || size == 8)) get_values(e->data, sf->data + off, e->count, size);
+    else memcpy(e->data, sf->data + off, bytes);
+    if (nsc) get_values(e->scales, sf->data + soff, nsc, sizeof(float));
+    return TRIT_OK;
+}
+
+trit_status trit_state_list_read(const char *path, trit_state_list *l) {
+    memset(l, 0, sizeof *l);
+    state_file sf;
+    trit_status s = state_open(path, &sf);
+    if (s == TRIT_OK) s = parse_header(&sf, &l->state, path);
+    const cJSON *opt = cJSON_GetObjectItemCaseSensitive(sf.header, "optimizer");
+    const cJSON *kind = cJSON_GetObjectItemCaseSensitive(opt, "kind");
+    if (s == TRIT_OK) s = json_i64(opt, "step", &l->optim_step, path);
+    snprintf(l->optim_kind, sizeof l->optim_kind, "%s", cJSON_IsString(kind) ? kind->valuestring : "adamw");
+    const cJSON *list = cJSON_GetObjectItemCaseSensitive(sf.header, "tensors");
+    const int n = cJSON_IsArray(list) ? cJSON_GetArraySize(list) : 0;
+    if (s == TRIT_OK && !(l->entries = calloc((size_t)n + 1, sizeof *l->entries)))
+        s = trit_error(TRIT_ERR_NOMEM, "out of memory");
+    const cJSON *t;
+    cJSON_ArrayForEach(t, list) {
+        if (s != TRIT_OK) break;
+        s = list_entry(&sf, t, path, &l->entries[l->n++]);
+    }
+    state_close(&sf);
+    if (s != TRIT_OK) trit_state_list_free(l);
+    return s;
+}

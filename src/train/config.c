@@ -59,7 +59,7 @@ static const char *const qat_acts_names[] = {"off", "token", NULL};
 static const char *const ternary_matmul_names[] = {"fake", "int8", "int8-fp32-dx", NULL};
 static const char *const optimizer_names[] = {"adamw", "adamw8bit", "galore", "qgalore", NULL};
 static const char *const adapter_names[] = {"off", "lora", "bottleneck", NULL};
-static const char *const dist_names[] = {"off", "ddp", NULL};
+static const char *const dist_names[] = {"off", "ddp", "zero1", "zero2", NULL};
 static const char *const qbase_names[] = {"off", "nf4", "int8", "int4", "ternary", "keep", NULL};
 
 // Upper bounds are where a run stops being a training run on one machine and becomes an
@@ -206,8 +206,9 @@ static const field fields[] = {
      .check_str = check_lora},
     {"dist", F_ENUM, K_RUN, OFF(dist), dist_names,
      "off|ddp: one process, or data parallel over the ranks of `mpirun -np N trit train --dist ddp`: --batch per "
-     "rank, --total-batch-tokens for all, gradients all-reduced in buckets during backward (off)", NONE},
-    {"bucket-mb", F_DBL, K_RUN, OFF(bucket_mb), NULL, "--dist ddp: MB of gradients per all-reduce (25)",
+     "rank, --total-batch-tokens for all, gradients all-reduced in buckets during backward; zero1|zero2: DDP with "
+     "the optimizer state (zero1), and the gradients (zero2, reduce-scattered), sharded across the ranks (off)", NONE},
+    {"bucket-mb", F_DBL, K_RUN, OFF(bucket_mb), NULL, "--dist ddp|zero1|zero2: MB of gradients per bucket exchanged (25)",
      D(0, 1e6, OPEN_LO)},
     {"adapter-type", F_ENUM, K_MODEL, OFF(adapter_type), adapter_names,
      "off|lora|bottleneck: train an adapter beside the frozen weights: LoRA (--lora) or Houlsby bottlenecks after "
@@ -337,7 +338,7 @@ static trit_status check_field(const trit_train_config *c, const field *f) {
 
 // A list field: each comma-separated item of value, prefixed, appended to list.
 static trit_status append_items(char *list, const char *prefix, const char *flag, const char *value) {
-    char buf[TRIT_PATH_MAX];
+    char buf[TRIT_PATH_MAX] = {0};  // copied whole: ranks compare the config byte for byte
     snprintf(buf, sizeof buf, "%s", list);
     for (const char *p = value; *p;) {
         const size_t n = strcspn(p, ",");

@@ -63,6 +63,17 @@ trit_status trit_state_save(const char *path, const trit_train_state *st, const 
 trit_status trit_state_peek(const char *path, trit_train_state *st);
 // Everything: fills the model's weights and the optimizer's moments and step counter.
 trit_status trit_state_load(const char *path, trit_train_state *st, trit_gpt *m, trit_optim *o);
+// Every buffer of a state file in its order, the values copied out (any roles, e.g. the shard
+// files of --dist zero; trit merge-shards); free with trit_state_list_free.
+typedef struct trit_state_list {
+    trit_train_state state;
+    char optim_kind[32];
+    int64_t optim_step;
+    int n;
+    trit_state_entry *entries;  // (n) name, role, data and scales owned by the list
+} trit_state_list;
+trit_status trit_state_list_read(const char *path, trit_state_list *l);
+void trit_state_list_free(trit_state_list *l);
 // CRC-32 of a whole file.
 trit_status trit_file_crc32(const char *path, uint32_t *crc);
 

@@ -97,27 +97,12 @@ static bool ternarize_grads(trainer *t) {
     return true;
 }
 
-// One step. A non-finite loss or gradient skips the update (weights and optimizer state stay
-// as they are, the optimizer's step count too) and backs the loss scale off; the step still
-// counts, so the data position stays a function of the step.
-static trit_status train_step(trainer *t, double lr, const trit_train_hooks *hooks, trit_train_step_info *info) {
-    info->lr = lr;
-    trit_optim_zero_grad(t->opt);
-    const double scale = t->use_scaler ? t->scaler.scale : 1.0;
-    info->loss_scale = t->use_scaler ? scale : NAN;
-    bool finite;
-    double loss;
-    trit_dist_heartbeat(t->step, false);
-    trit_status s = accumulate(t, scale, &loss, &finite);
-    info->comm_ms = NAN;
-    if (s == TRIT_OK && t->ddp) {
-        s = exchange(t, &loss, &finite);
-        info->comm_ms = t->comm_ms;
-    } else {
-        t->stop_agreed = stop_requested;
-    }
-    if (s != TRIT_OK) return s;
-    info->loss = finite ? loss / (double)t->accum : loss;
+// The update of a process that holds every gradient: the unscale, the optional TernGrad round
+// trip, the norm (clipping by it), and the optimizer step; *finite false skips the step.
+static trit_status update(trainer *t, double lr, double scale, const trit_train_hooks *hooks, trit_train_step_info *info,
+                          bool *finite_io) {
+    bool finite = *finite_io;
+    trit_status s = TRIT_OK;
     if (finite && hooks && hooks->on_grads) hooks->on_grads(hooks->ctx, t->step, t->params, t->n_params);
     // Without a scaler the norm below finds a non-finite gradient on its own.
     if (finite && t->use_scaler) finite = trit_grads_unscale(t->params, t->n_params, 1.0 / scale);
@@ -133,6 +118,35 @@ static trit_status train_step(trainer *t, double lr, const trit_train_hooks *hoo
         }
     }
     if (s == TRIT_OK && finite) s = trit_optim_step(t->opt, lr);
+    *finite_io = finite;
+    return s;
+}
+
+// One step. A non-finite loss or gradient skips the update (weights and optimizer state stay
+// as they are, the optimizer's step count too) and backs the loss scale off; the step still
+// counts, so the data position stays a function of the step.
+static trit_status train_step(trainer *t, double lr, const trit_train_hooks *hooks, trit_train_step_info *info) {
+    info->lr = lr;
+    if (t->zero) trit_trainer_zero_zero_grads(t);
+    else trit_optim_zero_grad(t->opt);
+    const double scale = t->use_scaler ? t->scaler.scale : 1.0;
+    info->loss_scale = t->use_scaler ? scale : NAN;
+    bool finite;
+    double loss;
+    trit_dist_heartbeat(t->step, false);
+    trit_status s = accumulate(t, scale, &loss, &finite);
+    info->comm_ms = NAN;
+    if (s == TRIT_OK && t->ddp) {
+        s = exchange(t, &loss, &finite);
+        info->comm_ms = t->comm_ms;
+    } else {
+        t->stop_agreed = stop_requested;
+    }
+    if (s != TRIT_OK) return s;
+    info->loss = finite ? loss / (double)t->accum : loss;
+    // --dist zero1|zero2: unscaling, the norm and clipping over the shards, and the update of this
+    // rank's shard followed by the all-gather of the parameters (zero_train.c).
+    s = t->zero ? trit_trainer_zero_update(t, lr, scale, info, &finite) : update(t, lr, scale, hooks, info, &finite);
     if (s != TRIT_OK) return s;
     if (finite) trit_gpt_ternary_weights_changed(t->model);  // ternary codes packed again once per step
     if (t->use_scaler) trit_loss_scaler_update(&t->scaler, finite);
@@ -199,8 +213,8 @@ static void print_header(const trainer *t) {
            (long long)(c->batch * t->T * t->accum), (long long)c->steps, c->lr, c->min_lr,
            (long long)c->warmup, trit_threads_get());
     if (t->ddp)
-        printf("ddp: %d ranks, gradients all-reduced in %d bucket%s of up to %g MB during backward (%.2f MB a step)\n",
-               t->ranks, trit_ddp_num_buckets(t->ddp), trit_ddp_num_buckets(t->ddp) == 1 ? "" : "s", c->bucket_mb,
+        printf("ddp: %d ranks, gradients %s in %d bucket%s of up to %g MB during backward (%.2f MB a step)\n",
+               t->ranks, c->dist == TRIT_DIST_ZERO2 ? "reduce-scattered" : "all-reduced", trit_ddp_num_buckets(t->ddp), trit_ddp_num_buckets(t->ddp) == 1 ? "" : "s", c->bucket_mb,
                (double)trit_ddp_bytes_per_step(t->ddp) / 1e6);
     if (g->adapter.kind == TRIT_ADAPTER_LORA)
         printf("lora: r %lld, alpha %g (scale %g), dropout %g, targets %s: %lld trainable parameters (%.2f%%), the "
@@ -213,7 +227,9 @@ static void print_header(const trainer *t) {
                100.0 * (double)trit_gpt_num_trainable(t->model) / (double)np);
     trit_memory_report mem;
     const bool have_mem = trit_memory_report_make(t->gg.graph, t->opt, 0, &mem) == TRIT_OK;
+    if (have_mem && t->zero) trit_trainer_zero_memory(t, &mem);
     if (have_mem) trit_memory_report_print(&mem, "memory: ", stdout);
+    if (t->zero) trit_trainer_zero_print(t, stdout);
     if (c->freeze[0] && have_mem) {
         // What the frozen values would hold if they trained: an f32 gradient each, and the
         // optimizer's state at its bytes per trainable value.
@@ -303,7 +319,8 @@ static trit_status run_loop(trainer *t, const trit_train_hooks *hooks, trit_trai
         // rank learnt of the request, in the step's exchange.
         const bool asked = t->ranks > 1 ? t->stop_agreed : stop_requested != 0;
         bool stop = asked || t->step == end || give_up;
-        if (s == TRIT_OK && t->rank == 0 && (stop || (c->ckpt_every > 0 && t->step % c->ckpt_every == 0))) {
+        // Under --dist zero every rank writes its optimizer shard.
+        if (s == TRIT_OK && (t->rank == 0 || t->zero) && (stop || (c->ckpt_every > 0 && t->step % c->ckpt_every == 0))) {
             s = trit_trainer_checkpoint(t);
             if (s == TRIT_OK && !c->quiet && (asked || !last))
                 printf("checkpoint: %s at step %lld\n", c->out, (long long)t->step);

@@ -49,6 +49,7 @@ typedef struct trainer {
     // directory, logs and evaluates; each rank runs accum / ranks of a step's micro-batches.
     int rank, ranks;
     struct trit_ddp *ddp;    // the gradient exchange when ranks > 1
+    struct trainer_zero *zero;  // --dist zero1|zero2 on more than one rank (zero_train.c), else NULL
     bool stop_agreed;        // some rank was asked to stop (SIGINT/SIGTERM) by this step's exchange
     double comm_ms;          // this step's wait for the exchange
     // Files and directory a fresh run made before it failed in setup, removed on failure.
@@ -126,5 +127,29 @@ trit_status trit_trainer_val_loss(trainer *t, double *loss);
 // Print a sample (text) or a few scored problems (addition); sets *accuracy for addition.
 trit_status trit_trainer_show(trainer *t, int64_t n_test, int64_t print, double *accuracy);
 trit_status trit_trainer_checkpoint(trainer *t);
+
+// --dist zero1|zero2 on more than one rank (zero_train.c). optim: t->opt (made over every
+// parameter, no state written yet) replaced by the optimizer of this rank's shard; start: the
+// sharded exchange on t->ddp. zero_grads, update: a step's ends (update unscales, takes the norm
+// across shards, clips, steps the shard and all-gathers the parameters; *finite false skips).
+trit_status trit_trainer_zero_optim(trainer *t);
+// What --dist zero1|zero2 cannot shard (on every rank before setup): an error naming it.
+trit_status trit_trainer_zero_check(const trit_train_config *c, int ranks);
+trit_status trit_trainer_zero_start(trainer *t);
+void trit_trainer_zero_zero_grads(trainer *t);
+trit_status trit_trainer_zero_update(trainer *t, double lr, double scale, trit_train_step_info *info, bool *finite);
+void trit_trainer_zero_print(const trainer *t, FILE *fp);
+struct trit_memory_report;
+// The memory report of this rank: zero2 holds only its shard's gradients between steps.
+void trit_trainer_zero_memory(const trainer *t, struct trit_memory_report *mem);
+void trit_trainer_zero_free(trainer *t);
+// Collective: every rank writes its optimizer shard, then rank 0 the model and the state file
+// (without optimizer values; it names the shards' count); each rank then drops its previous
+// shard. restore: the state file's weights and counters and this rank's shard (or the shard of
+// a merged, unsharded checkpoint); a shard set of another rank count or run is refused.
+trit_status trit_trainer_zero_checkpoint(trainer *t);
+trit_status trit_trainer_zero_restore(trainer *t, const char *path, trit_train_state *st);
+// A run that is not sharded resuming a sharded checkpoint: the error that says what to do.
+trit_status trit_trainer_zero_refuse_sharded(const trainer *t, const char *path);
 
 #endif

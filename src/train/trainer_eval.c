@@ -88,6 +88,7 @@ trit_status trit_trainer_show(trainer *t, int64_t n_test, int64_t print, double 
 }
 
 trit_status trit_trainer_checkpoint(trainer *t) {
+    if (t->zero) return trit_trainer_zero_checkpoint(t);
     char model[TRIT_PATH_MAX + 32], state[TRIT_PATH_MAX + 32];
     trit_status s = trit_trainer_path(t, TRIT_CKPT_MODEL, model, sizeof model);
     if (s == TRIT_OK) s = trit_trainer_path(t, TRIT_CKPT_STATE, state, sizeof state);

@@ -304,6 +304,10 @@ static trit_status setup_model(trainer *t, const trit_gpt_config *gc) {
     }
     t->opt = trit_trainer_new_optim(c, t->params, n);
     if (!t->opt) return TRIT_ERR_INVALID;
+    if (t->ranks > 1 && (c->dist == TRIT_DIST_ZERO1 || c->dist == TRIT_DIST_ZERO2)) {
+        trit_status zs = trit_trainer_zero_optim(t);
+        if (zs != TRIT_OK) return zs;
+    }
     // 16-bit weights round after each update; the bits come from their own Philox stream of the seed.
     trit_optim_set_rounding(t->opt, c->rounding == TRIT_ROUND_STOCHASTIC, (uint64_t)c->seed ^ TRIT_STREAM_ROUNDING);
     t->sched = c->schedule == TRIT_SCHEDULE_TWO_STAGE
@@ -320,7 +324,8 @@ static trit_status restore(trainer *t) {
     char path[TRIT_PATH_MAX + 32];
     trit_status s = trit_trainer_path(t, TRIT_CKPT_STATE, path, sizeof path);
     trit_train_state st;
-    if (s == TRIT_OK) s = trit_state_load(path, &st, t->model, t->opt);
+    if (s == TRIT_OK) s = t->zero ? trit_trainer_zero_restore(t, path, &st) : trit_trainer_zero_refuse_sharded(t, path);
+    if (s == TRIT_OK && !t->zero) s = trit_state_load(path, &st, t->model, t->opt);
     if (s != TRIT_OK) return s;
     if (st.tokenizer_crc != t->tok_crc)
         return trit_error(TRIT_ERR_FORMAT, "'%s/%s' differs from the one the checkpoint was trained with "
@@ -414,6 +419,7 @@ static trit_status join_job(trainer *t, trit_status s) {
                        "which %d ranks cannot share: pass a multiple of batch x seq x ranks = %lld", (long long)
                        c->total_batch_tokens, (long long)accum, (long long)c->batch, (long long)c->seq, t->ranks,
                        (long long)(c->batch * c->seq * t->ranks));
+    if (s == TRIT_OK) s = trit_trainer_zero_check(c, t->ranks);
     s = trit_dist_agree(s, "checking the configuration");
     if (s == TRIT_OK) s = trit_dist_check_same(c, sizeof *c, "configuration (flags, or the run resumed)");
     uint8_t *self = NULL;
@@ -454,14 +460,16 @@ trit_status trit_trainer_setup(trainer *t, const trit_train_config *cli) {
     trit_threads_set((int)cfg.threads);
     if (t->ranks == 1) return setup_run(t);
     // Rank 0 writes the run directory (tokenized data, tokenizer); then the others read it.
-    s = t->rank == 0 ? setup_run(t) : TRIT_OK;
-    s = trit_dist_agree(s, "setting up the run on rank 0");
-    if (s == TRIT_OK && t->rank > 0) s = setup_run(t);
+    // A resumed run writes nothing first: every rank sets up at once and reports its own error.
+    s = t->rank == 0 || t->resumed ? setup_run(t) : TRIT_OK;
+    s = trit_dist_agree(s, t->resumed ? "setting up the resumed run" : "setting up the run on rank 0");
+    if (s == TRIT_OK && t->rank > 0 && !t->resumed) s = setup_run(t);
     s = trit_dist_agree(s, "setting up the run");
-    if (s == TRIT_OK && cfg.dist == TRIT_DIST_DDP) {
+    if (s == TRIT_OK && (cfg.dist == TRIT_DIST_DDP || t->zero)) {
         t->ddp = trit_ddp_new(trit_gpt_flat(t->model), t->gg.graph, cfg.bucket_mb);
         s = trit_dist_agree(t->ddp ? TRIT_OK : TRIT_ERR_INVALID, "making the gradient buckets");
     }
+    if (s == TRIT_OK && t->zero) s = trit_dist_agree(trit_trainer_zero_start(t), "sharding the gradients");
     if (t->rank > 0) t->cfg.quiet = 1;  // rank 0 speaks for the job
     return s;
 }
@@ -490,6 +498,7 @@ trit_status trit_trainer_setup_tokens(trainer *t, const trit_train_config *cfg, 
 
 void trit_trainer_free(trainer *t, bool failed) {
     if (t->metrics) fclose(t->metrics);
+    trit_trainer_zero_free(t);
     trit_ddp_free(t->ddp);
     trit_tb_close(t->tb);
     trit_optim_free(t->opt);

@@ -58,8 +58,9 @@ static void test_help(void **state) {
     }
     cli_free(&top);
     print_message("%d verbs print their usage\n", verbs);
-    // train finetune embed sample eval info plot prepare tokenize quantize export import merge bench
-    assert_int_equal(verbs, 14);
+    // train finetune embed sample eval info plot prepare tokenize quantize export import merge
+    // merge-shards bench
+    assert_int_equal(verbs, 15);
     cli_expect(cli_run(root, (const char *const[]){NULL}), 2, NULL, "usage: trit");
     cli_expect(RUN("fly"), 2, NULL, "unknown command 'fly'");
     char version[64];

@@ -1,0 +1,219 @@
+// --dist zero1|zero2 in the trainer: this rank's shard of the gradient block (trit_zero_shard_range)
+// as 1-D views of the pieces of the trained parameters it covers, each with its gradient's piece,
+// and an optimizer over those views alone, in the groups trit_optim_new_gpt2 makes (so the
+// update of each element is the one a single process makes). A step unscales the shard, takes
+// the global norm from the ranks' squared partial norms (one all-reduce, which also agrees on a
+// non-finite gradient: a NaN or Inf anywhere makes the sum so on every rank), clips the shard,
+// steps it and all-gathers the parameters.
+#include "train/trainer.h"
+#include "trit/bench.h"
+#include "trit/dist.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "train/zero_train.h"
+
+void trit_trainer_zero_free(trainer *t) {
+    trainer_zero *zs = t->zero;
+    if (!zs) return;
+    trit_zero_free(zs->z);
+    // The optimizer refers to the views: it goes first.
+    trit_optim_free(t->opt);
+    t->opt = NULL;
+    for (int j = 0; j < zs->n; j++) trit_tensor_free(zs->views[j]);
+    free(zs->views);
+    free(zs->full);
+    free(zs->at);
+    free(zs);
+    t->zero = NULL;
+}
+
+// The views of this rank's pieces of the trained parameters, in block order.
+static trit_status make_views(trainer *t, trainer_zero *zs) {
+    const trit_flat *f = trit_gpt_flat(t->model);
+    const int n = trit_flat_count(f);
+    zs->views = calloc((size_t)n + 1, sizeof *zs->views);
+    zs->full = calloc((size_t)n + 1, sizeof *zs->full);
+    zs->at = calloc((size_t)n + 1, sizeof *zs->at);
+    if (!zs->views || !zs->full || !zs->at) return trit_error(TRIT_ERR_NOMEM, "zero: out of memory");
+    for (int i = 0; i < n; i++) {
+        trit_tensor *p = trit_flat_tensor(f, i);
+        const int64_t off = trit_flat_grad_offset(f, i), numel = trit_tensor_numel(p);
+        if (off < 0) continue;
+        zs->trained += numel;
+        zs->weight_bytes += (int64_t)trit_dtype_nbytes(p->dtype, numel);
+        const int64_t a = (off > zs->lo ? off : zs->lo) - off, b = (off + numel < zs->hi ? off + numel : zs->hi) - off;
+        if (a >= b) continue;
+        const int64_t len = b - a;
+        trit_tensor *v = trit_tensor_wrap(p->dtype, 1, &len, (char *)trit_tensor_ptr(p) + trit_dtype_nbytes(p->dtype, a));
+        if (v) v->grad = trit_tensor_wrap(TRIT_F32, 1, &len, (float *)trit_tensor_ptr(p->grad) + a);
+        if (!v || !v->grad) {
+            trit_tensor_free(v);
+            return TRIT_ERR_NOMEM;
+        }
+        v->flags |= TRIT_FLAG_PARAM;
+        snprintf(v->name, sizeof v->name, "%s", p->name);
+        zs->views[zs->n] = v, zs->full[zs->n] = p, zs->at[zs->n] = a;
+        zs->n++;
+    }
+    return TRIT_OK;
+}
+
+// The shard's optimizer: trit_optim_new_gpt2's two groups (the decay rule read off the whole
+// parameters) over the views.
+static trit_optim *shard_optim(const trainer *t, const trainer_zero *zs) {
+    trit_tensor **lists = calloc(2 * (size_t)zs->n + 2, sizeof *lists);
+    if (!lists) {
+        trit_error(TRIT_ERR_NOMEM, "zero: out of memory");
+        return NULL;
+    }
+    trit_tensor **decay = lists, **plain = lists + zs->n + 1;
+    int nd = 0, np = 0;
+    for (int j = 0; j < zs->n; j++) {
+        if (trit_optim_wants_decay(zs->full[j])) decay[nd++] = zs->views[j];
+        else plain[np++] = zs->views[j];
+    }
+    const trit_optim_group g[2] = {{decay, nd, 1.0, t->cfg.weight_decay, false}, {plain, np, 1.0, 0.0, false}};
+    trit_optim *o = trit_optim_new(trit_optim_get_config(t->opt), g, 2);
+    free(lists);
+    return o;
+}
+
+static const char *dist_name(int64_t d) { return d == TRIT_DIST_ZERO2 ? "zero2" : "zero1"; }
+
+trit_status trit_trainer_zero_check(const trit_train_config *c, int ranks) {
+    if (ranks < 2 || (c->dist != TRIT_DIST_ZERO1 && c->dist != TRIT_DIST_ZERO2)) return TRIT_OK;
+    if (c->optimizer != TRIT_TRAIN_ADAMW)
+        return trit_error(TRIT_ERR_UNSUPPORTED, "--dist %s shards AdamW's state, element by element; --optimizer %s "
+                          "keeps state that does not split that way (8-bit blocks, low-rank projections): use "
+                          "--optimizer adamw, or --dist ddp", dist_name(c->dist), c->optimizer == TRIT_TRAIN_ADAMW8BIT
+                          ? "adamw8bit" : c->optimizer == TRIT_TRAIN_GALORE ? "galore" : "qgalore");
+    if (c->terngrad)
+        return trit_error(TRIT_ERR_UNSUPPORTED, "--terngrad with --dist %s: the ternary round trip needs each whole "
+                          "gradient on one rank; use --dist ddp", dist_name(c->dist));
+    if (c->offload != TRIT_OFFLOAD_OFF)
+        return trit_error(TRIT_ERR_UNSUPPORTED, "--offload with --dist %s: the shard's optimizer state stays in "
+                          "memory (it is 1/%d of the whole already); leave --offload out or use --dist ddp",
+                          dist_name(c->dist), ranks);
+    return TRIT_OK;
+}
+
+trit_status trit_trainer_zero_optim(trainer *t) {
+    const trit_train_config *c = &t->cfg;
+    trit_status cs = trit_trainer_zero_check(c, t->ranks);
+    if (cs != TRIT_OK) return cs;
+    trainer_zero *zs = calloc(1, sizeof *zs);
+    if (!zs) return trit_error(TRIT_ERR_NOMEM, "zero: out of memory");
+    t->zero = zs;
+    zs->stage = c->dist == TRIT_DIST_ZERO2 ? 2 : 1;
+    zs->prev_ckpt = -1;
+    int64_t count = 0;
+    if (!trit_flat_grads(trit_gpt_flat(t->model), &count))
+        return trit_error(TRIT_ERR_STATE, "--dist %s: the model has no trained parameters", dist_name(c->dist));
+    zs->count = count;
+    trit_zero_shard_range(count, t->ranks, t->rank, &zs->lo, &zs->hi);
+    trit_status s = make_views(t, zs);
+    if (s != TRIT_OK) return s;
+    trit_optim *o = shard_optim(t, zs);
+    if (!o) return TRIT_ERR_INVALID;
+    // 16-bit weights round with the draws each element gets in one process: its parameter's
+    // index in the whole optimizer and its place in the parameter.
+    for (int i = 0; s == TRIT_OK && i < trit_optim_num_params(o); i++) {
+        const trit_tensor *v = trit_optim_param(o, i);
+        int j = 0, k = 0;
+        while (j < zs->n && zs->views[j] != v) j++;
+        while (k < trit_optim_num_params(t->opt) && trit_optim_param(t->opt, k) != zs->full[j]) k++;
+        s = j < zs->n && k < trit_optim_num_params(t->opt) ? trit_optim_set_rounding_key(o, i, k, zs->at[j])
+                                                             : trit_error(TRIT_ERR_STATE, "zero: a piece of no parameter");
+    }
+    if (s != TRIT_OK) {
+        trit_optim_free(o);
+        return s;
+    }
+    trit_optim_free(t->opt);
+    t->opt = o;
+    return TRIT_OK;
+}
+
+trit_status trit_trainer_zero_start(trainer *t) {
+    trainer_zero *zs = t->zero;
+    zs->z = trit_zero_new(trit_gpt_flat(t->model), t->ddp, zs->stage);
+    return zs->z ? TRIT_OK : TRIT_ERR_INVALID;
+}
+
+void trit_trainer_zero_zero_grads(trainer *t) { trit_zero_zero_grads(t->zero->z); }
+
+// The shard's squared norm: NaN for a non-finite gradient.
+static double shard_sumsq(const trainer_zero *zs) {
+    double norm = 0;
+    if (trit_optim_grad_norm(zs->views, zs->n, &norm) != TRIT_OK) {
+        trit_clear_error();
+        return NAN;
+    }
+    return norm * norm;
+}
+
+trit_status trit_trainer_zero_update(trainer *t, double lr, double scale, trit_train_step_info *info, bool *finite) {
+    trainer_zero *zs = t->zero;
+    info->grad_norm = NAN;
+    if (!*finite) return TRIT_OK;  // the loss said so on every rank (the exchange agreed on it)
+    bool ok = !t->use_scaler || trit_grads_unscale(zs->views, zs->n, 1.0 / scale);
+    double sq = ok ? shard_sumsq(zs) : NAN;
+    trit_status s = trit_dist_allreduce_f64(&sq, 1, TRIT_DIST_SUM);
+    if (s != TRIT_OK) return s;
+    const double norm = sqrt(sq);
+    *finite = isfinite(norm);
+    if (!*finite) return TRIT_OK;
+    info->grad_norm = norm;
+    // As trit_optim_clip_grad_norm: torch's factor, in fp32 from the fp32 norm.
+    const float coef = t->cfg.clip > 0 ? (float)t->cfg.clip / ((float)norm + 1e-6f) : 1.0f;
+    for (int j = 0; coef < 1.0f && j < zs->n; j++) {
+        float *g = trit_tensor_ptr(zs->views[j]->grad);
+        const int64_t n = trit_tensor_numel(zs->views[j]);
+        for (int64_t i = 0; i < n; i++) g[i] *= coef;
+    }
+    s = trit_dist_agree(trit_optim_step(t->opt, lr), "the optimizer step of the shards");
+    double wait = 0;
+    if (s == TRIT_OK) s = trit_zero_gather_params(zs->z, &wait);
+    t->comm_ms += wait;
+    info->comm_ms = t->comm_ms;
+    return s;
+}
+
+// Optimizer bytes of the shard, as the memory report counts them.
+static int64_t shard_optimizer_bytes(const trainer *t) {
+    int64_t b = 0;
+    for (int i = 0; i < trit_optim_num_state(t->opt); i++) {
+        trit_optim_state_buf sb;
+        if (trit_optim_get_state(t->opt, i, &sb) == TRIT_OK)
+            b += (int64_t)trit_dtype_nbytes(sb.dtype, sb.count) + (int64_t)sizeof(float) * sb.num_scales;
+    }
+    return b;
+}
+
+void trit_trainer_zero_memory(const trainer *t, struct trit_memory_report *mem) {
+    const trainer_zero *zs = t->zero;
+    if (zs->stage < 2) return;
+    const size_t shard = sizeof(float) * (size_t)(zs->hi - zs->lo);
+    mem->total -= mem->grads - shard;
+    mem->grads = shard;
+}
+
+void trit_trainer_zero_print(const trainer *t, FILE *fp) {
+    const trainer_zero *zs = t->zero;
+    const double P = (double)zs->trained, N = (double)t->ranks, w = (double)zs->weight_bytes / P;
+    const double g = 4.0 * (zs->stage == 2 ? (double)(zs->hi - zs->lo) : (double)zs->count);
+    const double o = (double)shard_optimizer_bytes(t);
+    // ZeRO's per-rank bytes a trained parameter (Rajbhandari et al. 2020, Fig. 1), in trit's
+    // dtypes: weights w (4 with f32 master weights), f32 gradients 4, AdamW's f32 moments K = 8.
+    const double ddp = (w + 4 + 8) * P, formula = (zs->stage == 2 ? w + (4 + 8) / N : w + 4 + 8 / N) * P;
+    fprintf(fp, "%s: rank %d of %d updates elements [%lld, %lld) of %lld: trained weights %.2f MB + gradients %.2f MB "
+            "+ optimizer %.2f MB = %.2f MB a rank (DDP %.2f MB; ZeRO's (%g + %s) x %.0f parameters = %.2f MB)\n",
+            zs->stage == 2 ? "zero2" : "zero1", t->rank, t->ranks, (long long)zs->lo, (long long)zs->hi,
+            (long long)zs->count, (double)zs->weight_bytes / 1e6, g / 1e6, o / 1e6,
+            ((double)zs->weight_bytes + g + o) / 1e6, ddp / 1e6, w, zs->stage == 2 ? "(4 + 8) / N" : "4 + 8 / N", P,
+            formula / 1e6);
+}

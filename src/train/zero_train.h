@@ -1,0 +1,22 @@
+// The trainer's --dist zero1|zero2 state, shared by zero_train.c (the step) and zero_ckpt.c
+// (sharded checkpoints).
+#ifndef TRIT_ZERO_TRAIN_H
+#define TRIT_ZERO_TRAIN_H
+
+#include "train/trainer.h"
+
+typedef struct trainer_zero {
+    int stage;               // 1 or 2
+    int64_t count;           // elements of the gradient block
+    int64_t lo, hi;          // this rank's shard of it
+    int n;                   // pieces of trained parameters in the shard
+    trit_tensor **views;     // (n) 1-D views of them, each with its gradient's piece
+    trit_tensor **full;      // (n) the parameter each is a piece of
+    int64_t *at;             // (n) its first element in that parameter
+    int64_t trained;         // elements of the trained parameters (all ranks)
+    int64_t weight_bytes;    // their bytes as stored
+    struct trit_zero *z;     // the sharded exchange (src/dist)
+    int64_t prev_ckpt;       // step of this run's last sharded checkpoint, -1 before one
+} trainer_zero;
+
+#endif
