@@ -458,7 +458,9 @@ trit_status trit_trainer_setup(trainer *t, const trit_train_config *cli) {
     s = trit_dist_agree(s, "setting up the run on rank 0");
     if (s == TRIT_OK && t->rank > 0) s = setup_run(t);
     s = trit_dist_agree(s, "setting up the run");
-    if (s == TRIT_OK && cfg.dist == TRIT_DIST_DDP) {
+    if (s == TRIT_OK && cfg.dist == TRIT_DIST_DDP && cfg.terngrad) {
+        s = trit_trainer_setup_terngrad_dist(t);
+    } else if (s == TRIT_OK && cfg.dist == TRIT_DIST_DDP) {
         t->ddp = trit_ddp_new(trit_gpt_flat(t->model), t->gg.graph, cfg.bucket_mb);
         s = trit_dist_agree(t->ddp ? TRIT_OK : TRIT_ERR_INVALID, "making the gradient buckets");
     }
@@ -491,6 +493,7 @@ trit_status trit_trainer_setup_tokens(trainer *t, const trit_train_config *cfg, 
 void trit_trainer_free(trainer *t, bool failed) {
     if (t->metrics) fclose(t->metrics);
     trit_ddp_free(t->ddp);
+    trit_terngrad_dist_free(t->tgx);
     trit_tb_close(t->tb);
     trit_optim_free(t->opt);
     free(t->params);
