@@ -452,6 +452,10 @@ trit_status trit_trainer_setup(trainer *t, const trit_train_config *cli) {
     t->cfg = cfg;
     t->task = trit_train_config_task(&cfg);
     trit_threads_set((int)cfg.threads);
+    if (t->ranks == 1 && cfg.terngrad_groups > 1)  // with more ranks, the exchange's setup says so
+        return trit_error(TRIT_ERR_INVALID, "--terngrad-between-groups %lld does not divide the job's 1 rank into "
+                          "groups: start the job with mpirun -np N, N a multiple of %lld, or drop the flag",
+                          (long long)cfg.terngrad_groups, (long long)cfg.terngrad_groups);
     if (t->ranks == 1) return setup_run(t);
     // Rank 0 writes the run directory (tokenized data, tokenizer); then the others read it.
     s = t->rank == 0 ? setup_run(t) : TRIT_OK;

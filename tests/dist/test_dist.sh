@@ -256,6 +256,12 @@ terngrad_bad_input)
         >"$W/bad2.log" 2>&1 && fail "--terngrad-between-groups without --terngrad was accepted"
     n=$(grep -c "terngrad-between-groups applies to --dist ddp --terngrad" "$W/bad2.log")
     [ "$n" -eq 2 ] || { cat "$W/bad2.log"; fail "expected the message on both ranks, found it $n times"; }
+    # One process (no mpirun) is a job of one rank: groups of 2 do not divide it.
+    "$TRIT" train --dist ddp --terngrad --terngrad-between-groups 2 "${FLAGS[@]}" --out "$W/bad3" >"$W/bad3.log" 2>&1 &&
+        fail "groups of 2 in one process were accepted"
+    grep -q "terngrad-between-groups 2 does not divide the job's 1 rank into groups" "$W/bad3.log" ||
+        { cat "$W/bad3.log"; fail "no message for groups of 2 in one process"; }
+    [ ! -e "$W/bad3" ] || fail "the refused run left $W/bad3 behind"
     ;;
 *) fail "unknown case" ;;
 esac
