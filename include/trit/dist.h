@@ -73,6 +73,40 @@ void trit_zero_zero_grads(trit_zero *z);
 trit_status trit_zero_gather_params(trit_zero *z, double *wait_ms);
 void trit_zero_free(trit_zero *z);
 
+// TernGrad's exchange (Wen et al., 2017) over the same buckets as DDP: each bucket's gradients
+// of at least min_size values ternarized under scales shared as the max over the senders (a
+// small MPI_Iallreduce(MAX) of the scales first), packed 2 bits a value, MPI_Iallgather-ed and
+// decoded-summed in sender order, so every rank gets the same bits; smaller gradients travel as
+// fp32 in the same packet. group > 1: the ranks in groups of `group` consecutive ones sum in
+// fp32 first (MPI_Iallreduce inside the group), and the senders are the groups. A sender's draws
+// are keyed by (seed, step, sender, tensor). Started from the gradient-final events of the
+// step's last micro-batch like DDP's buckets, progressed at every event; without a graph (g NULL)
+// every bucket starts in finish.
+typedef struct trit_terngrad_dist_config {
+    double bucket_mb;     // MB of fp32 gradients per bucket
+    int64_t min_size;     // gradients with fewer values go as fp32
+    int64_t scale_bucket; // values per scale (a multiple of 4), 0 = one scale per tensor
+    double clip_sigma;    // clip at this many standard deviations first, 0 = off
+    uint64_t seed;
+    int group;            // ranks per fp32 group (divides the job's size); 1 = ternary between all
+} trit_terngrad_dist_config;
+typedef struct trit_terngrad_dist trit_terngrad_dist;
+trit_terngrad_dist *trit_terngrad_dist_new(const trit_flat *f, trit_graph *g, const trit_terngrad_dist_config *c);
+// The Philox stream of sender's draws for tensor (its index in f's layout) at step.
+uint64_t trit_terngrad_dist_stream(int64_t step, int sender, int tensor);
+// The step whose gradients the next backward passes produce (keys the draws).
+void trit_terngrad_dist_begin(trit_terngrad_dist *x, int64_t step);
+// Like trit_ddp_finish: the rest started (poison: NaN gradients), all waited for and decoded;
+// a bucket with a non-finite gradient on any rank comes out NaN on every rank.
+trit_status trit_terngrad_dist_finish(trit_terngrad_dist *x, bool poison, double *wait_ms);
+int trit_terngrad_dist_num_buckets(const trit_terngrad_dist *x);
+// Bytes this rank passes into the collectives of one step: the fp32 all-reduce inside its group
+// (0 without groups), the scales' all-reduce, and its packet to the all-gather (codes and the
+// fp32 gradients).
+typedef struct trit_terngrad_dist_bytes { int64_t group_fp32, scales, codes, fp32, total; } trit_terngrad_dist_bytes;
+trit_terngrad_dist_bytes trit_terngrad_dist_bytes_per_step(const trit_terngrad_dist *x);
+void trit_terngrad_dist_free(trit_terngrad_dist *x);
+
 #ifdef __cplusplus
 }
 #endif

@@ -70,6 +70,14 @@ size_t trit_terngrad_bytes(int64_t n);
 int64_t trit_terngrad_nscales(int64_t n, int64_t bucket);
 trit_status trit_terngrad_encode(const float *g /* (n) */, int64_t n, int64_t bucket, double clip_sigma, uint64_t seed,
                                  uint64_t stream, uint8_t *codes, float *scales);
+// The two halves of encode, for workers that share a scale (TernGrad's scale sharing: each
+// worker's scales, then their max over the workers): scales and the clip bound of g as encode
+// chooses them, then g's codes under given scales, each at least its run's largest clipped |g|
+// (P(c = sign g) = |clip(g, bound)| / scale, so the result stays unbiased).
+trit_status trit_terngrad_scales(const float *g /* (n) */, int64_t n, int64_t bucket, double clip_sigma, float *scales,
+                                 float *bound);
+trit_status trit_terngrad_encode_scaled(const float *g /* (n) */, int64_t n, int64_t bucket, const float *scales,
+                                        float bound, uint64_t seed, uint64_t stream, uint8_t *codes);
 // out (n) += scales[i / bucket] * codes (one scale when bucket is 0).
 trit_status trit_terngrad_accumulate(const uint8_t *codes, const float *scales, int64_t n, int64_t bucket,
                                      float *out /* (n) */);

@@ -162,6 +162,7 @@ typedef struct trit_train_config {
     double terngrad_clip;        // clip at this many standard deviations first (0 = off)
     int64_t terngrad_min_size;   // smaller gradients stay fp32
     int64_t terngrad_bucket;     // values per scale, a multiple of 4; 0 = one scale per tensor
+    int64_t terngrad_groups;     // --dist ddp: ranks per fp32 group, ternary between the groups (1)
     // running (may change on resume)
     int64_t eval_every, eval_batches, log_every, ckpt_every, sample_tokens;
     int64_t threads;             // 0 = all cores
@@ -314,6 +315,7 @@ typedef struct trit_train_step_info {
     int64_t skipped;     // steps skipped so far in the run (non-finite loss or gradient)
     bool was_skipped;    // this step was skipped: weights and optimizer state are as before it
     double comm_ms;      // --dist: time this rank waited for the gradient exchange; NaN otherwise
+    double comm_bytes;   // --dist: bytes this rank passed into the step's gradient collectives; NaN otherwise
 } trit_train_step_info;
 
 typedef struct trit_train_hooks {

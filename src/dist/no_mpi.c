@@ -63,3 +63,24 @@ trit_status trit_zero_gather_params(trit_zero *z, double *wait_ms) {
 }
 
 void trit_zero_free(trit_zero *z) { (void)z; }
+
+trit_terngrad_dist *trit_terngrad_dist_new(const trit_flat *f, trit_graph *g, const trit_terngrad_dist_config *c) {
+    (void)f, (void)g, (void)c;
+    no_mpi();
+    return NULL;
+}
+
+void trit_terngrad_dist_begin(trit_terngrad_dist *x, int64_t step) { (void)x, (void)step; }
+
+trit_status trit_terngrad_dist_finish(trit_terngrad_dist *x, bool poison, double *wait_ms) {
+    (void)x, (void)poison;
+    *wait_ms = 0;
+    return no_mpi();
+}
+
+int trit_terngrad_dist_num_buckets(const trit_terngrad_dist *x) { (void)x; return 0; }
+trit_terngrad_dist_bytes trit_terngrad_dist_bytes_per_step(const trit_terngrad_dist *x) {
+    (void)x;
+    return (trit_terngrad_dist_bytes){0};
+}
+void trit_terngrad_dist_free(trit_terngrad_dist *x) { (void)x; }

@@ -82,16 +82,26 @@ static trit_status check_bucket(int64_t n, int64_t bucket) {
     return TRIT_OK;
 }
 
+trit_status trit_terngrad_scales(const float *g, int64_t n, int64_t bucket, double clip_sigma, float *scales,
+                                 float *bound) {
+    if (!g || !scales || !bound || !(clip_sigma >= 0))
+        return trit_error(TRIT_ERR_INVALID, "terngrad: need a gradient, scales, a bound and clip_sigma >= 0");
+    trit_status st = check_bucket(n, bucket);
+    return st == TRIT_OK ? scales_of(g, n, bucket, clip_sigma, scales, bound) : st;
+}
+
 // Element pieces of at most SUB that never cross a bucket boundary, so each has one scale; the
 // draws are keyed by element index, so the pieces do not change the codes.
-trit_status trit_terngrad_encode(const float *g, int64_t n, int64_t bucket, double clip_sigma, uint64_t seed,
-                                 uint64_t stream, uint8_t *codes, float *scales) {
-    if (!g || !codes || !scales || !(clip_sigma >= 0))
-        return trit_error(TRIT_ERR_INVALID, "terngrad: need a gradient, a code buffer, scales and clip_sigma >= 0");
+trit_status trit_terngrad_encode_scaled(const float *g, int64_t n, int64_t bucket, const float *scales, float bound,
+                                        uint64_t seed, uint64_t stream, uint8_t *codes) {
+    if (!g || !codes || !scales || !(bound >= 0))
+        return trit_error(TRIT_ERR_INVALID, "terngrad: need a gradient, a code buffer, scales and a bound >= 0");
     trit_status st = check_bucket(n, bucket);
-    float bound;
-    if (st == TRIT_OK) st = scales_of(g, n, bucket, clip_sigma, scales, &bound);
     if (st != TRIT_OK) return st;
+    for (int64_t b = 0; b < trit_terngrad_nscales(n, bucket); b++)
+        if (!(scales[b] >= 0) || isinf(scales[b]))
+            return trit_error(TRIT_ERR_INVALID, "terngrad: scale %lld is %g, not a finite value >= 0", (long long)b,
+                              (double)scales[b]);
     const int64_t chunks = (n + CHUNK - 1) / CHUNK;
 #pragma omp parallel for schedule(static) if (chunks > 1)
     for (int64_t c = 0; c < chunks; c++) {
@@ -104,6 +114,14 @@ trit_status trit_terngrad_encode(const float *g, int64_t n, int64_t bucket, doub
         }
     }
     return TRIT_OK;
+}
+
+trit_status trit_terngrad_encode(const float *g, int64_t n, int64_t bucket, double clip_sigma, uint64_t seed,
+                                 uint64_t stream, uint8_t *codes, float *scales) {
+    if (!codes) return trit_error(TRIT_ERR_INVALID, "terngrad: need a gradient, a code buffer, scales and clip_sigma >= 0");
+    float bound = 0;
+    trit_status st = trit_terngrad_scales(g, n, bucket, clip_sigma, scales, &bound);
+    return st == TRIT_OK ? trit_terngrad_encode_scaled(g, n, bucket, scales, bound, seed, stream, codes) : st;
 }
 
 // out[i0, i1) += s * codes, i0 a multiple of 4 (a whole byte); unit[b] holds the four codes of

@@ -144,6 +144,9 @@ static const field fields[] = {
     {"terngrad-bucket", F_INT, K_OPT, OFF(terngrad_bucket), NULL,
      "TernGrad values per scale, a multiple of 4; 0 = one scale per tensor, as in the paper (0)",
      I(0, INT64_C(1) << 30)},
+    {"terngrad-between-groups", F_INT, K_RUN, OFF(terngrad_groups), NULL,
+     "--dist ddp --terngrad: fp32 all-reduce inside groups of G consecutive ranks, ternary exchange between the "
+     "groups; G divides the ranks (1: ternary between every rank)", I(1, INT64_C(1) << 20)},
     {"schedule", F_ENUM, K_OPT, OFF(schedule), schedule_names,
      "cosine|two-stage: warmup + cosine, or that with the lr scaled at --stage2-at (cosine)", NONE},
     {"stage2-at", F_DBL, K_OPT, OFF(stage2_at), NULL, "two-stage: where the second stage starts, a fraction of --steps (0.5)",
@@ -468,6 +471,7 @@ static void apply_defaults(trit_train_config *c) {
     DEF_D(terngrad_clip, 2.5);
     DEF_I(terngrad_min_size, 1024);
     DEF_I(terngrad_bucket, 0);
+    DEF_I(terngrad_groups, 1);
     DEF_I(group, 0);
     DEF_I(qat_acts, 1);
     DEF_I(ternary_matmul, TRIT_TERNARY_MATMUL_INT8);
@@ -566,6 +570,8 @@ static trit_status check_relations(const trit_train_config *c) {
          "--quantize-base keep takes the codes of the --init-from run: pass --init-from");
     NEED(c->terngrad_bucket % 4 == 0, "--terngrad-bucket must be 0 or a multiple of 4 (whole bytes of codes), got %lld",
          (long long)c->terngrad_bucket);
+    NEED(c->terngrad_groups == 1 || (c->terngrad && c->dist == TRIT_DIST_DDP),
+         "--terngrad-between-groups applies to --dist ddp --terngrad: add both, or drop it");
     return TRIT_OK;
 }
 #undef NEED

@@ -38,6 +38,7 @@ static double now_ms(void) {
 static trit_status accumulate(trainer *t, double scale, double *loss, bool *finite) {
     trit_graph *g = t->gg.graph;
     const int64_t local = t->accum / t->ranks;
+    if (t->tgx) trit_terngrad_dist_begin(t->tgx, t->step);
     trit_graph_set_grad_scale(g, scale / (double)t->accum);
     double sum = 0;
     *finite = true;
@@ -45,7 +46,7 @@ static trit_status accumulate(trainer *t, double scale, double *loss, bool *fini
         int64_t batch = t->step * t->accum + t->rank * local + micro;
         trit_trainer_fill(t, batch, false);
         trit_graph_set_rng(g, (uint64_t)t->cfg.seed, (uint64_t)batch);
-        if (t->ddp) trit_graph_set_micro(g, micro, local);  // the exchange starts in the last one
+        if (t->ddp || t->tgx) trit_graph_set_micro(g, micro, local);  // the exchange starts in the last one
         trit_status s = trit_graph_forward(g);
         if (s == TRIT_ERR_NUMERIC) {
             trit_clear_error();
@@ -67,7 +68,8 @@ static trit_status accumulate(trainer *t, double scale, double *loss, bool *fini
 // requests summed, so every rank takes the same decisions.
 static trit_status exchange(trainer *t, double *loss, bool *finite) {
     trit_dist_heartbeat(t->step, true);
-    trit_status s = trit_ddp_finish(t->ddp, !*finite, &t->comm_ms);
+    trit_status s = t->tgx ? trit_terngrad_dist_finish(t->tgx, !*finite, &t->comm_ms)
+                           : trit_ddp_finish(t->ddp, !*finite, &t->comm_ms);
     double v[3] = {*loss, *finite ? 0.0 : 1.0, stop_requested ? 1.0 : 0.0};
     if (s == TRIT_OK) s = trit_dist_allreduce_f64(v, 3, TRIT_DIST_SUM);
     *loss = v[0];
@@ -98,7 +100,8 @@ static bool ternarize_grads(trainer *t) {
 }
 
 // The update of a process that holds every gradient: the unscale, the optional TernGrad round
-// trip, the norm (clipping by it), and the optimizer step; *finite false skips the step.
+// trip (unless the exchange was ternary), the norm (clipping by it), and the optimizer step;
+// *finite false skips the step.
 static trit_status update(trainer *t, double lr, double scale, const trit_train_hooks *hooks, trit_train_step_info *info,
                           bool *finite_io) {
     bool finite = *finite_io;
@@ -106,7 +109,7 @@ static trit_status update(trainer *t, double lr, double scale, const trit_train_
     if (finite && hooks && hooks->on_grads) hooks->on_grads(hooks->ctx, t->step, t->params, t->n_params);
     // Without a scaler the norm below finds a non-finite gradient on its own.
     if (finite && t->use_scaler) finite = trit_grads_unscale(t->params, t->n_params, 1.0 / scale);
-    if (finite && t->cfg.terngrad) finite = ternarize_grads(t);
+    if (finite && t->cfg.terngrad && !t->tgx) finite = ternarize_grads(t);  // else the exchange was ternary
     info->grad_norm = NAN;
     if (finite) {
         s = t->cfg.clip > 0 ? trit_optim_clip_grads(t->opt, t->cfg.clip, &info->grad_norm)
@@ -135,10 +138,12 @@ static trit_status train_step(trainer *t, double lr, const trit_train_hooks *hoo
     double loss;
     trit_dist_heartbeat(t->step, false);
     trit_status s = accumulate(t, scale, &loss, &finite);
-    info->comm_ms = NAN;
-    if (s == TRIT_OK && t->ddp) {
+    info->comm_ms = info->comm_bytes = NAN;
+    if (s == TRIT_OK && (t->ddp || t->tgx)) {
         s = exchange(t, &loss, &finite);
         info->comm_ms = t->comm_ms;
+        info->comm_bytes = t->tgx ? (double)trit_terngrad_dist_bytes_per_step(t->tgx).total
+                                  : (double)trit_ddp_bytes_per_step(t->ddp);
     } else {
         t->stop_agreed = stop_requested;
     }
@@ -216,6 +221,7 @@ static void print_header(const trainer *t) {
         printf("ddp: %d ranks, gradients %s in %d bucket%s of up to %g MB during backward (%.2f MB a step)\n",
                t->ranks, c->dist == TRIT_DIST_ZERO2 ? "reduce-scattered" : "all-reduced", trit_ddp_num_buckets(t->ddp), trit_ddp_num_buckets(t->ddp) == 1 ? "" : "s", c->bucket_mb,
                (double)trit_ddp_bytes_per_step(t->ddp) / 1e6);
+    if (t->tgx) trit_trainer_print_terngrad_dist(t, stdout);
     if (g->adapter.kind == TRIT_ADAPTER_LORA)
         printf("lora: r %lld, alpha %g (scale %g), dropout %g, targets %s: %lld trainable parameters (%.2f%%), the "
                "rest frozen\n", (long long)g->adapter.r, g->adapter.alpha, trit_adapter_scale(&g->adapter),

@@ -50,6 +50,7 @@ typedef struct trainer {
     int rank, ranks;
     struct trit_ddp *ddp;    // the gradient exchange when ranks > 1
     struct trainer_zero *zero;  // --dist zero1|zero2 on more than one rank (zero_train.c), else NULL
+    struct trit_terngrad_dist *tgx;  // instead of ddp, with --terngrad: the ternary exchange (terngrad_dist.c)
     bool stop_agreed;        // some rank was asked to stop (SIGINT/SIGTERM) by this step's exchange
     double comm_ms;          // this step's wait for the exchange
     // Files and directory a fresh run made before it failed in setup, removed on failure.
@@ -112,6 +113,11 @@ trit_status trit_trainer_build_graph(trainer *t, bool plan_only);
 // groups by the GPT-2 decay rule; GaLore's the blocks' matrices (low-rank), the other matrices,
 // the vectors. NULL with trit_last_error set on failure.
 trit_optim *trit_trainer_new_optim(const trit_train_config *c, trit_tensor *const *params, int n);
+
+// --dist ddp --terngrad (terngrad_dist.c): the ternary exchange made (when ranks > 1), and its
+// line of the run's header: ranks, groups, bytes a step against fp32 DDP's.
+trit_status trit_trainer_setup_terngrad_dist(trainer *t);
+void trit_trainer_print_terngrad_dist(const trainer *t, FILE *fp);
 
 // One optimizer step, the one every run takes: --total-batch-tokens / (B T) micro-batches of
 // forward and backward (the loss scaled when a scaler is on), the skip of a non-finite step,

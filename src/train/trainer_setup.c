@@ -458,6 +458,10 @@ trit_status trit_trainer_setup(trainer *t, const trit_train_config *cli) {
     t->cfg = cfg;
     t->task = trit_train_config_task(&cfg);
     trit_threads_set((int)cfg.threads);
+    if (t->ranks == 1 && cfg.terngrad_groups > 1)  // with more ranks, the exchange's setup says so
+        return trit_error(TRIT_ERR_INVALID, "--terngrad-between-groups %lld does not divide the job's 1 rank into "
+                          "groups: start the job with mpirun -np N, N a multiple of %lld, or drop the flag",
+                          (long long)cfg.terngrad_groups, (long long)cfg.terngrad_groups);
     if (t->ranks == 1) return setup_run(t);
     // Rank 0 writes the run directory (tokenized data, tokenizer); then the others read it.
     // A resumed run writes nothing first: every rank sets up at once and reports its own error.
@@ -465,7 +469,9 @@ trit_status trit_trainer_setup(trainer *t, const trit_train_config *cli) {
     s = trit_dist_agree(s, t->resumed ? "setting up the resumed run" : "setting up the run on rank 0");
     if (s == TRIT_OK && t->rank > 0 && !t->resumed) s = setup_run(t);
     s = trit_dist_agree(s, "setting up the run");
-    if (s == TRIT_OK && (cfg.dist == TRIT_DIST_DDP || t->zero)) {
+    if (s == TRIT_OK && cfg.dist == TRIT_DIST_DDP && cfg.terngrad) {
+        s = trit_trainer_setup_terngrad_dist(t);
+    } else if (s == TRIT_OK && (cfg.dist == TRIT_DIST_DDP || t->zero)) {
         t->ddp = trit_ddp_new(trit_gpt_flat(t->model), t->gg.graph, cfg.bucket_mb);
         s = trit_dist_agree(t->ddp ? TRIT_OK : TRIT_ERR_INVALID, "making the gradient buckets");
     }
@@ -500,6 +506,7 @@ void trit_trainer_free(trainer *t, bool failed) {
     if (t->metrics) fclose(t->metrics);
     trit_trainer_zero_free(t);
     trit_ddp_free(t->ddp);
+    trit_terngrad_dist_free(t->tgx);
     trit_tb_close(t->tb);
     trit_optim_free(t->opt);
     free(t->params);

@@ -11,10 +11,23 @@
 #   killed_rank  rank 1 killed with SIGKILL, or stopped with SIGSTOP: rank 0 and mpirun end within
 #                30 s, naming rank 1
 #   sigterm      SIGTERM to rank 1: a checkpoint of the whole job and exit 0
+#   ddp_equal_np4      DDP on 4 ranks (one micro-batch each): losses within 1e-6 of one process's
+# TernGrad's exchange (--dist ddp --terngrad); PROG is tests/dist/terngrad_ranks.c's program:
+#   terngrad_exchange  2 ranks: the exchanged gradients equal a recomputation from the same codes
+#                      bit for bit, the bytes equal the formula, a poisoned rank makes all NaN
+#   terngrad_groups    4 ranks in groups of 2 (fp32 inside, ternary between): the same checks, and
+#                      20 training steps with the same parameters on every rank at every step
+#   terngrad_train     2 ranks: the same parameters on every rank at every step; `trit train`'s
+#                      header, and comm_bytes in every metrics line equal to the formula
+#   terngrad_resume    a ternary run stopped at step 10 and resumed: the same losses and weights
+#   terngrad_bad_input --terngrad-between-groups not dividing the ranks, or without --terngrad:
+#                      a message on every rank and a non-zero exit
+# usage for those: test_dist.sh TRIT CASE PROG
 # mpirun missing is a failure (tools/setup.sh installs openmpi-bin).
 set -u
 TRIT=$1
 CASE=$2
+PROG=${3:-}
 fail() { echo "FAIL ($CASE): $*"; exit 1; }
 command -v mpirun >/dev/null || fail "mpirun not found: install openmpi-bin (tools/setup.sh); these tests need it"
 [ -x "$TRIT" ] || fail "no trit binary at $TRIT: build it first"
@@ -161,6 +174,94 @@ sigterm)
     [ -f "$W/t/train_state.bin" ] || fail "no checkpoint after SIGTERM"
     "$TRIT" info "$W/t" | grep -q "step $step" || { "$TRIT" info "$W/t"; fail "the checkpoint is not at step $step"; }
     echo "SIGTERM to rank 1: the job stopped at step $step with a checkpoint"
+    ;;
+ddp_equal_np4)
+    # 4 micro-batches a step, one on each rank.
+    "$TRIT" train "${FLAGS[@]}" --out "$W/one" >"$W/one.log" 2>&1 || { cat "$W/one.log"; fail "one process failed"; }
+    mpirun --allow-run-as-root --oversubscribe -np 4 "$TRIT" train --dist ddp --bucket-mb 0.01 "${FLAGS[@]}" \
+        --out "$W/four" >"$W/four.log" 2>&1 || { cat "$W/four.log"; fail "mpirun -np 4 failed"; }
+    grep -q "x 4 ranks" "$W/four.log" || { cat "$W/four.log"; fail "the header does not show 4 ranks"; }
+    grep -q "^batch: 4 x 8 tokens x 1 accumulation x 4 ranks" "$W/four.log" || fail "not one micro-batch a rank"
+    compare "$W/one" "$W/four" 1e-6
+    ;;
+terngrad_exchange)
+    [ -x "$PROG" ] || fail "no terngrad_ranks program at '$PROG': build it first"
+    for G in 1 2; do
+        "${MPI[@]}" "$PROG" exchange "$G" >"$W/x$G.log" 2>&1 || { cat "$W/x$G.log"; fail "the exchange in groups of $G failed"; }
+        cat "$W/x$G.log"
+    done
+    ;;
+terngrad_groups)
+    [ -x "$PROG" ] || fail "no terngrad_ranks program at '$PROG': build it first"
+    MPI4=(mpirun --allow-run-as-root --oversubscribe -np 4)
+    for G in 2 1; do
+        "${MPI4[@]}" "$PROG" exchange "$G" >"$W/x$G.log" 2>&1 || { cat "$W/x$G.log"; fail "the exchange on 4 ranks in groups of $G failed"; }
+        cat "$W/x$G.log"
+    done
+    "${MPI4[@]}" "$PROG" train 2 "$W/g" >"$W/g.log" 2>&1 || { cat "$W/g.log"; fail "training on 4 ranks in groups of 2 failed"; }
+    cat "$W/g.log"
+    grep -q "parameters and exchanged gradients the same on every rank at each of 20 steps" "$W/g.log" || fail "no steps compared"
+    ;;
+terngrad_train)
+    [ -x "$PROG" ] || fail "no terngrad_ranks program at '$PROG': build it first"
+    "${MPI[@]}" "$PROG" train 1 "$W/p" >"$W/p.log" 2>&1 || { cat "$W/p.log"; fail "training on 2 ranks failed"; }
+    cat "$W/p.log"
+    grep -q "parameters and exchanged gradients the same on every rank at each of 20 steps" "$W/p.log" || fail "no steps compared"
+    "${MPI[@]}" "$TRIT" train --dist ddp --terngrad --bucket-mb 0.01 "${FLAGS[@]}" --out "$W/t" >"$W/t.log" 2>&1 ||
+        { cat "$W/t.log"; fail "trit train --dist ddp --terngrad failed"; }
+    grep -E "^terngrad: 2 ranks, ternary gradients all-gathered in [0-9]+ buckets" "$W/t.log" || { cat "$W/t.log"; fail "no terngrad line in the header"; }
+    grep -Eq "^step +20/20 .*\| comm wait [0-9.]+ ms \| comm [0-9.]+ kB" "$W/t.log" || fail "the step line shows no comm bytes"
+    nb=$(grep -Eo "all-gathered in [0-9]+ bucket" "$W/t.log" | grep -Eo "[0-9]+")
+    # The formula from the checkpoint's tensors: 2 bits a value of the ones of --terngrad-min-size
+    # (1024) values or more (whole bytes per tensor) and a 4-byte scale each, 4 bytes a value of the
+    # others, one 4-byte flag a bucket.
+    python3 - "$W/t/model.safetensors" "$W/t/metrics.jsonl" "$nb" <<'PY' || fail "comm_bytes differs from the formula"
+import json, math, struct, sys
+f = open(sys.argv[1], "rb")
+head = json.loads(f.read(struct.unpack("<Q", f.read(8))[0]))
+sizes = [math.prod(v["shape"]) for k, v in head.items() if k != "__metadata__"]
+tern = [n for n in sizes if n >= 1024]
+want = sum((n + 3) // 4 + 4 for n in tern) + sum(4 * n for n in sizes if n < 1024) + 4 * int(sys.argv[3])
+rows = [json.loads(l) for l in open(sys.argv[2])]
+got = {r["comm_bytes"] for r in rows}
+print(f"{len(sizes)} tensors ({len(tern)} ternary), {sys.argv[3]} buckets: formula {want} bytes a step, metrics {sorted(got)}; "
+      f"fp32 values {4 * sum(sizes)} bytes")
+assert len(rows) == 20 and got == {want}
+PY
+    ;;
+terngrad_resume)
+    TG=(--terngrad --bucket-mb 0.01)
+    "${MPI[@]}" "$TRIT" train --dist ddp "${TG[@]}" "${FLAGS[@]}" --out "$W/full" >"$W/full.log" 2>&1 ||
+        { cat "$W/full.log"; fail "the uninterrupted run failed"; }
+    "${MPI[@]}" "$TRIT" train --dist ddp "${TG[@]}" "${FLAGS[@]}" --out "$W/part" --stop-after 10 >"$W/p1.log" 2>&1 ||
+        { cat "$W/p1.log"; fail "the first half failed"; }
+    "${MPI[@]}" "$TRIT" train --dist ddp --resume "$W/part" >"$W/p2.log" 2>&1 || { cat "$W/p2.log"; fail "the resume failed"; }
+    grep -q "resuming .* at step 10" "$W/p2.log" || fail "no resume at step 10 in the log"
+    grep -q "^terngrad: 2 ranks" "$W/p2.log" || fail "the resumed run is not ternary"
+    [ "$(losses "$W/full/metrics.jsonl")" = "$(losses "$W/part/metrics.jsonl")" ] ||
+        { diff <(losses "$W/full/metrics.jsonl") <(losses "$W/part/metrics.jsonl"); fail "resumed losses differ"; }
+    cmp "$W/full/model.safetensors" "$W/part/model.safetensors" || fail "the resumed run's weights differ"
+    # The draws depend on the step: a run with another seed gives other losses (the check above can fail).
+    "${MPI[@]}" "$TRIT" train --dist ddp "${TG[@]}" "${FLAGS[@]}" --seed 7 --out "$W/other" >"$W/o.log" 2>&1 ||
+        { cat "$W/o.log"; fail "the run with --seed 7 failed"; }
+    [ "$(losses "$W/full/metrics.jsonl")" != "$(losses "$W/other/metrics.jsonl")" ] || fail "--seed changed nothing"
+    ;;
+terngrad_bad_input)
+    "${MPI[@]}" "$TRIT" train --dist ddp --terngrad --terngrad-between-groups 3 "${FLAGS[@]}" --out "$W/bad" \
+        >"$W/bad.log" 2>&1 && fail "groups of 3 on 2 ranks were accepted"
+    n=$(grep -c "terngrad-between-groups 3 does not divide the job's 2 ranks into groups: pass a divisor of 2" "$W/bad.log")
+    [ "$n" -eq 2 ] || { cat "$W/bad.log"; fail "expected the message on both ranks, found it $n times"; }
+    [ ! -e "$W/bad" ] || fail "the refused run left $W/bad behind"
+    "${MPI[@]}" "$TRIT" train --dist ddp --terngrad-between-groups 2 "${FLAGS[@]}" --out "$W/bad2" \
+        >"$W/bad2.log" 2>&1 && fail "--terngrad-between-groups without --terngrad was accepted"
+    n=$(grep -c "terngrad-between-groups applies to --dist ddp --terngrad" "$W/bad2.log")
+    [ "$n" -eq 2 ] || { cat "$W/bad2.log"; fail "expected the message on both ranks, found it $n times"; }
+    # One process (no mpirun) is a job of one rank: groups of 2 do not divide it.
+    "$TRIT" train --dist ddp --terngrad --terngrad-between-groups 2 "${FLAGS[@]}" --out "$W/bad3" >"$W/bad3.log" 2>&1 &&
+        fail "groups of 2 in one process were accepted"
+    grep -q "terngrad-between-groups 2 does not divide the job's 1 rank into groups" "$W/bad3.log" ||
+        { cat "$W/bad3.log"; fail "no message for groups of 2 in one process"; }
+    [ ! -e "$W/bad3" ] || fail "the refused run left $W/bad3 behind"
     ;;
 *) fail "unknown case" ;;
 esac

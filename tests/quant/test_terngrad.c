@@ -3,7 +3,8 @@
 // all-zero gradient, NaN/Inf (reported by index), a huge dynamic range and tiny tensors (n not
 // a multiple of 4) are handled; codes do not depend on the thread count. Bucketed scales: each
 // bucket's scale is its own max |g| (under the clip bound), the result stays unbiased, and a
-// bucket that is not a whole number of bytes is refused.
+// bucket that is not a whole number of bytes is refused. Scale sharing: encode splits into its scales
+// and the codes under a given (larger, shared) scale, which stay unbiased.
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -159,12 +160,46 @@ static void test_buckets(void **state) {
     assert_int_equal(trit_terngrad_accumulate(codes, scales, N, -4, out), TRIT_ERR_INVALID);
 }
 
+// Scale sharing: encode is its two halves (the same codes and scales), and codes under a larger
+// shared scale (another worker's max) stay unbiased for the clipped g, with values +-shared or 0.
+static void test_shared_scale(void **state) {
+    (void)state;
+    enum { N = 10, DRAWS = 100000 };
+    const float g[N] = {0.5f, -0.25f, 0.01f, -1.0f, 0.0f, 0.9f, -0.003f, 0.125f, 3.0f, -0.7f};
+    uint8_t a[3], b[3];
+    float s1, s2, bound;
+    assert_int_equal(trit_terngrad_encode(g, N, 0, 1.0, 5, 9, a, &s1), TRIT_OK);
+    assert_int_equal(trit_terngrad_scales(g, N, 0, 1.0, &s2, &bound), TRIT_OK);
+    assert_true(s1 == s2 && bound == s1 && s1 < 3.0f);  // the clip at 1 sigma is below max |g| = 3
+    assert_int_equal(trit_terngrad_encode_scaled(g, N, 0, &s2, bound, 5, 9, b), TRIT_OK);
+    assert_memory_equal(a, b, sizeof a);
+    const float shared = 4.0f;
+    double sum[N] = {0};
+    for (int d = 0; d < DRAWS; d++) {
+        float out[N] = {0};
+        assert_int_equal(trit_terngrad_encode_scaled(g, N, 0, &shared, bound, 5, (uint64_t)d, b), TRIT_OK);
+        assert_int_equal(trit_terngrad_accumulate(b, &shared, N, 0, out), TRIT_OK);
+        for (int i = 0; i < N; i++) {
+            assert_true(out[i] == 0.0f || fabsf(out[i]) == shared);
+            sum[i] += out[i];
+        }
+    }
+    for (int i = 0; i < N; i++) {
+        const double v = g[i] > bound ? bound : g[i] < -bound ? -bound : g[i];
+        const double p = fabs(v) / shared, sigma = shared * sqrt((p - p * p) / DRAWS);
+        if (fabs(sum[i] / DRAWS - v) > 4 * sigma + 1e-9) fail_msg("value %d: mean %g, want %g", i, sum[i] / DRAWS, v);
+    }
+    const float bad = NAN;
+    assert_int_equal(trit_terngrad_encode_scaled(g, N, 0, &bad, bound, 5, 9, b), TRIT_ERR_INVALID);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_unbiased),
         cmocka_unit_test(test_clip_and_edges),
         cmocka_unit_test(test_thread_count_independent),
         cmocka_unit_test(test_buckets),
+        cmocka_unit_test(test_shared_scale),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
