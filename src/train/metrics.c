@@ -30,11 +30,14 @@ void trit_progress_print(const trit_train_step_info *in, double val_loss_known, 
     trit_format_duration(eta_seconds, eta, sizeof eta);
     if (!isnan(val_loss_known)) snprintf(val, sizeof val, " | val %.4f", val_loss_known);
     if (!isnan(in->accuracy)) snprintf(acc, sizeof acc, " | acc %.2f%%", 100.0 * in->accuracy);
-    char extra[96] = "";
+    char extra[160] = "";
     int k = 0;
     if (!isnan(in->loss_scale)) k = snprintf(extra, sizeof extra, " | scale %g", in->loss_scale);
     if (!isnan(in->comm_ms) && k >= 0 && (size_t)k < sizeof extra)
         k += snprintf(extra + k, sizeof extra - (size_t)k, " | comm wait %.1f ms", in->comm_ms);
+    if (!isnan(in->bubble) && k >= 0 && (size_t)k < sizeof extra)
+        k += snprintf(extra + k, sizeof extra - (size_t)k, " | bubble %.1f%% (ideal %.1f%%)", 100.0 * in->bubble,
+                      100.0 * in->bubble_ideal);
     if (in->skipped > 0 && k >= 0 && (size_t)k < sizeof extra)
         snprintf(extra + k, sizeof extra - (size_t)k, " | skipped %lld%s", (long long)in->skipped,
                  in->was_skipped ? " (this step)" : "");
@@ -59,7 +62,7 @@ typedef struct metric {
     const char *fmt;
     bool null;  // JSON has no NaN or Inf: a skipped step's non-finite loss is written as null
 } metric;
-enum { MAX_METRICS = 10 };
+enum { MAX_METRICS = 12 };
 
 static int metric_row(const trit_train_step_info *in, double tokens_per_s, metric *m) {
     int n = 0;
@@ -73,6 +76,8 @@ static int metric_row(const trit_train_step_info *in, double tokens_per_s, metri
     m[n++] = (metric){"ms", in->ms, "%.4f", false};
     m[n++] = (metric){"tokens_per_s", tokens_per_s, "%.2f", false};
     if (!isnan(in->comm_ms)) m[n++] = (metric){"comm_ms", in->comm_ms, "%.4f", false};
+    if (!isnan(in->bubble)) m[n++] = (metric){"bubble", in->bubble, "%.4f", false};
+    if (!isnan(in->bubble_ideal)) m[n++] = (metric){"bubble_ideal", in->bubble_ideal, "%.4f", false};
     return n;
 }
 
