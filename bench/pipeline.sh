@@ -4,7 +4,8 @@
 # of each and the ratio, and the pipeline's measured bubble (the stages' idle share of the
 # schedule) beside (P - 1) / (M + P - 1).
 # usage: bench/pipeline.sh baby|small [M] [STEPS] [SCHEDULE gpipe|1f1b] [ROUNDS]
-# (from the repository root, after a build; the data is ../shared/data/tinyshakespeare.txt).
+# (from the repository root, after a build; the data is ../shared/data/tinyshakespeare.txt; BATCH=B
+# sets the micro-batch, 12 for baby and 16 for small unless given).
 set -euo pipefail
 CFG=${1:-baby}
 M=${2:-4}
@@ -14,8 +15,8 @@ ROUNDS=${5:-1}
 TRIT=${TRIT:-build/trit}
 DATA=${DATA:-../shared/data/tinyshakespeare.txt}
 case "$CFG" in
-baby) ARCH=(--layers 4 --heads 4 --dim 128 --seq 64 --batch 12) ;;
-small) ARCH=(--layers 6 --heads 6 --dim 384 --seq 256 --batch 16) ;;
+baby) ARCH=(--layers 4 --heads 4 --dim 128 --seq 64 --batch "${BATCH:-12}") ;;
+small) ARCH=(--layers 6 --heads 6 --dim 384 --seq 256 --batch "${BATCH:-16}") ;;
 *) echo "usage: bench/pipeline.sh baby|small [M] [STEPS] [SCHEDULE] [ROUNDS]" >&2; exit 2 ;;
 esac
 W=$(mktemp -d)

@@ -34,6 +34,7 @@ struct trit_pipeline {
     bool finite;
     double t0;                 // when the step's schedule started (ms)
     double busy_ms, wait_ms;
+    double *arena;             // (2 stages) each stage's activation arena (bytes, all its slots) and slots
 };
 
 static double now_ms(void) {
@@ -205,6 +206,16 @@ trit_status trit_trainer_pipeline_new(trainer *t) {
     t->pipe = p;
     trit_status s = build_slots(t, p);
     if (s == TRIT_OK) s = make_lists(t, p);
+    // Every stage's activation memory, for rank 0's header.
+    if (s == TRIT_OK && !(p->arena = calloc(2 * (size_t)p->stages, sizeof *p->arena)))
+        s = trit_error(TRIT_ERR_NOMEM, "pipeline: out of memory");
+    for (int k = 0; s == TRIT_OK && k < p->n_slots; k++) {
+        trit_graph_memory mem;
+        s = trit_graph_memory_report(p->slots[k].graph, &mem);
+        p->arena[2 * p->stage] += (double)mem.arena_bytes;
+    }
+    if (s == TRIT_OK) p->arena[2 * p->stage + 1] = p->n_slots;
+    if (s == TRIT_OK) s = trit_dist_allreduce_f64(p->arena, 2 * p->stages, TRIT_DIST_SUM);
     // A resumed job: every stage's state must be of the step rank 0's is.
     double st[2] = {(double)t->step, -(double)t->step};
     if (s == TRIT_OK) s = trit_dist_allreduce_f64(st, 2, TRIT_DIST_MIN);
@@ -223,6 +234,7 @@ void trit_trainer_pipeline_free(trit_pipeline *p) {
     free(p->counted);
     free(p->shared);
     free(p->owner);
+    free(p->arena);
     free(p);
 }
 
@@ -233,8 +245,10 @@ void trit_trainer_pipeline_print(const trainer *t, FILE *fp) {
             (long long)P, p->sched == TRIT_PIPE_GPIPE ? "GPipe" : "1F1B", (long long)M,
             100.0 * (double)(P - 1) / (double)(M + P - 1));
     for (int s = 0; s < p->stages; s++)
-        fprintf(fp, "  stage %d: %sblocks %lld-%lld%s\n", s, s == 0 ? "embedding, " : "", (long long)p->first[s],
-                (long long)p->first[s + 1] - 1, p->first[s + 1] == L ? ", final norm, head and loss" : "");
+        fprintf(fp, "  stage %d: %sblocks %lld-%lld%s; activations %.2f MB in %.0f graph%s (micro-batches in flight)\n",
+                s, s == 0 ? "embedding, " : "", (long long)p->first[s], (long long)p->first[s + 1] - 1,
+                p->first[s + 1] == L ? ", final norm, head and loss" : "", p->arena[2 * s] / 1e6, p->arena[2 * s + 1],
+                p->arena[2 * s + 1] == 1 ? "" : "s");
 }
 
 // Micro-batch `micro` of the step forward in slot k: the first stage takes its tokens and the
@@ -289,10 +303,11 @@ trit_status trit_trainer_pipeline_exchange(trainer *t, bool stop, double *loss, 
     const double w0 = now_ms();
     trit_status s = p->tied ? trit_pipe_sum_tied(p->pipe, trit_tensor_ptr(p->tied->grad), trit_tensor_numel(p->tied))
                             : TRIT_OK;
-    // Gradients that are not finite on any stage skip the step on all of them.
+    // Gradients that are not finite on any stage skip the step on all of them: the global norm
+    // finds them (trit_trainer_pipeline_clip), but a loss scaler checks each stage's own first.
     double norm = 0;
     bool grads_finite = true;
-    if (s == TRIT_OK && *finite) {
+    if (s == TRIT_OK && *finite && t->use_scaler) {
         grads_finite = trit_optim_grad_norm(p->counted, p->n_counted, &norm) == TRIT_OK;
         if (!grads_finite) trit_clear_error();
     }
