@@ -147,5 +147,8 @@ trit_status trit_trainer_pipeline_exchange(trainer *t, bool stop, double *loss, 
 trit_status trit_trainer_pipeline_clip(trainer *t, double max_norm, double *norm);
 trit_status trit_trainer_pipeline_sync(trainer *t, bool eval, bool checkpoint);
 trit_status trit_trainer_pipeline_state_name(const trainer *t, char *buf, size_t n);
+// A resume of a run a pipeline of another number of stages saved (or a pipeline's resumed
+// otherwise): an error saying how to resume it.
+trit_status trit_trainer_pipeline_check_resume(const trainer *t);
 
 #endif

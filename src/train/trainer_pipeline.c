@@ -10,6 +10,7 @@
 #include "trit/train.h"
 #include "train/trainer.h"
 
+#include <dirent.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -358,4 +359,18 @@ trit_status trit_trainer_pipeline_state_name(const trainer *t, char *buf, size_t
     if (!t->pipe && t->cfg.dist != TRIT_DIST_PIPELINE) return trit_error(TRIT_ERR_STATE, "not a pipeline run");
     if (t->rank == 0) return (size_t)snprintf(buf, n, "%s", TRIT_CKPT_STATE) < n ? TRIT_OK : TRIT_ERR_RANGE;
     return (size_t)snprintf(buf, n, "train_state.stage%dof%d.bin", t->rank, t->ranks) < n ? TRIT_OK : TRIT_ERR_RANGE;
+}
+
+trit_status trit_trainer_pipeline_check_resume(const trainer *t) {
+    DIR *d = opendir(t->cfg.out);
+    struct dirent *e;
+    int saved = 0;
+    while (d && (e = readdir(d)) != NULL && !saved)
+        if (sscanf(e->d_name, "train_state.stage1of%d.bin", &saved) != 1) saved = 0;
+    if (d) closedir(d);
+    const int now = t->cfg.dist == TRIT_DIST_PIPELINE ? t->ranks : 1;
+    if (saved == 0 || saved == now) return TRIT_OK;
+    return trit_error(TRIT_ERR_INVALID, "'%s' was saved by a pipeline of %d stages (each with its own optimizer state, "
+                      "train_state.stage*of%d.bin): resume it as one, mpirun -np %d trit train --dist pipeline "
+                      "--resume %s", t->cfg.out, saved, saved, saved, t->cfg.out);
 }

@@ -319,7 +319,8 @@ static trit_status setup_model(trainer *t, const trit_gpt_config *gc) {
 
 static trit_status restore(trainer *t) {
     char path[TRIT_PATH_MAX + 32], name[64] = TRIT_CKPT_STATE;
-    trit_status s = t->cfg.dist == TRIT_DIST_PIPELINE ? trit_trainer_pipeline_state_name(t, name, sizeof name) : TRIT_OK;
+    trit_status s = trit_trainer_pipeline_check_resume(t);
+    if (s == TRIT_OK && t->cfg.dist == TRIT_DIST_PIPELINE) s = trit_trainer_pipeline_state_name(t, name, sizeof name);
     if (s == TRIT_OK) s = trit_trainer_path(t, name, path, sizeof path);
     trit_train_state st;
     if (s == TRIT_OK) s = trit_state_load(path, &st, t->model, t->opt);

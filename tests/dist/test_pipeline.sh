@@ -8,7 +8,8 @@
 #                the bubble beside (P - 1) / (M + P - 1)
 #   1f1b         the same under 1F1B with 3 micro-batches (not a multiple of the stages)
 #   resume       a 1F1B run stopped at step 10 and resumed gives the uninterrupted run's losses and
-#                weights bit for bit (each stage saved its own optimizer state)
+#                weights bit for bit (each stage saved its own optimizer state); one process is
+#                told how to resume it
 #   bad_input    more stages than blocks, --stages other than the ranks, --micro-batches 0: a
 #                message on every rank and a non-zero exit
 # mpirun missing is a failure (tools/setup.sh installs openmpi-bin).
@@ -99,6 +100,10 @@ resume)
     [ "$(losses "$W/full/metrics.jsonl")" = "$(losses "$W/part/metrics.jsonl")" ] ||
         { diff <(losses "$W/full/metrics.jsonl") <(losses "$W/part/metrics.jsonl"); fail "resumed losses differ"; }
     cmp "$W/full/model.safetensors" "$W/part/model.safetensors" || fail "the resumed run's weights differ"
+    # The other stage's optimizer state is in its own file: one process cannot resume the run.
+    "$TRIT" train --resume "$W/full" >"$W/one.log" 2>&1 && fail "one process resumed a 2-stage run"
+    grep -q "was saved by a pipeline of 2 stages .*: resume it as one, mpirun -np 2 trit train --dist pipeline" \
+        "$W/one.log" || { cat "$W/one.log"; fail "no message saying how to resume the 2-stage run"; }
     ;;
 bad_input)
     # 2 stages of a 1-block model.
