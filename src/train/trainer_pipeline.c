@@ -245,11 +245,14 @@ void trit_trainer_pipeline_print(const trainer *t, FILE *fp) {
     fprintf(fp, "pipeline: %lld stages, %s, %lld micro-batches a step; bubble (P - 1) / (M + P - 1) = %.1f%%\n",
             (long long)P, p->sched == TRIT_PIPE_GPIPE ? "GPipe" : "1F1B", (long long)M,
             100.0 * (double)(P - 1) / (double)(M + P - 1));
-    for (int s = 0; s < p->stages; s++)
-        fprintf(fp, "  stage %d: %sblocks %lld-%lld%s; activations %.2f MB in %.0f graph%s (micro-batches in flight)\n",
-                s, s == 0 ? "embedding, " : "", (long long)p->first[s], (long long)p->first[s + 1] - 1,
-                p->first[s + 1] == L ? ", final norm, head and loss" : "", p->arena[2 * s] / 1e6, p->arena[2 * s + 1],
-                p->arena[2 * s + 1] == 1 ? "" : "s");
+    for (int s = 0; s < p->stages; s++) {
+        char blocks[64];
+        if (p->first[s + 1] - p->first[s] == 1) snprintf(blocks, sizeof blocks, "block %lld", (long long)p->first[s]);
+        else snprintf(blocks, sizeof blocks, "blocks %lld-%lld", (long long)p->first[s], (long long)p->first[s + 1] - 1);
+        fprintf(fp, "  stage %d: %s%s%s; activations %.2f MB in %.0f graph%s (micro-batches in flight)\n", s,
+                s == 0 ? "embedding, " : "", blocks, p->first[s + 1] == L ? ", final norm, head and loss" : "",
+                p->arena[2 * s] / 1e6, p->arena[2 * s + 1], p->arena[2 * s + 1] == 1 ? "" : "s");
+    }
 }
 
 // Micro-batch `micro` of the step forward in slot k: the first stage takes its tokens and the
