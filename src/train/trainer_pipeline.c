@@ -36,6 +36,7 @@ struct trit_pipeline {
     double t0;                 // when the step's schedule started (ms)
     double busy_ms, wait_ms;
     double *arena;             // (2 stages) each stage's activation arena (bytes, all its slots) and slots
+    trit_tensor *idx, *targets;  // (B, T) i32: where a stage other than 0 reads its micro-batches
 };
 
 static double now_ms(void) {
@@ -201,11 +202,25 @@ static trit_status make_lists(trainer *t, trit_pipeline *p) {
     return TRIT_OK;
 }
 
+// A rank other than 0 never evaluates: the whole model's training graph gives way to the
+// stage's graphs, its two inputs to plain tensors the micro-batches are read into.
+static trit_status drop_whole_graph(trainer *t, trit_pipeline *p) {
+    const int64_t bt[2] = {t->cfg.batch, t->T};
+    p->idx = trit_tensor_new(TRIT_I32, 2, bt);
+    p->targets = trit_tensor_new(TRIT_I32, 2, bt);
+    if (!p->idx || !p->targets) return trit_error(TRIT_ERR_NOMEM, "pipeline: out of memory");
+    trit_gpt_graph_free(&t->gg);
+    t->gg.idx = p->idx;
+    t->gg.targets = p->targets;
+    return TRIT_OK;
+}
+
 trit_status trit_trainer_pipeline_new(trainer *t) {
     trit_pipeline *p = pipeline_alloc(t);
     if (!p) return TRIT_ERR_NOMEM;
     t->pipe = p;
-    trit_status s = build_slots(t, p);
+    trit_status s = p->stage > 0 && t->task != TRIT_TASK_EMBED ? drop_whole_graph(t, p) : TRIT_OK;
+    if (s == TRIT_OK) s = build_slots(t, p);
     if (s == TRIT_OK) s = make_lists(t, p);
     // Every stage's activation memory, for rank 0's header.
     if (s == TRIT_OK && !(p->arena = calloc(2 * (size_t)p->stages, sizeof *p->arena)))
@@ -236,6 +251,8 @@ void trit_trainer_pipeline_free(trit_pipeline *p) {
     free(p->shared);
     free(p->owner);
     free(p->arena);
+    trit_tensor_free(p->idx);
+    trit_tensor_free(p->targets);
     free(p);
 }
 
