@@ -9,6 +9,8 @@
 #   1f1b         the same under 1F1B with 3 micro-batches (not a multiple of the stages)
 #   four_stages  4 ranks, one block a stage (two middle stages, which receive and send both
 #                ways), 1F1B with 5 micro-batches: one process's losses within 1e-6 for 20 steps
+#   split        a head that costs about 3 blocks (dim 8, 300 BPE tokens: C V + 4 V = 3,600 against
+#                4 C^2 + C F + hidden C + T C = 1,280 a block) leaves the last stage 1 of the 4 blocks
 #   resume       a 1F1B run stopped at step 10 and resumed gives the uninterrupted run's losses and
 #                weights bit for bit (each stage saved its own optimizer state); one process is
 #                told how to resume it
@@ -99,6 +101,15 @@ four_stages)
             { grep "^  stage" "$W/four.log"; fail "stage $s is not block $s in $((4 - s)) graphs"; }
     done
     compare "$W/one" "$W/four" 1e-6
+    ;;
+split)
+    python3 -c 'import random; r = random.Random(3); print(" ".join("".join(r.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(r.randint(2, 6))) for _ in range(20000)))' >"$W/words.txt"
+    "${MPI[@]}" "$TRIT" train --dist pipeline --data "$W/words.txt" --tokenizer bpe --vocab 300 --layers 4 --heads 1 \
+        --dim 8 --seq 64 --batch 2 --steps 1 --threads 1 --eval-every 0 --eval-batches 1 --sample-tokens 0 \
+        --out "$W/split" >"$W/split.log" 2>&1 || { cat "$W/split.log"; fail "the run failed"; }
+    grep -q "vocab 300:" "$W/split.log" || { grep "^model" "$W/split.log"; fail "the vocabulary is not 300 tokens"; }
+    grep -q "^  stage 0: embedding, blocks 0-2; " "$W/split.log" && grep -q "^  stage 1: block 3, final norm, head and loss; " "$W/split.log" ||
+        { grep "^  stage" "$W/split.log"; fail "the heavy head did not leave the last stage one block"; }
     ;;
 resume)
     P=(--dist pipeline --pipeline-schedule 1f1b --micro-batches 2)
