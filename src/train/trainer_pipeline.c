@@ -28,7 +28,7 @@ struct trit_pipeline {
     trit_tensor *tied;         // the token embedding when the first and the last stage both train it
     trit_tensor **counted;     // this stage's parameters in the gradient norm (the tied one on stage 0 only)
     int n_counted;
-    trit_tensor **shared;      // every parameter with values, and the stage that trains it
+    trit_tensor **shared;      // every parameter that trains (on some stage), and the stage that trains it
     int *owner;
     int n_shared;
     double loss;               // the step's losses so far (last stage)
@@ -282,8 +282,9 @@ static trit_status slot_forward(void *ctx, int64_t micro, int k) {
     const int64_t batch = t->step * t->accum + micro;
     if (st->idx || st->targets) {
         trit_trainer_fill(t, batch, false);
-        if (st->idx) memcpy(trit_tensor_ptr(st->idx), trit_tensor_ptr(t->gg.idx), trit_tensor_nbytes(st->idx));
-        if (st->targets) memcpy(trit_tensor_ptr(st->targets), trit_tensor_ptr(t->gg.targets), trit_tensor_nbytes(st->targets));
+        const trit_tensor *x = t->gg.idx, *y = t->gg.targets;  // (B, T) i32 each
+        if (st->idx) memcpy(trit_tensor_ptr(st->idx), trit_tensor_ptr(x), trit_tensor_nbytes(st->idx));
+        if (st->targets) memcpy(trit_tensor_ptr(st->targets), trit_tensor_ptr(y), trit_tensor_nbytes(st->targets));
     }
     trit_graph_set_rng(st->graph, (uint64_t)t->cfg.seed, (uint64_t)batch);
     trit_status s = trit_graph_forward(st->graph);
