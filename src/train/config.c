@@ -206,9 +206,9 @@ static const field fields[] = {
      "mlp.c_proj[,rslora] (PEFT's defaults: r 8, alpha 8, dropout 0, targets c_attn); with --init-from", NONE,
      .check_str = check_lora},
     {"dist", F_ENUM, K_RUN, OFF(dist), dist_names,
-     "off|ddp|pipeline: one process, or data parallel over the ranks of `mpirun -np N trit train --dist ddp`: --batch "
-     "per rank, --total-batch-tokens for all, gradients all-reduced in buckets during backward; or the layers split "
-     "into --stages, --micro-batches through them (off)", NONE},
+     "off|ddp|pipeline: one process; data parallel over the ranks of `mpirun -np N` (--batch per rank, "
+     "--total-batch-tokens for all, gradients all-reduced during backward); or the blocks split into a stage a "
+     "rank (off)", NONE},
     {"bucket-mb", F_DBL, K_RUN, OFF(bucket_mb), NULL, "--dist ddp: MB of gradients per all-reduce (25)",
      D(0, 1e6, OPEN_LO)},
     {"stages", F_INT, K_RUN, OFF(stages), NULL, "--dist pipeline: pipeline stages, one a rank (0 = the ranks of the "
