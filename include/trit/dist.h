@@ -107,6 +107,45 @@ typedef struct trit_terngrad_dist_bytes { int64_t group_fp32, scales, codes, fp3
 trit_terngrad_dist_bytes trit_terngrad_dist_bytes_per_step(const trit_terngrad_dist *x);
 void trit_terngrad_dist_free(trit_terngrad_dist *x);
 
+// ---- pipeline parallelism (pipeline_mpi.c) ----------------------------------------------------
+// Rank r of the job is stage r of P (the job's size). A step runs M micro-batches through the
+// stages: GPipe every forward, then every backward; 1F1B P - 1 - stage forwards, then one forward
+// and one backward in turn, then the backwards left. Activations (the residual stream, f32) go to
+// the next stage after a forward and their gradients back after a backward, by non-blocking
+// sends and receives.
+typedef enum trit_pipe_schedule { TRIT_PIPE_GPIPE = 0, TRIT_PIPE_1F1B } trit_pipe_schedule;
+// The micro-batches a stage holds in flight at once, each in a graph (a slot) of its own: M for
+// GPipe, min(P - stage, M) for 1F1B.
+int trit_pipe_slots(trit_pipe_schedule sched, int stage, int stages, int64_t micro);
+
+typedef struct trit_pipe_slot {
+    trit_graph *graph;    // compiled: with its loss on the last stage, else for a seeded output
+    trit_tensor *input;   // (B, T, C) from the previous stage, its gradient asked for; NULL on the first
+    trit_tensor *output;  // (B, T, C) to the next stage; NULL on the last
+} trit_pipe_slot;
+
+typedef struct trit_pipe trit_pipe;
+// The pipe over this stage's slots (trit_pipe_slots of them). It adds a hook to each graph.
+trit_pipe *trit_pipe_new(trit_pipe_schedule sched, int64_t micro, const trit_pipe_slot *slots, int n_slots);
+// Runs micro-batch `micro` (0-based in the step) forward in graph `slot`, its input already filled
+// (the caller fills tokens and targets and keeps the loss). Backward is the pipe's: the last
+// stage's from its loss (the graph's grad_scale applies), the others' from the gradient received.
+// TRIT_ERR_NUMERIC from the last stage (a loss that is not finite) skips that micro-batch's
+// backward there and sends NaN gradients back, so every stage sees the step as not finite.
+typedef trit_status (*trit_pipe_forward_fn)(void *ctx, int64_t micro, int slot);
+typedef struct trit_pipe_times {
+    double busy_ms;  // in forward and backward passes
+    double wait_ms;  // waiting for messages
+    double span_ms;  // the whole schedule, from its start to its last send
+} trit_pipe_times;
+trit_status trit_pipe_run(trit_pipe *p, trit_pipe_forward_fn fn, void *ctx, trit_pipe_times *times);
+// The tied embedding: the first and the last stage each add the other's gradient (n values) to
+// their own, so both hold the sum; other stages do nothing.
+trit_status trit_pipe_sum_tied(trit_pipe *p, float *grad, int64_t n);
+// Collective: each tensor's values sent from the stage owner[i] to every other.
+trit_status trit_pipe_share(trit_pipe *p, trit_tensor *const *tensors, const int *owner, int n);
+void trit_pipe_free(trit_pipe *p);
+
 #ifdef __cplusplus
 }
 #endif

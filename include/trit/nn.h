@@ -224,6 +224,24 @@ trit_status trit_gpt_build_train(trit_gpt *m, int64_t B, int64_t T, trit_gpt_gra
 // without its arena, for choosing a recompute policy by memory. It cannot run.
 trit_status trit_gpt_plan_train(trit_gpt *m, int64_t B, int64_t T, trit_gpt_graph *out);
 void trit_gpt_graph_free(trit_gpt_graph *gg);
+// One pipeline stage of the training graph: blocks [first, end) of the model, for micro-batches
+// of B x T tokens. The first stage (first = 0) has the embedding and reads tokens (idx); a later
+// one reads `input`, the residual stream (B, T, C) entering block `first`, an input of the
+// accumulate dtype whose gradient backward gives (trit_graph_grad). The last stage (end =
+// n_layer) has the final norm, the head and the mean cross-entropy of `targets` (loss; compiled
+// with trit_graph_compile), the others end in `output`, the residual stream leaving block end - 1
+// (compiled with trit_graph_compile_output: backward takes its gradient from the next stage).
+// Stages share the model's parameters, gradients and dropout streams with its other graphs.
+typedef struct trit_gpt_stage {
+    trit_graph *graph;
+    trit_tensor *idx;      // (B, T) i32 tokens (first stage), else NULL
+    trit_tensor *input;    // (B, T, C) residual stream from the previous stage, else NULL
+    trit_tensor *targets;  // (B, T) i32 next tokens (last stage), else NULL
+    trit_tensor *output;   // (B, T, C) residual stream to the next stage, else NULL
+    trit_tensor *loss;     // scalar mean cross-entropy (last stage), else NULL
+} trit_gpt_stage;
+trit_status trit_gpt_build_stage(trit_gpt *m, int64_t B, int64_t T, int64_t first, int64_t end, trit_gpt_stage *out);
+void trit_gpt_stage_free(trit_gpt_stage *st);
 // The hidden states after the final norm for tokens idx (B, T) i32, 1 <= T <= seq_len (a graph
 // input of g): (B, T, C), built into g, a graph of the model's policy (trit_gpt_get_policy) that
 // the caller compiles; the gradients of the model's trainable parameters are attached. The

@@ -189,12 +189,17 @@ typedef struct trit_train_config {
     // many processes (src/dist; may change on resume)
     int64_t dist;                   // trit_train_dist: off, or how the ranks of an MPI job share the work
     double bucket_mb;               // DDP: MB of gradients per all-reduce
+    int64_t stages;                 // pipeline: stages (0: one a rank of the job)
+    int64_t micro_batches;          // micro-batches a step for all ranks: total_batch_tokens / (batch x seq)
+    int64_t pipe_schedule;          // trit_train_pipe_schedule
 } trit_train_config;
 
 // --dist: one process, or data parallel over the ranks of an MPI job (`mpirun -np N trit train
 // --dist ddp`): each rank runs accumulation / N of the step's micro-batches, gradients summed.
-// zero1|zero2: DDP with the optimizer state (and zero2: the gradients) sharded (src/dist/zero_mpi.c).
-typedef enum { TRIT_DIST_OFF = 0, TRIT_DIST_DDP, TRIT_DIST_ZERO1, TRIT_DIST_ZERO2 } trit_train_dist;
+// zero1|zero2: DDP with the optimizer state (and zero2: the gradients) sharded (src/dist/zero_mpi.c);
+// pipeline: the layers split into one stage a rank, the step's micro-batches through them.
+typedef enum { TRIT_DIST_OFF = 0, TRIT_DIST_DDP, TRIT_DIST_ZERO1, TRIT_DIST_ZERO2, TRIT_DIST_PIPELINE } trit_train_dist;
+typedef enum { TRIT_TRAIN_PIPE_GPIPE = 0, TRIT_TRAIN_PIPE_1F1B } trit_train_pipe_schedule;
 
 // --task: what the model is trained to do with --data.
 typedef enum { TRIT_OBJECTIVE_LM = 0, TRIT_OBJECTIVE_EMBED = 1 } trit_train_objective;
@@ -316,6 +321,9 @@ typedef struct trit_train_step_info {
     bool was_skipped;    // this step was skipped: weights and optimizer state are as before it
     double comm_ms;      // --dist: time this rank waited for the gradient exchange; NaN otherwise
     double comm_bytes;   // --dist: bytes this rank passed into the step's gradient collectives; NaN otherwise
+    // --dist pipeline: the step's idle share of the stages' time (mean over stages), and the
+    // schedule's (P - 1) / (M + P - 1); NaN otherwise
+    double bubble, bubble_ideal;
 } trit_train_step_info;
 
 typedef struct trit_train_hooks {

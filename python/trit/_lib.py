@@ -130,7 +130,7 @@ class StepInfo(Structure):
     _fields_ = [("step", c_int64), ("steps", c_int64), ("loss", c_double), ("val_loss", c_double),
                 ("accuracy", c_double), ("lr", c_double), ("grad_norm", c_double), ("ms", c_double),
                 ("loss_scale", c_double), ("skipped", c_int64), ("was_skipped", c_bool),
-                ("comm_ms", c_double), ("comm_bytes", c_double)]
+                ("comm_ms", c_double), ("comm_bytes", c_double), ("bubble", c_double), ("bubble_ideal", c_double)]
 
 
 ON_STEP = ctypes.CFUNCTYPE(None, c_void_p, POINTER(StepInfo))

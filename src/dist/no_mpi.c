@@ -84,3 +84,31 @@ trit_terngrad_dist_bytes trit_terngrad_dist_bytes_per_step(const trit_terngrad_d
     return (trit_terngrad_dist_bytes){0};
 }
 void trit_terngrad_dist_free(trit_terngrad_dist *x) { (void)x; }
+
+int trit_pipe_slots(trit_pipe_schedule sched, int stage, int stages, int64_t micro) {
+    (void)sched, (void)stage, (void)stages, (void)micro;
+    return 1;
+}
+
+trit_pipe *trit_pipe_new(trit_pipe_schedule sched, int64_t micro, const trit_pipe_slot *slots, int n_slots) {
+    (void)sched, (void)micro, (void)slots, (void)n_slots;
+    no_mpi();
+    return NULL;
+}
+
+trit_status trit_pipe_run(trit_pipe *p, trit_pipe_forward_fn fn, void *ctx, trit_pipe_times *times) {
+    (void)p, (void)fn, (void)ctx, (void)times;
+    return no_mpi();
+}
+
+trit_status trit_pipe_sum_tied(trit_pipe *p, float *grad, int64_t n) {
+    (void)p, (void)grad, (void)n;
+    return no_mpi();
+}
+
+trit_status trit_pipe_share(trit_pipe *p, trit_tensor *const *tensors, const int *owner, int n) {
+    (void)p, (void)tensors, (void)owner, (void)n;
+    return no_mpi();
+}
+
+void trit_pipe_free(trit_pipe *p) { (void)p; }

@@ -107,16 +107,28 @@ static bool recomputed(const trit_gpt *m, int b, int half) {
     }
 }
 
-// The program's steps into g up to the head (which is built only when with_head), for tokens
-// out->idx. A recomputed segment (a block, or one of its halves) gets everything it makes but its
-// output (the residual stream) recomputed in backward. Returns the final norm's output (B, T, C).
-static trit_tensor *build_body(trit_graph *g, const trit_gpt *m, int64_t T, trit_gpt_graph *out, bool with_head) {
-    slots sl = {0};
+// Whether step s lies in the part of the model blocks [r->first, r->end) make: the embedding
+// goes with block 0, the final norm and the head with the last block.
+static bool in_range(const trit_gpt *m, const gpt_range *r, const gpt_step *s) {
+    if (s->block < 0) return r->first == 0;
+    if (s->block >= m->cfg.n_layer) return r->end == m->cfg.n_layer;
+    return s->block >= r->first && s->block < r->end;
+}
+
+// The program's steps of blocks [r->first, r->end) into g up to the head (which is built only
+// when with_head), for tokens out->idx, or from r->x, the residual stream entering block r->first.
+// A recomputed segment (a block, or one of its halves) gets everything it makes but its output
+// (the residual stream) recomputed in backward. Returns the final norm's output (B, T, C) when
+// the range has it; r->x gets the residual stream leaving the range.
+trit_tensor *trit_gpt_graph_range(trit_graph *g, const trit_gpt *m, int64_t T, trit_gpt_graph *out, bool with_head,
+                                  gpt_range *r) {
+    slots sl = {.v[GPT_X] = r->first > 0 ? r->x : NULL};
     int mark = 0, half = 0;
     bool half_starts = true;
     const bool whole = m->recompute == TRIT_RECOMPUTE_BLOCK;
     for (int i = 0; i < m->n_prog; i++) {
         const gpt_step *s = &m->prog[i];
+        if (!in_range(m, r, s)) continue;
         const bool starts = i == 0 || m->prog[i - 1].block != s->block;
         const bool ends = i + 1 == m->n_prog || m->prog[i + 1].block != s->block;
         if (starts) half = 0;
@@ -130,7 +142,13 @@ static trit_tensor *build_body(trit_graph *g, const trit_gpt *m, int64_t T, trit
         if (half_ends) half_starts = true;
         if (s->op == GPT_OP_RESIDUAL) half = 1;
     }
-    return sl.v[GPT_H];
+    r->x = sl.v[GPT_X];
+    return r->end == m->cfg.n_layer ? sl.v[GPT_H] : NULL;
+}
+
+static trit_tensor *build_body(trit_graph *g, const trit_gpt *m, int64_t T, trit_gpt_graph *out, bool with_head) {
+    gpt_range all = {.first = 0, .end = m->cfg.n_layer};
+    return trit_gpt_graph_range(g, m, T, out, with_head, &all);
 }
 
 // Adds the model's forward and loss to g; fills out's tensors (NULL on a build error, which the

@@ -133,6 +133,15 @@ trit_status trit_gpt_init_param(trit_gpt *m, int i, uint64_t seed);
 enum { GPT_NUM_MATRICES = 4 };
 extern const char *const trit_gpt_matrix_roles[GPT_NUM_MATRICES];
 void trit_gpt_matrix_shape(const trit_gpt_config *c, int role, int64_t *out, int64_t *in);
+// A part of the training graph (a pipeline stage, nn/gpt_stage.c): blocks [first, end), with the
+// embedding when first is 0 and the final norm and head when end is n_layer; x is the residual
+// stream entering block `first` (when first > 0) and, once built, the one leaving block end - 1.
+typedef struct gpt_range {
+    int64_t first, end;
+    trit_tensor *x;
+} gpt_range;
+trit_tensor *trit_gpt_graph_range(trit_graph *g, const trit_gpt *m, int64_t T, trit_gpt_graph *out, bool with_head,
+                                  gpt_range *r);
 // A bottleneck adapter's step in a graph: x + up(gelu(down x)) (nn/lora.c).
 trit_tensor *trit_gpt_bottleneck_graph(trit_graph *g, const trit_gpt *m, const gpt_step *s, trit_tensor *x);
 // LoRA's contribution to a LINEAR step in a graph: y + s (drop(x) A^T) B^T (gpt_graph.c's).

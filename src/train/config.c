@@ -59,7 +59,8 @@ static const char *const qat_acts_names[] = {"off", "token", NULL};
 static const char *const ternary_matmul_names[] = {"fake", "int8", "int8-fp32-dx", NULL};
 static const char *const optimizer_names[] = {"adamw", "adamw8bit", "galore", "qgalore", NULL};
 static const char *const adapter_names[] = {"off", "lora", "bottleneck", NULL};
-static const char *const dist_names[] = {"off", "ddp", "zero1", "zero2", NULL};
+static const char *const dist_names[] = {"off", "ddp", "zero1", "zero2", "pipeline", NULL};
+static const char *const pipe_schedule_names[] = {"gpipe", "1f1b", NULL};
 static const char *const qbase_names[] = {"off", "nf4", "int8", "int4", "ternary", "keep", NULL};
 
 // Upper bounds are where a run stops being a training run on one machine and becomes an
@@ -208,11 +209,18 @@ static const field fields[] = {
      "mlp.c_proj[,rslora] (PEFT's defaults: r 8, alpha 8, dropout 0, targets c_attn); with --init-from", NONE,
      .check_str = check_lora},
     {"dist", F_ENUM, K_RUN, OFF(dist), dist_names,
-     "off|ddp: one process, or data parallel over the ranks of `mpirun -np N trit train --dist ddp`: --batch per "
-     "rank, --total-batch-tokens for all, gradients all-reduced in buckets during backward; zero1|zero2: DDP with "
-     "the optimizer state (zero1), and the gradients (zero2, reduce-scattered), sharded across the ranks (off)", NONE},
+     "off|ddp|zero1|zero2|pipeline: one process; data parallel over the ranks of `mpirun -np N` (--batch per "
+     "rank, --total-batch-tokens for all, gradients all-reduced in buckets during backward); zero1|zero2: DDP with "
+     "the optimizer state (zero1), and the gradients (zero2, reduce-scattered), sharded across the ranks; or the "
+     "blocks split into a stage a rank (off)", NONE},
     {"bucket-mb", F_DBL, K_RUN, OFF(bucket_mb), NULL, "--dist ddp|zero1|zero2: MB of gradients per bucket exchanged (25)",
      D(0, 1e6, OPEN_LO)},
+    {"stages", F_INT, K_RUN, OFF(stages), NULL, "--dist pipeline: pipeline stages, one a rank (0 = the ranks of the "
+     "job)", I(0, 4096)},
+    {"micro-batches", F_INT, K_OPT, OFF(micro_batches), NULL, "micro-batches of --batch a step, for all ranks: "
+     "another way to give --total-batch-tokens (total / (batch x seq))", I(1, MAX_TOKENS)},
+    {"pipeline-schedule", F_ENUM, K_RUN, OFF(pipe_schedule), pipe_schedule_names,
+     "--dist pipeline: gpipe (every forward, then every backward) or 1f1b (one forward one backward) (1f1b)", NONE},
     {"adapter-type", F_ENUM, K_MODEL, OFF(adapter_type), adapter_names,
      "off|lora|bottleneck: train an adapter beside the frozen weights: LoRA (--lora) or Houlsby bottlenecks after "
      "attention and after the MLP (--adapter-size) (lora with --lora, else off)", NONE},
@@ -438,7 +446,12 @@ static void apply_defaults(trit_train_config *c) {
     DEF_I(pos, TRIT_POS_LEARNED);
     DEF_I(subln, 0);
     DEF_I(batch, task ? 64 : 12);
+    int64_t from_micro = 0;  // an overflow leaves it to check_sizes
+    if (c->micro_batches != TRIT_TRAIN_UNSET && !trit_mul_i64(c->micro_batches, c->batch * c->seq, &from_micro))
+        from_micro = INT64_MAX;
+    if (c->micro_batches != TRIT_TRAIN_UNSET) DEF_I(total_batch_tokens, from_micro);
     DEF_I(total_batch_tokens, c->batch * c->seq);
+    DEF_I(micro_batches, c->total_batch_tokens / (c->batch * c->seq));
     DEF_I(steps, task ? 3000 : 2000);
     DEF_I(warmup, c->steps < 100 ? c->steps : 100);
     // --ternary is BitNet's recipe: ternary QAT, a higher lr, two stages, no decay in the second.
@@ -494,6 +507,8 @@ static void apply_defaults(trit_train_config *c) {
     DEF_I(double_quant, 0);
     DEF_I(dist, TRIT_DIST_OFF);
     DEF_D(bucket_mb, 25.0);
+    DEF_I(stages, 0);
+    DEF_I(pipe_schedule, TRIT_TRAIN_PIPE_1F1B);
     DEF_I(adapter_type, c->lora[0] ? TRIT_TRAIN_ADAPTER_LORA : TRIT_TRAIN_ADAPTER_OFF);
     if (!c->out[0]) snprintf(c->out, sizeof c->out, "%s", c->resume[0] ? c->resume : task ? "run-addition" : "run");
 }
@@ -527,6 +542,10 @@ static trit_status check_sizes(const trit_train_config *c) {
     NEED(c->total_batch_tokens >= micro && c->total_batch_tokens % micro == 0,
          "--total-batch-tokens %lld must be a multiple of batch * seq = %lld",
          (long long)c->total_batch_tokens, (long long)micro);
+    NEED(c->micro_batches == c->total_batch_tokens / micro,
+         "--micro-batches %lld and --total-batch-tokens %lld (%lld micro-batches of --batch %lld x --seq %lld) disagree: "
+         "pass one of the two", (long long)c->micro_batches, (long long)c->total_batch_tokens,
+         (long long)(c->total_batch_tokens / micro), (long long)c->batch, (long long)c->seq);
     return TRIT_OK;
 }
 
@@ -568,6 +587,7 @@ static trit_status check_relations(const trit_train_config *c) {
          "--double-quant applies to --quantize-base nf4|int8|int4|ternary");
     NEED(c->quantize_base != TRIT_QBASE_KEEP || c->init_from[0],
          "--quantize-base keep takes the codes of the --init-from run: pass --init-from");
+    NEED(c->dist == TRIT_DIST_PIPELINE || c->stages == 0, "--stages applies to --dist pipeline");
     NEED(c->terngrad_bucket % 4 == 0, "--terngrad-bucket must be 0 or a multiple of 4 (whole bytes of codes), got %lld",
          (long long)c->terngrad_bucket);
     NEED(c->terngrad_groups == 1 || (c->terngrad && c->dist == TRIT_DIST_DDP),

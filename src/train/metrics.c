@@ -30,13 +30,16 @@ void trit_progress_print(const trit_train_step_info *in, double val_loss_known, 
     trit_format_duration(eta_seconds, eta, sizeof eta);
     if (!isnan(val_loss_known)) snprintf(val, sizeof val, " | val %.4f", val_loss_known);
     if (!isnan(in->accuracy)) snprintf(acc, sizeof acc, " | acc %.2f%%", 100.0 * in->accuracy);
-    char extra[128] = "";
+    char extra[192] = "";
     int k = 0;
     if (!isnan(in->loss_scale)) k = snprintf(extra, sizeof extra, " | scale %g", in->loss_scale);
     if (!isnan(in->comm_ms) && k >= 0 && (size_t)k < sizeof extra)
         k += snprintf(extra + k, sizeof extra - (size_t)k, " | comm wait %.1f ms", in->comm_ms);
     if (!isnan(in->comm_bytes) && k >= 0 && (size_t)k < sizeof extra)
         k += snprintf(extra + k, sizeof extra - (size_t)k, " | comm %.1f kB", in->comm_bytes / 1e3);
+    if (!isnan(in->bubble) && k >= 0 && (size_t)k < sizeof extra)
+        k += snprintf(extra + k, sizeof extra - (size_t)k, " | bubble %.1f%% (ideal %.1f%%)", 100.0 * in->bubble,
+                      100.0 * in->bubble_ideal);
     if (in->skipped > 0 && k >= 0 && (size_t)k < sizeof extra)
         snprintf(extra + k, sizeof extra - (size_t)k, " | skipped %lld%s", (long long)in->skipped,
                  in->was_skipped ? " (this step)" : "");
@@ -76,6 +79,8 @@ static int metric_row(const trit_train_step_info *in, double tokens_per_s, metri
     m[n++] = (metric){"tokens_per_s", tokens_per_s, "%.2f", false};
     if (!isnan(in->comm_ms)) m[n++] = (metric){"comm_ms", in->comm_ms, "%.4f", false};
     if (!isnan(in->comm_bytes)) m[n++] = (metric){"comm_bytes", in->comm_bytes, "%.0f", false};
+    if (!isnan(in->bubble)) m[n++] = (metric){"bubble", in->bubble, "%.4f", false};
+    if (!isnan(in->bubble_ideal)) m[n++] = (metric){"bubble_ideal", in->bubble_ideal, "%.4f", false};
     return n;
 }
 

@@ -112,8 +112,9 @@ static trit_status update(trainer *t, double lr, double scale, const trit_train_
     if (finite && t->cfg.terngrad && !t->tgx) finite = ternarize_grads(t);  // else the exchange was ternary
     info->grad_norm = NAN;
     if (finite) {
-        s = t->cfg.clip > 0 ? trit_optim_clip_grads(t->opt, t->cfg.clip, &info->grad_norm)
-                            : trit_optim_grad_norm(t->params, t->n_params, &info->grad_norm);
+        s = t->pipe ? trit_trainer_pipeline_clip(t, t->cfg.clip, &info->grad_norm)
+            : t->cfg.clip > 0 ? trit_optim_clip_grads(t->opt, t->cfg.clip, &info->grad_norm)
+                              : trit_optim_grad_norm(t->params, t->n_params, &info->grad_norm);
         if (s == TRIT_ERR_NUMERIC) {  // finite values whose squares overflow: not usable either
             trit_clear_error();
             finite = false;
@@ -137,13 +138,16 @@ static trit_status train_step(trainer *t, double lr, const trit_train_hooks *hoo
     bool finite;
     double loss;
     trit_dist_heartbeat(t->step, false);
-    trit_status s = accumulate(t, scale, &loss, &finite);
-    info->comm_ms = info->comm_bytes = NAN;
+    trit_status s = t->pipe ? trit_trainer_pipeline_accumulate(t, scale, &loss, &finite)
+                            : accumulate(t, scale, &loss, &finite);
+    info->comm_ms = info->comm_bytes = info->bubble = info->bubble_ideal = NAN;
     if (s == TRIT_OK && (t->ddp || t->tgx)) {
         s = exchange(t, &loss, &finite);
         info->comm_ms = t->comm_ms;
         info->comm_bytes = t->tgx ? (double)trit_terngrad_dist_bytes_per_step(t->tgx).total
                                   : (double)trit_ddp_bytes_per_step(t->ddp);
+    } else if (s == TRIT_OK && t->pipe) {
+        s = trit_trainer_pipeline_exchange(t, stop_requested != 0, &loss, &finite, info);
     } else {
         t->stop_agreed = stop_requested;
     }
@@ -212,9 +216,10 @@ static void print_header(const trainer *t) {
                (long long)trit_data_num_tokens(t->train), (long long)trit_data_num_tokens(t->val),
                c->order == TRIT_DATA_SEQUENTIAL ? "sequential" : "random");
     char ranks[48] = "";
-    if (t->ranks > 1) snprintf(ranks, sizeof ranks, " x %d ranks", t->ranks);
+    const int dp = t->pipe ? 1 : t->ranks;  // a pipeline's ranks share the layers, not the batch
+    if (dp > 1) snprintf(ranks, sizeof ranks, " x %d ranks", dp);
     printf("batch: %lld x %lld tokens x %lld accumulation%s = %lld tokens/step; %lld steps, lr %g -> %g, "
-           "warmup %lld; threads %d\n", (long long)c->batch, (long long)t->T, (long long)(t->accum / t->ranks), ranks,
+           "warmup %lld; threads %d\n", (long long)c->batch, (long long)t->T, (long long)(t->accum / dp), ranks,
            (long long)(c->batch * t->T * t->accum), (long long)c->steps, c->lr, c->min_lr,
            (long long)c->warmup, trit_threads_get());
     if (t->ddp)
@@ -222,6 +227,7 @@ static void print_header(const trainer *t) {
                t->ranks, c->dist == TRIT_DIST_ZERO2 ? "reduce-scattered" : "all-reduced", trit_ddp_num_buckets(t->ddp), trit_ddp_num_buckets(t->ddp) == 1 ? "" : "s", c->bucket_mb,
                (double)trit_ddp_bytes_per_step(t->ddp) / 1e6);
     if (t->tgx) trit_trainer_print_terngrad_dist(t, stdout);
+    if (t->pipe) trit_trainer_pipeline_print(t, stdout);
     if (g->adapter.kind == TRIT_ADAPTER_LORA)
         printf("lora: r %lld, alpha %g (scale %g), dropout %g, targets %s: %lld trainable parameters (%.2f%%), the "
                "rest frozen\n", (long long)g->adapter.r, g->adapter.alpha, trit_adapter_scale(&g->adapter),
@@ -302,6 +308,11 @@ static trit_status run_loop(trainer *t, const trit_train_hooks *hooks, trit_trai
         info.ms = ms;
         const bool give_up = t->skip_streak >= c->max_skips;
         bool last = t->step == c->steps;
+        if (t->pipe)  // every stage's weights to rank 0 before it evaluates or saves (collective)
+            s = trit_trainer_pipeline_sync(t, !give_up && (last || (c->eval_every > 0 && t->step % c->eval_every == 0)),
+                                           t->stop_agreed || t->step == end || give_up ||
+                                               (c->ckpt_every > 0 && t->step % c->ckpt_every == 0));
+        if (s != TRIT_OK) break;
         // Rank 0 evaluates and writes for the job; the others go on to the next step's exchange.
         bool eval = !give_up && t->rank == 0 && (last || (c->eval_every > 0 && t->step % c->eval_every == 0));
         if (eval) {

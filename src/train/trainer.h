@@ -53,6 +53,7 @@ typedef struct trainer {
     struct trit_terngrad_dist *tgx;  // instead of ddp, with --terngrad: the ternary exchange (terngrad_dist.c)
     bool stop_agreed;        // some rank was asked to stop (SIGINT/SIGTERM) by this step's exchange
     double comm_ms;          // this step's wait for the exchange
+    struct trit_pipeline *pipe;  // --dist pipeline: this rank's stage (trainer_pipeline.c), else NULL
     // Files and directory a fresh run made before it failed in setup, removed on failure.
     bool made_dir;
     int n_made;
@@ -157,5 +158,27 @@ trit_status trit_trainer_zero_checkpoint(trainer *t);
 trit_status trit_trainer_zero_restore(trainer *t, const char *path, trit_train_state *st);
 // A run that is not sharded resuming a sharded checkpoint: the error that says what to do.
 trit_status trit_trainer_zero_refuse_sharded(const trainer *t, const char *path);
+// --dist pipeline (trainer_pipeline.c). check: the job and the flags can run as a pipeline;
+// own: t->params cut to the stage's (before the optimizer is made); new: the stage's graphs and
+// the schedule (after setup); accumulate and exchange: a step's micro-batches through the stages,
+// then the tied gradient summed and the outcome agreed (*info's bubble, comm_ms); clip: the
+// gradient norm over the stages (clipped when max_norm > 0); sync: before rank 0 evaluates or
+// saves, every stage's weights sent to every rank (and the other stages' states saved);
+// state_name: the training-state file of this rank's stage.
+typedef struct trit_pipeline trit_pipeline;
+trit_status trit_trainer_pipeline_check(const trit_train_config *c, int ranks);
+trit_status trit_trainer_pipeline_own(trainer *t);
+trit_status trit_trainer_pipeline_new(trainer *t);
+void trit_trainer_pipeline_free(trit_pipeline *p);
+void trit_trainer_pipeline_print(const trainer *t, FILE *fp);
+trit_status trit_trainer_pipeline_accumulate(trainer *t, double scale, double *loss, bool *finite);
+trit_status trit_trainer_pipeline_exchange(trainer *t, bool stop, double *loss, bool *finite,
+                                           trit_train_step_info *info);
+trit_status trit_trainer_pipeline_clip(trainer *t, double max_norm, double *norm);
+trit_status trit_trainer_pipeline_sync(trainer *t, bool eval, bool checkpoint);
+trit_status trit_trainer_pipeline_state_name(const trainer *t, char *buf, size_t n);
+// A resume of a run a pipeline of another number of stages saved (or a pipeline's resumed
+// otherwise): an error saying how to resume it.
+trit_status trit_trainer_pipeline_check_resume(const trainer *t);
 
 #endif

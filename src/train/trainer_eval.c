@@ -89,14 +89,17 @@ trit_status trit_trainer_show(trainer *t, int64_t n_test, int64_t print, double 
 
 trit_status trit_trainer_checkpoint(trainer *t) {
     if (t->zero) return trit_trainer_zero_checkpoint(t);
-    char model[TRIT_PATH_MAX + 32], state[TRIT_PATH_MAX + 32];
-    trit_status s = trit_trainer_path(t, TRIT_CKPT_MODEL, model, sizeof model);
-    if (s == TRIT_OK) s = trit_trainer_path(t, TRIT_CKPT_STATE, state, sizeof state);
+    char model[TRIT_PATH_MAX + 32], state[TRIT_PATH_MAX + 32], name[64] = TRIT_CKPT_STATE;
+    // A pipeline's other stages write only their own state file (rank 0 the model).
+    const bool stage = t->pipe && t->rank > 0;
+    trit_status s = t->pipe ? trit_trainer_pipeline_state_name(t, name, sizeof name) : TRIT_OK;
+    if (s == TRIT_OK) s = trit_trainer_path(t, TRIT_CKPT_MODEL, model, sizeof model);
+    if (s == TRIT_OK) s = trit_trainer_path(t, name, state, sizeof state);
     // The weights file first: the state file (written last) is what a resume trusts, and it
     // holds the weights too, so a crash between the two writes loses nothing.
-    if (s == TRIT_OK) s = trit_checkpoint_save_model(t->model, model, t->step);
+    if (s == TRIT_OK && !stage) s = trit_checkpoint_save_model(t->model, model, t->step);
     // A run with an adapter also leaves it alone, in PEFT's layout, beside the checkpoint.
-    if (s == TRIT_OK && trit_gpt_get_config(t->model)->adapter.kind != TRIT_ADAPTER_NONE)
+    if (s == TRIT_OK && !stage && trit_gpt_get_config(t->model)->adapter.kind != TRIT_ADAPTER_NONE)
         s = trit_peft_save(t->model, t->cfg.out, t->cfg.init_from);
     trit_train_state st = {.config = t->cfg, .step = t->step, .data_batches = t->step * t->accum,
                            .tokenizer_crc = t->tok_crc, .has_scaler = t->use_scaler, .scaler = t->scaler,

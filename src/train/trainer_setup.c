@@ -294,6 +294,7 @@ static trit_status setup_model(trainer *t, const trit_gpt_config *gc) {
     t->n_params = 0;  // a quantized base's matrices (no f32 values, no gradient) are no optimizer's business
     for (int i = 0; i < n; i++)
         if (trit_gpt_tensor(t->model, i)->data) t->params[t->n_params++] = trit_gpt_tensor(t->model, i);
+    if (c->dist == TRIT_DIST_PIPELINE && (s = trit_trainer_pipeline_own(t)) != TRIT_OK) return s;
     n = t->n_params;
     if (c->terngrad) {
         int64_t most = 1;
@@ -321,8 +322,10 @@ static trit_status setup_model(trainer *t, const trit_gpt_config *gc) {
 }
 
 static trit_status restore(trainer *t) {
-    char path[TRIT_PATH_MAX + 32];
-    trit_status s = trit_trainer_path(t, TRIT_CKPT_STATE, path, sizeof path);
+    char path[TRIT_PATH_MAX + 32], name[64] = TRIT_CKPT_STATE;
+    trit_status s = trit_trainer_pipeline_check_resume(t);
+    if (s == TRIT_OK && t->cfg.dist == TRIT_DIST_PIPELINE) s = trit_trainer_pipeline_state_name(t, name, sizeof name);
+    if (s == TRIT_OK) s = trit_trainer_path(t, name, path, sizeof path);
     trit_train_state st;
     if (s == TRIT_OK) s = t->zero ? trit_trainer_zero_restore(t, path, &st) : trit_trainer_zero_refuse_sharded(t, path);
     if (s == TRIT_OK && !t->zero) s = trit_state_load(path, &st, t->model, t->opt);
@@ -414,7 +417,9 @@ static trit_status join_job(trainer *t, trit_status s) {
     t->rank = trit_dist_rank();
     t->ranks = trit_dist_size();
     const int64_t accum = trit_train_config_accum(c);
-    if (accum % t->ranks != 0)
+    if (c->dist == TRIT_DIST_PIPELINE)
+        s = trit_trainer_pipeline_check(c, t->ranks);
+    else if (accum % t->ranks != 0)
         s = trit_error(TRIT_ERR_INVALID, "--total-batch-tokens %lld is %lld micro-batches of --batch %lld x --seq %lld, "
                        "which %d ranks cannot share: pass a multiple of batch x seq x ranks = %lld", (long long)
                        c->total_batch_tokens, (long long)accum, (long long)c->batch, (long long)c->seq, t->ranks,
@@ -476,6 +481,8 @@ trit_status trit_trainer_setup(trainer *t, const trit_train_config *cli) {
         s = trit_dist_agree(t->ddp ? TRIT_OK : TRIT_ERR_INVALID, "making the gradient buckets");
     }
     if (s == TRIT_OK && t->zero) s = trit_dist_agree(trit_trainer_zero_start(t), "sharding the gradients");
+    if (s == TRIT_OK && cfg.dist == TRIT_DIST_PIPELINE)
+        s = trit_dist_agree(trit_trainer_pipeline_new(t), "building the pipeline stages");
     if (t->rank > 0) t->cfg.quiet = 1;  // rank 0 speaks for the job
     return s;
 }
@@ -507,6 +514,7 @@ void trit_trainer_free(trainer *t, bool failed) {
     trit_trainer_zero_free(t);
     trit_ddp_free(t->ddp);
     trit_terngrad_dist_free(t->tgx);
+    trit_trainer_pipeline_free(t->pipe);
     trit_tb_close(t->tb);
     trit_optim_free(t->opt);
     free(t->params);
