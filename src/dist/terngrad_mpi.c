@@ -132,9 +132,12 @@ static trit_status decode(trit_terngrad_dist *x, bucket *b) {
             if (sl->ternary) {
                 trit_status s = trit_terngrad_accumulate(p, b->scales + sl->scale_at, sl->n, x->c.scale_bucket, out);
                 if (s != TRIT_OK) return s;
-            } else {
-                const float *v = (const float *)(const void *)p;  // (n), 4-byte aligned in the packet
-                for (int64_t i = 0; i < sl->n; i++) out[i] += v[i];
+            } else {  // (n) floats, at any byte of the packet (codes before them have any length)
+                for (int64_t i = 0; i < sl->n; i++) {
+                    float v;
+                    memcpy(&v, p + sizeof(float) * (size_t)i, sizeof v);
+                    out[i] += v;
+                }
             }
         }
     }
