@@ -207,6 +207,9 @@ static trit_status setup_data(trainer *t) {
                               "text file or a directory made by `trit prepare`)", c->data);
         s = is_dir(c->data) ? setup_prepared(t) : setup_text_file(t);
     }
+    // The run directory is on rank 0's disk: the other ranks of a new run, perhaps on other hosts,
+    // get its tokenizer's CRC from rank 0 (share_tokenizer_crc).
+    if (t->rank > 0 && !t->resumed) return s;
     char tok_path[TRIT_PATH_MAX + 32];
     if (s == TRIT_OK) s = trit_trainer_path(t, TRIT_CKPT_TOKENIZER, tok_path, sizeof tok_path);
     if (s == TRIT_OK) s = trit_file_crc32(tok_path, &t->tok_crc);
@@ -435,6 +438,15 @@ static trit_status join_job(trainer *t, trit_status s) {
     return s;
 }
 
+// Rank 0's tokenizer CRC (kept in checkpoints, checked on resume) to every rank of a new run. A
+// CRC-32 is exact in a double.
+static trit_status share_tokenizer_crc(trainer *t) {
+    double crc = t->rank == 0 ? (double)t->tok_crc : 0.0;
+    trit_status s = trit_dist_allreduce_f64(&crc, 1, TRIT_DIST_MAX);
+    if (s == TRIT_OK) t->tok_crc = (uint32_t)crc;
+    return trit_dist_agree(s, "sharing the tokenizer's CRC");
+}
+
 trit_status trit_trainer_setup(trainer *t, const trit_train_config *cli) {
     memset(t, 0, sizeof *t);
     t->ranks = 1;
@@ -474,6 +486,7 @@ trit_status trit_trainer_setup(trainer *t, const trit_train_config *cli) {
     s = trit_dist_agree(s, t->resumed ? "setting up the resumed run" : "setting up the run on rank 0");
     if (s == TRIT_OK && t->rank > 0 && !t->resumed) s = setup_run(t);
     s = trit_dist_agree(s, "setting up the run");
+    if (s == TRIT_OK && !t->resumed) s = share_tokenizer_crc(t);
     if (s == TRIT_OK && cfg.dist == TRIT_DIST_DDP && cfg.terngrad) {
         s = trit_trainer_setup_terngrad_dist(t);
     } else if (s == TRIT_OK && (cfg.dist == TRIT_DIST_DDP || t->zero)) {
