@@ -7,7 +7,8 @@
 # not see the first one's run directory (no shared file system).
 # usage test_hosts.sh TRIT CASE, CASE
 #   two_hosts   DDP with one rank on each host: losses equal one process's within 1e-6 for 20 steps,
-#               each rank ran in its own host's namespace, and the gradients crossed the veth link
+#               each rank ran in its own host's namespace, and the gradients crossed the veth link;
+#               ZeRO, which needs the run directory on every host, refused in setup with a message
 # Making namespaces needs root (CAP_SYS_ADMIN, CAP_NET_ADMIN) and iproute2: where the machine does
 # not allow it the test says so and exits 77, which ctest reports as skipped (never as passed).
 # mpirun missing is a failure.
@@ -82,11 +83,14 @@ tx0=$(tx_bytes "$NB" "$VB") || fail "no byte counter for $VB"
 # Each rank writes the network namespace it runs in and what it sees of $W/runs, then becomes trit
 # (exec: the same process).
 touch "$W/runs/made-on-host-a"
-timeout -k 5 60 ip netns exec "$NA" mpirun --allow-run-as-root --hostfile "$W/hosts" -np 2 \
-    --mca plm_rsh_agent "$W/agent.sh" --mca btl tcp,self \
-    --mca btl_tcp_if_include 10.77.0.0/24 --mca oob_tcp_if_include 10.77.0.0/24 \
-    sh -c 'readlink /proc/self/ns/net >"$0/ns.$OMPI_COMM_WORLD_RANK"; ls "$0/runs" >"$0/disk.$OMPI_COMM_WORLD_RANK"; exec "$@"' "$W" \
-    "$TRIT" train --dist ddp --bucket-mb 0.01 "${FLAGS[@]}" --out "$W/runs/two" >"$W/two.log" 2>&1 ||
+two_hosts() {
+    timeout -k 5 60 ip netns exec "$NA" mpirun --allow-run-as-root --hostfile "$W/hosts" -np 2 \
+        --mca plm_rsh_agent "$W/agent.sh" --mca btl tcp,self \
+        --mca btl_tcp_if_include 10.77.0.0/24 --mca oob_tcp_if_include 10.77.0.0/24 \
+        sh -c 'readlink /proc/self/ns/net >"$0/ns.$OMPI_COMM_WORLD_RANK"; ls "$0/runs" >"$0/disk.$OMPI_COMM_WORLD_RANK"; exec "$@"' "$W" \
+        "$TRIT" "$@"
+}
+two_hosts train --dist ddp --bucket-mb 0.01 "${FLAGS[@]}" --out "$W/runs/two" >"$W/two.log" 2>&1 ||
     { cat "$W/two.log"; fail "mpirun over the two hosts failed (or took over 60 s)"; }
 tx1=$(tx_bytes "$NB" "$VB") || fail "no byte counter for $VB"
 
@@ -118,6 +122,17 @@ sent, least = int(sys.argv[3]) - int(sys.argv[2]), 20 * 4 * params
 print(f"10.77.0.2 sent {sent} bytes over the veth link; 20 steps of {params} fp32 gradients are {least}")
 sys.exit(0 if sent >= least else 1)
 PY
+
+# ZeRO writes every rank's shards into the run directory: rank 1, which does not see it, stops the
+# job in setup with a message, before any step.
+two_hosts train --dist zero1 "${FLAGS[@]}" --out "$W/runs/zero" >"$W/zero.log" 2>&1 &&
+    fail "ZeRO with a run directory rank 1 cannot see was accepted"
+grep -q "rank 1 does not see the run directory '$W/runs/zero' that rank 0 made" "$W/zero.log" ||
+    { cat "$W/zero.log"; fail "no message from rank 1 about the run directory"; }
+grep -q "rank 1 failed in setting up the run" "$W/zero.log" || { cat "$W/zero.log"; fail "rank 0 does not name rank 1"; }
+! grep -q "^step" "$W/zero.log" || fail "ZeRO trained before refusing the run directory"
+[ ! -e "$W/runs/zero" ] || fail "the refused run left $W/runs/zero behind on host a"
+echo "ZeRO without a run directory every host sees: refused in setup, naming rank 1"
 
 teardown
 ip netns list | grep -Eq "^($NA|$NB)\b" && fail "the namespaces are still there after teardown"
