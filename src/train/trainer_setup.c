@@ -207,6 +207,9 @@ static trit_status setup_data(trainer *t) {
                               "text file or a directory made by `trit prepare`)", c->data);
         s = is_dir(c->data) ? setup_prepared(t) : setup_text_file(t);
     }
+    // The run directory is on rank 0's disk: the other ranks of a new run, perhaps on other hosts,
+    // get its tokenizer's CRC from rank 0 (share_tokenizer_crc).
+    if (t->rank > 0 && !t->resumed) return s;
     char tok_path[TRIT_PATH_MAX + 32];
     if (s == TRIT_OK) s = trit_trainer_path(t, TRIT_CKPT_TOKENIZER, tok_path, sizeof tok_path);
     if (s == TRIT_OK) s = trit_file_crc32(tok_path, &t->tok_crc);
@@ -435,6 +438,35 @@ static trit_status join_job(trainer *t, trit_status s) {
     return s;
 }
 
+// The other ranks of a new run use the run directory rank 0 made: ZeRO's and the pipeline's
+// checkpoints and --offload's files are written there by every rank, and a text file or an
+// embedding task's tokenizer is read from there. A rank that does not see it (another host with no
+// shared file system) stops the job now rather than at its first checkpoint.
+static trit_status check_run_dir_seen(const trainer *t) {
+    const trit_train_config *c = &t->cfg;
+    const char *why = NULL;
+    if (c->dist == TRIT_DIST_ZERO1 || c->dist == TRIT_DIST_ZERO2 || c->dist == TRIT_DIST_PIPELINE ||
+        c->offload != TRIT_OFFLOAD_OFF)
+        why = "ZeRO, pipeline and --offload runs write files of every rank there";
+    else if (t->task == TRIT_TASK_TEXT && !is_dir(c->data))
+        why = "the other ranks read the text rank 0 tokenized there (or pass --data a directory made by `trit "
+              "prepare`, at the same path on every host)";
+    else if (t->task == TRIT_TASK_EMBED)
+        why = "the other ranks read the tokenizer rank 0 copied there";
+    if (!why || is_dir(c->out)) return TRIT_OK;
+    return trit_error(TRIT_ERR_IO, "rank %d does not see the run directory '%s' that rank 0 made: %s; put --out on "
+                      "a file system every host shares", t->rank, c->out, why);
+}
+
+// Rank 0's tokenizer CRC (kept in checkpoints, checked on resume) to every rank of a new run. A
+// CRC-32 is exact in a double.
+static trit_status share_tokenizer_crc(trainer *t) {
+    double crc = t->rank == 0 ? (double)t->tok_crc : 0.0;
+    trit_status s = trit_dist_allreduce_f64(&crc, 1, TRIT_DIST_MAX);
+    if (s == TRIT_OK) t->tok_crc = (uint32_t)crc;
+    return trit_dist_agree(s, "sharing the tokenizer's CRC");
+}
+
 trit_status trit_trainer_setup(trainer *t, const trit_train_config *cli) {
     memset(t, 0, sizeof *t);
     t->ranks = 1;
@@ -472,8 +504,10 @@ trit_status trit_trainer_setup(trainer *t, const trit_train_config *cli) {
     // A resumed run writes nothing first: every rank sets up at once and reports its own error.
     s = t->rank == 0 || t->resumed ? setup_run(t) : TRIT_OK;
     s = trit_dist_agree(s, t->resumed ? "setting up the resumed run" : "setting up the run on rank 0");
+    if (s == TRIT_OK && t->rank > 0 && !t->resumed) s = check_run_dir_seen(t);
     if (s == TRIT_OK && t->rank > 0 && !t->resumed) s = setup_run(t);
     s = trit_dist_agree(s, "setting up the run");
+    if (s == TRIT_OK && !t->resumed) s = share_tokenizer_crc(t);
     if (s == TRIT_OK && cfg.dist == TRIT_DIST_DDP && cfg.terngrad) {
         s = trit_trainer_setup_terngrad_dist(t);
     } else if (s == TRIT_OK && (cfg.dist == TRIT_DIST_DDP || t->zero)) {

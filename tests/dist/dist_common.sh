@@ -1,0 +1,28 @@
+# Shared by the dist tests that train the baby configuration through mpirun (test_dist.sh,
+# test_hosts.sh); sourced after CASE is set. Defines fail, the run's FLAGS, losses and compare.
+
+fail() { echo "FAIL ($CASE): $*"; exit 1; }
+
+# A tiny GPT on the built-in addition task (2-digit problems, T = 8): 4 micro-batches of 4 a step.
+FLAGS=(--digits 2 --layers 1 --heads 2 --dim 32 --batch 4 --total-batch-tokens 128 --steps 20 --warmup 2
+       --threads 1 --eval-every 0 --log-every 1 --task-test 8 --dropout 0.1 --lr 3e-3)
+
+# losses FILE: "step loss" lines of a metrics.jsonl, the loss printed exactly (repr).
+losses() { python3 -c 'import json,sys
+for l in open(sys.argv[1]): print(json.loads(l)["step"], repr(json.loads(l)["loss"]))' "$1"; }
+
+# compare A B TOL: every step's loss in A/metrics.jsonl and B/metrics.jsonl within TOL (absolute).
+compare() {
+    python3 - "$1/metrics.jsonl" "$2/metrics.jsonl" "$3" <<'PY' || fail "losses differ (above)"
+import json, sys
+a = {j["step"]: j["loss"] for j in map(json.loads, open(sys.argv[1]))}
+b = {j["step"]: j["loss"] for j in map(json.loads, open(sys.argv[2]))}
+tol = float(sys.argv[3])
+assert sorted(a) == sorted(b) and len(a) == 20, f"steps {sorted(a)} against {sorted(b)}"
+worst = max(abs(a[s] - b[s]) for s in a)
+print(f"largest loss difference over {len(a)} steps: {worst:.3g} (bound {tol:g})")
+bad = [s for s in a if not abs(a[s] - b[s]) <= tol]
+for s in bad: print(f"step {s}: {a[s]!r} against {b[s]!r}")
+sys.exit(1 if bad else 0)
+PY
+}
