@@ -1,5 +1,6 @@
-# Shared by the dist tests that train the baby configuration through mpirun (test_dist.sh,
-# test_hosts.sh); sourced after CASE is set. Defines fail, the run's FLAGS, losses and compare.
+# Shared by the dist tests that train through mpirun (test_dist.sh, test_hosts.sh, test_zero.sh,
+# test_pipeline.sh); sourced after CASE is set. Defines fail, the run's FLAGS (a test may set its
+# own after), losses and compare.
 
 fail() { echo "FAIL ($CASE): $*"; exit 1; }
 
@@ -11,18 +12,24 @@ FLAGS=(--digits 2 --layers 1 --heads 2 --dim 32 --batch 4 --total-batch-tokens 1
 losses() { python3 -c 'import json,sys
 for l in open(sys.argv[1]): print(json.loads(l)["step"], repr(json.loads(l)["loss"]))' "$1"; }
 
-# compare A B TOL: every step's loss in A/metrics.jsonl and B/metrics.jsonl within TOL (absolute).
+# compare A B TOL: every step's loss in A/metrics.jsonl and B/metrics.jsonl within TOL
+# (absolute), and the last validation loss too when the runs evaluated.
 compare() {
-    python3 - "$1/metrics.jsonl" "$2/metrics.jsonl" "$3" <<'PY' || fail "losses differ (above)"
+    python3 - "$1/metrics.jsonl" "$2/metrics.jsonl" "$3" <<'PY' || fail "losses of $1 and $2 differ (above)"
 import json, sys
-a = {j["step"]: j["loss"] for j in map(json.loads, open(sys.argv[1]))}
-b = {j["step"]: j["loss"] for j in map(json.loads, open(sys.argv[2]))}
+ja = [json.loads(l) for l in open(sys.argv[1])]
+jb = [json.loads(l) for l in open(sys.argv[2])]
+a = {j["step"]: j["loss"] for j in ja}
+b = {j["step"]: j["loss"] for j in jb}
 tol = float(sys.argv[3])
 assert sorted(a) == sorted(b) and len(a) == 20, f"steps {sorted(a)} against {sorted(b)}"
 worst = max(abs(a[s] - b[s]) for s in a)
-print(f"largest loss difference over {len(a)} steps: {worst:.3g} (bound {tol:g})")
+va, vb = ja[-1].get("val_loss"), jb[-1].get("val_loss")
+val = f"; val loss {va!r} against {vb!r}" if va is not None or vb is not None else ""
+print(f"largest loss difference over {len(a)} steps: {worst:.3g}{val} (bound {tol:g})")
 bad = [s for s in a if not abs(a[s] - b[s]) <= tol]
 for s in bad: print(f"step {s}: {a[s]!r} against {b[s]!r}")
-sys.exit(1 if bad else 0)
+val_bad = (va is None) != (vb is None) or (va is not None and not abs(va - vb) <= tol)
+sys.exit(1 if bad or val_bad else 0)
 PY
 }

@@ -20,7 +20,7 @@
 set -u
 TRIT=$1
 CASE=$2
-fail() { echo "FAIL ($CASE): $*"; exit 1; }
+. "$(dirname "$0")/dist_common.sh"
 command -v mpirun >/dev/null || fail "mpirun not found: install openmpi-bin (tools/setup.sh); these tests need it"
 [ -x "$TRIT" ] || fail "no trit binary at $TRIT: build it first"
 W=$(mktemp -d)
@@ -31,28 +31,6 @@ python3 -c 'import random; r = random.Random(7); print(" ".join(r.choice(["to", 
 # The baby model on a small batch: 4 sequences of 64 characters a micro-batch.
 FLAGS=(--data "$W/text.txt" --layers 4 --heads 4 --dim 128 --seq 64 --batch 4 --steps 20 --warmup 2 --threads 1
        --eval-every 0 --eval-batches 2 --sample-tokens 0 --log-every 1 --dropout 0.1 --lr 3e-3)
-
-losses() { python3 -c 'import json,sys
-for l in open(sys.argv[1]): print(json.loads(l)["step"], repr(json.loads(l)["loss"]))' "$1"; }
-
-# compare A B TOL: every step's loss, and the last validation loss, within TOL (absolute).
-compare() {
-    python3 - "$1/metrics.jsonl" "$2/metrics.jsonl" "$3" <<'PY' || fail "losses differ (above)"
-import json, sys
-ja = [json.loads(l) for l in open(sys.argv[1])]
-jb = [json.loads(l) for l in open(sys.argv[2])]
-a = {j["step"]: j["loss"] for j in ja}
-b = {j["step"]: j["loss"] for j in jb}
-tol = float(sys.argv[3])
-assert sorted(a) == sorted(b) and len(a) == 20, f"steps {sorted(a)} against {sorted(b)}"
-worst = max(abs(a[s] - b[s]) for s in a)
-va, vb = ja[-1]["val_loss"], jb[-1]["val_loss"]
-print(f"largest loss difference over {len(a)} steps: {worst:.3g}; val loss {va!r} against {vb!r} (bound {tol:g})")
-bad = [s for s in a if not abs(a[s] - b[s]) <= tol]
-for s in bad: print(f"step {s}: {a[s]!r} against {b[s]!r}")
-sys.exit(1 if bad or not abs(va - vb) <= tol else 0)
-PY
-}
 
 # equal SCHEDULE M: one process and 2 stages, M micro-batches a step.
 equal() {

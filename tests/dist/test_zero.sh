@@ -22,36 +22,16 @@
 set -u
 TRIT=$1
 CASE=$2
-fail() { echo "FAIL ($CASE): $*"; exit 1; }
+. "$(dirname "$0")/dist_common.sh"
 command -v mpirun >/dev/null || fail "mpirun not found: install openmpi-bin (tools/setup.sh); these tests need it"
 [ -x "$TRIT" ] || fail "no trit binary at $TRIT: build it first"
 W=$(mktemp -d)
 trap 'rm -rf "$W"' EXIT
 export OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive
 MPI=(mpirun --allow-run-as-root --oversubscribe)
-# A tiny GPT on the built-in addition task (2-digit problems, T = 8): 4 micro-batches of 4 a step;
-# buckets of 10 kB, so the 54 kB of gradients go in several exchanges started during backward.
-FLAGS=(--digits 2 --layers 1 --heads 2 --dim 32 --batch 4 --total-batch-tokens 128 --steps 20 --warmup 2
-       --threads 1 --eval-every 0 --log-every 1 --task-test 8 --dropout 0.1 --lr 3e-3 --bucket-mb 0.01)
-
-losses() { python3 -c 'import json,sys
-for l in open(sys.argv[1]): print(json.loads(l)["step"], repr(json.loads(l)["loss"]))' "$1"; }
-
-# compare A B TOL: every step's loss in A/metrics.jsonl and B/metrics.jsonl within TOL (absolute).
-compare() {
-    python3 - "$1/metrics.jsonl" "$2/metrics.jsonl" "$3" <<'PY' || fail "losses of $1 and $2 differ (above)"
-import json, sys
-a = {j["step"]: j["loss"] for j in map(json.loads, open(sys.argv[1]))}
-b = {j["step"]: j["loss"] for j in map(json.loads, open(sys.argv[2]))}
-tol = float(sys.argv[3])
-assert sorted(a) == sorted(b) and len(a) == 20, f"steps {sorted(a)} against {sorted(b)}"
-worst = max(abs(a[s] - b[s]) for s in a)
-print(f"largest loss difference over {len(a)} steps: {worst:.3g} (bound {tol:g})")
-bad = [s for s in a if not abs(a[s] - b[s]) <= tol]
-for s in bad: print(f"step {s}: {a[s]!r} against {b[s]!r}")
-sys.exit(1 if bad else 0)
-PY
-}
+# dist_common.sh's tiny GPT, with buckets of 10 kB, so the 54 kB of gradients go in several
+# exchanges started during backward.
+FLAGS+=(--bucket-mb 0.01)
 
 # same_state A B: the tensors of two train_state.bin files (format in src/train/checkpoint_state.c)
 # by name, bit for bit, and the same optimizer step.
