@@ -9,28 +9,9 @@ STEPS=${2:-40}
 ROUNDS=${3:-1}
 TRIT=${TRIT:-build/trit}
 DATA=${DATA:-../shared/data/tinyshakespeare.txt}
-case "$CFG" in
-baby) M=(--layers 4 --heads 4 --dim 128 --seq 64 --batch 12); TOK=$((2 * 12 * 64)) ;;
-small) M=(--layers 6 --heads 6 --dim 384 --seq 256 --batch 16); TOK=$((2 * 16 * 256)) ;;
-*) echo "usage: bench/ddp.sh baby|small [STEPS] [ROUNDS]" >&2; exit 2 ;;
-esac
-W=$(mktemp -d)
-trap 'rm -rf "$W"' EXIT
-FLAGS=(--data "$DATA" "${M[@]}" --total-batch-tokens "$TOK" --steps "$STEPS" --warmup 5 --threads 1
-       --eval-every 0 --eval-batches 1 --sample-tokens 0 --log-every 1 --ckpt-every 0)
-export OMP_NUM_THREADS=1
-# Median tokens/s and comm_ms of the steps after the first quarter (warm caches).
-stats() {
-    python3 - "$1/metrics.jsonl" <<'PY'
-import json, statistics, sys
-rows = [json.loads(l) for l in open(sys.argv[1])]
-rows = rows[len(rows) // 4:]
-tps = statistics.median(r["tokens_per_s"] for r in rows)
-comm = [r["comm_ms"] for r in rows if "comm_ms" in r]
-ms = statistics.median(r["ms"] for r in rows)
-print(f"{tps:.0f} {ms:.2f} {statistics.median(comm) if comm else float('nan'):.2f}")
-PY
-}
+N=2
+USAGE="bench/ddp.sh baby|small [STEPS] [ROUNDS]"
+. "$(dirname "$0")/dist_common.sh"
 for r in $(seq "$ROUNDS"); do
     "$TRIT" train "${FLAGS[@]}" --out "$W/one$r" >/dev/null
     mpirun --allow-run-as-root --oversubscribe -np 2 -x OMP_NUM_THREADS "$TRIT" train --dist ddp "${FLAGS[@]}" \

@@ -12,25 +12,15 @@ ROUNDS=${3:-1}
 TRIT=${TRIT:-build/trit}
 PYTHON=${PYTHON:-../venv/bin/python}
 DATA=${DATA:-../shared/data/tinyshakespeare.txt}
-case "$CFG" in
-baby) M=(--layers 4 --heads 4 --dim 128 --seq 64 --batch 12); TOK=$((2 * 12 * 64)) ;;
-small) M=(--layers 6 --heads 6 --dim 384 --seq 256 --batch 16); TOK=$((2 * 16 * 256)) ;;
-*) echo "usage: bench/ddp_peers.sh baby|small [STEPS] [ROUNDS]" >&2; exit 2 ;;
-esac
-W=$(mktemp -d)
-trap 'rm -rf "$W"' EXIT
+N=2
+USAGE="bench/ddp_peers.sh baby|small [STEPS] [ROUNDS]"
+. "$(dirname "$0")/dist_common.sh"
 # AdamW at PyTorch's settings of the peer script (lr 6e-4, betas 0.9/0.95, weight decay 0.1, clip 1).
-FLAGS=(--data "$DATA" "${M[@]}" --total-batch-tokens "$TOK" --steps "$STEPS" --warmup 5 --threads 1 --lr 6e-4
-       --beta2 0.95 --weight-decay 0.1 --clip 1.0 --eval-every 0 --eval-batches 1 --sample-tokens 0 --log-every 1
-       --ckpt-every 0)
-export OMP_NUM_THREADS=1
+FLAGS+=(--lr 6e-4 --beta2 0.95 --weight-decay 0.1 --clip 1.0)
 for r in $(seq "$ROUNDS"); do
     mpirun --allow-run-as-root --oversubscribe -np 2 -x OMP_NUM_THREADS "$TRIT" train --dist ddp "${FLAGS[@]}" \
         --out "$W/trit$r" >/dev/null
-    # Median tokens/s of the steps after the first quarter (warm caches), as bench/ddp.sh.
-    t=$(python3 -c 'import json, statistics, sys
-rows = [json.loads(l) for l in open(sys.argv[1])]
-print(round(statistics.median(r["tokens_per_s"] for r in rows[len(rows) // 4:])))' "$W/trit$r/metrics.jsonl")
+    read -r t _ < <(stats "$W/trit$r")
     p=$("$PYTHON" bench/ddp_pytorch.py --config "$CFG" --ranks 2 --steps "$STEPS" --warmup 3 --json |
         python3 -c 'import json, sys; r = json.loads(sys.stdin.read().strip().splitlines()[-1]); print(round(r["tokens_per_s"]), r["torch_version"])')
     read -r ptps pver <<<"$p"
