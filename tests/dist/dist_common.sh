@@ -1,8 +1,13 @@
 # Shared by the dist tests that train through mpirun (test_dist.sh, test_hosts.sh, test_zero.sh,
-# test_pipeline.sh); sourced after CASE is set. Defines fail, the run's FLAGS (a test may set its
-# own after), losses and compare.
+# test_pipeline.sh); sourced after TRIT and CASE are set. Checks mpirun and the binary; defines
+# fail, the run's FLAGS (a test may set its own after), losses and compare.
 
 fail() { echo "FAIL ($CASE): $*"; exit 1; }
+
+# mpirun missing is a failure, not a skip; TRIT is set before this file is sourced.
+command -v mpirun >/dev/null || fail "mpirun not found: install openmpi-bin (tools/setup.sh); these tests need it"
+[ -x "$TRIT" ] || fail "no trit binary at $TRIT: build it first"
+export OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive
 
 # A tiny GPT on the built-in addition task (2-digit problems, T = 8): 4 micro-batches of 4 a step.
 FLAGS=(--digits 2 --layers 1 --heads 2 --dim 32 --batch 4 --total-batch-tokens 128 --steps 20 --warmup 2

@@ -29,11 +29,8 @@ TRIT=$1
 CASE=$2
 PROG=${3:-}
 . "$(dirname "$0")/dist_common.sh"
-command -v mpirun >/dev/null || fail "mpirun not found: install openmpi-bin (tools/setup.sh); these tests need it"
-[ -x "$TRIT" ] || fail "no trit binary at $TRIT: build it first"
 W=$(mktemp -d)
 trap 'rm -rf "$W"' EXIT
-export OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive
 MPI=(mpirun --allow-run-as-root --oversubscribe -np 2)
 
 # rank_pid R: the pid of rank R of the mpirun job whose pid is $job.

@@ -17,11 +17,8 @@ TRIT=$1
 CASE=$2
 . "$(dirname "$0")/dist_common.sh"
 skip() { echo "SKIP ($CASE): $*"; exit 77; }
-command -v mpirun >/dev/null || fail "mpirun not found: install openmpi-bin (tools/setup.sh); these tests need it"
-[ -x "$TRIT" ] || fail "no trit binary at $TRIT: build it first"
 [ "$CASE" = two_hosts ] || fail "unknown case"
 command -v ip >/dev/null || skip "no ip command (iproute2): cannot make the network namespaces that stand for two hosts"
-export OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive
 
 # Names carry this shell's pid, so that runs in parallel do not collide (interface names: <= 15
 # characters).
