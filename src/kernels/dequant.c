@@ -88,7 +88,8 @@ void trit_kernel_dequant_ref(trit_dtype dt, float *out, const uint8_t *codes, in
 static trit_kernel_dequant_fn *run_kernel(trit_dtype dt) {
     static trit_kernel_slot slots[3];
     const int k = dt == TRIT_NF4 ? 0 : dt == TRIT_F8_E4M3 ? 1 : 2;
-    return TRIT_KERNEL_FN_OR(trit_kernel_dequant_fn, &slots[k], TRIT_KERNEL_DEQUANT, dt, TRIT_F32, trit_kernel_dequant_ref);
+    return TRIT_KERNEL_FN_OR(trit_kernel_dequant_fn, &slots[k], TRIT_KERNEL_DEQUANT, dt, TRIT_F32,
+                             trit_kernel_dequant_ref);
 }
 
 static int packed_bits(trit_dtype dt) {

@@ -146,28 +146,31 @@ void trit_qpanels_fill_ternary_f32(trit_qpanels *p, const float *w, float s, boo
     }
 }
 
-// Packs into panels already shaped and zeroed (codes are or-ed in).
-static void pack_all(trit_qpanels *out, const uint8_t *w, const float *ws) {
-#pragma omp parallel for schedule(static) if (out->N * out->K >= (1 << 20) && !omp_in_parallel())
+// Packs W into panels over mem (trit_qpanels_place), or over storage of their own when mem is NULL;
+// either is zero, and codes are or-ed in.
+static trit_status pack(trit_dtype wdt, int64_t N, int64_t K, int64_t G, const uint8_t *w, const float *ws, void *mem,
+                        trit_qpanels *out) {
+    memset(out, 0, sizeof *out);
+    if (!w || !ws) return trit_error(TRIT_ERR_INVALID, "qgemm panels: NULL codes or scales");
+    trit_status s = mem ? trit_qpanels_place(wdt, N, K, G, mem, out) : trit_qpanels_alloc(wdt, N, K, G, out);
+    if (s != TRIT_OK) return s;
+#pragma omp parallel for schedule(static) if (N * K >= (1 << 20) && !omp_in_parallel())
     for (int64_t p = 0; p < out->panels; p++) pack_panel(out, p, w, ws);
+    return TRIT_OK;
 }
 
 trit_status trit_qpanels_pack(trit_dtype wdt, int64_t N, int64_t K, int64_t G, const uint8_t *w, const float *ws,
                               trit_qpanels *out) {
-    memset(out, 0, sizeof *out);
-    if (!w || !ws) return trit_error(TRIT_ERR_INVALID, "qgemm panels: NULL codes or scales");
-    trit_status s = trit_qpanels_alloc(wdt, N, K, G, out);
-    if (s == TRIT_OK) pack_all(out, w, ws);
-    return s;
+    return pack(wdt, N, K, G, w, ws, NULL, out);
 }
 
 trit_status trit_qpanels_pack_at(trit_dtype wdt, int64_t N, int64_t K, int64_t G, const uint8_t *w, const float *ws,
                                  void *mem, trit_qpanels *out) {
-    memset(out, 0, sizeof *out);
-    if (!w || !ws) return trit_error(TRIT_ERR_INVALID, "qgemm panels: NULL codes or scales");
-    trit_status s = trit_qpanels_place(wdt, N, K, G, mem, out);
-    if (s == TRIT_OK) pack_all(out, w, ws);
-    return s;
+    if (!mem) {
+        memset(out, 0, sizeof *out);
+        return trit_error(TRIT_ERR_INVALID, "qgemm panels: NULL storage");
+    }
+    return pack(wdt, N, K, G, w, ws, mem, out);
 }
 
 void trit_qpanels_free(trit_qpanels *p) {

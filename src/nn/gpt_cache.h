@@ -36,8 +36,8 @@ typedef struct gpt_weights {
     // integer codes in 16-row panels, for the dtypes the CPU has panel kernels for (qgemm_panel.h);
     // an entry has codes == NULL when it has none. A repack is dropped once its panels are made.
     trit_qpanels *panels;
-    void *panel_block;  // a decode-only model's kernel weights (panels, codes), in one block of pages, or NULL
-    size_t panel_block_bytes;
+    void *weight_block;  // a decode-only model's kernel weights (panels, codes), in one block of pages, or NULL
+    size_t weight_block_bytes;
     int64_t maxk;  // widest input of a quantized matrix the integer kernels take (0: none)
 } gpt_weights;
 

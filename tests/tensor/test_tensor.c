@@ -155,8 +155,29 @@ static void test_bad_arguments(void **state) {
     assert_true(big.strides[0] == (int64_t)1024 * 50304);
 }
 
+// A tensor's own data moved into caller memory: the values, read through the tensor, are the
+// same; the tensor no longer frees it; one that does not own its data is refused.
+static void test_move_data(void **state) {
+    (void)state;
+    trit_tensor *t = trit_tensor_new(TRIT_F32, 2, (int64_t[]){3, 5});
+    assert_non_null(t);
+    for (int i = 0; i < 15; i++) ((float *)t->data)[i] = (float)i * 0.5f;
+    float *dst = trit_pages_alloc(sizeof(float) * 15);
+    assert_non_null(dst);
+    assert_int_equal(trit_tensor_move_data(t, dst), TRIT_OK);
+    assert_ptr_equal(t->data, dst);
+    assert_false(t->flags & TRIT_FLAG_OWNS_DATA);
+    for (int i = 0; i < 15; i++) assert_true(trit_tensor_get_flat(t, i) == (float)i * 0.5f);
+    assert_int_not_equal(trit_tensor_move_data(t, dst), TRIT_OK);  // owns nothing now
+    trit_clear_error();
+    trit_tensor_free(t);  // leaves dst alone
+    assert_true(dst[14] == 7.0f);
+    trit_pages_free(dst, sizeof(float) * 15);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_move_data),
         cmocka_unit_test(test_layout),        cmocka_unit_test(test_transpose_permute_slice),
         cmocka_unit_test(test_reshape),       cmocka_unit_test(test_expand_broadcast),
         cmocka_unit_test(test_copy_convert_fill), cmocka_unit_test(test_bad_arguments),

@@ -12,7 +12,8 @@ static void nf4_run(float *out, const uint8_t *p, int64_t n, const float *tab) {
     const __m512 t = _mm512_loadu_ps(tab);
     int64_t i = 0;
     for (; i + 32 <= n; i += 32) {
-        const __m128i b = _mm_loadu_si128((const __m128i *)(p + i / 2));  // 32 codes, element 2j in byte j's low nibble
+        // 32 codes, element 2j in byte j's low nibble
+        const __m128i b = _mm_loadu_si128((const __m128i *)(p + i / 2));
         const __m128i lo = _mm_and_si128(b, _mm_set1_epi8(15)), hi = _mm_and_si128(_mm_srli_epi16(b, 4), _mm_set1_epi8(15));
         const __m512i c0 = _mm512_cvtepu8_epi32(_mm_unpacklo_epi8(lo, hi));  // elements 0..15
         const __m512i c1 = _mm512_cvtepu8_epi32(_mm_unpackhi_epi8(lo, hi));  // 16..31
