@@ -150,6 +150,22 @@ trit_tensor *trit_rope(trit_graph *g, trit_tensor *x, int n_head, double theta);
 // SwiGLU gate: silu(gate) * up, same shapes.
 trit_tensor *trit_swiglu(trit_graph *g, trit_tensor *gate, trit_tensor *up);
 
+// ---- tensor parallelism (Megatron-LM's f and g; Shoeybi et al. 2019) --------------------
+// A sum over the ranks of a tensor-parallel group, in place, the result on every rank: the
+// caller's (src/dist gives an MPI all-reduce); the graph never talks to other processes. data
+// holds n values of dtype (the graph's accumulate dtype: f32, or f64 on the reference path).
+typedef trit_status (*trit_allreduce_fn)(void *ctx, void *data, trit_dtype dtype, int64_t n);
+typedef struct trit_allreduce {
+    trit_allreduce_fn fn;
+    void *ctx;
+} trit_allreduce;
+// f, before a column-split linear: the identity forward; backward sums x's gradient over the
+// group (each rank's columns contribute a part of it).
+trit_tensor *trit_tp_copy(trit_graph *g, trit_tensor *x, const trit_allreduce *r);
+// g, after a row-split linear: forward sums x (each rank's partial product) over the group;
+// backward passes the gradient through (every rank holds the same one).
+trit_tensor *trit_tp_reduce(trit_graph *g, trit_tensor *x, const trit_allreduce *r);
+
 // ---- shape ops (views where the layout allows, copies otherwise) ------------------------
 trit_tensor *trit_reshape(trit_graph *g, trit_tensor *x, int ndim, const int64_t *shape);
 trit_tensor *trit_transpose(trit_graph *g, trit_tensor *x, int d0, int d1);
