@@ -6,6 +6,7 @@
 #define TRIT_DIST_H
 
 #include "trit/graph.h"
+#include "trit/ops.h"
 #include "trit/tensor.h"
 
 #ifdef __cplusplus
@@ -145,6 +146,31 @@ trit_status trit_pipe_sum_tied(trit_pipe *p, float *grad, int64_t n);
 // Collective: each tensor's values sent from the stage owner[i] to every other.
 trit_status trit_pipe_share(trit_pipe *p, trit_tensor *const *tensors, const int *owner, int n);
 void trit_pipe_free(trit_pipe *p);
+
+// ---- tensor parallelism (tensor_mpi.c) --------------------------------------------------------
+// The job cut into tensor-parallel groups of `size` consecutive ranks (rank r in group r / size at
+// position r % size) and data-parallel replicas: the ranks of one position in every group
+// (MPI_Comm_split both ways). The group sums the graphs' tp_copy and tp_reduce values; the
+// replicas sum gradients as DDP does.
+typedef struct trit_tp trit_tp;
+trit_tp *trit_tp_new(int size);
+int trit_tp_rank(const trit_tp *tp);      // position in the group
+int trit_tp_size(const trit_tp *tp);
+int trit_tp_replica(const trit_tp *tp);   // the group's index: the data-parallel rank
+int trit_tp_replicas(const trit_tp *tp);
+// The group's sum for trit_tp_copy / trit_tp_reduce (an MPI_Iallreduce, waited for with the
+// job's timeout); its waits and bytes are counted for trit_tp_take_stats.
+trit_allreduce trit_tp_sum(trit_tp *tp);
+// Time waited in the group's sums and bytes passed into them since the last call.
+void trit_tp_take_stats(trit_tp *tp, double *wait_ms, int64_t *bytes);
+// Collective over the group: v (n) summed (double), on every rank of the group.
+trit_status trit_tp_group_sum_f64(trit_tp *tp, double *v, int n);
+// Collective over the group: each rank's `bytes` bytes to the group's rank 0, in rank order
+// into recv (size x bytes; only read on position 0).
+trit_status trit_tp_gather(trit_tp *tp, const void *send, void *recv, size_t bytes);
+// DDP's buckets (trit_ddp_new) summed over this rank's replicas instead of the job.
+trit_ddp *trit_tp_ddp_new(trit_tp *tp, const trit_flat *f, trit_graph *g, double bucket_mb);
+void trit_tp_free(trit_tp *tp);
 
 #ifdef __cplusplus
 }

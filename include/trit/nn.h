@@ -242,6 +242,32 @@ typedef struct trit_gpt_stage {
 } trit_gpt_stage;
 trit_status trit_gpt_build_stage(trit_gpt *m, int64_t B, int64_t T, int64_t first, int64_t end, trit_gpt_stage *out);
 void trit_gpt_stage_free(trit_gpt_stage *st);
+// ---- tensor parallelism (nn/gpt_tp.c) -----------------------------------------------------
+// Megatron-LM's split of each block over a group of `size` ranks (Shoeybi et al. 2019): rank r
+// holds heads [r H/size, (r + 1) H/size)'s q, k and v rows of c_attn (and bias), rows [r F/size,
+// (r + 1) F/size) of c_fc (and bias), and the matching input columns of attn.c_proj and
+// mlp.c_proj, whose biases stay whole; the embeddings, norms and head stay whole on every rank.
+// A parameter's split: dim -1 whole; 0 rows, in `parts` equal parts each split among the ranks
+// (c_attn: q, k, v); 1 columns. A 1-D parameter is a column of rows.
+typedef struct trit_gpt_tp_split {
+    int dim;
+    int64_t parts;
+} trit_gpt_tp_split;
+trit_gpt_tp_split trit_gpt_tp_split_of(const char *name);
+// What a model of config c cannot split over `size` ranks (heads or the MLP's width not
+// divisible, SwiGLU, SubLN, adapters): TRIT_OK, or an error naming it and what to do.
+trit_status trit_gpt_tp_check(const trit_gpt_config *c, int size);
+// Rank `rank`'s piece of a whole buffer shaped like the parameter (shape[ndim], elem bytes an
+// element) copied to `piece` (contiguous, in the whole's order), or back into `whole` (to_whole).
+void trit_gpt_tp_copy_piece(trit_gpt_tp_split sp, int ndim, const int64_t *shape, size_t elem, void *whole, void *piece,
+                            int rank, int size, bool to_whole);
+// Rank `rank`'s shard of m (f32 parameters, no adapters or QAT): its parameters with the pieces
+// of m's values, graphs that sum over the group through `sum` (trit_tp_copy, trit_tp_reduce).
+// It trains and evaluates through graphs only (no decoding). NULL with a message on failure.
+trit_gpt *trit_gpt_tp_shard(const trit_gpt *m, int rank, int size, const trit_allreduce *sum);
+// The split (rank, size) of a shard; (0, 1) for a whole model.
+void trit_gpt_tp_of(const trit_gpt *m, int *rank, int *size);
+
 // The hidden states after the final norm for tokens idx (B, T) i32, 1 <= T <= seq_len (a graph
 // input of g): (B, T, C), built into g, a graph of the model's policy (trit_gpt_get_policy) that
 // the caller compiles; the gradients of the model's trainable parameters are attached. The

@@ -192,13 +192,16 @@ typedef struct trit_train_config {
     int64_t stages;                 // pipeline: stages (0: one a rank of the job)
     int64_t micro_batches;          // micro-batches a step for all ranks: total_batch_tokens / (batch x seq)
     int64_t pipe_schedule;          // trit_train_pipe_schedule
+    int64_t tp;                     // tensor: ranks a tensor-parallel group (0: the job's ranks)
 } trit_train_config;
 
 // --dist: one process, or data parallel over the ranks of an MPI job (`mpirun -np N trit train
 // --dist ddp`): each rank runs accumulation / N of the step's micro-batches, gradients summed.
 // zero1|zero2: DDP with the optimizer state (and zero2: the gradients) sharded (src/dist/zero_mpi.c);
-// pipeline: the layers split into one stage a rank, the step's micro-batches through them.
-typedef enum { TRIT_DIST_OFF = 0, TRIT_DIST_DDP, TRIT_DIST_ZERO1, TRIT_DIST_ZERO2, TRIT_DIST_PIPELINE } trit_train_dist;
+// pipeline: the layers split into one stage a rank, the step's micro-batches through them;
+// tensor: each block's matrices split across the --tp ranks of a group (Megatron-LM), the groups
+// data-parallel replicas of each other.
+typedef enum { TRIT_DIST_OFF = 0, TRIT_DIST_DDP, TRIT_DIST_ZERO1, TRIT_DIST_ZERO2, TRIT_DIST_PIPELINE, TRIT_DIST_TENSOR } trit_train_dist;
 typedef enum { TRIT_TRAIN_PIPE_GPIPE = 0, TRIT_TRAIN_PIPE_1F1B } trit_train_pipe_schedule;
 
 // --task: what the model is trained to do with --data.

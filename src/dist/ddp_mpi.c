@@ -32,7 +32,10 @@ struct trit_ddp {
     trit_ddp_start_fn start; // another collective than the all-reduce (ZeRO), or NULL
     trit_ddp_done_fn done;
     void *hook_ctx;
+    MPI_Comm comm;           // the ranks that sum: the job, or a tensor-parallel job's replicas
 };
+
+void trit_ddp_set_comm(trit_ddp *d, MPI_Comm comm) { d->comm = comm; }
 
 void trit_ddp_set_collective(trit_ddp *d, trit_ddp_start_fn start, trit_ddp_done_fn done, void *ctx) {
     d->start = start, d->done = done, d->hook_ctx = ctx;
@@ -50,7 +53,7 @@ static trit_status start_ready(trit_ddp *d) {
         bucket *b = &d->b[d->next];
         int rc = d->start ? d->start(d->hook_ctx, d->next, d->grads, b->begin, b->end, &b->req)
                           : MPI_Iallreduce(MPI_IN_PLACE, d->grads + b->begin, (int)(b->end - b->begin), MPI_FLOAT,
-                                           MPI_SUM, trit_dist_comm(), &b->req);
+                                           MPI_SUM, d->comm, &b->req);
         if (rc != MPI_SUCCESS) return trit_dist_mpi_error(rc, "MPI_Iallreduce of a gradient bucket");
         d->next++;
     }
@@ -149,6 +152,7 @@ trit_ddp *trit_ddp_new(const trit_flat *f, trit_graph *g, double bucket_mb) {
         trit_error(TRIT_ERR_NOMEM, "ddp: out of memory");
         return NULL;
     }
+    d->comm = trit_dist_comm();
     d->grads = trit_flat_grads(f, &d->count);
     trit_status s = d->grads ? TRIT_OK : trit_error(TRIT_ERR_STATE, "ddp: the model has no gradients");
     if (s == TRIT_OK) s = make_buckets(d, f, (size_t)(bucket_mb * 1e6));

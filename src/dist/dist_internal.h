@@ -29,6 +29,8 @@ void trit_dist_heartbeat_stop(void);
 typedef int (*trit_ddp_start_fn)(void *ctx, int bucket, float *grads, int64_t begin, int64_t end, MPI_Request *req);
 typedef void (*trit_ddp_done_fn)(void *ctx, int bucket, int64_t begin, int64_t end);
 void trit_ddp_set_collective(trit_ddp *d, trit_ddp_start_fn start, trit_ddp_done_fn done, void *ctx);
+// The communicator a DDP's buckets are summed over (the job's unless set; tensor_mpi.c: the replicas).
+void trit_ddp_set_comm(trit_ddp *d, MPI_Comm comm);
 // Element range of bucket k of the gradient block.
 void trit_ddp_bucket_range(const trit_ddp *d, int k, int64_t *begin, int64_t *end);
 

@@ -112,3 +112,45 @@ trit_status trit_pipe_share(trit_pipe *p, trit_tensor *const *tensors, const int
 }
 
 void trit_pipe_free(trit_pipe *p) { (void)p; }
+
+trit_tp *trit_tp_new(int size) {
+    (void)size;
+    no_mpi();
+    return NULL;
+}
+
+int trit_tp_rank(const trit_tp *tp) { (void)tp; return 0; }
+int trit_tp_size(const trit_tp *tp) { (void)tp; return 1; }
+int trit_tp_replica(const trit_tp *tp) { (void)tp; return 0; }
+int trit_tp_replicas(const trit_tp *tp) { (void)tp; return 1; }
+
+static trit_status no_sum(void *ctx, void *data, trit_dtype dtype, int64_t n) {
+    (void)ctx, (void)data, (void)dtype, (void)n;
+    return no_mpi();
+}
+
+trit_allreduce trit_tp_sum(trit_tp *tp) { return (trit_allreduce){.fn = no_sum, .ctx = tp}; }
+
+void trit_tp_take_stats(trit_tp *tp, double *wait_ms, int64_t *bytes) {
+    (void)tp;
+    *wait_ms = 0;
+    *bytes = 0;
+}
+
+trit_status trit_tp_group_sum_f64(trit_tp *tp, double *v, int n) {
+    (void)tp, (void)v, (void)n;
+    return no_mpi();
+}
+
+trit_status trit_tp_gather(trit_tp *tp, const void *send, void *recv, size_t bytes) {
+    (void)tp, (void)send, (void)recv, (void)bytes;
+    return no_mpi();
+}
+
+trit_ddp *trit_tp_ddp_new(trit_tp *tp, const trit_flat *f, trit_graph *g, double bucket_mb) {
+    (void)tp, (void)f, (void)g, (void)bucket_mb;
+    no_mpi();
+    return NULL;
+}
+
+void trit_tp_free(trit_tp *tp) { (void)tp; }

@@ -158,9 +158,11 @@ trit_status trit_gpt_init_param(trit_gpt *m, int i, uint64_t seed) {
     return TRIT_OK;
 }
 
+// A tensor-parallel shard (m->tp_size > 1) holds 1 / tp_size of each block matrix (gpt_tp.c).
 static void add_block(builder *b, int64_t i) {
     const trit_gpt_config *c = &b->m->cfg;
-    const int64_t C = c->n_embd, F = c->mlp == TRIT_MLP_SWIGLU ? 2 * b->m->hidden : b->m->hidden;
+    const int64_t S = b->m->tp_size > 1 ? b->m->tp_size : 1;
+    const int64_t C = c->n_embd, F = (c->mlp == TRIT_MLP_SWIGLU ? 2 * b->m->hidden : b->m->hidden) / S;
     const bool ln_bias = c->bias && c->norm == TRIT_NORM_LAYER;
     trit_gpt_block *k = &b->m->blocks[i];
     char n[TRIT_NAME_MAX];
@@ -171,11 +173,11 @@ static void add_block(builder *b, int64_t i) {
     } while (0)
     P(ln1_w, "ln_1.weight", 1, C, 0, INIT_ONE);
     if (ln_bias) P(ln1_b, "ln_1.bias", 1, C, 0, INIT_ZERO);
-    P(attn_w, "attn.c_attn.weight", 2, 3 * C, C, INIT_NORMAL);
-    if (c->bias) P(attn_b, "attn.c_attn.bias", 1, 3 * C, 0, INIT_ZERO);
+    P(attn_w, "attn.c_attn.weight", 2, 3 * C / S, C, INIT_NORMAL);
+    if (c->bias) P(attn_b, "attn.c_attn.bias", 1, 3 * C / S, 0, INIT_ZERO);
     if (c->subln) P(sub1_w, "attn.sub_norm.weight", 1, C, 0, INIT_ONE);
     if (c->subln && ln_bias) P(sub1_b, "attn.sub_norm.bias", 1, C, 0, INIT_ZERO);
-    P(proj_w, "attn.c_proj.weight", 2, C, C, INIT_RESIDUAL);
+    P(proj_w, "attn.c_proj.weight", 2, C, C / S, INIT_RESIDUAL);
     if (c->bias) P(proj_b, "attn.c_proj.bias", 1, C, 0, INIT_ZERO);
     P(ln2_w, "ln_2.weight", 1, C, 0, INIT_ONE);
     if (ln_bias) P(ln2_b, "ln_2.bias", 1, C, 0, INIT_ZERO);
@@ -183,7 +185,7 @@ static void add_block(builder *b, int64_t i) {
     if (c->bias) P(fc_b, "mlp.c_fc.bias", 1, F, 0, INIT_ZERO);
     if (c->subln) P(sub2_w, "mlp.sub_norm.weight", 1, b->m->hidden, 0, INIT_ONE);
     if (c->subln && ln_bias) P(sub2_b, "mlp.sub_norm.bias", 1, b->m->hidden, 0, INIT_ZERO);
-    P(mlp_w, "mlp.c_proj.weight", 2, C, b->m->hidden, INIT_RESIDUAL);
+    P(mlp_w, "mlp.c_proj.weight", 2, C, b->m->hidden / S, INIT_RESIDUAL);
     if (c->bias) P(mlp_b, "mlp.c_proj.bias", 1, C, 0, INIT_ZERO);
 #undef P
 }
@@ -244,19 +246,23 @@ static void add_params(builder *b) {
 }
 
 static trit_gpt *make(const trit_gpt_config *c, uint64_t seed, bool (*without)(const char *name, void *ctx), void *ctx,
-                      bool zeroed);
+                      bool zeroed, int tp_rank, int tp_size);
 
-trit_gpt *trit_gpt_new(const trit_gpt_config *c, uint64_t seed) { return make(c, seed, NULL, NULL, false); }
+trit_gpt *trit_gpt_new(const trit_gpt_config *c, uint64_t seed) { return make(c, seed, NULL, NULL, false, 0, 1); }
 
-trit_gpt *trit_gpt_new_zeroed(const trit_gpt_config *c) { return make(c, 0, NULL, NULL, true); }
+trit_gpt *trit_gpt_new_zeroed(const trit_gpt_config *c) { return make(c, 0, NULL, NULL, true, 0, 1); }
 
 trit_gpt *trit_gpt_new_without(const trit_gpt_config *c, uint64_t seed, bool (*without)(const char *name, void *ctx),
                                void *ctx) {
-    return make(c, seed, without, ctx, false);
+    return make(c, seed, without, ctx, false, 0, 1);
+}
+
+trit_gpt *trit_gpt_new_tp_layout(const trit_gpt_config *c, int rank, int size) {
+    return make(c, 0, NULL, NULL, true, rank, size);
 }
 
 static trit_gpt *make(const trit_gpt_config *c, uint64_t seed, bool (*without)(const char *name, void *ctx), void *ctx,
-                      bool zeroed) {
+                      bool zeroed, int tp_rank, int tp_size) {
     if (trit_gpt_config_check(c) != TRIT_OK) return NULL;
     trit_gpt *m = calloc(1, sizeof *m);
     if (!m) {
@@ -267,6 +273,8 @@ static trit_gpt *make(const trit_gpt_config *c, uint64_t seed, bool (*without)(c
     m->cfg.adapter = (trit_adapter_config){.kind = TRIT_ADAPTER_NONE};  // the base first, then the adapter (lora.c)
     m->policy = (trit_compute_policy){TRIT_F32, TRIT_F32, TRIT_MATMUL_HIGHEST};
     m->hidden = trit_gpt_mlp_hidden(c);
+    m->tp_rank = tp_rank;
+    m->tp_size = tp_size;
     const int64_t L = c->n_layer;
     builder b = {.m = m, .without = without, .ctx = ctx, .seed = seed, .zeroed = zeroed, .std = 0.02,
                  .std_resid = 0.02 / sqrt(2.0 * (double)L), .status = TRIT_OK};

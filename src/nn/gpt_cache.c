@@ -52,6 +52,11 @@ trit_gpt_cache *trit_gpt_cache_new_kv(const trit_gpt *m, trit_dtype kv) {
                                        : "gpt cache: NULL model", trit_dtype_name(kv));
         return NULL;
     }
+    if (m->tp_size > 1) {
+        trit_error(TRIT_ERR_UNSUPPORTED, "gpt cache: the model is a tensor-parallel shard (rank %d of %d), which runs "
+                   "through graphs only: decode the whole model", m->tp_rank, m->tp_size);
+        return NULL;
+    }
     const trit_gpt_config *c = &m->cfg;
     const int64_t L = c->n_layer, T = c->seq_len, C = c->n_embd;
     const int64_t keys = L * C * trit_gpt_key_positions(c), values = L * T * C;  // elements, stored in kv

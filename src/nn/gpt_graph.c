@@ -29,6 +29,13 @@ static trit_tensor *dropout(trit_graph *g, const trit_gpt *m, trit_tensor *x, ui
 // Ternary QAT in an fp32 graph may run on the integer kernels (ops/ternary_linear.h).
 static trit_tensor *linear(trit_graph *g, const trit_gpt *m, trit_tensor *x, const gpt_step *s) {
     trit_tensor *w = param(m, s->w), *in = x, *y;
+    // A tensor-parallel shard (gpt_tp.c): Megatron-LM's f before a column split, g after a row
+    // split's partial product, whose bias is added once, to the sum.
+    if (m->tp_size > 1 && s->tp == GPT_TP_COLUMN) return trit_linear(g, trit_tp_copy(g, x, &m->tp_sum), w, param(m, s->b));
+    if (m->tp_size > 1 && s->tp == GPT_TP_ROW) {
+        y = trit_tp_reduce(g, trit_linear(g, x, w, NULL), &m->tp_sum);
+        return s->b >= 0 ? trit_add(g, y, param(m, s->b)) : y;
+    }
     const trit_compute_policy pol = trit_graph_policy(g);
     struct trit_ternary_weight *tw = s->block_matrix ? trit_gpt_ternary_of(m, s->w) : NULL;
     if (tw && pol.accumulate == TRIT_F32 && pol.activation == TRIT_F32 && pol.matmul == TRIT_MATMUL_HIGHEST) {
@@ -48,16 +55,19 @@ typedef struct slots {
     trit_tensor *qkv[3];
 } slots;
 
+// The heads a graph of m computes: a tensor-parallel shard's share of them.
+static int local_heads(const trit_gpt *m) { return (int)(m->cfg.n_head / (m->tp_size > 1 ? m->tp_size : 1)); }
+
 static void split_qkv(trit_graph *g, const trit_gpt *m, slots *sl, gpt_slot src) {
     if (sl->qkv[0]) return;
-    const int64_t C = m->cfg.n_embd, sizes[3] = {C, C, C};
+    const int64_t C = m->cfg.n_embd / m->cfg.n_head * local_heads(m), sizes[3] = {C, C, C};
     if (trit_split(g, sl->v[src], 2, 3, sizes, sl->qkv) != TRIT_OK) sl->qkv[0] = sl->qkv[1] = sl->qkv[2] = NULL;
 }
 
 static trit_tensor *attend(trit_graph *g, const trit_gpt *m, slots *sl, gpt_slot src) {
     split_qkv(g, m, sl, src);
     trit_tensor **q = sl->qkv;
-    const int H = (int)m->cfg.n_head;
+    const int H = local_heads(m);
     trit_tensor *y = m->cfg.naive_attention ? trit_attention(g, q[0], q[1], q[2], H)
                                             : trit_flash_attention(g, q[0], q[1], q[2], H);  // (B, T, C)
     q[0] = q[1] = q[2] = NULL;
@@ -84,7 +94,7 @@ static void build_step(trit_graph *g, const trit_gpt *m, const gpt_step *s, slot
     case GPT_OP_LINEAR: *dst = linear(g, m, x, s); break;
     case GPT_OP_ROPE:
         split_qkv(g, m, sl, s->src);
-        for (int i = 0; i < 2; i++) sl->qkv[i] = trit_rope(g, sl->qkv[i], (int)m->cfg.n_head, m->cfg.rope_theta);
+        for (int i = 0; i < 2; i++) sl->qkv[i] = trit_rope(g, sl->qkv[i], local_heads(m), m->cfg.rope_theta);
         break;
     case GPT_OP_ATTEND: *dst = attend(g, m, sl, s->src); break;
     case GPT_OP_GELU: *dst = trit_gelu(g, x); break;

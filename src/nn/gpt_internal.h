@@ -52,6 +52,13 @@ typedef enum gpt_slot {
     GPT_NUM_SLOTS,
 } gpt_slot;
 
+// Tensor parallelism (nn/gpt_tp.c): how a block matrix is split across the ranks of a group.
+typedef enum gpt_tp_split {
+    GPT_TP_NONE,    // whole on every rank
+    GPT_TP_COLUMN,  // its output columns (c_attn per head, c_fc): the input through tp_copy
+    GPT_TP_ROW,     // its input rows (the projections): the partial product through tp_reduce, then the bias
+} gpt_tp_split;
+
 typedef struct gpt_step {
     gpt_op op;
     gpt_slot src, dst;
@@ -62,6 +69,7 @@ typedef struct gpt_step {
     uint64_t stream;   // EMBED and RESIDUAL: the dropout's stream, from the step's place
     int la, lb;        // LINEAR: its LoRA A (r, in) and B (out, r), -1 for none; ADAPTER: up (C, r), (C)
     uint64_t lora_stream;  // LINEAR with LoRA: the stream of the dropout on the adapter's input
+    gpt_tp_split tp;       // LINEAR of a block matrix: its split under tensor parallelism
 } gpt_step;
 
 // How each parameter gets its initial values (m->init).
@@ -96,6 +104,11 @@ struct trit_gpt {
     gpt_step *prog;           // the program (gpt_program.c)
     int n_prog;
     int64_t slot_width[GPT_NUM_SLOTS];  // the widest row each slot holds
+    // A tensor-parallel shard (nn/gpt_tp.c): rank tp_rank of tp_size holds n_head / tp_size heads'
+    // columns of c_attn, hidden / tp_size of c_fc and the matching rows of the projections' inputs;
+    // tp_sum sums over the group. tp_size 1: the whole model.
+    int tp_rank, tp_size;
+    trit_allreduce tp_sum;
 };
 
 // A Philox stream from a name (FNV-1a-64): a parameter's initial values, a dropout's mask.
@@ -109,6 +122,10 @@ static inline uint64_t trit_gpt_name_stream(const char *name) {
 // fake-quantized path (gpt_ternary.c).
 struct trit_ternary_weight *trit_gpt_ternary_of(const trit_gpt *m, int i);
 void trit_gpt_ternary_free(trit_gpt *m);
+
+// The zeroed parameters of rank `rank`'s shard of a model of config c under tensor parallelism over
+// `size` ranks (block matrices split as gpt_tp_split says, the rest whole), its program and storage.
+trit_gpt *trit_gpt_new_tp_layout(const trit_gpt_config *c, int rank, int size);
 
 // Builds m's program from its config and parameters (trit_gpt_new calls it).
 trit_status trit_gpt_program_build(trit_gpt *m);

@@ -69,12 +69,15 @@ static int find_named(const trit_gpt *m, const char *stem, size_t n, const char 
     return -1;
 }
 
-// A block matrix W ("h.3.attn.c_attn.weight") with its LoRA pair when the model has one.
-static void linear(prog_builder *p, gpt_slot src, gpt_slot dst, const trit_tensor *w, const trit_tensor *b) {
+// A block matrix W ("h.3.attn.c_attn.weight") with its LoRA pair when the model has one, and
+// its split under tensor parallelism.
+static void linear(prog_builder *p, gpt_slot src, gpt_slot dst, const trit_tensor *w, const trit_tensor *b,
+                   gpt_tp_split tp) {
     gpt_step *s = emit(p, GPT_OP_LINEAR, src, dst, w->shape[0]);
     with(p, s, w, b);
     if (!s) return;
     s->block_matrix = true;
+    s->tp = tp;
     const size_t n = strlen(w->name) - strlen(".weight");  // the module's name
     if (p->m->cfg.adapter.kind != TRIT_ADAPTER_LORA) return;
     s->la = find_named(p->m, w->name, n, ".lora_A.weight");
@@ -108,19 +111,19 @@ static void block(prog_builder *p, const trit_gpt_block *k) {
     const trit_gpt_config *c = &p->m->cfg;
     const int64_t C = c->n_embd, hid = p->m->hidden;
     norm(p, GPT_X, GPT_H, k->ln1_w, k->ln1_b);
-    linear(p, GPT_H, GPT_QKV, k->attn_w, k->attn_b);
+    linear(p, GPT_H, GPT_QKV, k->attn_w, k->attn_b, GPT_TP_COLUMN);
     if (c->pos == TRIT_POS_ROPE) emit(p, GPT_OP_ROPE, GPT_QKV, GPT_QKV, 3 * C);
     emit(p, GPT_OP_ATTEND, GPT_QKV, GPT_Y, C);
     gpt_slot in = GPT_Y;
     if (k->sub1_w) norm(p, GPT_Y, in = GPT_Z, k->sub1_w, k->sub1_b);
-    linear(p, in, GPT_H, k->proj_w, k->proj_b);
+    linear(p, in, GPT_H, k->proj_w, k->proj_b, GPT_TP_ROW);
     residual(p, GPT_H, "attn");
     norm(p, GPT_X, GPT_H, k->ln2_w, k->ln2_b);
-    linear(p, GPT_H, GPT_FC, k->fc_w, k->fc_b);
+    linear(p, GPT_H, GPT_FC, k->fc_w, k->fc_b, GPT_TP_COLUMN);
     emit(p, c->mlp == TRIT_MLP_SWIGLU ? GPT_OP_SWIGLU : GPT_OP_GELU, GPT_FC, GPT_ACT, hid);
     in = GPT_ACT;
     if (k->sub2_w) norm(p, GPT_ACT, in = GPT_Z, k->sub2_w, k->sub2_b);
-    linear(p, in, GPT_Y, k->mlp_w, k->mlp_b);
+    linear(p, in, GPT_Y, k->mlp_w, k->mlp_b, GPT_TP_ROW);
     residual(p, GPT_Y, "mlp");
 }
 

@@ -59,7 +59,7 @@ static const char *const qat_acts_names[] = {"off", "token", NULL};
 static const char *const ternary_matmul_names[] = {"fake", "int8", "int8-fp32-dx", NULL};
 static const char *const optimizer_names[] = {"adamw", "adamw8bit", "galore", "qgalore", NULL};
 static const char *const adapter_names[] = {"off", "lora", "bottleneck", NULL};
-static const char *const dist_names[] = {"off", "ddp", "zero1", "zero2", "pipeline", NULL};
+static const char *const dist_names[] = {"off", "ddp", "zero1", "zero2", "pipeline", "tensor", NULL};
 static const char *const pipe_schedule_names[] = {"gpipe", "1f1b", NULL};
 static const char *const qbase_names[] = {"off", "nf4", "int8", "int4", "ternary", "keep", NULL};
 
@@ -209,16 +209,17 @@ static const field fields[] = {
      "mlp.c_proj[,rslora] (PEFT's defaults: r 8, alpha 8, dropout 0, targets c_attn); with --init-from", NONE,
      .check_str = check_lora},
     {"dist", F_ENUM, K_RUN, OFF(dist), dist_names,
-     "off|ddp|zero1|zero2|pipeline: one process; data parallel over the ranks of `mpirun -np N` (--batch per "
-     "rank, --total-batch-tokens for all, gradients all-reduced in buckets during backward); zero1|zero2: DDP with "
-     "the optimizer state (zero1), and the gradients (zero2, reduce-scattered), sharded across the ranks; or the "
-     "blocks split into a stage a rank (off)", NONE},
+     "off|ddp|zero1|zero2|pipeline|tensor: one process; data parallel over `mpirun -np N` (--batch a rank); DDP "
+     "with the optimizer state (zero1) and gradients (zero2) sharded; a stage of blocks a rank; the blocks' "
+     "matrices split over --tp ranks (off)", NONE},
     {"bucket-mb", F_DBL, K_RUN, OFF(bucket_mb), NULL, "--dist ddp|zero1|zero2: MB of gradients per bucket exchanged (25)",
      D(0, 1e6, OPEN_LO)},
     {"stages", F_INT, K_RUN, OFF(stages), NULL, "--dist pipeline: pipeline stages, one a rank (0 = the ranks of the "
      "job)", I(0, 4096)},
     {"micro-batches", F_INT, K_OPT, OFF(micro_batches), NULL, "micro-batches of --batch a step, for all ranks: "
      "another way to give --total-batch-tokens (total / (batch x seq))", I(1, MAX_TOKENS)},
+    {"tp", F_INT, K_RUN, OFF(tp), NULL, "--dist tensor: ranks a tensor-parallel group, dividing the job's; the "
+     "groups are data-parallel replicas (0 = all the ranks: one group)", I(0, 4096)},
     {"pipeline-schedule", F_ENUM, K_RUN, OFF(pipe_schedule), pipe_schedule_names,
      "--dist pipeline: gpipe (every forward, then every backward) or 1f1b (one forward one backward) (1f1b)", NONE},
     {"adapter-type", F_ENUM, K_MODEL, OFF(adapter_type), adapter_names,
@@ -508,6 +509,7 @@ static void apply_defaults(trit_train_config *c) {
     DEF_I(dist, TRIT_DIST_OFF);
     DEF_D(bucket_mb, 25.0);
     DEF_I(stages, 0);
+    DEF_I(tp, 0);
     DEF_I(pipe_schedule, TRIT_TRAIN_PIPE_1F1B);
     DEF_I(adapter_type, c->lora[0] ? TRIT_TRAIN_ADAPTER_LORA : TRIT_TRAIN_ADAPTER_OFF);
     if (!c->out[0]) snprintf(c->out, sizeof c->out, "%s", c->resume[0] ? c->resume : task ? "run-addition" : "run");
@@ -588,6 +590,7 @@ static trit_status check_relations(const trit_train_config *c) {
     NEED(c->quantize_base != TRIT_QBASE_KEEP || c->init_from[0],
          "--quantize-base keep takes the codes of the --init-from run: pass --init-from");
     NEED(c->dist == TRIT_DIST_PIPELINE || c->stages == 0, "--stages applies to --dist pipeline");
+    NEED(c->dist == TRIT_DIST_TENSOR || c->tp == 0, "--tp applies to --dist tensor: add --dist tensor, or drop --tp");
     NEED(c->terngrad_bucket % 4 == 0, "--terngrad-bucket must be 0 or a multiple of 4 (whole bytes of codes), got %lld",
          (long long)c->terngrad_bucket);
     NEED(c->terngrad_groups == 1 || (c->terngrad && c->dist == TRIT_DIST_DDP),
@@ -731,6 +734,8 @@ trit_status trit_train_config_merge(trit_train_config *out, const trit_train_con
                           "pass --%s %s (or leave it out) to resume, or start a new run with another --out",
                           cli->resume, f->name, have, f->name, want, f->name, have);
     }
+    // A tensor-parallel run resumed otherwise: its saved group size no longer applies.
+    if (m.dist != TRIT_DIST_TENSOR && !is_set(cli, find_field("tp"))) m.tp = 0;
     snprintf(m.resume, sizeof m.resume, "%s", cli->resume);
     snprintf(m.out, sizeof m.out, "%s", cli->resume);
     *out = m;

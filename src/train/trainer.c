@@ -31,19 +31,20 @@ static double now_ms(void) {
 }
 
 // The backward passes of one step: each micro-batch's loss scaled by (loss scale) / accum. Rank
-// r of N runs the step's micro-batches r * accum / N .. (r + 1) * accum / N - 1, the ones one
-// process would run there, so the data and dropout masks do not depend on N. *loss gets the sum
+// r of N data-parallel ranks runs the step's micro-batches r * accum / N .. (r + 1) * accum / N - 1,
+// the ones one process would run there, so the data and dropout masks do not depend on N (the
+// ranks of a tensor-parallel group run the same ones). *loss gets the sum
 // of this rank's losses; *finite is false when a loss was not finite (then *loss is that loss
 // and the remaining micro-batches are not run).
 static trit_status accumulate(trainer *t, double scale, double *loss, bool *finite) {
     trit_graph *g = t->gg.graph;
-    const int64_t local = t->accum / t->ranks;
+    const int64_t local = t->accum / t->dp_ranks;
     if (t->tgx) trit_terngrad_dist_begin(t->tgx, t->step);
     trit_graph_set_grad_scale(g, scale / (double)t->accum);
     double sum = 0;
     *finite = true;
     for (int64_t micro = 0; micro < local; micro++) {
-        int64_t batch = t->step * t->accum + t->rank * local + micro;
+        int64_t batch = t->step * t->accum + t->dp_rank * local + micro;
         trit_trainer_fill(t, batch, false);
         trit_graph_set_rng(g, (uint64_t)t->cfg.seed, (uint64_t)batch);
         if (t->ddp || t->tgx) trit_graph_set_micro(g, micro, local);  // the exchange starts in the last one
@@ -112,7 +113,8 @@ static trit_status update(trainer *t, double lr, double scale, const trit_train_
     if (finite && t->cfg.terngrad && !t->tgx) finite = ternarize_grads(t);  // else the exchange was ternary
     info->grad_norm = NAN;
     if (finite) {
-        s = t->pipe ? trit_trainer_pipeline_clip(t, t->cfg.clip, &info->grad_norm)
+        s = t->pipe     ? trit_trainer_pipeline_clip(t, t->cfg.clip, &info->grad_norm)
+            : t->tensor ? trit_trainer_tensor_clip(t, t->cfg.clip, &info->grad_norm)
             : t->cfg.clip > 0 ? trit_optim_clip_grads(t->opt, t->cfg.clip, &info->grad_norm)
                               : trit_optim_grad_norm(t->params, t->n_params, &info->grad_norm);
         if (s == TRIT_ERR_NUMERIC) {  // finite values whose squares overflow: not usable either
@@ -138,10 +140,13 @@ static trit_status train_step(trainer *t, double lr, const trit_train_hooks *hoo
     bool finite;
     double loss;
     trit_dist_heartbeat(t->step, false);
+    if (t->tensor) trit_trainer_tensor_begin(t);
     trit_status s = t->pipe ? trit_trainer_pipeline_accumulate(t, scale, &loss, &finite)
                             : accumulate(t, scale, &loss, &finite);
     info->comm_ms = info->comm_bytes = info->bubble = info->bubble_ideal = NAN;
-    if (s == TRIT_OK && (t->ddp || t->tgx)) {
+    if (s == TRIT_OK && t->tensor) {
+        s = trit_trainer_tensor_exchange(t, stop_requested != 0, &loss, &finite, info);
+    } else if (s == TRIT_OK && (t->ddp || t->tgx)) {
         s = exchange(t, &loss, &finite);
         info->comm_ms = t->comm_ms;
         info->comm_bytes = t->tgx ? (double)trit_terngrad_dist_bytes_per_step(t->tgx).total
@@ -200,7 +205,7 @@ static size_t param_bytes(const trainer *t) {
 static void print_header(const trainer *t) {
     const trit_train_config *c = &t->cfg;
     const trit_gpt_config *g = trit_gpt_get_config(t->model);
-    int64_t np = trit_gpt_num_params(t->model);
+    int64_t np = trit_gpt_num_params(trit_trainer_whole_model(t));
     printf("model: %lld layers, %lld heads, dim %lld, context %lld, vocab %lld: %lld parameters (%.2f MB)\n",
            (long long)g->n_layer, (long long)g->n_head, (long long)g->n_embd, (long long)g->seq_len,
            (long long)g->vocab_size, (long long)np, (double)param_bytes(t) / 1e6);
@@ -216,7 +221,7 @@ static void print_header(const trainer *t) {
                (long long)trit_data_num_tokens(t->train), (long long)trit_data_num_tokens(t->val),
                c->order == TRIT_DATA_SEQUENTIAL ? "sequential" : "random");
     char ranks[48] = "";
-    const int dp = t->pipe ? 1 : t->ranks;  // a pipeline's ranks share the layers, not the batch
+    const int dp = t->pipe ? 1 : t->dp_ranks;  // a pipeline's (or a tensor group's) ranks share the layers, not the batch
     if (dp > 1) snprintf(ranks, sizeof ranks, " x %d ranks", dp);
     printf("batch: %lld x %lld tokens x %lld accumulation%s = %lld tokens/step; %lld steps, lr %g -> %g, "
            "warmup %lld; threads %d\n", (long long)c->batch, (long long)t->T, (long long)(t->accum / dp), ranks,
@@ -228,6 +233,7 @@ static void print_header(const trainer *t) {
                (double)trit_ddp_bytes_per_step(t->ddp) / 1e6);
     if (t->tgx) trit_trainer_print_terngrad_dist(t, stdout);
     if (t->pipe) trit_trainer_pipeline_print(t, stdout);
+    if (t->tensor) trit_trainer_tensor_print(t, stdout);
     if (g->adapter.kind == TRIT_ADAPTER_LORA)
         printf("lora: r %lld, alpha %g (scale %g), dropout %g, targets %s: %lld trainable parameters (%.2f%%), the "
                "rest frozen\n", (long long)g->adapter.r, g->adapter.alpha, trit_adapter_scale(&g->adapter),
@@ -314,16 +320,19 @@ static trit_status run_loop(trainer *t, const trit_train_hooks *hooks, trit_trai
                                                (c->ckpt_every > 0 && t->step % c->ckpt_every == 0));
         if (s != TRIT_OK) break;
         // Rank 0 evaluates and writes for the job; the others go on to the next step's exchange.
-        bool eval = !give_up && t->rank == 0 && (last || (c->eval_every > 0 && t->step % c->eval_every == 0));
-        if (eval) {
+        // A tensor-parallel group evaluates together, rank 0 then samples from the whole model.
+        const bool eval_due = !give_up && (last || (c->eval_every > 0 && t->step % c->eval_every == 0));
+        bool eval = eval_due && (t->rank == 0 || t->tensor);
+        if (eval && t->tensor) s = trit_trainer_tensor_sync(t);
+        if (eval && s == TRIT_OK) {
             s = trit_trainer_val_loss(t, &info.val_loss);
             last_val = info.val_loss;
-            if (s == TRIT_OK && t->task == TRIT_TASK_ADDITION)
+            if (s == TRIT_OK && t->task == TRIT_TASK_ADDITION && t->rank == 0)
                 s = trit_trainer_show(t, c->task_test, 0, &info.accuracy);
-            if (s != TRIT_OK) break;
         }
+        if (s != TRIT_OK) break;
         if (eval || give_up || t->step % c->log_every == 0 || t->step == 1) log_step(t, &info, &clk, last_val);
-        if (eval && t->task == TRIT_TASK_TEXT) {
+        if (eval && t->task == TRIT_TASK_TEXT && t->rank == 0) {
             double unused;
             s = trit_trainer_show(t, 0, 0, &unused);
         }
@@ -336,8 +345,8 @@ static trit_status run_loop(trainer *t, const trit_train_hooks *hooks, trit_trai
         // rank learnt of the request, in the step's exchange.
         const bool asked = t->ranks > 1 ? t->stop_agreed : stop_requested != 0;
         bool stop = asked || t->step == end || give_up;
-        // Under --dist zero every rank writes its optimizer shard.
-        if (s == TRIT_OK && (t->rank == 0 || t->zero) && (stop || (c->ckpt_every > 0 && t->step % c->ckpt_every == 0))) {
+        // Under --dist zero every rank writes its optimizer shard; a tensor-parallel group gathers.
+        if (s == TRIT_OK && (t->rank == 0 || t->zero || t->tensor) && (stop || (c->ckpt_every > 0 && t->step % c->ckpt_every == 0))) {
             s = trit_trainer_checkpoint(t);
             if (s == TRIT_OK && !c->quiet && (asked || !last))
                 printf("checkpoint: %s at step %lld\n", c->out, (long long)t->step);
@@ -368,7 +377,7 @@ trit_status trit_train_run(const trit_train_config *cfg, const trit_train_hooks 
     }
     r.step = t.step;
     snprintf(r.out, sizeof r.out, "%s", t.cfg.out);
-    r.num_params = trit_gpt_num_params(t.model);
+    r.num_params = trit_gpt_num_params(trit_trainer_whole_model(&t));
     if (!t.cfg.quiet) print_header(&t);
     // What loading took and what training holds are two figures: a fine-tune's base loads with
     // copies the steps no longer have.

@@ -54,6 +54,10 @@ typedef struct trainer {
     bool stop_agreed;        // some rank was asked to stop (SIGINT/SIGTERM) by this step's exchange
     double comm_ms;          // this step's wait for the exchange
     struct trit_pipeline *pipe;  // --dist pipeline: this rank's stage (trainer_pipeline.c), else NULL
+    struct trainer_tensor *tensor;  // --dist tensor: the group and the whole model (trainer_tensor.c), else NULL
+    // The data-parallel ranks among which a step's micro-batches are shared: the job's, or under
+    // --dist tensor the replicas (this rank's group's index, and the number of groups).
+    int dp_rank, dp_ranks;
     // Files and directory a fresh run made before it failed in setup, removed on failure.
     bool made_dir;
     int n_made;
@@ -180,5 +184,29 @@ trit_status trit_trainer_pipeline_state_name(const trainer *t, char *buf, size_t
 // A resume of a run a pipeline of another number of stages saved (or a pipeline's resumed
 // otherwise): an error saying how to resume it.
 trit_status trit_trainer_pipeline_check_resume(const trainer *t);
+
+// --dist tensor (trainer_tensor.c). check: the job and the flags can run tensor parallel (on
+// every rank before setup); join: the groups (collective, before setup); shard: t->model, once
+// made, becomes this rank's shard (world rank 0 keeps the whole for samples and checkpoints);
+// start: DDP over the replicas (after setup); begin: a step starts (its counts of sums); exchange: the step's losses, flags and stop
+// requests agreed (and the replicas' gradients summed); clip: the gradient norm over the group;
+// sync: the shards' weights into rank 0's whole model (collective); checkpoint: a normal run
+// directory, the split weights and optimizer state gathered (collective); restore: this rank's
+// pieces of a normal checkpoint (any layout's).
+typedef struct trainer_tensor trainer_tensor;
+trit_status trit_trainer_tensor_check(const trit_train_config *c, int ranks);
+trit_status trit_trainer_tensor_join(trainer *t);
+trit_status trit_trainer_tensor_shard(trainer *t);
+trit_status trit_trainer_tensor_start(trainer *t);
+void trit_trainer_tensor_begin(trainer *t);
+trit_status trit_trainer_tensor_exchange(trainer *t, bool stop, double *loss, bool *finite, trit_train_step_info *info);
+trit_status trit_trainer_tensor_clip(trainer *t, double max_norm, double *norm);
+trit_status trit_trainer_tensor_sync(trainer *t);
+trit_status trit_trainer_tensor_checkpoint(trainer *t);
+trit_status trit_trainer_tensor_restore(trainer *t, const char *path, trit_train_state *st);
+void trit_trainer_tensor_print(const trainer *t, FILE *fp);
+void trit_trainer_tensor_free(trainer *t);
+// The model that decodes, samples and is counted: the whole one (rank 0 under --dist tensor).
+trit_gpt *trit_trainer_whole_model(const trainer *t);
 
 #endif

@@ -65,7 +65,7 @@ trit_status trit_trainer_show(trainer *t, int64_t n_test, int64_t print, double 
     bool quiet = t->cfg.quiet != 0;
     if (t->task == TRIT_TASK_ADDITION) {
         int64_t correct = 0;
-        trit_status s = trit_addition_score(&t->add, t->model, n_test, &correct, quiet ? 0 : print, stdout);
+        trit_status s = trit_addition_score(&t->add, trit_trainer_whole_model(t), n_test, &correct, quiet ? 0 : print, stdout);
         if (s == TRIT_OK) *accuracy = (double)correct / (double)n_test;
         trit_train_offload_frozen_drop(t);  // the decoder read every frozen weight
         return s;
@@ -79,7 +79,7 @@ trit_status trit_trainer_show(trainer *t, int64_t n_test, int64_t print, double 
     if (!out) return trit_error(TRIT_ERR_NOMEM, "cannot allocate the sample");
     printf("---- sample ----\n");
     print_token(t->tok, start);
-    trit_status s = trit_generate(t->model, &start, 1, &sc, out, NULL, print_token, t->tok);
+    trit_status s = trit_generate(trit_trainer_whole_model(t), &start, 1, &sc, out, NULL, print_token, t->tok);
     trit_train_offload_frozen_drop(t);  // the decoder read every frozen weight
     printf("\n----------------\n");
     fflush(stdout);
@@ -89,6 +89,7 @@ trit_status trit_trainer_show(trainer *t, int64_t n_test, int64_t print, double 
 
 trit_status trit_trainer_checkpoint(trainer *t) {
     if (t->zero) return trit_trainer_zero_checkpoint(t);
+    if (t->tensor) return trit_trainer_tensor_checkpoint(t);
     char model[TRIT_PATH_MAX + 32], state[TRIT_PATH_MAX + 32], name[64] = TRIT_CKPT_STATE;
     // A pipeline's other stages write only their own state file (rank 0 the model).
     const bool stage = t->pipe && t->rank > 0;

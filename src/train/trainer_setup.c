@@ -283,6 +283,7 @@ static trit_status setup_model(trainer *t, const trit_gpt_config *gc) {
     if (!t->model) return TRIT_ERR_INVALID;
     trit_status s = t->init_model ? trit_trainer_init_weights(t) : TRIT_OK;
     if (s == TRIT_OK) s = trit_train_quantize_base(t);
+    if (s == TRIT_OK && t->tensor) s = trit_trainer_tensor_shard(t);  // this rank's shard trains from here on
     if (s == TRIT_OK) s = apply_precision(t);
     if (s == TRIT_OK) s = trit_train_set_qat(t->model, c);
     if (s == TRIT_OK) s = trit_train_freeze(t->model, c->freeze, &t->trainable);
@@ -331,7 +332,8 @@ static trit_status restore(trainer *t) {
     if (s == TRIT_OK) s = trit_trainer_path(t, name, path, sizeof path);
     trit_train_state st;
     if (s == TRIT_OK) s = t->zero ? trit_trainer_zero_restore(t, path, &st) : trit_trainer_zero_refuse_sharded(t, path);
-    if (s == TRIT_OK && !t->zero) s = trit_state_load(path, &st, t->model, t->opt);
+    if (s == TRIT_OK && t->tensor) s = trit_trainer_tensor_restore(t, path, &st);
+    else if (s == TRIT_OK && !t->zero) s = trit_state_load(path, &st, t->model, t->opt);
     if (s != TRIT_OK) return s;
     if (st.tokenizer_crc != t->tok_crc)
         return trit_error(TRIT_ERR_FORMAT, "'%s/%s' differs from the one the checkpoint was trained with "
@@ -419,16 +421,25 @@ static trit_status join_job(trainer *t, trit_status s) {
     if (s != TRIT_OK) return s;
     t->rank = trit_dist_rank();
     t->ranks = trit_dist_size();
+    t->dp_rank = t->rank;
+    t->dp_ranks = t->ranks;
     const int64_t accum = trit_train_config_accum(c);
+    // A tensor-parallel group shares the layers: the groups, not the ranks, share the batch.
+    const int dp = c->dist == TRIT_DIST_TENSOR ? t->ranks / (c->tp > 0 && c->tp <= t->ranks ? (int)c->tp : t->ranks)
+                                               : t->ranks;
     if (c->dist == TRIT_DIST_PIPELINE)
         s = trit_trainer_pipeline_check(c, t->ranks);
-    else if (accum % t->ranks != 0)
+    else if (c->dist == TRIT_DIST_TENSOR)
+        s = trit_trainer_tensor_check(c, t->ranks);
+    if (s == TRIT_OK && c->dist != TRIT_DIST_PIPELINE && accum % dp != 0)
         s = trit_error(TRIT_ERR_INVALID, "--total-batch-tokens %lld is %lld micro-batches of --batch %lld x --seq %lld, "
-                       "which %d ranks cannot share: pass a multiple of batch x seq x ranks = %lld", (long long)
-                       c->total_batch_tokens, (long long)accum, (long long)c->batch, (long long)c->seq, t->ranks,
-                       (long long)(c->batch * c->seq * t->ranks));
+                       "which %d %s cannot share: pass a multiple of batch x seq x ranks = %lld", (long long)
+                       c->total_batch_tokens, (long long)accum, (long long)c->batch, (long long)c->seq, dp,
+                       c->dist == TRIT_DIST_TENSOR ? "data-parallel replicas" : "ranks", (long long)(c->batch * c->seq * dp));
     if (s == TRIT_OK) s = trit_trainer_zero_check(c, t->ranks);
     s = trit_dist_agree(s, "checking the configuration");
+    // The groups are made by every rank together, before any sets up alone.
+    if (s == TRIT_OK && c->dist == TRIT_DIST_TENSOR) s = trit_dist_agree(trit_trainer_tensor_join(t), "making the groups");
     if (s == TRIT_OK) s = trit_dist_check_same(c, sizeof *c, "configuration (flags, or the run resumed)");
     uint8_t *self = NULL;
     size_t n = 0;
@@ -469,7 +480,7 @@ static trit_status share_tokenizer_crc(trainer *t) {
 
 trit_status trit_trainer_setup(trainer *t, const trit_train_config *cli) {
     memset(t, 0, sizeof *t);
-    t->ranks = 1;
+    t->ranks = t->dp_ranks = 1;
     trit_train_config cfg = *cli;
     trit_status s = TRIT_OK;
     // Every rank joins the job first, so that what fails below fails on all of them together.
@@ -499,7 +510,10 @@ trit_status trit_trainer_setup(trainer *t, const trit_train_config *cli) {
         return trit_error(TRIT_ERR_INVALID, "--terngrad-between-groups %lld does not divide the job's 1 rank into "
                           "groups: start the job with mpirun -np N, N a multiple of %lld, or drop the flag",
                           (long long)cfg.terngrad_groups, (long long)cfg.terngrad_groups);
-    if (t->ranks == 1) return setup_run(t);
+    if (t->ranks == 1) {
+        s = setup_run(t);
+        return s == TRIT_OK && t->tensor ? trit_trainer_tensor_start(t) : s;
+    }
     // Rank 0 writes the run directory (tokenized data, tokenizer); then the others read it.
     // A resumed run writes nothing first: every rank sets up at once and reports its own error.
     s = t->rank == 0 || t->resumed ? setup_run(t) : TRIT_OK;
@@ -517,6 +531,7 @@ trit_status trit_trainer_setup(trainer *t, const trit_train_config *cli) {
     if (s == TRIT_OK && t->zero) s = trit_dist_agree(trit_trainer_zero_start(t), "sharding the gradients");
     if (s == TRIT_OK && cfg.dist == TRIT_DIST_PIPELINE)
         s = trit_dist_agree(trit_trainer_pipeline_new(t), "building the pipeline stages");
+    if (s == TRIT_OK && t->tensor) s = trit_dist_agree(trit_trainer_tensor_start(t), "setting up tensor parallelism");
     if (t->rank > 0) t->cfg.quiet = 1;  // rank 0 speaks for the job
     return s;
 }
@@ -524,7 +539,7 @@ trit_status trit_trainer_setup(trainer *t, const trit_train_config *cli) {
 trit_status trit_trainer_setup_tokens(trainer *t, const trit_train_config *cfg, const trit_gpt_config *model,
                                       trit_data *train) {
     memset(t, 0, sizeof *t);
-    t->ranks = 1;
+    t->ranks = t->dp_ranks = 1;
     t->train = train;
     if (!cfg || !model || !train) return trit_error(TRIT_ERR_INVALID, "trit_trainer_setup_tokens: NULL argument");
     trit_train_config c = *cfg;
@@ -549,6 +564,7 @@ void trit_trainer_free(trainer *t, bool failed) {
     trit_ddp_free(t->ddp);
     trit_terngrad_dist_free(t->tgx);
     trit_trainer_pipeline_free(t->pipe);
+    trit_trainer_tensor_free(t);
     trit_tb_close(t->tb);
     trit_optim_free(t->opt);
     free(t->params);
