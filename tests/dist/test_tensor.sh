@@ -13,6 +13,9 @@
 #                  model's (one process resumes it with --dist off, within 1e-6 of the
 #                  uninterrupted run) and a one-process checkpoint resumes under --dist tensor;
 #                  one process resuming it as --tp 2 is told how to resume it
+#   tensor_finetune  `trit finetune` of a 2-block base under --dist tensor on 2 ranks: one
+#                  process's fine-tune losses within 1e-6 for 20 steps (the base's weights are
+#                  split after they are loaded)
 #   tensor_bad     heads not divisible by --tp, --tp not dividing the ranks, --tp without
 #                  --dist tensor: a message on every rank and a non-zero exit, nothing written
 # mpirun missing is a failure (tools/setup.sh installs openmpi-bin).
@@ -95,6 +98,19 @@ tensor_resume)
     "${MPI[@]}" -np 2 "$TRIT" train --dist tensor --resume "$W/single" >"$W/s2.log" 2>&1 ||
         { cat "$W/s2.log"; fail "--dist tensor did not resume a one-process checkpoint"; }
     compare "$W/one" "$W/single" 1e-6
+    ;;
+tensor_finetune)
+    python3 -c 'import random; r = random.Random(8); print(" ".join(r.choice(["to", "be", "or", "not", "that", "is"]) for _ in range(3000)))' >"$W/b.txt"
+    B=(--layers 2 --heads 2 --dim 32 --seq 16 --batch 4 --total-batch-tokens 256 --threads 1 --eval-every 0
+       --eval-batches 2 --sample-tokens 0 --log-every 1 --warmup 2 --dropout 0.1)
+    "$TRIT" train --data "$W/text.txt" "${B[@]}" --steps 5 --out "$W/base" >"$W/base.log" 2>&1 ||
+        { cat "$W/base.log"; fail "the base run failed"; }
+    "$TRIT" finetune "$W/base" --data "$W/b.txt" "${B[@]}" --steps 20 --out "$W/ft1" >"$W/ft1.log" 2>&1 ||
+        { cat "$W/ft1.log"; fail "finetune in one process failed"; }
+    "${MPI[@]}" -np 2 "$TRIT" finetune "$W/base" --dist tensor --data "$W/b.txt" "${B[@]}" --steps 20 --out "$W/ft2" \
+        >"$W/ft2.log" 2>&1 || { cat "$W/ft2.log"; fail "finetune on 2 ranks failed"; }
+    grep -q "^tensor: groups of 2 ranks; a rank computes 1 of 2 heads" "$W/ft2.log" || fail "the fine-tune was not split"
+    compare "$W/ft1" "$W/ft2" 1e-6
     ;;
 tensor_bad)
     "${MPI[@]}" -np 2 "$TRIT" train --dist tensor "${FLAGS[@]}" --heads 1 --out "$W/b1" >"$W/b1.log" 2>&1 &&
