@@ -141,11 +141,19 @@ trit_status trit_trainer_tensor_exchange(trainer *t, bool stop, double *loss, bo
     int64_t tp_bytes = 0;
     trit_status s = t->ddp ? trit_ddp_finish(t->ddp, !*finite, &wait) : TRIT_OK;
     trit_tp_take_stats(x->tp, &tp_ms, &tp_bytes);
+    // A loss scaler skips a step on its own rank's gradients (trit_grads_unscale), but a split
+    // gradient can overflow on one rank of a group only: the ranks agree on it first.
+    bool grads_finite = true;
+    double norm = 0;
+    if (s == TRIT_OK && *finite && t->use_scaler) {
+        grads_finite = trit_optim_grad_norm(t->params, t->n_params, &norm) == TRIT_OK;
+        if (!grads_finite) trit_clear_error();
+    }
     // Every rank of a group has the same loss: one of them counts it.
-    double v[3] = {trit_tp_rank(x->tp) == 0 ? *loss : 0.0, *finite ? 0.0 : 1.0, stop ? 1.0 : 0.0};
-    if (s == TRIT_OK) s = trit_dist_allreduce_f64(v, 3, TRIT_DIST_SUM);
-    if (*finite) *loss = v[0];
-    *finite = v[1] == 0;
+    double v[4] = {trit_tp_rank(x->tp) == 0 ? *loss : 0.0, *finite ? 0.0 : 1.0, stop ? 1.0 : 0.0, grads_finite ? 0.0 : 1.0};
+    if (s == TRIT_OK) s = trit_dist_allreduce_f64(v, 4, TRIT_DIST_SUM);
+    *loss = v[0];
+    *finite = v[1] == 0 && v[3] == 0;
     t->stop_agreed = v[2] > 0;
     t->comm_ms = wait + tp_ms;
     info->comm_ms = t->comm_ms;
