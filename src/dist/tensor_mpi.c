@@ -54,11 +54,13 @@ static trit_status group_sum(void *ctx, void *data, trit_dtype dtype, int64_t n)
     trit_tp *tp = ctx;
     if (dtype != TRIT_F32 && dtype != TRIT_F64)
         return trit_error(TRIT_ERR_DTYPE, "tensor parallel: sums f32 or f64 values, not %s", trit_dtype_name(dtype));
-    if (n > INT32_MAX) return trit_error(TRIT_ERR_UNSUPPORTED, "tensor parallel: %lld values are more than one MPI call "
-                                         "takes (2^31 - 1): lower --batch", (long long)n);
+    if (n > INT32_MAX)
+        return trit_error(TRIT_ERR_UNSUPPORTED, "tensor parallel: %lld values are more than one MPI call takes "
+                          "(2^31 - 1): lower --batch", (long long)n);
     if (tp->size == 1) return TRIT_OK;
     MPI_Request req;
-    int rc = MPI_Iallreduce(MPI_IN_PLACE, data, (int)n, dtype == TRIT_F32 ? MPI_FLOAT : MPI_DOUBLE, MPI_SUM, tp->group, &req);
+    const MPI_Datatype type = dtype == TRIT_F32 ? MPI_FLOAT : MPI_DOUBLE;
+    int rc = MPI_Iallreduce(MPI_IN_PLACE, data, (int)n, type, MPI_SUM, tp->group, &req);
     if (rc != MPI_SUCCESS) return trit_dist_mpi_error(rc, "MPI_Iallreduce of a tensor-parallel sum");
     tp->bytes += n * (dtype == TRIT_F32 ? 4 : 8);
     return trit_dist_wait(&req, 1, "a tensor-parallel sum of activations or their gradients", &tp->wait_ms);

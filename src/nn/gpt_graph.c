@@ -31,7 +31,8 @@ static trit_tensor *linear(trit_graph *g, const trit_gpt *m, trit_tensor *x, con
     trit_tensor *w = param(m, s->w), *in = x, *y;
     // A tensor-parallel shard (gpt_tp.c): Megatron-LM's f before a column split, g after a row
     // split's partial product, whose bias is added once, to the sum.
-    if (m->tp_size > 1 && s->tp == GPT_TP_COLUMN) return trit_linear(g, trit_tp_copy(g, x, &m->tp_sum), w, param(m, s->b));
+    if (m->tp_size > 1 && s->tp == GPT_TP_COLUMN)
+        return trit_linear(g, trit_tp_copy(g, x, &m->tp_sum), w, param(m, s->b));
     if (m->tp_size > 1 && s->tp == GPT_TP_ROW) {
         y = trit_tp_reduce(g, trit_linear(g, x, w, NULL), &m->tp_sum);
         return s->b >= 0 ? trit_add(g, y, param(m, s->b)) : y;

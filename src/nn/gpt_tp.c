@@ -37,8 +37,8 @@ trit_status trit_gpt_tp_check(const trit_gpt_config *c, int size) {
         return trit_error(TRIT_ERR_INVALID, "tensor parallel over %d ranks: the MLP's width %lld (4C) is not divisible "
                           "by %d: pass --tp a divisor of it", size, (long long)hidden, size);
     if (c->mlp == TRIT_MLP_SWIGLU || c->subln || c->adapter.kind != TRIT_ADAPTER_NONE)
-        return trit_error(TRIT_ERR_UNSUPPORTED, "tensor parallel splits GPT-2's GELU MLP without SubLN or adapters: drop "
-                          "--mlp swiglu, --subln, --lora and --adapter-type, or use --dist ddp");
+        return trit_error(TRIT_ERR_UNSUPPORTED, "tensor parallel splits GPT-2's GELU MLP without SubLN or adapters: "
+                          "drop --mlp swiglu, --subln, --lora and --adapter-type, or use --dist ddp");
     return TRIT_OK;
 }
 

@@ -19,8 +19,8 @@ static trit_status tp_infer(const trit_tensor *const *in, int n_in, const void *
     const trit_allreduce *r = attr;
     const trit_tensor *x = in[0];
     if (x->dtype != TRIT_REAL_DTYPE)
-        return trit_error(TRIT_ERR_DTYPE, "tp_copy/tp_reduce: expected a %s input (the graph's accumulate dtype), got %s",
-                          trit_dtype_name(TRIT_REAL_DTYPE), trit_dtype_name(x->dtype));
+        return trit_error(TRIT_ERR_DTYPE, "tp_copy/tp_reduce: expected a %s input (the graph's accumulate dtype), "
+                          "got %s", trit_dtype_name(TRIT_REAL_DTYPE), trit_dtype_name(x->dtype));
     if (!r->fn) return trit_error(TRIT_ERR_INVALID, "tp_copy/tp_reduce: no all-reduce function");
     return trit_tensor_init_layout(out, x->dtype, x->ndim, x->shape);
 }

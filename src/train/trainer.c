@@ -221,7 +221,7 @@ static void print_header(const trainer *t) {
                (long long)trit_data_num_tokens(t->train), (long long)trit_data_num_tokens(t->val),
                c->order == TRIT_DATA_SEQUENTIAL ? "sequential" : "random");
     char ranks[48] = "";
-    const int dp = t->pipe ? 1 : t->dp_ranks;  // a pipeline's (or a tensor group's) ranks share the layers, not the batch
+    const int dp = t->pipe ? 1 : t->dp_ranks;  // a pipeline's (a tensor group's) ranks share the layers, not the batch
     if (dp > 1) snprintf(ranks, sizeof ranks, " x %d ranks", dp);
     printf("batch: %lld x %lld tokens x %lld accumulation%s = %lld tokens/step; %lld steps, lr %g -> %g, "
            "warmup %lld; threads %d\n", (long long)c->batch, (long long)t->T, (long long)(t->accum / dp), ranks,
@@ -346,7 +346,8 @@ static trit_status run_loop(trainer *t, const trit_train_hooks *hooks, trit_trai
         const bool asked = t->ranks > 1 ? t->stop_agreed : stop_requested != 0;
         bool stop = asked || t->step == end || give_up;
         // Under --dist zero every rank writes its optimizer shard; a tensor-parallel group gathers.
-        if (s == TRIT_OK && (t->rank == 0 || t->zero || t->tensor) && (stop || (c->ckpt_every > 0 && t->step % c->ckpt_every == 0))) {
+        const bool ckpt = stop || (c->ckpt_every > 0 && t->step % c->ckpt_every == 0);
+        if (s == TRIT_OK && (t->rank == 0 || t->zero || t->tensor) && ckpt) {
             s = trit_trainer_checkpoint(t);
             if (s == TRIT_OK && !c->quiet && (asked || !last))
                 printf("checkpoint: %s at step %lld\n", c->out, (long long)t->step);

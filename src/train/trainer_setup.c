@@ -435,11 +435,13 @@ static trit_status join_job(trainer *t, trit_status s) {
         s = trit_error(TRIT_ERR_INVALID, "--total-batch-tokens %lld is %lld micro-batches of --batch %lld x --seq %lld, "
                        "which %d %s cannot share: pass a multiple of batch x seq x ranks = %lld", (long long)
                        c->total_batch_tokens, (long long)accum, (long long)c->batch, (long long)c->seq, dp,
-                       c->dist == TRIT_DIST_TENSOR ? "data-parallel replicas" : "ranks", (long long)(c->batch * c->seq * dp));
+                       c->dist == TRIT_DIST_TENSOR ? "data-parallel replicas" : "ranks",
+                       (long long)(c->batch * c->seq * dp));
     if (s == TRIT_OK) s = trit_trainer_zero_check(c, t->ranks);
     s = trit_dist_agree(s, "checking the configuration");
     // The groups are made by every rank together, before any sets up alone.
-    if (s == TRIT_OK && c->dist == TRIT_DIST_TENSOR) s = trit_dist_agree(trit_trainer_tensor_join(t), "making the groups");
+    if (s == TRIT_OK && c->dist == TRIT_DIST_TENSOR)
+        s = trit_dist_agree(trit_trainer_tensor_join(t), "making the groups");
     if (s == TRIT_OK) s = trit_dist_check_same(c, sizeof *c, "configuration (flags, or the run resumed)");
     uint8_t *self = NULL;
     size_t n = 0;

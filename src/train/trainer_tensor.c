@@ -99,7 +99,8 @@ trit_status trit_trainer_tensor_start(trainer *t) {
         if (split) x->split[x->n_split++] = w;
         else x->kept[x->n_kept++] = w;
     }
-    if (trit_tp_replicas(x->tp) > 1 && !(t->ddp = trit_tp_ddp_new(x->tp, trit_gpt_flat(t->model), t->gg.graph, t->cfg.bucket_mb)))
+    if (trit_tp_replicas(x->tp) > 1 &&
+        !(t->ddp = trit_tp_ddp_new(x->tp, trit_gpt_flat(t->model), t->gg.graph, t->cfg.bucket_mb)))
         return TRIT_ERR_INVALID;
     return TRIT_OK;
 }
@@ -121,8 +122,9 @@ void trit_trainer_tensor_print(const trainer *t, FILE *fp) {
     const int T = trit_tp_size(x->tp), D = trit_tp_replicas(x->tp);
     char rep[64] = "";
     if (D > 1) snprintf(rep, sizeof rep, " x %d data-parallel replicas", D);
-    fprintf(fp, "tensor: groups of %d rank%s%s; a rank computes %lld of %lld heads and %lld of %lld MLP units and holds "
-            "%.2f MB of the block matrices' %.2f MB; %lld sums of (B, T, C) a micro-batch forward and %lld backward\n", T,
+    fprintf(fp, "tensor: groups of %d rank%s%s; a rank computes %lld of %lld heads and %lld of %lld MLP units and "
+            "holds %.2f MB of the block matrices' %.2f MB; %lld sums of (B, T, C) a micro-batch forward and %lld "
+            "backward\n", T,
             T == 1 ? "" : "s", rep, (long long)(g->n_head / T), (long long)g->n_head,
             (long long)(trit_gpt_mlp_hidden(g) / T), (long long)trit_gpt_mlp_hidden(g), x->split_bytes / 1e6,
             x->whole_split_bytes / 1e6, (long long)(2 * g->n_layer), (long long)(2 * g->n_layer));
@@ -134,7 +136,8 @@ void trit_trainer_tensor_begin(trainer *t) {
     trit_tp_take_stats(t->tensor->tp, &ms, &bytes);  // the evaluation's sums are not the step's
 }
 
-trit_status trit_trainer_tensor_exchange(trainer *t, bool stop, double *loss, bool *finite, trit_train_step_info *info) {
+trit_status trit_trainer_tensor_exchange(trainer *t, bool stop, double *loss, bool *finite,
+                                         trit_train_step_info *info) {
     trainer_tensor *x = t->tensor;
     trit_dist_heartbeat(t->step, true);
     double wait = 0, tp_ms = 0;
@@ -150,7 +153,8 @@ trit_status trit_trainer_tensor_exchange(trainer *t, bool stop, double *loss, bo
         if (!grads_finite) trit_clear_error();
     }
     // Every rank of a group has the same loss: one of them counts it.
-    double v[4] = {trit_tp_rank(x->tp) == 0 ? *loss : 0.0, *finite ? 0.0 : 1.0, stop ? 1.0 : 0.0, grads_finite ? 0.0 : 1.0};
+    double v[4] = {trit_tp_rank(x->tp) == 0 ? *loss : 0.0, *finite ? 0.0 : 1.0, stop ? 1.0 : 0.0,
+                   grads_finite ? 0.0 : 1.0};
     if (s == TRIT_OK) s = trit_dist_allreduce_f64(v, 4, TRIT_DIST_SUM);
     *loss = v[0];
     *finite = v[1] == 0 && v[3] == 0;
@@ -332,7 +336,8 @@ trit_status trit_trainer_tensor_restore(trainer *t, const char *path, trit_train
         s = trit_optim_get_state(t->opt, i, &b);
         if (s == TRIT_OK && b.dtype != TRIT_F32)
             s = trit_error(TRIT_ERR_UNSUPPORTED, "tensor parallel: optimizer buffer '%s' is not f32", b.name);
-        if (s == TRIT_OK) s = take(t, path, entry_named(&l, b.name, "optim"), b.param, b.data, b.count, "optimizer buffer");
+        if (s == TRIT_OK)
+            s = take(t, path, entry_named(&l, b.name, "optim"), b.param, b.data, b.count, "optimizer buffer");
     }
     if (s == TRIT_OK) s = trit_optim_set_step(t->opt, l.optim_step);
     if (s == TRIT_OK) *st = l.state;

@@ -130,7 +130,8 @@ static double max_abs(const trit_tensor *t) {
 
 static trit_tensor *piece_rows(const trit_tensor *w, int r) {  // rows [r F/2, (r + 1) F/2) of (F, ...) or (F)
     const int64_t cols = w->ndim == 2 ? w->shape[1] : 1, rows = w->shape[0] / RANKS;
-    trit_tensor *p = w->ndim == 2 ? trit_tensor_new(TRIT_F64, 2, (int64_t[]){rows, cols}) : trit_tensor_new(TRIT_F64, 1, &rows);
+    trit_tensor *p = w->ndim == 2 ? trit_tensor_new(TRIT_F64, 2, (int64_t[]){rows, cols})
+                                  : trit_tensor_new(TRIT_F64, 1, &rows);
     memcpy(p->data, (const double *)trit_tensor_ptr(w) + r * rows * cols, sizeof(double) * (size_t)(rows * cols));
     p->flags |= TRIT_FLAG_PARAM;
     return p;
@@ -220,7 +221,8 @@ static void test_bad_input(void **state) {
     tg_expect_graph_error(g, trit_tp_copy(g, x, NULL), TRIT_ERR_INVALID, "needs an all-reduce function");
     g = trit_graph_new(TRIT_F32);
     x = trit_graph_input(g, TRIT_F32, 2, (int64_t[]){2, 3}, "x");
-    tg_expect_graph_error(g, trit_tp_reduce(g, x, &(trit_allreduce){0}), TRIT_ERR_INVALID, "needs an all-reduce function");
+    tg_expect_graph_error(g, trit_tp_reduce(g, x, &(trit_allreduce){0}), TRIT_ERR_INVALID,
+                          "needs an all-reduce function");
     g = trit_graph_new(TRIT_F32);
     x = trit_graph_input(g, TRIT_F32, 2, (int64_t[]){2, 3}, "x");
     trit_tensor *y = trit_tp_reduce(g, x, &(trit_allreduce){.fn = sum_fails});
