@@ -172,7 +172,8 @@ static void test_two_shards_equal_whole(void **state) {
     double worst = 0;
     for (int r = 0; r < RANKS; r++) {
         if (runs[r].status != TRIT_OK) fail_msg("rank %d: %s", r, trit_last_error());
-        if (!(fabs(runs[r].loss - loss) <= 1e-6 * loss)) fail_msg("rank %d: loss %.9g, whole %.9g", r, runs[r].loss, loss);
+        if (!(fabs(runs[r].loss - loss) <= 1e-6 * loss))
+            fail_msg("rank %d: loss %.9g, whole %.9g", r, runs[r].loss, loss);
         for (int i = 0; i < trit_gpt_num_tensors(m); i++) {
             double err = 0, scale = 0;
             compare_grad(trit_gpt_tensor(m, i), trit_gpt_tensor(runs[r].shard, i), r, &err, &scale);
