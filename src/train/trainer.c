@@ -229,7 +229,7 @@ static void print_header(const trainer *t) {
            (long long)c->warmup, trit_threads_get());
     if (t->ddp)
         printf("ddp: %d ranks, gradients %s in %d bucket%s of up to %g MB during backward (%.2f MB a step)\n",
-               t->ranks, c->dist == TRIT_DIST_ZERO2 ? "reduce-scattered" : "all-reduced", trit_ddp_num_buckets(t->ddp), trit_ddp_num_buckets(t->ddp) == 1 ? "" : "s", c->bucket_mb,
+               t->dp_ranks, c->dist == TRIT_DIST_ZERO2 ? "reduce-scattered" : "all-reduced", trit_ddp_num_buckets(t->ddp), trit_ddp_num_buckets(t->ddp) == 1 ? "" : "s", c->bucket_mb,
                (double)trit_ddp_bytes_per_step(t->ddp) / 1e6);
     if (t->tgx) trit_trainer_print_terngrad_dist(t, stdout);
     if (t->pipe) trit_trainer_pipeline_print(t, stdout);

@@ -66,6 +66,7 @@ tensor_2d)
     one
     "${MPI[@]}" -np 4 "$TRIT" train --dist tensor --tp 2 "${FLAGS[@]}" --out "$W/four" >"$W/four.log" 2>&1 ||
         { cat "$W/four.log"; fail "mpirun -np 4 failed"; }
+    grep -q "^ddp: 2 ranks, gradients all-reduced" "$W/four.log" || { grep "^ddp" "$W/four.log"; fail "no DDP between the 2 replicas"; }
     grep -q "^tensor: groups of 2 ranks x 2 data-parallel replicas" "$W/four.log" ||
         { grep "^tensor" "$W/four.log"; fail "no tensor line with 2 replicas"; }
     grep -q "^batch: 4 x 64 tokens x 2 accumulation x 2 ranks = 1024 tokens/step" "$W/four.log" ||
