@@ -182,6 +182,7 @@ typedef struct trit_train_config {
     double temperature;          // --task embed: InfoNCE tau
     char tensorboard[TRIT_PATH_MAX];  // also write the metrics as TensorBoard event files here
     char lora[TRIT_PATH_MAX];       // LoRA spec (trit_adapter_parse_lora), "" for none: the base frozen
+    char lora_init[TRIT_PATH_MAX];  // PEFT adapter directory whose A and B a new LoRA run starts from ("": the seed's)
     int64_t quantize_base;          // trit_train_qbase: QLoRA's base as codes
     int64_t double_quant;           // 1: the quantized base's scales double-quantized (blocks of 256)
     int64_t adapter_type;           // trit_train_adapter: which adapter trains (off: the whole model)
@@ -566,6 +567,9 @@ trit_status trit_peft_save(const trit_gpt *m, const char *dir, const char *base_
 // matches a block matrix, the rank fits), every tensor present with the shape m needs and
 // nothing else in the file. On failure m is left with a partial adapter: free it.
 trit_status trit_peft_load(trit_gpt *m, const char *dir);
+// The values of m's adapter (made by its config, e.g. --lora) from the adapter file in dir: every
+// adapter tensor of m present there with its shape, nothing else (a LoRA run's --lora-init).
+trit_status trit_peft_read_values(trit_gpt *m, const char *dir);
 // The model of checkpoint `base` as trained, with the PEFT adapter in adapter_dir, unmerged;
 // made decode-only when decoding (the base's quantized kernels plus the low-rank products).
 trit_gpt *trit_checkpoint_load_adapted(const char *base, const char *adapter_dir, bool decoding);

@@ -349,7 +349,7 @@ static trit_status state_open_header(const char *path, state_file *sf) {
     uint8_t b[STATE_PREFIX];
     struct stat st;
     trit_status s = TRIT_OK;
-    if (fstat(fileno(fp), &st) != 0 || st.st_size < STATE_PREFIX + 4 || fread(b, 1, sizeof b, fp) != sizeof b ||
+    if (stat(path, &st) != 0 || st.st_size < STATE_PREFIX + 4 || fread(b, 1, sizeof b, fp) != sizeof b ||
         memcmp(b, STATE_MAGIC, 8) != 0)
         s = trit_error(TRIT_ERR_FORMAT, "'%s' is not a trit training-state file (bad magic or too short)", path);
     const uint64_t hn = s == TRIT_OK ? trit_le64_load(b + 16) : 0;

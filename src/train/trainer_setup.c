@@ -283,6 +283,7 @@ static trit_status setup_model(trainer *t, const trit_gpt_config *gc) {
                     : trit_gpt_new(&g, (uint64_t)c->seed);
     if (!t->model) return TRIT_ERR_INVALID;
     trit_status s = t->init_model ? trit_trainer_init_weights(t) : TRIT_OK;
+    if (s == TRIT_OK && c->lora_init[0] && !t->resumed) s = trit_peft_read_values(t->model, c->lora_init);
     if (s == TRIT_OK) s = trit_train_quantize_base(t);
     if (s == TRIT_OK) s = apply_precision(t);
     if (s == TRIT_OK) s = trit_train_set_qat(t->model, c);
