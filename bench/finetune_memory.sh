@@ -8,7 +8,8 @@
 # gpt2:  12 x 768, vocabulary 50257 (GPT-2's tokenizer from ../shared/data/gpt2 over
 #        tinyshakespeare.txt), seq 512, batch 4; the base is `trit train` at that shape for 1 step.
 # small: 6 x 384, character vocabulary, seq 256, batch 16 (trit bench's "small"); the same.
-# ROWS (default all): full bf16 frozen_attn lora qlora qlora_rc galore adamw8bit recompute offload.
+# ROWS (default all): full bf16 frozen_attn lora qlora qlora_rc galore adamw8bit recompute offload;
+# base: only make the base and the data.
 # TRIT (./build/trit), STEPS (2) and THREADS (2) may be set; WRAP, a command each run goes
 # through (e.g. a script that pauses other work while it runs), makes the ms/step column
 # meaningful on a shared machine. Prints a Markdown table; each run's log stays in WORKDIR (its
@@ -52,6 +53,8 @@ if [ ! -f "$base/model.safetensors" ]; then
     nice -n 19 "$trit" train --data "$data" "${arch[@]}" --batch "$batch" --steps 1 --eval-batches 1 --sample-tokens 0 \
         --threads "$threads" --out "$base" >"$work/base-$shape.log" 2>&1
 fi
+
+[ "${rows[*]}" != base ] || exit 0  # ROWS "base": only the base and the data (bench/peft_anchor.sh)
 
 flags_of() {
     case $1 in

@@ -23,8 +23,7 @@ wrap=${WRAP:-}
 lr=1e-3
 base=$work/base-gpt2
 data=$work/gpt2-tokens
-[ -f "$base/model.safetensors" ] || TRIT="$trit" "$here/bench/finetune_memory.sh" gpt2 "$work" none >/dev/null 2>&1 || true
-[ -f "$base/model.safetensors" ] || { echo "peft_anchor.sh: no gpt2 base in $work" >&2; exit 1; }
+[ -f "$base/model.safetensors" ] || TRIT="$trit" "$here/bench/finetune_memory.sh" gpt2 "$work" base
 [ -f "$work/hf-gpt2/model.safetensors" ] || nice -n 19 "$trit" export "$base" --format hf --out "$work/hf-gpt2" >/dev/null
 [ -f "$work/lora-seed/adapter_model.safetensors" ] ||
     nice -n 19 "$python" "$here/bench/peft_anchor.py" init --hf "$work/hf-gpt2" --out "$work/lora-seed" 2>/dev/null
