@@ -8,7 +8,8 @@
 # gpt2:  12 x 768, vocabulary 50257 (GPT-2's tokenizer from ../shared/data/gpt2 over
 #        tinyshakespeare.txt), seq 512, batch 4; the base is `trit train` at that shape for 1 step.
 # small: 6 x 384, character vocabulary, seq 256, batch 16 (trit bench's "small"); the same.
-# ROWS (default all): full bf16 frozen_attn lora qlora qlora_rc galore adamw8bit recompute offload;
+# ROWS (default all): full bf16 frozen_attn lora qlora qlora_mlp qlora_rc galore adamw8bit recompute
+# offload;
 # base: only make the base and the data.
 # TRIT (./build/trit), STEPS (2) and THREADS (2) may be set; WRAP, a command each run goes
 # through (e.g. a script that pauses other work while it runs), makes the ms/step column
@@ -25,7 +26,7 @@ threads=${THREADS:-2}
 wrap=${WRAP:-}
 data_dir=$here/../shared/data
 rows=("$@")
-[ ${#rows[@]} -gt 0 ] || rows=(full bf16 frozen_attn lora qlora qlora_rc galore adamw8bit recompute offload)
+[ ${#rows[@]} -gt 0 ] || rows=(full bf16 frozen_attn lora qlora qlora_mlp qlora_rc galore adamw8bit recompute offload)
 mkdir -p "$work"
 lora_spec=r=8,alpha=16,targets=c_attn,attn.c_proj,c_fc,mlp.c_proj
 
@@ -64,6 +65,7 @@ flags_of() {
     lora) echo "--lora $lora_spec" ;;
     qlora) echo "--lora $lora_spec --quantize-base nf4 --double-quant" ;;
     qlora_rc) echo "--lora $lora_spec --quantize-base nf4 --double-quant --recompute block" ;;
+    qlora_mlp) echo "--lora $lora_spec --quantize-base nf4 --double-quant --recompute mlp" ;;
     galore) echo "--optimizer galore --galore-rank 128" ;;
     adamw8bit) echo "--optimizer adamw8bit" ;;
     recompute) echo "--recompute block" ;;
@@ -80,6 +82,7 @@ name_of() {
     lora) echo "LoRA r=8, all four matrices" ;;
     qlora) echo "QLoRA r=8, NF4 + double quant" ;;
     qlora_rc) echo "QLoRA r=8, NF4 + double quant, --recompute block" ;;
+    qlora_mlp) echo "QLoRA r=8, NF4 + double quant, --recompute mlp" ;;
     galore) echo "GaLore r=128" ;;
     adamw8bit) echo "8-bit AdamW" ;;
     recompute) echo "full fp32, --recompute block" ;;
