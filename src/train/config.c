@@ -208,6 +208,9 @@ static const field fields[] = {
      "train a LoRA adapter beside the frozen weights: r=8,alpha=16,dropout=0.05,targets=c_attn,attn.c_proj,c_fc,"
      "mlp.c_proj[,rslora] (PEFT's defaults: r 8, alpha 8, dropout 0, targets c_attn); with --init-from", NONE,
      .check_str = check_lora},
+    {"lora-init", F_STR, K_MODEL, OFF(lora_init), NULL,
+     "--lora: start A and B from the adapter in this directory (adapter_model.safetensors in PEFT's layout, e.g. "
+     "peft's save_pretrained of the same base and targets) instead of from the seed", NONE},
     {"dist", F_ENUM, K_RUN, OFF(dist), dist_names,
      "off|ddp|zero1|zero2|pipeline: one process; data parallel over the ranks of `mpirun -np N` (--batch per "
      "rank, --total-batch-tokens for all, gradients all-reduced in buckets during backward); zero1|zero2: DDP with "
@@ -574,6 +577,7 @@ static trit_status check_relations(const trit_train_config *c) {
          "--adapter-type bottleneck needs --adapter-size N (its width)");
     NEED(c->adapter_type == TRIT_TRAIN_ADAPTER_BOTTLENECK || c->adapter_size == TRIT_TRAIN_UNSET,
          "--adapter-size applies to --adapter-type bottleneck");
+    NEED(!c->lora_init[0] || c->lora[0], "--lora-init gives a LoRA adapter its first values: it needs --lora");
     NEED(c->adapter_type == TRIT_TRAIN_ADAPTER_LORA || !c->lora[0],
          "--lora trains a LoRA adapter: drop --adapter-type %s or --lora", enum_name(find_field("adapter-type"), c->adapter_type));
     NEED(c->adapter_size == TRIT_TRAIN_UNSET || c->adapter_size <= c->dim,

@@ -37,6 +37,7 @@ typedef struct trainer {
     trit_gpt *init_model;
     trit_tokenizer *init_tok;
     int64_t init_step;       // the step RUN's weights were saved at
+    bool base_codes;         // --quantize-base: init_model's block matrices were made codes as RUN was read
     FILE *metrics;
     // --recompute / --memory-budget (trainer_memory.c): blocks recomputed, and the arena and
     // memory total of the graph without recompute (0 when it was not planned).

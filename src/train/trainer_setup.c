@@ -275,13 +275,15 @@ static trit_status setup_model(trainer *t, const trit_gpt_config *gc) {
         return trit_error(TRIT_ERR_FORMAT, "the training shard holds token ids up to %d but the tokenizer "
                           "has %lld tokens: shards and tokenizer.bin come from different runs of `trit "
                           "prepare`", trit_data_max_token(t->train) - 1, (long long)g.vocab_size);
-    // A quantized base kept as codes (QLoRA on a quantized run or GGUF): its matrices get no f32
-    // values here, only the codes trit_trainer_init_weights moves over.
-    const bool keep = t->init_model && c->quantize_base == TRIT_QBASE_KEEP;
+    // A quantized base kept as codes (QLoRA on a quantized run or GGUF, or on a run quantized as
+    // it was read): its matrices get no f32 values here, only the codes trit_trainer_init_weights
+    // moves over.
+    const bool keep = t->init_model && (c->quantize_base == TRIT_QBASE_KEEP || t->base_codes);
     t->model = keep ? trit_gpt_new_without(&g, (uint64_t)c->seed, base_codes, t->init_model)
                     : trit_gpt_new(&g, (uint64_t)c->seed);
     if (!t->model) return TRIT_ERR_INVALID;
     trit_status s = t->init_model ? trit_trainer_init_weights(t) : TRIT_OK;
+    if (s == TRIT_OK && c->lora_init[0] && !t->resumed) s = trit_peft_read_values(t->model, c->lora_init);
     if (s == TRIT_OK) s = trit_train_quantize_base(t);
     if (s == TRIT_OK) s = apply_precision(t);
     if (s == TRIT_OK) s = trit_train_set_qat(t->model, c);
