@@ -6,7 +6,7 @@
 // the global norm from the ranks' squared partial norms (one all-reduce, which also agrees on a
 // non-finite gradient: a NaN or Inf anywhere makes the sum so on every rank), clips the shard,
 // steps it and all-gathers the parameters. zero3 keeps only the shard of the parameters (their
-// groups: a transformer block's tensors, and each run of other tensors in the layout) and gathers
+// groups: a transformer block's halves, and each run of other tensors in the layout) and gathers
 // nothing after the update: the next forward gathers each group when it needs it; with shard
 // groups the shard's gradient is first summed across the replicas.
 #include "train/trainer.h"
@@ -157,8 +157,10 @@ trit_status trit_trainer_zero_optim(trainer *t) {
     return TRIT_OK;
 }
 
-// zero3's parameter groups, for each tensor of the layout: the tensors of one transformer block
-// ("h.N.") are a group, and so is each run of other tensors between them.
+// zero3's parameter groups, for each tensor of the layout: each transformer block's attention half
+// (ln_1, attn.*) and MLP half (ln_2, mlp.*) are groups, and so is each run of other tensors
+// between them. Halves, not whole blocks: the group in use and the one started ahead are then
+// about one block together, not two.
 static int *param_groups(const trit_flat *f) {
     const int n = trit_flat_count(f);
     int *group = malloc(sizeof(int) * ((size_t)n + 1));
@@ -166,13 +168,16 @@ static int *param_groups(const trit_flat *f) {
         trit_error(TRIT_ERR_NOMEM, "zero3: out of memory");
         return NULL;
     }
-    char prev[TRIT_NAME_MAX] = "";
+    char prev[TRIT_NAME_MAX + 8] = "";
     int k = -1;
     for (int i = 0; i < n; i++) {
         const char *name = trit_flat_tensor(f, i)->name;
-        char key[TRIT_NAME_MAX] = "";
+        char key[TRIT_NAME_MAX + 8] = "";
         const char *dot = strncmp(name, "h.", 2) == 0 ? strchr(name + 2, '.') : NULL;
-        if (dot) snprintf(key, sizeof key, "%.*s", (int)(dot - name), name);
+        if (dot) {
+            const bool attn = strncmp(dot + 1, "ln_1", 4) == 0 || strncmp(dot + 1, "attn", 4) == 0;
+            snprintf(key, sizeof key, "%.*s.%s", (int)(dot - name), name, attn ? "attn" : "mlp");
+        }
         if (k < 0 || strcmp(key, prev) != 0) k++;
         snprintf(prev, sizeof prev, "%s", key);
         group[i] = k;
