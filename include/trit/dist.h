@@ -95,6 +95,8 @@ trit_zero3 *trit_zero3_new(trit_zero *z, const trit_flat *f, trit_graph *g, cons
 // Bytes outside the shard held at once at most over a micro-batch's forward and backward (the
 // gathered groups; from the step list).
 size_t trit_zero3_gathered_peak(const trit_zero3 *z3);
+// Milliseconds the hooks waited for gathers since the last call (and resets the count).
+double trit_zero3_take_wait(trit_zero3 *z3);
 // Collective: the whole parameters on the first rank of each shard group (rank 0 evaluates and
 // saves with them); the hooks do nothing until trit_zero3_release. *wait_ms gets the wait.
 trit_status trit_zero3_gather_root(trit_zero3 *z3, double *wait_ms);

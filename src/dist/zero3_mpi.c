@@ -41,6 +41,7 @@ struct trit_zero3 {
     bool active;           // the hooks gather and release (off while rank 0 holds everything)
     bool dry;              // counting what is held, no MPI (trit_zero3_new's walk of the steps)
     int64_t held, peak;    // elements outside the shard held now, and at most
+    double wait_ms;        // waited for gathers since trit_zero3_take_wait
 };
 
 static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
@@ -72,7 +73,7 @@ static trit_status start(trit_zero3 *z, int k) {
 static trit_status finish(trit_zero3 *z, int k) {
     pgroup *p = &z->g[k];
     if (p->state != GATHERING) return TRIT_OK;
-    trit_status s = z->dry ? TRIT_OK : trit_dist_wait(&p->req, 1, "the all-gather of a parameter group", NULL);
+    trit_status s = z->dry ? TRIT_OK : trit_dist_wait(&p->req, 1, "the all-gather of a parameter group", &z->wait_ms);
     p->state = GATHERED;
     return s;
 }
@@ -271,6 +272,12 @@ trit_zero3 *trit_zero3_new(trit_zero *zero, const trit_flat *f, trit_graph *g, c
 }
 
 size_t trit_zero3_gathered_peak(const trit_zero3 *z) { return (size_t)z->peak * z->elsize; }
+
+double trit_zero3_take_wait(trit_zero3 *z) {
+    const double w = z->wait_ms;
+    z->wait_ms = 0;
+    return w;
+}
 
 trit_status trit_zero3_gather_root(trit_zero3 *z, double *wait_ms) {
     *wait_ms = 0;

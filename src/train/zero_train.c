@@ -230,7 +230,7 @@ trit_status trit_trainer_zero_update(trainer *t, double lr, double scale, trit_t
     if (!*finite) return TRIT_OK;  // the loss said so on every rank (the exchange agreed on it)
     double wait = 0;
     trit_status s = trit_zero_sum_replicas(zs->z, &wait);
-    t->comm_ms += wait;
+    t->comm_ms += wait + (zs->z3 ? trit_zero3_take_wait(zs->z3) : 0);  // zero3: the waits for gathers too
     if (s != TRIT_OK) return s;
     bool ok = !t->use_scaler || trit_grads_unscale(zs->views, zs->n, 1.0 / scale);
     double sq = ok ? shard_sumsq(zs) : NAN;
