@@ -126,11 +126,14 @@ static trit_status check_layout(trit_zero3 *z, const trit_flat *f) {
         const trit_tensor *t = trit_flat_tensor(f, i);
         if (t->dtype != dt) continue;
         const int64_t off = trit_flat_grad_offset(f, i);
-        if (off < 0 || (char *)trit_tensor_ptr(t) != z->base + (size_t)off * z->elsize)
-            return trit_error(TRIT_ERR_UNSUPPORTED, "zero3: '%s' %s: --dist zero3 shards the parameter block as the "
-                              "gradient block, so every parameter in it must train; leave out --freeze and the "
-                              "adapters, or use --dist zero2", t->name, off < 0 ? "is frozen" : "is not where its "
-                              "gradient is");
+        if (off < 0)
+            return trit_error(TRIT_ERR_UNSUPPORTED, "zero3: '%s' is frozen: --dist zero3 shards the parameter block as "
+                              "the gradient block, so every parameter in it must train; leave out --freeze and the "
+                              "adapters, or use --dist zero2", t->name);
+        if ((char *)trit_tensor_ptr(t) != z->base + (size_t)off * z->elsize)
+            return trit_error(TRIT_ERR_UNSUPPORTED, "zero3: '%s' is not at its gradient's element in the %s parameter "
+                              "block (16-bit weights sit on other boundaries than their f32 gradients): train with "
+                              "fp32 master weights, or use --dist zero2", t->name, trit_dtype_name(dt));
     }
     return TRIT_OK;
 }

@@ -21,7 +21,8 @@
 #   zero3_equal  zero3 on 2 and 4 ranks, and hybrid (4 ranks, --shard-group 2), give one process's
 #                losses within 1e-6 (a model of 2 blocks, so the gathers go block by block); zero3
 #                gives zero2's losses bit for bit (the same reduce-scatter and update: the gathered
-#                weights are the updated ones, exactly); the header shows the shard and the formula
+#                weights are the updated ones, exactly), also with bf16 weights without master
+#                copies (2-byte gathers); the header shows the shard and the formula
 #   zero3_memory the memory report of zero3 on 2 and 4 ranks (4 blocks): gradients 4 bytes and
 #                AdamW 8 a shard element, parameters the shard's 4 a value plus the gathered
 #                groups at most (the embeddings' group, kept through both phases, and two adjacent
@@ -214,6 +215,12 @@ zero3_equal)
     grep -Eq "^zero3: rank 0 of 4 \(shard group 0 of 2, 2 ranks each\) keeps elements \[0, 13056\) of 26112" \
         "$W/4zero32.log" || { grep -v "^step" "$W/4zero32.log"; fail "no hybrid shard line"; }
     grep -q "gradients reduce-scattered in [4-9] buckets" "$W/2zero3.log" || fail "zero3 does not say reduce-scattered"
+    for d in zero2 zero3; do
+        "${MPI[@]}" -np 2 "$TRIT" train --dist $d "${FLAGS[@]}" "${Z3[@]}" --precision bf16 --master-weights off \
+            --out "$W/bf$d" >"$W/bf$d.log" 2>&1 || { cat "$W/bf$d.log"; fail "$d in bf16 failed"; }
+    done
+    [ "$(losses "$W/bfzero2/metrics.jsonl")" = "$(losses "$W/bfzero3/metrics.jsonl")" ] ||
+        { diff <(losses "$W/bfzero2/metrics.jsonl") <(losses "$W/bfzero3/metrics.jsonl"); fail "bf16: zero3 and zero2 differ"; }
     ;;
 zero3_memory)
     for n in 2 4; do
