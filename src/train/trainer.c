@@ -383,7 +383,10 @@ trit_status trit_train_run(const trit_train_config *cfg, const trit_train_hooks 
     // copies the steps no longer have.
     r.peak_rss_setup = trit_peak_rss_bytes();
     const bool steps_peak = trit_peak_rss_reset();
-    struct sigaction sa, old_int, old_term;
+    // SIGUSR1 too: mpirun forwards it to every rank (Open MPI refuses to forward SIGINT and
+    // SIGTERM, which make it abort the job and exit 1), so `kill -USR1 <mpirun>` stops a job
+    // with a checkpoint and exit 0.
+    struct sigaction sa, old_int, old_term, old_usr1;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
     sa.sa_flags = SA_RESETHAND;  // a second Ctrl-C ends the process (writes are atomic)
@@ -391,12 +394,14 @@ trit_status trit_train_run(const trit_train_config *cfg, const trit_train_hooks 
     stop_requested = 0;
     sigaction(SIGINT, &sa, &old_int);
     sigaction(SIGTERM, &sa, &old_term);
+    sigaction(SIGUSR1, &sa, &old_usr1);
     if (t.step >= t.cfg.steps && !t.cfg.quiet)
         printf("the run in %s is complete (step %lld of %lld)\n", t.cfg.out, (long long)t.step,
                (long long)t.cfg.steps);
     s = run_loop(&t, hooks, &r);
     sigaction(SIGINT, &old_int, NULL);
     sigaction(SIGTERM, &old_term, NULL);
+    sigaction(SIGUSR1, &old_usr1, NULL);
     if (s == TRIT_OK && t.task == TRIT_TASK_ADDITION && !r.interrupted && t.step == t.cfg.steps && t.rank == 0) {
         // A few problems shown; the score comes from the last evaluation.
         double acc = NAN;
