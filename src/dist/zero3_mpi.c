@@ -27,7 +27,9 @@ typedef struct pgroup {
 } pgroup;
 
 struct trit_zero3 {
-    MPI_Comm comm;         // the shard group's
+    MPI_Comm comm;         // a duplicate of the shard group's: the gathers keep their own order,
+                           // apart from the gradients' reduce-scatters (a rank that skips a pass
+                           // replays its gathers but starts its buckets later)
     int rank, size;
     const int64_t *bounds; // (size + 1) the shards, elements
     char *base;            // the parameter block: element j at base + j * elsize
@@ -247,7 +249,13 @@ trit_zero3 *trit_zero3_new(trit_zero *zero, const trit_flat *f, trit_graph *g, c
         trit_error(TRIT_ERR_NOMEM, "zero3: out of memory");
         return NULL;
     }
-    z->comm = trit_zero_comm(zero);
+    z->comm = MPI_COMM_NULL;
+    int rc = MPI_Comm_dup(trit_zero_comm(zero), &z->comm);
+    if (rc != MPI_SUCCESS) {
+        trit_dist_mpi_error(rc, "MPI_Comm_dup for the parameter gathers");
+        free(z);
+        return NULL;
+    }
     z->rank = trit_zero_group_rank(zero), z->size = trit_zero_group_size(zero);
     z->bounds = trit_zero_bounds(zero);
     z->elem = MPI_DATATYPE_NULL;
@@ -258,7 +266,7 @@ trit_zero3 *trit_zero3_new(trit_zero *zero, const trit_flat *f, trit_graph *g, c
     if (s == TRIT_OK) s = set_order(z, f, g, group);
     if (s == TRIT_OK) s = measure(z);
     if (s == TRIT_OK) {
-        int rc = MPI_Type_contiguous((int)z->elsize, MPI_BYTE, &z->elem);
+        rc = MPI_Type_contiguous((int)z->elsize, MPI_BYTE, &z->elem);
         if (rc == MPI_SUCCESS) rc = MPI_Type_commit(&z->elem);
         if (rc != MPI_SUCCESS) s = trit_dist_mpi_error(rc, "MPI_Type_commit");
     }
@@ -331,6 +339,7 @@ void trit_zero3_free(trit_zero3 *z) {
         free(z->g[k].displs);
     }
     if (z->elem != MPI_DATATYPE_NULL) MPI_Type_free(&z->elem);
+    if (z->comm != MPI_COMM_NULL) MPI_Comm_free(&z->comm);
     free(z->g);
     free(z);
 }
