@@ -163,6 +163,7 @@ typedef struct trit_train_config {
     int64_t terngrad_min_size;   // smaller gradients stay fp32
     int64_t terngrad_bucket;     // values per scale, a multiple of 4; 0 = one scale per tensor
     int64_t terngrad_groups;     // --dist ddp: ranks per fp32 group, ternary between the groups (1)
+    int64_t shard_group;         // --dist zero3: ranks per shard group, replicas across groups (0: the job)
     // running (may change on resume)
     int64_t eval_every, eval_batches, log_every, ckpt_every, sample_tokens;
     int64_t threads;             // 0 = all cores
@@ -199,7 +200,7 @@ typedef struct trit_train_config {
 // --dist ddp`): each rank runs accumulation / N of the step's micro-batches, gradients summed.
 // zero1|zero2: DDP with the optimizer state (and zero2: the gradients) sharded (src/dist/zero_mpi.c);
 // pipeline: the layers split into one stage a rank, the step's micro-batches through them.
-typedef enum { TRIT_DIST_OFF = 0, TRIT_DIST_DDP, TRIT_DIST_ZERO1, TRIT_DIST_ZERO2, TRIT_DIST_PIPELINE } trit_train_dist;
+typedef enum { TRIT_DIST_OFF = 0, TRIT_DIST_DDP, TRIT_DIST_ZERO1, TRIT_DIST_ZERO2, TRIT_DIST_PIPELINE, TRIT_DIST_ZERO3 } trit_train_dist;
 typedef enum { TRIT_TRAIN_PIPE_GPIPE = 0, TRIT_TRAIN_PIPE_1F1B } trit_train_pipe_schedule;
 
 // --task: what the model is trained to do with --data.

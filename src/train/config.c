@@ -59,7 +59,7 @@ static const char *const qat_acts_names[] = {"off", "token", NULL};
 static const char *const ternary_matmul_names[] = {"fake", "int8", "int8-fp32-dx", NULL};
 static const char *const optimizer_names[] = {"adamw", "adamw8bit", "galore", "qgalore", NULL};
 static const char *const adapter_names[] = {"off", "lora", "bottleneck", NULL};
-static const char *const dist_names[] = {"off", "ddp", "zero1", "zero2", "pipeline", NULL};
+static const char *const dist_names[] = {"off", "ddp", "zero1", "zero2", "pipeline", "zero3", NULL};
 static const char *const pipe_schedule_names[] = {"gpipe", "1f1b", NULL};
 static const char *const qbase_names[] = {"off", "nf4", "int8", "int4", "ternary", "keep", NULL};
 
@@ -212,12 +212,15 @@ static const field fields[] = {
      "--lora: start A and B from the adapter in this directory (adapter_model.safetensors in PEFT's layout, e.g. "
      "peft's save_pretrained of the same base and targets) instead of from the seed", NONE},
     {"dist", F_ENUM, K_RUN, OFF(dist), dist_names,
-     "off|ddp|zero1|zero2|pipeline: one process; data parallel over the ranks of `mpirun -np N` (--batch per "
-     "rank, --total-batch-tokens for all, gradients all-reduced in buckets during backward); zero1|zero2: DDP with "
-     "the optimizer state (zero1), and the gradients (zero2, reduce-scattered), sharded across the ranks; or the "
-     "blocks split into a stage a rank (off)", NONE},
-    {"bucket-mb", F_DBL, K_RUN, OFF(bucket_mb), NULL, "--dist ddp|zero1|zero2: MB of gradients per bucket exchanged (25)",
-     D(0, 1e6, OPEN_LO)},
+     "off|ddp|zero1|zero2|zero3|pipeline: one process; data parallel over the ranks of `mpirun -np N` (--batch per "
+     "rank, --total-batch-tokens for all, gradients all-reduced in buckets during backward); zero1|zero2|zero3: DDP "
+     "with the optimizer state (zero1), and the gradients (zero2, reduce-scattered), and the parameters (zero3, "
+     "all-gathered a block at a time) sharded across the ranks; or the blocks split into a stage a rank (off)", NONE},
+    {"bucket-mb", F_DBL, K_RUN, OFF(bucket_mb), NULL,
+     "--dist ddp|zero1|zero2|zero3: MB of gradients per bucket exchanged (25)", D(0, 1e6, OPEN_LO)},
+    {"shard-group", F_INT, K_RUN, OFF(shard_group), NULL, "--dist zero3: hybrid sharding, ZeRO-3 inside groups of G "
+     "consecutive ranks and the groups replicas of each other (gradients all-reduced across them); G divides the "
+     "ranks (0: one group of every rank)", I(0, INT64_C(1) << 20)},
     {"stages", F_INT, K_RUN, OFF(stages), NULL, "--dist pipeline: pipeline stages, one a rank (0 = the ranks of the "
      "job)", I(0, 4096)},
     {"micro-batches", F_INT, K_OPT, OFF(micro_batches), NULL, "micro-batches of --batch a step, for all ranks: "
@@ -488,6 +491,7 @@ static void apply_defaults(trit_train_config *c) {
     DEF_I(terngrad_min_size, 1024);
     DEF_I(terngrad_bucket, 0);
     DEF_I(terngrad_groups, 1);
+    DEF_I(shard_group, 0);
     DEF_I(group, 0);
     DEF_I(qat_acts, 1);
     DEF_I(ternary_matmul, TRIT_TERNARY_MATMUL_INT8);
@@ -592,6 +596,8 @@ static trit_status check_relations(const trit_train_config *c) {
     NEED(c->quantize_base != TRIT_QBASE_KEEP || c->init_from[0],
          "--quantize-base keep takes the codes of the --init-from run: pass --init-from");
     NEED(c->dist == TRIT_DIST_PIPELINE || c->stages == 0, "--stages applies to --dist pipeline");
+    NEED(c->dist == TRIT_DIST_ZERO3 || c->shard_group == 0,
+         "--shard-group applies to --dist zero3 (hybrid sharding): add --dist zero3, or drop it");
     NEED(c->terngrad_bucket % 4 == 0, "--terngrad-bucket must be 0 or a multiple of 4 (whole bytes of codes), got %lld",
          (long long)c->terngrad_bucket);
     NEED(c->terngrad_groups == 1 || (c->terngrad && c->dist == TRIT_DIST_DDP),

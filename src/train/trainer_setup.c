@@ -310,7 +310,7 @@ static trit_status setup_model(trainer *t, const trit_gpt_config *gc) {
     }
     t->opt = trit_trainer_new_optim(c, t->params, n);
     if (!t->opt) return TRIT_ERR_INVALID;
-    if (t->ranks > 1 && (c->dist == TRIT_DIST_ZERO1 || c->dist == TRIT_DIST_ZERO2)) {
+    if (t->ranks > 1 && (c->dist == TRIT_DIST_ZERO1 || c->dist == TRIT_DIST_ZERO2 || c->dist == TRIT_DIST_ZERO3)) {
         trit_status zs = trit_trainer_zero_optim(t);
         if (zs != TRIT_OK) return zs;
     }
@@ -447,7 +447,8 @@ static trit_status join_job(trainer *t, trit_status s) {
 static trit_status check_run_dir_seen(const trainer *t) {
     const trit_train_config *c = &t->cfg;
     const char *why = NULL;
-    if (c->dist == TRIT_DIST_ZERO1 || c->dist == TRIT_DIST_ZERO2 || c->dist == TRIT_DIST_PIPELINE ||
+    if (c->dist == TRIT_DIST_ZERO1 || c->dist == TRIT_DIST_ZERO2 || c->dist == TRIT_DIST_ZERO3 ||
+        c->dist == TRIT_DIST_PIPELINE ||
         c->offload != TRIT_OFFLOAD_OFF)
         why = "ZeRO, pipeline and --offload runs write files of every rank there";
     else if (t->task == TRIT_TASK_TEXT && !is_dir(c->data))
