@@ -1,4 +1,4 @@
-// trit merge-shards: a --dist zero1|zero2 run's sharded checkpoint as a normal run directory.
+// trit merge-shards: a --dist zero1|zero2|zero3 run's sharded checkpoint as a normal run directory.
 #include "cli.h"
 
 #include <stdio.h>
@@ -6,11 +6,11 @@
 static void usage(FILE *fp) {
     fprintf(fp,
             "usage: trit merge-shards RUN --out DIR\n\n"
-            "Writes DIR: the run directory RUN, trained with `mpirun -np N trit train --dist zero1|zero2`,\n"
+            "Writes DIR: the run directory RUN, trained with `mpirun -np N trit train --dist zero1|zero2|zero3`,\n"
             "whose checkpoint keeps the optimizer state in one shard file per rank, as a normal run: its\n"
             "train_state.bin holds the whole optimizer state as one process writes it, and RUN's other\n"
             "files are copied. DIR resumes in one process (`trit train --resume DIR`) or on any number of\n"
-            "ranks (`mpirun -np M trit train --resume DIR --dist ddp|zero1|zero2`).\n\n"
+            "ranks (`mpirun -np M trit train --resume DIR --dist ddp|zero1|zero2|zero3`).\n\n"
             "  --out DIR   the directory to write (must not hold a run)\n"
             "  --help      this text\n");
 }

@@ -62,7 +62,12 @@ int trit_cli_train_parse(int argc, char **argv, trit_train_config *cfg) {
 int trit_cli_train_run(const char *verb, const trit_train_config *cfg) {
     trit_train_result r;
     if (trit_train_run(cfg, NULL, &r) != TRIT_OK) return cli_fail(verb, CLI_FAIL);
-    if (trit_dist_rank() > 0) return CLI_OK;  // rank 0 reports for an MPI job
+    if (trit_dist_rank() > 0) {  // rank 0 reports for an MPI job; each rank's memory is its own
+        if (r.peak_rss_steps)
+            printf("peak RSS of rank %d: %.1f MB in the steps, %.1f MB in setup\n", trit_dist_rank(),
+                   (double)r.peak_rss_steps / 1e6, (double)r.peak_rss_setup / 1e6);
+        return CLI_OK;
+    }
     char took[32];
     trit_format_duration(r.seconds, took, sizeof took);
     printf("%s at step %lld: loss %.4f", r.interrupted ? "stopped" : "done", (long long)r.step, r.loss);

@@ -1,12 +1,18 @@
-// GEMM speed at one CPU level: GFLOP/s of trit_kernel_gemm_f32 for square sizes and for the
-// matmul shapes of a small GPT (M = B*T = 4096 rows, K and N from {384, 1152, 1536}).
+// GEMM speed at one CPU level: GFLOP/s of trit_kernel_gemm_f32, and its share of the machine's
+// fp32 FMA peak at that level (the register-only loop of `trit bench --peak`, same threads), for
+// square sizes and for the matmuls a GPT's training runs per linear layer (in, out): the forward
+// X @ W^T (NT: M = B*T, N = out, K = in), the input gradient dY @ W (NN: N = in, K = out) and the
+// weight gradient dY^T @ X (TN: M = out, N = in, K = B*T), for the "small" config's layers
+// (C = 384, B*T = 4096) and GPT-2's (C = 768, B*T = 8192).
 //
-//   gemm_speed [ref|avx2|avx512|amx] [threads]
+//   gemm_speed [ref|avx2|avx512|amx] [threads] [NN|NT|TN M N K]
 //
-// The level defaults to what TRIT_CPU or the CPU gives; threads default to trit_threads_get().
-// Each shape reports the best of several timed runs (others may be using the machine).
+// The level defaults to what TRIT_CPU or the CPU gives; threads default to trit_threads_get();
+// with a shape, only that one is timed. Each shape reports the best of several timed runs
+// (others may be using the machine), then a summary line gives the lowest and median share.
 #define _POSIX_C_SOURCE 200809L  // clock_gettime
 #include "trit/base.h"
+#include "trit/bench.h"
 
 #include "kernels/gemm.h"
 
@@ -42,12 +48,26 @@ static double time_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const
     return flop / best * 1e-9;
 }
 
+enum { MAX_SHAPES = 64 };
+static double shares[MAX_SHAPES];
+static int n_shares;
+
 static void report(const char *label, bool ta, bool tb, int64_t M, int64_t N, int64_t K,
-                   const float *A, const float *B, float *C) {
+                   const float *A, const float *B, float *C, double peak) {
     double g = time_gemm(ta, tb, M, N, K, A, B, C);
-    printf("%-7s %s%s  M=%5lld N=%5lld K=%5lld  %7.1f GFLOP/s\n", label, ta ? "T" : "N",
-           tb ? "T" : "N", (long long)M, (long long)N, (long long)K, g);
+    printf("%-7s %s%s  M=%5lld N=%5lld K=%5lld  %7.1f GFLOP/s", label, ta ? "T" : "N", tb ? "T" : "N",
+           (long long)M, (long long)N, (long long)K, g);
+    if (peak > 0) {
+        printf("  %5.1f%% of peak", 100.0 * g * 1e9 / peak);
+        if (n_shares < MAX_SHAPES) shares[n_shares++] = g * 1e9 / peak;
+    }
+    printf("\n");
     fflush(stdout);
+}
+
+static int compare_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
 }
 
 static int parse_level(const char *s, trit_cpu_isa *out) {
@@ -58,6 +78,27 @@ static int parse_level(const char *s, trit_cpu_isa *out) {
             return 0;
         }
     return -1;
+}
+
+// The fp32 FMA loop the dispatch picks at this level, on `threads` threads; 0 where none runs.
+static double fma_peak(int threads) {
+    trit_peak_loop loops[TRIT_PEAK_MAX_LOOPS];
+    int n = trit_bench_peak_loops(loops, TRIT_PEAK_MAX_LOOPS);
+    for (int i = 0; i < n; i++) {
+        double ops = 0;
+        if (loops[i].kind == TRIT_PEAK_FP32 && loops[i].picked && trit_bench_peak_measure(i, threads, &ops) == TRIT_OK) {
+            printf("peak: %s, %d threads, %.1f GFLOP/s\n", loops[i].label, threads, ops * 1e-9);
+            return ops;
+        }
+    }
+    return 0;
+}
+
+// One layer's three training matmuls, (in, out) with M = B*T rows of activations.
+static void layer(int64_t bt, int64_t in, int64_t out, const float *A, const float *B, float *C, double peak) {
+    report("gpt", false, true, bt, out, in, A, B, C, peak);   // Y = X @ W^T
+    report("gpt", false, false, bt, in, out, A, B, C, peak);  // dX = dY @ W
+    report("gpt", true, false, out, in, bt, A, B, C, peak);   // dW = dY^T @ X
 }
 
 int main(int argc, char **argv) {
@@ -73,9 +114,31 @@ int main(int argc, char **argv) {
         }
     }
     if (argc > 2) trit_threads_set(atoi(argv[2]));
-    printf("level %s, %d threads\n", trit_cpu_level_name(trit_cpu_level()), trit_threads_get());
+    int64_t one[3] = {0, 0, 0};
+    bool ta = false, tb = false;
+    if (argc == 7) {
+        if (strlen(argv[3]) != 2 || !strchr("NT", argv[3][0]) || !strchr("NT", argv[3][1])) {
+            fprintf(stderr, "transposes '%s': use NN, NT, TN or TT\n", argv[3]);
+            return 2;
+        }
+        ta = argv[3][0] == 'T';
+        tb = argv[3][1] == 'T';
+        for (int i = 0; i < 3; i++) {
+            one[i] = atoll(argv[4 + i]);
+            if (one[i] < 1 || one[i] > 8192) {
+                fprintf(stderr, "M, N and K must be 1 to 8192, not '%s'\n", argv[4 + i]);
+                return 2;
+            }
+        }
+    } else if (argc > 3) {
+        fprintf(stderr, "usage: gemm_speed [ref|avx2|avx512|amx] [threads] [NN|NT|TN M N K]\n");
+        return 2;
+    }
+    printf("level %s, %d threads, L1d %zu KB, L2 %zu KB\n", trit_cpu_level_name(trit_cpu_level()), trit_threads_get(),
+           trit_cpu_cache_bytes(1) >> 10, trit_cpu_cache_bytes(2) >> 10);
+    const double peak = fma_peak(trit_threads_get());
 
-    const int64_t most = 4096 * 2048;  // largest operand below, in elements
+    const int64_t most = 8192 * 3072;  // largest operand below, in elements
     float *A = trit_aligned_alloc(sizeof(float) * most);
     float *B = trit_aligned_alloc(sizeof(float) * most);
     float *C = trit_aligned_alloc(sizeof(float) * most);
@@ -86,14 +149,19 @@ int main(int argc, char **argv) {
     trit_rng_fill_uniform(A, most, 1, 0, 0, -1.0f, 1.0f);
     trit_rng_fill_uniform(B, most, 1, 1, 0, -1.0f, 1.0f);
 
-    for (int64_t n = 256; n <= 2048; n *= 2) report("square", false, false, n, n, n, A, B, C);
-    const int64_t dims[] = {384, 1152, 1536};
-    for (int i = 0; i < 3; i++)
-        for (int j = 0; j < 3; j++) report("gpt", false, false, 4096, dims[j], dims[i], A, B, C);
-    // The backward matmuls: dX = dY @ W (NN above), dW = dY^T @ X (TN), and X @ W^T (NT).
-    for (int i = 0; i < 3; i++) {
-        report("gpt", false, true, 4096, dims[i], dims[(i + 1) % 3], A, B, C);
-        report("gpt", true, false, dims[i], dims[(i + 1) % 3], 4096, A, B, C);
+    if (one[0]) {
+        report("shape", ta, tb, one[0], one[1], one[2], A, B, C, peak);
+    } else {
+        for (int64_t n = 256; n <= 2048; n *= 2) report("square", false, false, n, n, n, A, B, C, peak);
+        const int64_t small[4][2] = {{384, 1152}, {384, 384}, {384, 1536}, {1536, 384}};
+        const int64_t gpt2[4][2] = {{768, 2304}, {768, 768}, {768, 3072}, {3072, 768}};
+        for (int i = 0; i < 4; i++) layer(4096, small[i][0], small[i][1], A, B, C, peak);
+        for (int i = 0; i < 4; i++) layer(8192, gpt2[i][0], gpt2[i][1], A, B, C, peak);
+    }
+    if (n_shares > 1) {
+        qsort(shares, (size_t)n_shares, sizeof shares[0], compare_double);
+        printf("share of the FMA peak over %d shapes: lowest %.1f%%, median %.1f%%\n", n_shares, 100 * shares[0],
+               100 * shares[n_shares / 2]);
     }
     trit_aligned_free(A);
     trit_aligned_free(B);

@@ -62,17 +62,52 @@ void trit_ddp_free(trit_ddp *d);
 // rank keeps only its shard's summed gradient (the rest of each bucket's pages are given back
 // to the system once its exchange completes). After the update, the updated parameters are
 // all-gathered bucket by bucket through the gradient block (free between the step and the next
-// backward). Shards start on 64-byte boundaries; the last rank takes the remainder.
+// backward). Shards start on 64-byte boundaries; the last rank takes the remainder. Stage 3
+// exchanges gradients as stage 2 and shards the parameters too (trit_zero3 below). Hybrid
+// sharding: the shards are those of a group of `group` consecutive ranks, the groups replicas
+// of each other.
 void trit_zero_shard_range(int64_t count, int ranks, int rank, int64_t *lo, int64_t *hi);
 typedef struct trit_zero trit_zero;
-// stage 1 or 2, over the gradient block of f and the buckets of d (made over the same f).
-trit_zero *trit_zero_new(const trit_flat *f, trit_ddp *d, int stage);
+// Stage 1, 2 or 3, over the gradient block of f and the buckets of d (made over the same f);
+// group: ranks a shard group holds (the job's size, or for stage 3 a divisor of it).
+trit_zero *trit_zero_new(const trit_flat *f, trit_ddp *d, int stage, int group);
+// Collective, after the exchange: with shard groups, each rank's summed shard all-reduced across
+// the replicas, so it holds the sum over the job (nothing without groups).
+trit_status trit_zero_sum_replicas(trit_zero *z, double *wait_ms);
+// v (n) summed over the ranks of this rank's shard group, the result on each.
+trit_status trit_zero_allreduce_group(trit_zero *z, double *v, int n);
 // Zeroes the gradients for the next step (stage 2: the pages given back are zero already).
 void trit_zero_zero_grads(trit_zero *z);
 // Collective: every rank's updated shard of the parameters to every rank; *wait_ms gets the
 // time spent waiting.
 trit_status trit_zero_gather_params(trit_zero *z, double *wait_ms);
 void trit_zero_free(trit_zero *z);
+
+// ZeRO-3's parameters: each rank keeps only its shard of the parameter block resident (the block
+// laid out as the gradient block: every parameter in it trained); the other pages are given back
+// to the system. Parameters come in groups (a transformer block's, `group` (trit_flat_count(f))
+// for each tensor of f in layout order, each group one run of the layout): on the graph's
+// "parameters needed" event the group is all-gathered in place (MPI_Iallgatherv inside the shard
+// group) and the next group of the phase's order started, so its exchange runs while this one
+// computes; on "parameters done" its pages outside the shard go back, except the group the
+// backward phase needs first, kept from forward's end. Hooks are added to g.
+typedef struct trit_zero3 trit_zero3;
+trit_zero3 *trit_zero3_new(trit_zero *z, const trit_flat *f, trit_graph *g, const int *group);
+// Bytes outside the shard held at once at most over a micro-batch's forward and backward (the
+// gathered groups; from the step list).
+size_t trit_zero3_gathered_peak(const trit_zero3 *z3);
+// Milliseconds the hooks waited for gathers since the last call (and resets the count).
+double trit_zero3_take_wait(trit_zero3 *z3);
+// Collective: the whole parameters on the first rank of each shard group (rank 0 evaluates and
+// saves with them); the hooks do nothing until trit_zero3_release. *wait_ms gets the wait.
+trit_status trit_zero3_gather_root(trit_zero3 *z3, double *wait_ms);
+// Collective: a rank that does not run a pass its peers run (a loss that was not finite skips the
+// rest of its micro-batches) issues the gathers and releases of its events all the same: those
+// of the backward phase, or with forward_too those of a whole micro-batch.
+trit_status trit_zero3_replay(trit_zero3 *z3, bool forward_too);
+// Everything outside the shard given back; the hooks gather again.
+void trit_zero3_release(trit_zero3 *z3);
+void trit_zero3_free(trit_zero3 *z3);
 
 // TernGrad's exchange (Wen et al., 2017) over the same buckets as DDP: each bucket's gradients
 // of at least min_size values ternarized under scales shared as the max over the senders (a

@@ -92,11 +92,17 @@ trit_status trit_graph_backward_seed(trit_graph *g, const trit_tensor *dout);
 // zeroing of gradient buffers, recompute steps and events between them. Hooks run at events:
 // "parameter P's gradient is final for this micro-batch" (right after the last backward step that
 // adds into it; a data-parallel exchange starts there), "micro-batch ends" and "step ends" (the
-// last micro-batch of trit_graph_set_micro's count).
+// last micro-batch of trit_graph_set_micro's count). With parameter groups set
+// (trit_graph_set_param_groups), also "group G's parameters are needed" right before the first
+// step of a phase (forward, then the backward phase) that reads one of them, and "group G's
+// parameters are done" right after the last such step of the phase (a sharded exchange gathers
+// a group's values there, and gives them back).
 typedef enum trit_graph_event_kind {
     TRIT_EVENT_GRAD_FINAL = 0,
     TRIT_EVENT_MICRO_END,
     TRIT_EVENT_STEP_END,
+    TRIT_EVENT_PARAMS_NEEDED,
+    TRIT_EVENT_PARAMS_DONE,
 } trit_graph_event_kind;
 
 typedef struct trit_graph_event {
@@ -104,6 +110,8 @@ typedef struct trit_graph_event {
     int param;              // GRAD_FINAL: index in trit_graph_param order; -1 otherwise
     trit_tensor *tensor;    // GRAD_FINAL: the parameter, whose grad now holds this micro-batch's sum
     int64_t micro, num_micro;
+    int group;              // PARAMS_NEEDED, PARAMS_DONE: the group; -1 otherwise
+    bool backward;          // PARAMS_NEEDED, PARAMS_DONE: in the backward phase (else forward)
 } trit_graph_event;
 
 // A hook returns TRIT_OK, or a status that stops backward (reported with the hook's message).
@@ -113,6 +121,12 @@ trit_status trit_graph_add_hook(trit_graph *g, trit_graph_event_kind kind, trit_
 // The micro-batch the next backward belongs to (0-based) out of num_micro in the step; default
 // 0 of 1, so every backward ends a step.
 void trit_graph_set_micro(trit_graph *g, int64_t micro, int64_t num_micro);
+// Parameter groups: group[i] (>= 0, or -1 for none) for trit_graph_param(g, i), n_params of them
+// (a transformer block's weights, say). A step reads a parameter when its node has it (or a view
+// of it) as an input: a forward or recompute step always, a backward step unless the op's
+// backward does not read that input. Before or after compile (the step list is made again);
+// NULL clears the groups.
+trit_status trit_graph_set_param_groups(trit_graph *g, const int *group, int n_params);
 
 typedef enum trit_graph_step_kind {
     TRIT_STEP_FORWARD = 0,
@@ -128,6 +142,8 @@ typedef struct trit_graph_step_info {
     const char *op;               // its op's name (else "")
     trit_graph_event_kind event;  // event steps
     int param;                    // gradient-final events: index in trit_graph_param order (else -1)
+    int group;                    // parameter events: the group (else -1)
+    bool backward;                // in the backward phase (else forward)
 } trit_graph_step_info;
 int trit_graph_num_steps(const trit_graph *g);  // 0 before compile
 trit_status trit_graph_step_at(const trit_graph *g, int i, trit_graph_step_info *out);

@@ -163,6 +163,7 @@ typedef struct trit_train_config {
     int64_t terngrad_min_size;   // smaller gradients stay fp32
     int64_t terngrad_bucket;     // values per scale, a multiple of 4; 0 = one scale per tensor
     int64_t terngrad_groups;     // --dist ddp: ranks per fp32 group, ternary between the groups (1)
+    int64_t shard_group;         // --dist zero3: ranks per shard group, replicas across groups (0: the job)
     // running (may change on resume)
     int64_t eval_every, eval_batches, log_every, ckpt_every, sample_tokens;
     int64_t threads;             // 0 = all cores
@@ -182,6 +183,7 @@ typedef struct trit_train_config {
     double temperature;          // --task embed: InfoNCE tau
     char tensorboard[TRIT_PATH_MAX];  // also write the metrics as TensorBoard event files here
     char lora[TRIT_PATH_MAX];       // LoRA spec (trit_adapter_parse_lora), "" for none: the base frozen
+    char lora_init[TRIT_PATH_MAX];  // PEFT adapter directory whose A and B a new LoRA run starts from ("": the seed's)
     int64_t quantize_base;          // trit_train_qbase: QLoRA's base as codes
     int64_t double_quant;           // 1: the quantized base's scales double-quantized (blocks of 256)
     int64_t adapter_type;           // trit_train_adapter: which adapter trains (off: the whole model)
@@ -199,9 +201,12 @@ typedef struct trit_train_config {
 // --dist ddp`): each rank runs accumulation / N of the step's micro-batches, gradients summed.
 // zero1|zero2: DDP with the optimizer state (and zero2: the gradients) sharded (src/dist/zero_mpi.c);
 // pipeline: the layers split into one stage a rank, the step's micro-batches through them;
-// tensor: each block's matrices split across the --tp ranks of a group (Megatron-LM), the groups
-// data-parallel replicas of each other.
-typedef enum { TRIT_DIST_OFF = 0, TRIT_DIST_DDP, TRIT_DIST_ZERO1, TRIT_DIST_ZERO2, TRIT_DIST_PIPELINE, TRIT_DIST_TENSOR } trit_train_dist;
+// zero3 also shards the parameters; tensor: each block's matrices split across the --tp ranks of
+// a group (Megatron-LM), the groups data-parallel replicas of each other.
+typedef enum {
+    TRIT_DIST_OFF = 0, TRIT_DIST_DDP, TRIT_DIST_ZERO1, TRIT_DIST_ZERO2, TRIT_DIST_PIPELINE, TRIT_DIST_ZERO3,
+    TRIT_DIST_TENSOR
+} trit_train_dist;
 typedef enum { TRIT_TRAIN_PIPE_GPIPE = 0, TRIT_TRAIN_PIPE_1F1B } trit_train_pipe_schedule;
 
 // --task: what the model is trained to do with --data.
@@ -281,6 +286,7 @@ typedef struct trit_base {
     trit_gpt *model;     // as trained; quantized matrices as codes only (no f32 values)
     trit_tokenizer *tok;
     int64_t step;        // the step its weights were saved at (0 when unknown)
+    bool quantized_on_load;  // trit_base_load_quantizing made its block matrices codes as it read them
 } trit_base;
 
 const char *trit_base_kind_name(trit_base_kind k);
@@ -289,6 +295,10 @@ const char *trit_base_kind_name(trit_base_kind k);
 trit_status trit_base_probe(const char *path, trit_base_kind *kind);
 // The base's model and tokenizer (b's fields NULL on failure, with a message).
 trit_status trit_base_load(const char *path, trit_base *b);
+// The same, with a run directory's float block matrices quantized with spec as they are read
+// (trit_checkpoint_load_base; b->quantized_on_load tells): a QLoRA base without an f32 copy.
+// Other kinds of base, a quantized run and a --qat run load as trit_base_load loads them.
+trit_status trit_base_load_quantizing(const char *path, const trit_quant_spec *spec, trit_base *b);
 void trit_base_free(trit_base *b);
 
 // ---- freezing (src/train/freeze.c) --------------------------------------------------------------
@@ -358,6 +368,9 @@ trit_status trit_train_run(const trit_train_config *cfg, const trit_train_hooks 
 void trit_train_request_stop(void);
 // The saved config and step of a run directory or its train_state.bin (reads the header).
 trit_status trit_train_run_info(const char *path_or_dir, trit_train_config *cfg, int64_t *step);
+// The saved config of run directory dir from its training-state header alone, without reading
+// (or checking the CRC of) the saved tensors: how a base's reader learns how the run trained.
+trit_status trit_train_run_config(const char *dir, trit_train_config *cfg);
 
 // ---- checkpoints ----------------------------------------------------------------------------
 
@@ -388,6 +401,13 @@ trit_gpt *trit_checkpoint_load_decoder(const char *path, int64_t *step);
 // The model with its quantized tensors as codes only (attached, no f32 values) and not decode-
 // only: a fine-tune's base, whose codes the new model takes (QLoRA) or decodes (full training).
 trit_gpt *trit_checkpoint_load_codes(const char *path, int64_t *step);
+// Paged base loading (QLoRA): the model with the 2-D block matrices the file stores as floats
+// quantized with spec as they are read, one matrix in f32 at a time, and attached as codes only
+// (no f32 values; the codes trit_gpt_quantize gives over the same values), the rest loaded as
+// trit_checkpoint_load_model loads it; *made (may be NULL) is set. A quantized checkpoint (`trit
+// quantize`) loads as trit_checkpoint_load_codes loads it, *made false. A Hugging Face directory
+// is imported in f32 (*made false).
+trit_gpt *trit_checkpoint_load_quantizing(const char *path, int64_t *step, const trit_quant_spec *spec, bool *made);
 // The GPT config as JSON (malloc'ed) and back.
 char *trit_checkpoint_config_to_json(const trit_gpt_config *c);
 trit_status trit_checkpoint_config_from_json(trit_gpt_config *c, const char *json);
@@ -500,6 +520,9 @@ enum { TRIT_QUANTIZE_BLOCKS = 1u, TRIT_QUANTIZE_EMBEDDING = 2u };
 // decoder multiplies with it, trit_checkpoint_save_model stores it) and writes its decoded
 // values into the f32 parameter, so graphs compute what the quantized model computes.
 trit_status trit_gpt_quantize(trit_gpt *m, const trit_quant_spec *spec, unsigned which, trit_quantize_report *r);
+// Whether a 2-D parameter of this name is a block matrix TRIT_QUANTIZE_BLOCKS takes (h.N...,
+// not an adapter's, which trains in f32).
+bool trit_quantize_takes_block_matrix(const char *name);
 // Bytes of m's tensors as a checkpoint stores them: attached quantized copies (codes, scales,
 // zero points) in place of their parameters.
 size_t trit_gpt_stored_bytes(const trit_gpt *m);
@@ -531,6 +554,9 @@ trit_gpt *trit_checkpoint_load_as_trained(const char *path, int64_t *step);
 // graphs take them as operands, no f32 copy is made); a --qat/--ternary run as above. What `trit
 // eval` and a fine-tune's base (trit_base_load) start from.
 trit_gpt *trit_checkpoint_load_as_trained_codes(const char *path, int64_t *step);
+// The same, with spec (may be NULL) quantizing the block matrices as they are read
+// (trit_checkpoint_load_quantizing, *made set) unless the run trained with --qat/--ternary.
+trit_gpt *trit_checkpoint_load_base(const char *path, int64_t *step, const trit_quant_spec *spec, bool *made);
 // The same model to decode only (trit_gpt_make_decode_only): a quantized checkpoint's codes are
 // read as codes (trit_checkpoint_load_decoder), a --qat/--ternary run's latent weights are frozen
 // and then dropped. What `trit sample`, `trit eval --decoder` and `trit bench --decode` decode with.
@@ -548,6 +574,9 @@ trit_status trit_peft_save(const trit_gpt *m, const char *dir, const char *base_
 // matches a block matrix, the rank fits), every tensor present with the shape m needs and
 // nothing else in the file. On failure m is left with a partial adapter: free it.
 trit_status trit_peft_load(trit_gpt *m, const char *dir);
+// The values of m's adapter (made by its config, e.g. --lora) from the adapter file in dir: every
+// adapter tensor of m present there with its shape, nothing else (a LoRA run's --lora-init).
+trit_status trit_peft_read_values(trit_gpt *m, const char *dir);
 // The model of checkpoint `base` as trained, with the PEFT adapter in adapter_dir, unmerged;
 // made decode-only when decoding (the base's quantized kernels plus the low-rank products).
 trit_gpt *trit_checkpoint_load_adapted(const char *base, const char *adapter_dir, bool decoding);

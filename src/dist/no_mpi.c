@@ -48,8 +48,8 @@ int trit_ddp_num_buckets(const trit_ddp *d) { (void)d; return 0; }
 int64_t trit_ddp_bytes_per_step(const trit_ddp *d) { (void)d; return 0; }
 void trit_ddp_free(trit_ddp *d) { (void)d; }
 
-trit_zero *trit_zero_new(const trit_flat *f, trit_ddp *d, int stage) {
-    (void)f, (void)d, (void)stage;
+trit_zero *trit_zero_new(const trit_flat *f, trit_ddp *d, int stage, int group) {
+    (void)f, (void)d, (void)stage, (void)group;
     no_mpi();
     return NULL;
 }
@@ -63,6 +63,40 @@ trit_status trit_zero_gather_params(trit_zero *z, double *wait_ms) {
 }
 
 void trit_zero_free(trit_zero *z) { (void)z; }
+
+trit_status trit_zero_sum_replicas(trit_zero *z, double *wait_ms) {
+    (void)z;
+    *wait_ms = 0;
+    return no_mpi();
+}
+
+trit_status trit_zero_allreduce_group(trit_zero *z, double *v, int n) {
+    (void)z, (void)v, (void)n;
+    return no_mpi();
+}
+
+trit_zero3 *trit_zero3_new(trit_zero *z, const trit_flat *f, trit_graph *g, const int *group) {
+    (void)z, (void)f, (void)g, (void)group;
+    no_mpi();
+    return NULL;
+}
+
+size_t trit_zero3_gathered_peak(const trit_zero3 *z3) { (void)z3; return 0; }
+double trit_zero3_take_wait(trit_zero3 *z3) { (void)z3; return 0; }
+
+trit_status trit_zero3_gather_root(trit_zero3 *z3, double *wait_ms) {
+    (void)z3;
+    *wait_ms = 0;
+    return no_mpi();
+}
+
+trit_status trit_zero3_replay(trit_zero3 *z3, bool forward_too) {
+    (void)z3, (void)forward_too;
+    return no_mpi();
+}
+
+void trit_zero3_release(trit_zero3 *z3) { (void)z3; }
+void trit_zero3_free(trit_zero3 *z3) { (void)z3; }
 
 trit_terngrad_dist *trit_terngrad_dist_new(const trit_flat *f, trit_graph *g, const trit_terngrad_dist_config *c) {
     (void)f, (void)g, (void)c;

@@ -7,7 +7,10 @@
 // the parameters are all-gathered bucket by bucket, the gradient block serving as the staging
 // buffer (its values are spent by then): each rank packs its shard's values there in the
 // parameters' own element size, one in-place MPI_Iallgatherv per bucket, then every rank copies
-// the other ranks' parts into its parameters.
+// the other ranks' parts into its parameters. Stage 3 exchanges gradients as stage 2 and leaves
+// the parameters to zero3_mpi.c. With shard groups (hybrid sharding) the shards, the
+// reduce-scatter and the gathers are those of the group's communicator, and each group's summed
+// shard is then all-reduced across the replicas (the ranks at the same place in the other groups).
 #define _DEFAULT_SOURCE
 #include "dist/dist_internal.h"
 
@@ -23,7 +26,10 @@ typedef struct piece {
 } piece;
 
 struct trit_zero {
-    int stage, rank, size;
+    int stage, rank, size;   // rank and size within the shard group
+    int replicas;            // shard groups in the job
+    MPI_Comm comm;           // the shard group's ranks (the job's when replicas == 1)
+    MPI_Comm across;         // the ranks at this place in every group (MPI_COMM_NULL when replicas == 1)
     trit_ddp *ddp;
     float *grads;        // (count) the gradient block
     int64_t count;
@@ -68,7 +74,7 @@ static int start_reduce_scatter(void *ctx, int k, float *grads, int64_t begin, i
     trit_zero *z = ctx;
     (void)end;
     return MPI_Ireduce_scatter(MPI_IN_PLACE, grads + begin, z->counts + (size_t)k * (size_t)z->size, MPI_FLOAT,
-                               MPI_SUM, trit_dist_comm(), req);
+                               MPI_SUM, z->comm, req);
 }
 
 static void bucket_done(void *ctx, int k, int64_t begin, int64_t end) {
@@ -121,9 +127,27 @@ static trit_status plan(trit_zero *z, const trit_flat *f) {
     return rc == MPI_SUCCESS ? TRIT_OK : trit_dist_mpi_error(rc, "MPI_Type_commit");
 }
 
-trit_zero *trit_zero_new(const trit_flat *f, trit_ddp *d, int stage) {
-    if (!f || !d || (stage != 1 && stage != 2)) {
-        trit_error(TRIT_ERR_INVALID, "trit_zero_new: flat storage, its DDP buckets and stage 1 or 2");
+// The shard group's communicator and the replicas' (MPI_Comm_split by group, and by place in it).
+static trit_status split(trit_zero *z, int group) {
+    const int world = trit_dist_rank();
+    z->replicas = trit_dist_size() / group;
+    z->rank = world % group, z->size = group;
+    if (z->replicas == 1) {
+        z->comm = trit_dist_comm();
+        return TRIT_OK;
+    }
+    int rc = MPI_Comm_split(trit_dist_comm(), world / group, world, &z->comm);
+    if (rc == MPI_SUCCESS) rc = MPI_Comm_split(trit_dist_comm(), world % group, world, &z->across);
+    if (rc == MPI_SUCCESS) rc = MPI_Comm_set_errhandler(z->comm, MPI_ERRORS_RETURN);
+    if (rc == MPI_SUCCESS) rc = MPI_Comm_set_errhandler(z->across, MPI_ERRORS_RETURN);
+    return rc == MPI_SUCCESS ? TRIT_OK : trit_dist_mpi_error(rc, "MPI_Comm_split into shard groups");
+}
+
+trit_zero *trit_zero_new(const trit_flat *f, trit_ddp *d, int stage, int group) {
+    const int n = trit_dist_size();
+    if (!f || !d || stage < 1 || stage > 3 || group < 1 || n % group != 0 || (group < n && stage != 3)) {
+        trit_error(TRIT_ERR_INVALID, "trit_zero_new: flat storage, its DDP buckets, stage 1, 2 or 3, and a shard group "
+                   "size dividing the job's %d ranks (smaller than the job for stage 3 only), not %d", n, group);
         return NULL;
     }
     trit_zero *z = calloc(1, sizeof *z);
@@ -132,16 +156,42 @@ trit_zero *trit_zero_new(const trit_flat *f, trit_ddp *d, int stage) {
         return NULL;
     }
     z->stage = stage, z->ddp = d, z->elem = MPI_DATATYPE_NULL;
-    z->rank = trit_dist_rank(), z->size = trit_dist_size();
+    z->comm = z->across = MPI_COMM_NULL;
     z->grads = trit_flat_grads(f, &z->count);
     z->nb = trit_ddp_num_buckets(d);
-    trit_status s = z->grads ? plan(z, f) : trit_error(TRIT_ERR_STATE, "zero: the model has no gradients");
+    trit_status s = split(z, group);
+    if (s == TRIT_OK) s = z->grads ? plan(z, f) : trit_error(TRIT_ERR_STATE, "zero: the model has no gradients");
     if (s != TRIT_OK) {
         trit_zero_free(z);
         return NULL;
     }
-    if (stage == 2) trit_ddp_set_collective(d, start_reduce_scatter, bucket_done, z);
+    if (stage >= 2) trit_ddp_set_collective(d, start_reduce_scatter, bucket_done, z);
     return z;
+}
+
+MPI_Comm trit_zero_comm(const trit_zero *z) { return z->comm; }
+const int64_t *trit_zero_bounds(const trit_zero *z) { return z->bounds; }
+int trit_zero_group_rank(const trit_zero *z) { return z->rank; }
+int trit_zero_group_size(const trit_zero *z) { return z->size; }
+
+trit_status trit_zero_sum_replicas(trit_zero *z, double *wait_ms) {
+    *wait_ms = 0;
+    if (z->replicas == 1) return TRIT_OK;
+    const int64_t lo = z->bounds[z->rank], hi = z->bounds[z->rank + 1];
+    if (hi - lo > INT_MAX)
+        return trit_error(TRIT_ERR_UNSUPPORTED, "zero: a shard of %lld values is more than one MPI call takes "
+                          "(2^31 - 1): use a larger --shard-group", (long long)(hi - lo));
+    MPI_Request req;
+    int rc = MPI_Iallreduce(MPI_IN_PLACE, z->grads + lo, (int)(hi - lo), MPI_FLOAT, MPI_SUM, z->across, &req);
+    if (rc != MPI_SUCCESS) return trit_dist_mpi_error(rc, "MPI_Iallreduce of the shard across the replicas");
+    return trit_dist_wait(&req, 1, "the all-reduce of the shard across the replicas", wait_ms);
+}
+
+trit_status trit_zero_allreduce_group(trit_zero *z, double *v, int n) {
+    MPI_Request req;
+    int rc = MPI_Iallreduce(MPI_IN_PLACE, v, n, MPI_DOUBLE, MPI_SUM, z->comm, &req);
+    if (rc != MPI_SUCCESS) return trit_dist_mpi_error(rc, "MPI_Iallreduce inside the shard group");
+    return trit_dist_wait(&req, 1, "the all-reduce inside the shard group", NULL);
 }
 
 void trit_zero_zero_grads(trit_zero *z) {
@@ -201,7 +251,7 @@ trit_status trit_zero_gather_params(trit_zero *z, double *wait_ms) {
         copy_bucket(z, begin, end, true);
         const size_t at = (size_t)k * (size_t)z->size;
         int rc = MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, z->grads + begin, z->counts + at, z->displs + at,
-                                 z->elem, trit_dist_comm(), &z->reqs[k]);
+                                 z->elem, z->comm, &z->reqs[k]);
         if (rc != MPI_SUCCESS) s = trit_dist_mpi_error(rc, "MPI_Iallgatherv of the updated parameters");
     }
     if (s == TRIT_OK) s = trit_dist_wait(z->reqs, started, "the all-gather of the updated parameters", wait_ms);
@@ -209,7 +259,7 @@ trit_status trit_zero_gather_params(trit_zero *z, double *wait_ms) {
         int64_t begin, end;
         trit_ddp_bucket_range(z->ddp, k, &begin, &end);
         copy_bucket(z, begin, end, false);
-        if (z->stage == 2) release_outside(z, k, begin, end);  // the staging pages go back again
+        if (z->stage >= 2) release_outside(z, k, begin, end);  // the staging pages go back again
     }
     return s;
 }
@@ -217,6 +267,8 @@ trit_status trit_zero_gather_params(trit_zero *z, double *wait_ms) {
 void trit_zero_free(trit_zero *z) {
     if (!z) return;
     if (z->elem != MPI_DATATYPE_NULL) MPI_Type_free(&z->elem);
+    if (z->replicas > 1 && z->comm != MPI_COMM_NULL) MPI_Comm_free(&z->comm);
+    if (z->across != MPI_COMM_NULL) MPI_Comm_free(&z->across);
     free(z->p);
     free(z->bounds);
     free(z->counts);

@@ -76,6 +76,7 @@ void trit_graph_free(trit_graph *g) {
     free(g->nodes);
     free(g->params);
     free(g->hooks);
+    free(g->param_group);
     free(g);
 }
 
@@ -302,7 +303,7 @@ uint64_t trit_graph_next_stream(trit_graph *g) { return g ? TRIT_STREAM_AUTO | g
 
 trit_status trit_graph_add_hook(trit_graph *g, trit_graph_event_kind kind, trit_graph_hook fn, void *ctx) {
     if (!g || !fn) return trit_error(TRIT_ERR_INVALID, "trit_graph_add_hook: NULL graph or function");
-    if ((unsigned)kind > TRIT_EVENT_STEP_END) return trit_error(TRIT_ERR_INVALID, "trit_graph_add_hook: unknown event %d", (int)kind);
+    if ((unsigned)kind > TRIT_EVENT_PARAMS_DONE) return trit_error(TRIT_ERR_INVALID, "trit_graph_add_hook: unknown event %d", (int)kind);
     if (!grow((void **)&g->hooks, &g->cap_hooks, g->n_hooks + 1, sizeof(trit_hook)))
         return trit_error(TRIT_ERR_NOMEM, "out of memory");
     g->hooks[g->n_hooks++] = (trit_hook){.kind = kind, .fn = fn, .ctx = ctx};

@@ -1,5 +1,6 @@
-// Running a compiled graph: its step list (schedule.c), forward steps in build order, then the
-// backward phase with its zeroing, recompute steps and events. Nothing here allocates.
+// Running a compiled graph: its step list (schedule.c), forward steps in build order (and the
+// parameter groups' events between them), then the backward phase with its zeroing, recompute
+// steps and events. Nothing here allocates.
 #include "graph/graph_internal.h"
 
 #include <math.h>
@@ -27,11 +28,38 @@ static double scalar_value(const trit_tensor *t) {
     return t->dtype == TRIT_F64 ? *(const double *)trit_tensor_ptr(t) : *(const float *)trit_tensor_ptr(t);
 }
 
+static trit_status fire(trit_graph *g, const trit_step *st) {
+    const trit_graph_event_kind kind = (trit_graph_event_kind)st->event;
+    if (kind == TRIT_EVENT_STEP_END && g->micro != g->num_micro - 1) return TRIT_OK;
+    trit_graph_event e = {.kind = kind, .param = -1, .micro = g->micro, .num_micro = g->num_micro, .group = -1};
+    if (kind == TRIT_EVENT_PARAMS_NEEDED || kind == TRIT_EVENT_PARAMS_DONE) {
+        e.group = st->arg;
+        e.backward = st >= g->steps + g->n_fwd_steps;
+    } else if (kind == TRIT_EVENT_GRAD_FINAL) {
+        e.param = st->arg;
+        e.tensor = g->values[g->params[st->arg]].t;
+    }
+    for (int h = 0; h < g->n_hooks; h++) {
+        if (g->hooks[h].kind != kind) continue;
+        trit_status s = g->hooks[h].fn(g->hooks[h].ctx, &e);
+        if (s != TRIT_OK) {
+            char msg[768];
+            snprintf(msg, sizeof msg, "%s", trit_last_error());
+            return trit_error(s, "graph hook at event %d: %s", (int)kind, msg);
+        }
+    }
+    return TRIT_OK;
+}
+
 trit_status trit_graph_forward(trit_graph *g) {
     trit_status s = check_compiled(g, "trit_graph_forward");
     if (s != TRIT_OK) return s;
     g->forward_done = false;
     for (int k = 0; k < g->n_fwd_steps; k++) {
+        if (g->steps[k].kind == TRIT_STEP_EVENT) {
+            if ((s = fire(g, &g->steps[k])) != TRIT_OK) return s;
+            continue;
+        }
         const int i = g->steps[k].arg;
         trit_node *n = &g->nodes[i];
         n->ctx.training = g->training;
@@ -48,26 +76,6 @@ trit_status trit_graph_forward(trit_graph *g) {
                               isnan(l) ? "NaN" : "Inf");
     }
     g->forward_done = true;
-    return TRIT_OK;
-}
-
-static trit_status fire(trit_graph *g, const trit_step *st) {
-    const trit_graph_event_kind kind = (trit_graph_event_kind)st->event;
-    if (kind == TRIT_EVENT_STEP_END && g->micro != g->num_micro - 1) return TRIT_OK;
-    trit_graph_event e = {.kind = kind, .param = -1, .micro = g->micro, .num_micro = g->num_micro};
-    if (kind == TRIT_EVENT_GRAD_FINAL) {
-        e.param = st->arg;
-        e.tensor = g->values[g->params[st->arg]].t;
-    }
-    for (int h = 0; h < g->n_hooks; h++) {
-        if (g->hooks[h].kind != kind) continue;
-        trit_status s = g->hooks[h].fn(g->hooks[h].ctx, &e);
-        if (s != TRIT_OK) {
-            char msg[768];
-            snprintf(msg, sizeof msg, "%s", trit_last_error());
-            return trit_error(s, "graph hook at event %d: %s", (int)kind, msg);
-        }
-    }
     return TRIT_OK;
 }
 

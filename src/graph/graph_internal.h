@@ -55,7 +55,7 @@ typedef struct trit_buffer {
 
 // One entry of the compiled step list (trit_graph_step_kind); arg is the node (forward,
 // backward, recompute), the planner buffer (zero) or the parameter's index in g->params
-// (gradient-final events; -1 for the others).
+// (gradient-final events), or the group (parameter events; -1 for the others).
 typedef struct trit_step {
     uint8_t kind;
     uint8_t event;  // trit_graph_event_kind of an event step
@@ -81,6 +81,8 @@ struct trit_graph {
     int n_params, cap_params;
     trit_hook *hooks;
     int n_hooks, cap_hooks;
+    int *param_group;         // (n_param_group) trit_graph_set_param_groups, or NULL
+    int n_param_group;        // entries of param_group (the parameters when it was set)
     uint64_t next_stream;     // build-order counter of random ops without a stream of their own
     // compiled state
     bool compiled;

@@ -3,7 +3,9 @@
 // backward phase's recompute and backward steps in the order they run), which the memory planner
 // turns into buffer lifetimes. Then, once memory is planned, the list itself: forward steps,
 // and the backward phase with each gradient buffer's zeroing before its first writer and an
-// event after the last backward step that adds into each parameter's gradient.
+// event after the last backward step that adds into each parameter's gradient; with parameter
+// groups, each group's "needed" event before the first step of a phase that reads one of its
+// parameters and its "done" event after the last.
 #include "graph/graph_internal.h"
 
 #include <stdlib.h>
@@ -110,6 +112,48 @@ static void grad_final_positions(const trit_graph *g, int *final) {
     }
 }
 
+// ---- parameter groups -------------------------------------------------------------------------
+
+// The group of value v's storage (a grouped parameter, or a view of one), -1 for none.
+static int group_of_value(const trit_graph *g, int v) {
+    const int r = root_of(g, v);
+    if (!g->param_group || g->values[r].kind != VALUE_PARAM) return -1;
+    const int p = param_index(g, r);
+    return p >= 0 && p < g->n_param_group ? g->param_group[p] : -1;
+}
+
+static int num_groups(const trit_graph *g) {
+    int n = 0;
+    for (int i = 0; g->param_group && i < g->n_param_group; i++)
+        if (g->param_group[i] >= n) n = g->param_group[i] + 1;
+    return n;
+}
+
+// Widens group spans [first, last] (positions; first -1 while unread) by node's reads at pos:
+// every input, or for a backward step the inputs its op's backward reads.
+static void note_reads(const trit_graph *g, int node, int pos, bool backward, int *first, int *last) {
+    const trit_node *n = &g->nodes[node];
+    for (int j = 0; j < n->n_in; j++) {
+        if (backward && (n->def->bwd_unread & TRIT_IN(j))) continue;
+        const int gr = group_of_value(g, n->in[j]);
+        if (gr < 0) continue;
+        if (first[gr] < 0) first[gr] = pos;
+        last[gr] = pos;
+    }
+}
+
+// Group spans of both phases: span[0..ng) forward firsts, then forward lasts, backward firsts,
+// backward lasts.
+static void group_spans(const trit_graph *g, const int *node_at, int ng, int *span) {
+    for (int i = 0; i < 4 * ng; i++) span[i] = -1;
+    for (int i = 0; i < g->n_nodes; i++)
+        if (!g->nodes[i].def->is_view) note_reads(g, i, i, false, span, span + ng);
+    for (int pos = g->n_nodes; g->loss >= 0 && pos < g->n_positions; pos++) {
+        const int node = node_at[pos - g->n_nodes];
+        note_reads(g, node, pos, g->nodes[node].rec_pos != pos, span + 2 * ng, span + 3 * ng);
+    }
+}
+
 // Whether gradient buffer b is zeroed before its first writer: every planned gradient buffer but
 // the seed's (written by backward itself) and one shared with an in-place op's output gradient.
 static bool zeroed(const trit_graph *g, int v) {
@@ -123,9 +167,17 @@ static void push(trit_graph *g, trit_graph_step_kind kind, int arg, trit_graph_e
 
 // The backward phase at one position: a recompute step, or a backward step with the zeroing of
 // the gradient buffers it is the first to write and the events of the gradients it finishes.
-static void push_position(trit_graph *g, int pos, int node, const int *final) {
+// The events of groups whose span in `at` (firsts or lasts, ng of them) is pos.
+static void push_groups(trit_graph *g, const int *at, int ng, int pos, trit_graph_event_kind ev) {
+    for (int gr = 0; gr < ng; gr++)
+        if (at[gr] == pos) push(g, TRIT_STEP_EVENT, gr, ev);
+}
+
+static void push_position(trit_graph *g, int pos, int node, const int *final, const int *span, int ng) {
+    push_groups(g, span + 2 * ng, ng, pos, TRIT_EVENT_PARAMS_NEEDED);
     if (g->nodes[node].rec_pos == pos) {
         push(g, TRIT_STEP_RECOMPUTE, node, 0);
+        push_groups(g, span + 3 * ng, ng, pos, TRIT_EVENT_PARAMS_DONE);
         return;
     }
     for (int v = 0; v < g->n_values; v++)
@@ -134,18 +186,22 @@ static void push_position(trit_graph *g, int pos, int node, const int *final) {
     // Several finished at once come in reverse order of first use, the order of flat storage.
     for (int p = g->n_params - 1; p >= 0; p--)
         if (final[p] == pos) push(g, TRIT_STEP_EVENT, p, TRIT_EVENT_GRAD_FINAL);
+    push_groups(g, span + 3 * ng, ng, pos, TRIT_EVENT_PARAMS_DONE);
 }
 
 trit_status trit_graph_build_steps(trit_graph *g) {
-    const int N = g->n_nodes, P = g->n_positions;
+    const int N = g->n_nodes, P = g->n_positions, ng = num_groups(g);
     int *node_at = malloc(sizeof(int) * (size_t)(P - N + 1));
     int *final = malloc(sizeof(int) * (size_t)(g->n_params + 1));
-    int cap = P + 2 + g->n_params;
+    int *span = malloc(sizeof(int) * (size_t)(4 * ng + 1));
+    int cap = P + 2 + g->n_params + 4 * ng;
     for (int v = 0; v < g->n_values; v++) cap += zeroed(g, v);
+    free(g->steps);
     g->steps = malloc(sizeof(trit_step) * (size_t)cap);
-    if (!node_at || !final || !g->steps) {
+    if (!node_at || !final || !span || !g->steps) {
         free(node_at);
         free(final);
+        free(span);
         return trit_error(TRIT_ERR_NOMEM, "out of memory");
     }
     for (int i = 0; i < N; i++) {
@@ -154,18 +210,43 @@ trit_status trit_graph_build_steps(trit_graph *g) {
         if (n->bwd_pos >= 0) node_at[n->bwd_pos - N] = i;
     }
     grad_final_positions(g, final);
+    group_spans(g, node_at, ng, span);
     g->n_steps = 0;
-    for (int i = 0; i < N; i++)
-        if (!g->nodes[i].def->is_view) push(g, TRIT_STEP_FORWARD, i, 0);
+    for (int i = 0; i < N; i++) {
+        if (g->nodes[i].def->is_view) continue;
+        push_groups(g, span, ng, i, TRIT_EVENT_PARAMS_NEEDED);
+        push(g, TRIT_STEP_FORWARD, i, 0);
+        push_groups(g, span + ng, ng, i, TRIT_EVENT_PARAMS_DONE);
+    }
     g->n_fwd_steps = g->n_steps;
     if (g->loss >= 0) {
-        for (int pos = N; pos < P; pos++) push_position(g, pos, node_at[pos - N], final);
+        for (int pos = N; pos < P; pos++) push_position(g, pos, node_at[pos - N], final, span, ng);
         push(g, TRIT_STEP_EVENT, -1, TRIT_EVENT_MICRO_END);
         push(g, TRIT_STEP_EVENT, -1, TRIT_EVENT_STEP_END);
     }
     free(node_at);
     free(final);
+    free(span);
     return TRIT_OK;
+}
+
+trit_status trit_graph_set_param_groups(trit_graph *g, const int *group, int n_params) {
+    if (!g) return trit_error(TRIT_ERR_INVALID, "trit_graph_set_param_groups: graph is NULL");
+    if (group && n_params != g->n_params)
+        return trit_error(TRIT_ERR_INVALID, "trit_graph_set_param_groups: %d groups given for the graph's %d parameters",
+                          n_params, g->n_params);
+    for (int i = 0; group && i < n_params; i++)
+        if (group[i] < -1)
+            return trit_error(TRIT_ERR_RANGE, "trit_graph_set_param_groups: parameter %d ('%s') has group %d; a group is "
+                              ">= 0, or -1 for none", i, g->values[g->params[i]].t->name, group[i]);
+    int *copy = group ? malloc(sizeof(int) * (size_t)(n_params + 1)) : NULL;
+    if (group && !copy) return trit_error(TRIT_ERR_NOMEM, "out of memory");
+    if (copy) memcpy(copy, group, sizeof(int) * (size_t)n_params);
+    free(g->param_group);
+    g->param_group = copy;
+    g->n_param_group = group ? n_params : 0;
+    // A compiled graph's list is made again: the plan it rests on does not change.
+    return g->compiled && !g->plan_only ? trit_graph_build_steps(g) : TRIT_OK;
 }
 
 int trit_graph_num_steps(const trit_graph *g) { return g && g->compiled ? g->n_steps : 0; }
@@ -182,7 +263,10 @@ trit_status trit_graph_step_at(const trit_graph *g, int i, trit_graph_step_info 
         .node = has_node ? s->arg : -1,
         .op = has_node ? g->nodes[s->arg].def->name : "",
         .event = (trit_graph_event_kind)s->event,
-        .param = s->kind == TRIT_STEP_EVENT ? s->arg : -1,
+        .param = s->kind == TRIT_STEP_EVENT && s->event == TRIT_EVENT_GRAD_FINAL ? s->arg : -1,
+        .group = s->kind == TRIT_STEP_EVENT && (s->event == TRIT_EVENT_PARAMS_NEEDED || s->event == TRIT_EVENT_PARAMS_DONE)
+                     ? s->arg : -1,
+        .backward = i >= g->n_fwd_steps,
     };
     return TRIT_OK;
 }

@@ -56,14 +56,15 @@ trit_status trit_base_probe(const char *path, trit_base_kind *kind) {
     return TRIT_OK;
 }
 
-static trit_status load_run(const char *path, trit_base *b) {
+static trit_status load_run(const char *path, const trit_quant_spec *spec, trit_base *b) {
     char tok[TRIT_PATH_MAX + 32];
     trit_status s = trit_path_join(tok, sizeof tok, path, TRIT_CKPT_TOKENIZER);
     if (s != TRIT_OK) return s;
     if (!(b->tok = trit_tokenizer_load(tok))) return TRIT_ERR_FORMAT;
     // A quantized run's codes are taken as codes: the new model attaches or decodes them, so
     // no f32 copy of the base is made for a QLoRA run. A --qat run's latent weights are frozen.
-    if (!(b->model = trit_checkpoint_load_as_trained_codes(path, &b->step))) return TRIT_ERR_FORMAT;
+    // With spec (QLoRA), float block matrices become codes as they are read, one at a time.
+    if (!(b->model = trit_checkpoint_load_base(path, &b->step, spec, &b->quantized_on_load))) return TRIT_ERR_FORMAT;
     const trit_gpt_config *g = trit_gpt_get_config(b->model);
     if (g->vocab_size != trit_tokenizer_vocab_size(b->tok))
         return trit_error(TRIT_ERR_FORMAT, "'%s': its model has a vocabulary of %lld tokens but its %s has %d: the "
@@ -111,12 +112,14 @@ static trit_status load_gguf(const char *path, trit_base *b) {
     return trit_error(TRIT_ERR_FORMAT, "'%s' is a GGUF file trit cannot start from: %s", path, why);
 }
 
-trit_status trit_base_load(const char *path, trit_base *b) {
+trit_status trit_base_load(const char *path, trit_base *b) { return trit_base_load_quantizing(path, NULL, b); }
+
+trit_status trit_base_load_quantizing(const char *path, const trit_quant_spec *spec, trit_base *b) {
     memset(b, 0, sizeof *b);
     trit_status s = trit_base_probe(path, &b->kind);
     if (s != TRIT_OK) return s;
     switch (b->kind) {
-    case TRIT_BASE_RUN: s = load_run(path, b); break;
+    case TRIT_BASE_RUN: s = load_run(path, spec, b); break;
     case TRIT_BASE_HF: s = load_hf(path, b); break;
     case TRIT_BASE_GGUF: s = load_gguf(path, b); break;
     }

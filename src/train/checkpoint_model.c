@@ -221,7 +221,28 @@ static trit_status check_no_strays(const trit_safetensors *f, const trit_gpt *m,
     return s;
 }
 
-static trit_status load_tensors(const trit_safetensors *f, trit_gpt *m, const char *file) {
+// A float matrix of the file made into codes as it is read (paged base loading): read into a
+// matrix-sized f32 buffer, quantized with spec, the buffer freed, the codes attached. The codes
+// are those of trit_quantize over the same values loaded whole, with one matrix in f32 at a time.
+static trit_status load_quantizing(const trit_safetensors *f, trit_gpt *m, int i, const trit_quant_spec *spec,
+                                   const char *file) {
+    const trit_tensor *t = trit_gpt_tensor(m, i);
+    trit_tensor *x = trit_tensor_new(TRIT_F32, t->ndim, t->shape);  // (out, in)
+    if (!x) return TRIT_ERR_NOMEM;
+    snprintf(x->name, sizeof x->name, "%s", t->name);
+    trit_status s = load_plain(f, x, file);
+    trit_tensor *q = s == TRIT_OK ? trit_quantize(x, spec) : NULL;
+    trit_tensor_free(x);
+    if (s != TRIT_OK) return s;
+    if (!q) {
+        char why[400];
+        snprintf(why, sizeof why, "%s", trit_last_error());
+        return trit_error(TRIT_ERR_INVALID, "'%s': quantizing '%s' as it is read: %s", file, t->name, why);
+    }
+    return trit_gpt_attach_quantized(m, i, q);
+}
+
+static trit_status load_tensors(const trit_safetensors *f, trit_gpt *m, const char *file, const trit_quant_spec *spec) {
     trit_status s = trit_safetensors_check_quantized(f);
     if (s != TRIT_OK) {
         char why[512];
@@ -234,7 +255,9 @@ static trit_status load_tensors(const trit_safetensors *f, trit_gpt *m, const ch
             return trit_error(TRIT_ERR_FORMAT,
                               "'%s' has no tensor '%s' that its config needs: the file is incomplete "
                               "or was made for another model", file, t->name);
-        s = trit_safetensors_is_quantized(f, t->name) ? load_quantized(f, m, i, file) : load_plain(f, t, file);
+        s = trit_safetensors_is_quantized(f, t->name) ? load_quantized(f, m, i, file)
+            : t->data                                  ? load_plain(f, t, file)
+                                                       : load_quantizing(f, m, i, spec, file);
         if (s != TRIT_OK) return s;
     }
     return check_no_strays(f, m, file);
@@ -256,7 +279,22 @@ static trit_status check_file_fits(const trit_safetensors *f, const trit_gpt_con
                       file, elems, bytes);
 }
 
-static bool quantized_in_file(const char *name, void *f) { return trit_safetensors_is_quantized(f, name); }
+// What a model made to load file f is made without (no f32 values): its matrices quantized in
+// the file when codes (decode-only or codes-only loading), and with spec (paged QLoRA base
+// loading) the block matrices trit_gpt_quantize's TRIT_QUANTIZE_BLOCKS takes, to be quantized as
+// they are read.
+typedef struct made_without {
+    const trit_safetensors *f;
+    bool codes;
+    const trit_quant_spec *spec;
+} made_without;
+
+static bool without_values(const char *name, void *ctx) {
+    const made_without *w = ctx;
+    if (trit_safetensors_is_quantized(w->f, name)) return w->codes;
+    const trit_safetensors_info *i = trit_safetensors_find(w->f, name);
+    return w->spec && i && i->ndim == 2 && trit_quantize_takes_block_matrix(name);
+}
 
 // A directory with a config.json is a transformers GPT-2 (a run never has one): imported.
 static trit_gpt *load_hf(const char *dir, int64_t *step, bool decoder) {
@@ -269,8 +307,12 @@ static trit_gpt *load_hf(const char *dir, int64_t *step, bool decoder) {
     return m;
 }
 
-// decoder: decode only; codes: quantized tensors as codes only (no f32 values), not decode-only.
-static trit_gpt *load_model(const char *path, int64_t *step, bool decoder, bool codes) {
+// decoder: decode only; codes: quantized tensors as codes only (no f32 values), not decode-only;
+// spec: the block matrices quantized with it as they are read (codes only) when the file holds
+// no quantized tensor, which *made (may be NULL) then tells.
+static trit_gpt *load_model(const char *path, int64_t *step, bool decoder, bool codes, const trit_quant_spec *spec,
+                            bool *made) {
+    if (made) *made = false;
     char file[TRIT_PATH_MAX + 32];
     struct stat st;
     if (path && trit_path_join(file, sizeof file, path, "config.json") == TRIT_OK && stat(file, &st) == 0)
@@ -285,6 +327,7 @@ static trit_gpt *load_model(const char *path, int64_t *step, bool decoder, bool 
     const char *cfg_json = trit_safetensors_meta(f, "config");
     trit_gpt_config cfg;
     trit_gpt *m = NULL;
+    if (trit_safetensors_meta(f, "quantization")) spec = NULL;  // a quantized run's codes are its base
     if (!format || strcmp(format, "trit-gpt") != 0 || !cfg_json) {
         trit_error(TRIT_ERR_FORMAT,
                    "'%s' is a safetensors file without a trit GPT config in its metadata "
@@ -294,11 +337,13 @@ static trit_gpt *load_model(const char *path, int64_t *step, bool decoder, bool 
         snprintf(why, sizeof why, "%s", trit_last_error());
         trit_error(TRIT_ERR_FORMAT, "'%s': %s", file, why);
     } else if (check_file_fits(f, &cfg, file) == TRIT_OK &&
-               (m = trit_gpt_new_without(&cfg, 0, decoder || codes ? quantized_in_file : NULL, f)) != NULL &&
-               (load_tensors(f, m, file) != TRIT_OK || (decoder && trit_gpt_make_decode_only(m) != TRIT_OK))) {
+               (m = trit_gpt_new_without(&cfg, 0, decoder || codes || spec ? without_values : NULL,
+                                         &(made_without){f, decoder || codes, spec})) != NULL &&
+               (load_tensors(f, m, file, spec) != TRIT_OK || (decoder && trit_gpt_make_decode_only(m) != TRIT_OK))) {
         trit_gpt_free(m);
         m = NULL;
     }
+    if (m && made) *made = spec != NULL;
     if (m && step) {
         const char *s = trit_safetensors_meta(f, "step");
         *step = s ? strtoll(s, NULL, 10) : 0;
@@ -307,8 +352,22 @@ static trit_gpt *load_model(const char *path, int64_t *step, bool decoder, bool 
     return m;
 }
 
-trit_gpt *trit_checkpoint_load_model(const char *path, int64_t *step) { return load_model(path, step, false, false); }
+trit_gpt *trit_checkpoint_load_model(const char *path, int64_t *step) {
+    return load_model(path, step, false, false, NULL, NULL);
+}
 
-trit_gpt *trit_checkpoint_load_decoder(const char *path, int64_t *step) { return load_model(path, step, true, false); }
+trit_gpt *trit_checkpoint_load_decoder(const char *path, int64_t *step) {
+    return load_model(path, step, true, false, NULL, NULL);
+}
 
-trit_gpt *trit_checkpoint_load_codes(const char *path, int64_t *step) { return load_model(path, step, false, true); }
+trit_gpt *trit_checkpoint_load_codes(const char *path, int64_t *step) {
+    return load_model(path, step, false, true, NULL, NULL);
+}
+
+trit_gpt *trit_checkpoint_load_quantizing(const char *path, int64_t *step, const trit_quant_spec *spec, bool *made) {
+    if (!spec) {
+        trit_error(TRIT_ERR_INVALID, "trit_checkpoint_load_quantizing: NULL spec");
+        return NULL;
+    }
+    return load_model(path, step, false, true, spec, made);
+}

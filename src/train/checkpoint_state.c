@@ -340,6 +340,34 @@ static trit_status parse_header(const state_file *sf, trit_train_state *st, cons
     return s;
 }
 
+// The prefix and the JSON header only (sf->data NULL), without the CRC over the whole file: the
+// state of a large model is gigabytes, of which a base's reader wants a few hundred bytes.
+static trit_status state_open_header(const char *path, state_file *sf) {
+    memset(sf, 0, sizeof *sf);
+    FILE *fp = fopen(path, "rb");
+    if (!fp) return trit_error(TRIT_ERR_IO, "cannot open '%s'", path);
+    uint8_t b[STATE_PREFIX];
+    struct stat st;
+    trit_status s = TRIT_OK;
+    if (stat(path, &st) != 0 || st.st_size < STATE_PREFIX + 4 || fread(b, 1, sizeof b, fp) != sizeof b ||
+        memcmp(b, STATE_MAGIC, 8) != 0)
+        s = trit_error(TRIT_ERR_FORMAT, "'%s' is not a trit training-state file (bad magic or too short)", path);
+    const uint64_t hn = s == TRIT_OK ? trit_le64_load(b + 16) : 0;
+    sf->version = s == TRIT_OK ? trit_le32_load(b + 8) : 0;
+    if (s == TRIT_OK && (sf->version < 1 || sf->version > STATE_VERSION))
+        s = trit_error(TRIT_ERR_FORMAT, "'%s' has training-state version %u, this trit reads versions 1 to %d", path,
+                       sf->version, STATE_VERSION);
+    if (s == TRIT_OK && hn > (uint64_t)st.st_size - STATE_PREFIX - 4)
+        s = trit_error(TRIT_ERR_FORMAT, "'%s' is truncated: its header claims %llu bytes", path, (unsigned long long)hn);
+    if (s == TRIT_OK && !(sf->bytes = malloc(hn + 1))) s = trit_error(TRIT_ERR_NOMEM, "out of memory reading '%s'", path);
+    if (s == TRIT_OK && fread(sf->bytes, 1, hn, fp) != hn) s = trit_error(TRIT_ERR_IO, "reading '%s' failed", path);
+    fclose(fp);
+    if (s == TRIT_OK && !cJSON_IsObject(sf->header = cJSON_ParseWithLength((const char *)sf->bytes, (size_t)hn)))
+        s = trit_error(TRIT_ERR_FORMAT, "'%s': the training-state header is not JSON", path);
+    if (s != TRIT_OK) state_close(sf);
+    return s;
+}
+
 trit_status trit_state_peek(const char *path, trit_train_state *st) {
     state_file sf;
     trit_status s = state_open(path, &sf);
@@ -473,6 +501,19 @@ trit_status trit_train_run_info(const char *path_or_dir, trit_train_config *cfg,
     if (cfg) *cfg = st.config;
     if (step) *step = st.step;
     return TRIT_OK;
+}
+
+trit_status trit_train_run_config(const char *dir, trit_train_config *cfg) {
+    char path[TRIT_PATH_MAX + 32];
+    state_file sf;
+    trit_train_state st;
+    trit_status s = trit_path_join(path, sizeof path, dir, TRIT_CKPT_STATE);
+    if (s == TRIT_OK) s = state_open_header(path, &sf);
+    if (s != TRIT_OK) return s;
+    s = parse_header(&sf, &st, path);
+    state_close(&sf);
+    if (s == TRIT_OK) *cfg = st.config;
+    return s;
 }
 
 // ---- listing (trit merge-shards) ------------------------------------------------------------

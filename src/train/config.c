@@ -59,7 +59,7 @@ static const char *const qat_acts_names[] = {"off", "token", NULL};
 static const char *const ternary_matmul_names[] = {"fake", "int8", "int8-fp32-dx", NULL};
 static const char *const optimizer_names[] = {"adamw", "adamw8bit", "galore", "qgalore", NULL};
 static const char *const adapter_names[] = {"off", "lora", "bottleneck", NULL};
-static const char *const dist_names[] = {"off", "ddp", "zero1", "zero2", "pipeline", "tensor", NULL};
+static const char *const dist_names[] = {"off", "ddp", "zero1", "zero2", "pipeline", "zero3", "tensor", NULL};
 static const char *const pipe_schedule_names[] = {"gpipe", "1f1b", NULL};
 static const char *const qbase_names[] = {"off", "nf4", "int8", "int4", "ternary", "keep", NULL};
 
@@ -208,12 +208,18 @@ static const field fields[] = {
      "train a LoRA adapter beside the frozen weights: r=8,alpha=16,dropout=0.05,targets=c_attn,attn.c_proj,c_fc,"
      "mlp.c_proj[,rslora] (PEFT's defaults: r 8, alpha 8, dropout 0, targets c_attn); with --init-from", NONE,
      .check_str = check_lora},
+    {"lora-init", F_STR, K_MODEL, OFF(lora_init), NULL,
+     "--lora: start A and B from the adapter in this directory (adapter_model.safetensors in PEFT's layout, e.g. "
+     "peft's save_pretrained of the same base and targets) instead of from the seed", NONE},
     {"dist", F_ENUM, K_RUN, OFF(dist), dist_names,
-     "off|ddp|zero1|zero2|pipeline|tensor: one process; data parallel over `mpirun -np N` (--batch a rank); DDP "
-     "with the optimizer state (zero1) and gradients (zero2) sharded; a stage of blocks a rank; the blocks' "
-     "matrices split over --tp ranks (off)", NONE},
-    {"bucket-mb", F_DBL, K_RUN, OFF(bucket_mb), NULL, "--dist ddp|zero1|zero2: MB of gradients per bucket exchanged (25)",
-     D(0, 1e6, OPEN_LO)},
+     "off|ddp|zero1|zero2|zero3|pipeline|tensor: one process; data parallel over `mpirun -np N` (--batch a "
+     "rank); DDP with optimizer state, gradients, parameters sharded (zero1/2/3); a stage of blocks a rank; the "
+     "blocks' matrices split over --tp ranks (off)", NONE},
+    {"bucket-mb", F_DBL, K_RUN, OFF(bucket_mb), NULL,
+     "--dist ddp|zero1|zero2|zero3: MB of gradients per bucket exchanged (25)", D(0, 1e6, OPEN_LO)},
+    {"shard-group", F_INT, K_RUN, OFF(shard_group), NULL, "--dist zero3: hybrid sharding, ZeRO-3 inside groups of G "
+     "consecutive ranks and the groups replicas of each other (gradients all-reduced across them); G divides the "
+     "ranks (0: one group of every rank)", I(0, INT64_C(1) << 20)},
     {"stages", F_INT, K_RUN, OFF(stages), NULL, "--dist pipeline: pipeline stages, one a rank (0 = the ranks of the "
      "job)", I(0, 4096)},
     {"micro-batches", F_INT, K_OPT, OFF(micro_batches), NULL, "micro-batches of --batch a step, for all ranks: "
@@ -486,6 +492,7 @@ static void apply_defaults(trit_train_config *c) {
     DEF_I(terngrad_min_size, 1024);
     DEF_I(terngrad_bucket, 0);
     DEF_I(terngrad_groups, 1);
+    DEF_I(shard_group, 0);
     DEF_I(group, 0);
     DEF_I(qat_acts, 1);
     DEF_I(ternary_matmul, TRIT_TERNARY_MATMUL_INT8);
@@ -576,6 +583,7 @@ static trit_status check_relations(const trit_train_config *c) {
          "--adapter-type bottleneck needs --adapter-size N (its width)");
     NEED(c->adapter_type == TRIT_TRAIN_ADAPTER_BOTTLENECK || c->adapter_size == TRIT_TRAIN_UNSET,
          "--adapter-size applies to --adapter-type bottleneck");
+    NEED(!c->lora_init[0] || c->lora[0], "--lora-init gives a LoRA adapter its first values: it needs --lora");
     NEED(c->adapter_type == TRIT_TRAIN_ADAPTER_LORA || !c->lora[0],
          "--lora trains a LoRA adapter: drop --adapter-type %s or --lora", enum_name(find_field("adapter-type"), c->adapter_type));
     NEED(c->adapter_size == TRIT_TRAIN_UNSET || c->adapter_size <= c->dim,
@@ -590,6 +598,8 @@ static trit_status check_relations(const trit_train_config *c) {
     NEED(c->quantize_base != TRIT_QBASE_KEEP || c->init_from[0],
          "--quantize-base keep takes the codes of the --init-from run: pass --init-from");
     NEED(c->dist == TRIT_DIST_PIPELINE || c->stages == 0, "--stages applies to --dist pipeline");
+    NEED(c->dist == TRIT_DIST_ZERO3 || c->shard_group == 0,
+         "--shard-group applies to --dist zero3 (hybrid sharding): add --dist zero3, or drop it");
     NEED(c->dist == TRIT_DIST_TENSOR || c->tp == 0, "--tp applies to --dist tensor: add --dist tensor, or drop --tp");
     NEED(c->terngrad_bucket % 4 == 0, "--terngrad-bucket must be 0 or a multiple of 4 (whole bytes of codes), got %lld",
          (long long)c->terngrad_bucket);

@@ -1,8 +1,8 @@
-// trit merge-shards: a --dist zero1|zero2 run directory, whose checkpoint keeps the optimizer
+// trit merge-shards: a --dist zero1|zero2|zero3 run directory, whose checkpoint keeps the optimizer
 // state in one shard file per rank (zero_ckpt.c), as a normal run directory: the shards' pieces
 // put together into each parameter's whole buffers, written with the weights into one
 // train_state.bin in the single-process layout, and the run's other files copied. The result
-// resumes in one process, or on any number of ranks with --dist ddp|zero1|zero2.
+// resumes in one process, or on any number of ranks with --dist ddp|zero1|zero2|zero3.
 #include "train/train_internal.h"
 #include "trit/dist.h"
 #include "io/io_internal.h"
@@ -59,7 +59,7 @@ static trit_status check_shard(const trit_state_list *sh, const double *mark, in
     const trit_state_entry *meta = find(sh, "zero.shard", "zero");
     *pieces = find(sh, "zero.pieces", "zero");
     if (!meta || meta->count != 8 || !*pieces)
-        return trit_error(TRIT_ERR_FORMAT, "'%s' is not an optimizer shard of trit train --dist zero1|zero2", path);
+        return trit_error(TRIT_ERR_FORMAT, "'%s' is not an optimizer shard of trit train --dist zero1|zero2|zero3", path);
     const double *v = meta->data;
     if (v[0] != mark[0] || v[1] != r)
         return trit_error(TRIT_ERR_FORMAT, "'%s' says it is rank %.0f of %.0f, not rank %d of %.0f", path, v[1], v[0], r,
@@ -200,7 +200,7 @@ trit_status trit_train_merge_shards(const char *run, const char *out, int *ranks
     const trit_state_entry *mk = find(&st, "zero.shards", "zero");
     if (!mk || mk->count != 3) {
         trit_state_list_free(&st);
-        return trit_error(TRIT_ERR_INVALID, "'%s' is not a sharded checkpoint (a run of --dist zero1|zero2 on more "
+        return trit_error(TRIT_ERR_INVALID, "'%s' is not a sharded checkpoint (a run of --dist zero1|zero2|zero3 on more "
                           "than one rank): it resumes as it is", run);
     }
     const double *mark = mk->data;

@@ -262,6 +262,17 @@ trit_status trit_peft_load(trit_gpt *m, const char *dir) {
     return s;
 }
 
+trit_status trit_peft_read_values(trit_gpt *m, const char *dir) {
+    if (!m || !dir) return trit_error(TRIT_ERR_INVALID, "trit_peft_read_values: NULL model or directory");
+    char w_path[TRIT_PATH_MAX + 32];
+    trit_status s = trit_path_join(w_path, sizeof w_path, dir, TRIT_PEFT_WEIGHTS);
+    trit_safetensors *f = s == TRIT_OK ? trit_safetensors_open(w_path) : NULL;
+    if (!f) return s == TRIT_OK ? TRIT_ERR_FORMAT : s;
+    s = read_weights(m, f, w_path);
+    trit_safetensors_close(f);
+    return s;
+}
+
 trit_gpt *trit_checkpoint_load_adapted(const char *base, const char *adapter_dir, bool decoding) {
     trit_gpt *m = trit_checkpoint_load_as_trained(base, NULL);
     if (!m) return NULL;

@@ -49,7 +49,7 @@ trit_status trit_train_freeze_qat(trit_gpt *m, const trit_train_config *c) {
 trit_gpt *trit_checkpoint_load_decoding(const char *path, int64_t *step) {
     struct stat st;
     trit_train_config qc;
-    const bool qat = stat(path, &st) == 0 && S_ISDIR(st.st_mode) && trit_train_run_info(path, &qc, NULL) == TRIT_OK &&
+    const bool qat = stat(path, &st) == 0 && S_ISDIR(st.st_mode) && trit_train_run_config(path, &qc) == TRIT_OK &&
                      qc.qat != TRIT_QAT_OFF;
     trit_clear_error();
     if (!qat) return trit_checkpoint_load_decoder(path, step);  // a quantized run's codes are read as codes
@@ -62,12 +62,18 @@ trit_gpt *trit_checkpoint_load_decoding(const char *path, int64_t *step) {
 }
 
 trit_gpt *trit_checkpoint_load_as_trained_codes(const char *path, int64_t *step) {
+    return trit_checkpoint_load_base(path, step, NULL, NULL);
+}
+
+trit_gpt *trit_checkpoint_load_base(const char *path, int64_t *step, const trit_quant_spec *spec, bool *made) {
     struct stat st;
     trit_train_config qc;
-    const bool qat = stat(path, &st) == 0 && S_ISDIR(st.st_mode) && trit_train_run_info(path, &qc, NULL) == TRIT_OK &&
+    const bool qat = stat(path, &st) == 0 && S_ISDIR(st.st_mode) && trit_train_run_config(path, &qc) == TRIT_OK &&
                      qc.qat != TRIT_QAT_OFF;
     trit_clear_error();
-    return qat ? trit_checkpoint_load_as_trained(path, step) : trit_checkpoint_load_codes(path, step);
+    if (made) *made = false;
+    if (qat) return trit_checkpoint_load_as_trained(path, step);
+    return spec ? trit_checkpoint_load_quantizing(path, step, spec, made) : trit_checkpoint_load_codes(path, step);
 }
 
 trit_gpt *trit_checkpoint_load_as_trained(const char *path, int64_t *step) {
@@ -75,7 +81,7 @@ trit_gpt *trit_checkpoint_load_as_trained(const char *path, int64_t *step) {
     if (!m) return NULL;
     struct stat st;
     trit_train_config qc;
-    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode) && trit_train_run_info(path, &qc, NULL) == TRIT_OK &&
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode) && trit_train_run_config(path, &qc) == TRIT_OK &&
         trit_train_freeze_qat(m, &qc) != TRIT_OK) {
         trit_gpt_free(m);
         return NULL;

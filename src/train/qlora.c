@@ -1,6 +1,7 @@
 // --quantize-base (QLoRA): the frozen base of a LoRA run quantized block by block and then kept
 // only as codes (trit_gpt_use_quantized_base), so training holds the quantized base, the adapter
-// in f32 and its optimizer state. A resumed run quantizes the same base again (its --init-from,
+// in f32 and its optimizer state. A run directory's base is quantized matrix by matrix as it is
+// read (trit_base_load_quantizing), so no f32 copy of the whole base is ever held. A resumed run quantizes the same base again (its --init-from,
 // or the seed's random base): the codes are a pure function of the base values and the spec.
 // With keep, the --init-from run is quantized already (`trit quantize`) and its codes are taken
 // as they are (trit_trainer_init_weights moves them over).
@@ -22,8 +23,11 @@ trit_status trit_train_quantize_base(trainer *t) {
     const trit_train_config *c = &t->cfg;
     if (c->quantize_base == TRIT_QBASE_OFF) return TRIT_OK;
     trit_status s = TRIT_OK;
+    const trit_quant_spec spec = trit_train_qbase_spec(c);
     if (t->resumed && c->init_from[0]) {  // the base the run started from, as it was then
-        t->init_model = trit_checkpoint_load_as_trained(c->init_from, NULL);
+        t->init_model = c->quantize_base == TRIT_QBASE_KEEP
+                            ? trit_checkpoint_load_as_trained(c->init_from, NULL)
+                            : trit_checkpoint_load_base(c->init_from, NULL, &spec, &t->base_codes);
         if (!t->init_model) {
             char why[600];
             snprintf(why, sizeof why, "%s", trit_last_error());
@@ -32,9 +36,9 @@ trit_status trit_train_quantize_base(trainer *t) {
         }
         s = trit_trainer_init_weights(t);
     }
-    const trit_quant_spec spec = trit_train_qbase_spec(c);
     trit_quantize_report r;
-    if (s == TRIT_OK && c->quantize_base != TRIT_QBASE_KEEP) s = trit_gpt_quantize(t->model, &spec, TRIT_QUANTIZE_BLOCKS, &r);
+    if (s == TRIT_OK && c->quantize_base != TRIT_QBASE_KEEP && !t->base_codes)
+        s = trit_gpt_quantize(t->model, &spec, TRIT_QUANTIZE_BLOCKS, &r);
     if (s == TRIT_OK) s = trit_gpt_use_quantized_base(t->model);
     return s;
 }

@@ -9,9 +9,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+bool trit_quantize_takes_block_matrix(const char *name) {
+    return strncmp(name, "h.", 2) == 0 && !strstr(name, ".lora_") && !strstr(name, ".adapter.");  // adapters train: f32
+}
+
 static bool wants(const trit_tensor *t, unsigned which) {
-    if (t->ndim != 2 || strstr(t->name, ".lora_") || strstr(t->name, ".adapter.")) return false;  // adapters train: f32
-    if (strncmp(t->name, "h.", 2) == 0) return which & TRIT_QUANTIZE_BLOCKS;
+    if (t->ndim != 2) return false;
+    if (strncmp(t->name, "h.", 2) == 0) return (which & TRIT_QUANTIZE_BLOCKS) && trit_quantize_takes_block_matrix(t->name);
     return (which & TRIT_QUANTIZE_EMBEDDING) && strcmp(t->name, "wte.weight") == 0;
 }
 

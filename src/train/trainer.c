@@ -53,7 +53,10 @@ static trit_status accumulate(trainer *t, double scale, double *loss, bool *fini
             trit_clear_error();
             *finite = false;
             *loss = trit_tensor_get_flat(t->gg.loss, 0);
-            return TRIT_OK;
+            // zero3: the gathers the other ranks make in the passes this rank skips
+            s = trit_trainer_zero_skip_micro(t, false);
+            for (int64_t m = micro + 1; s == TRIT_OK && m < local; m++) s = trit_trainer_zero_skip_micro(t, true);
+            return s;
         }
         if (s != TRIT_OK) return s;
         sum += trit_tensor_get_flat(t->gg.loss, 0);
@@ -229,7 +232,8 @@ static void print_header(const trainer *t) {
            (long long)c->warmup, trit_threads_get());
     if (t->ddp)
         printf("ddp: %d ranks, gradients %s in %d bucket%s of up to %g MB during backward (%.2f MB a step)\n",
-               t->dp_ranks, c->dist == TRIT_DIST_ZERO2 ? "reduce-scattered" : "all-reduced", trit_ddp_num_buckets(t->ddp), trit_ddp_num_buckets(t->ddp) == 1 ? "" : "s", c->bucket_mb,
+               t->dp_ranks, c->dist == TRIT_DIST_ZERO2 || c->dist == TRIT_DIST_ZERO3 ? "reduce-scattered" : "all-reduced",
+               trit_ddp_num_buckets(t->ddp), trit_ddp_num_buckets(t->ddp) == 1 ? "" : "s", c->bucket_mb,
                (double)trit_ddp_bytes_per_step(t->ddp) / 1e6);
     if (t->tgx) trit_trainer_print_terngrad_dist(t, stdout);
     if (t->pipe) trit_trainer_pipeline_print(t, stdout);
@@ -319,9 +323,13 @@ static trit_status run_loop(trainer *t, const trit_train_hooks *hooks, trit_trai
                                            t->stop_agreed || t->step == end || give_up ||
                                                (c->ckpt_every > 0 && t->step % c->ckpt_every == 0));
         if (s != TRIT_OK) break;
+        const bool eval_due = !give_up && (last || (c->eval_every > 0 && t->step % c->eval_every == 0));
+        // zero3: rank 0 gathers the whole weights before it evaluates or saves (every rank takes part).
+        if (t->ranks > 1 && (s = trit_trainer_zero_hold(t, eval_due || t->stop_agreed || t->step == end || give_up ||
+                                                               (c->ckpt_every > 0 && t->step % c->ckpt_every == 0))) != TRIT_OK)
+            break;
         // Rank 0 evaluates and writes for the job; the others go on to the next step's exchange.
         // A tensor-parallel group evaluates together, rank 0 then samples from the whole model.
-        const bool eval_due = !give_up && (last || (c->eval_every > 0 && t->step % c->eval_every == 0));
         bool eval = eval_due && (t->rank == 0 || t->tensor);
         if (eval && t->tensor) s = trit_trainer_tensor_sync(t);
         if (eval && s == TRIT_OK) {
@@ -352,6 +360,7 @@ static trit_status run_loop(trainer *t, const trit_train_hooks *hooks, trit_trai
             if (s == TRIT_OK && !c->quiet && (asked || !last))
                 printf("checkpoint: %s at step %lld\n", c->out, (long long)t->step);
         }
+        if (s == TRIT_OK && !stop) s = trit_trainer_zero_hold(t, false);  // at the end rank 0 keeps them
         if (s == TRIT_OK && give_up) {
             s = too_many_skips(t);
             break;
@@ -384,7 +393,10 @@ trit_status trit_train_run(const trit_train_config *cfg, const trit_train_hooks 
     // copies the steps no longer have.
     r.peak_rss_setup = trit_peak_rss_bytes();
     const bool steps_peak = trit_peak_rss_reset();
-    struct sigaction sa, old_int, old_term;
+    // SIGUSR1 too: mpirun forwards it to every rank (Open MPI refuses to forward SIGINT and
+    // SIGTERM, which make it abort the job and exit 1), so `kill -USR1 <mpirun>` stops a job
+    // with a checkpoint and exit 0.
+    struct sigaction sa, old_int, old_term, old_usr1;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
     sa.sa_flags = SA_RESETHAND;  // a second Ctrl-C ends the process (writes are atomic)
@@ -392,12 +404,14 @@ trit_status trit_train_run(const trit_train_config *cfg, const trit_train_hooks 
     stop_requested = 0;
     sigaction(SIGINT, &sa, &old_int);
     sigaction(SIGTERM, &sa, &old_term);
+    sigaction(SIGUSR1, &sa, &old_usr1);
     if (t.step >= t.cfg.steps && !t.cfg.quiet)
         printf("the run in %s is complete (step %lld of %lld)\n", t.cfg.out, (long long)t.step,
                (long long)t.cfg.steps);
     s = run_loop(&t, hooks, &r);
     sigaction(SIGINT, &old_int, NULL);
     sigaction(SIGTERM, &old_term, NULL);
+    sigaction(SIGUSR1, &old_usr1, NULL);
     if (s == TRIT_OK && t.task == TRIT_TASK_ADDITION && !r.interrupted && t.step == t.cfg.steps && t.rank == 0) {
         // A few problems shown; the score comes from the last evaluation.
         double acc = NAN;

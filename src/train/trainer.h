@@ -37,6 +37,7 @@ typedef struct trainer {
     trit_gpt *init_model;
     trit_tokenizer *init_tok;
     int64_t init_step;       // the step RUN's weights were saved at
+    bool base_codes;         // --quantize-base: init_model's block matrices were made codes as RUN was read
     FILE *metrics;
     // --recompute / --memory-budget (trainer_memory.c): blocks recomputed, and the arena and
     // memory total of the graph without recompute (0 when it was not planned).
@@ -49,7 +50,7 @@ typedef struct trainer {
     // directory, logs and evaluates; each rank runs accum / ranks of a step's micro-batches.
     int rank, ranks;
     struct trit_ddp *ddp;    // the gradient exchange when ranks > 1
-    struct trainer_zero *zero;  // --dist zero1|zero2 on more than one rank (zero_train.c), else NULL
+    struct trainer_zero *zero;  // --dist zero1|zero2|zero3 on more than one rank (zero_train.c), else NULL
     struct trit_terngrad_dist *tgx;  // instead of ddp, with --terngrad: the ternary exchange (terngrad_dist.c)
     bool stop_agreed;        // some rank was asked to stop (SIGINT/SIGTERM) by this step's exchange
     double comm_ms;          // this step's wait for the exchange
@@ -147,6 +148,11 @@ trit_status trit_trainer_zero_optim(trainer *t);
 // What --dist zero1|zero2 cannot shard (on every rank before setup): an error naming it.
 trit_status trit_trainer_zero_check(const trit_train_config *c, int ranks);
 trit_status trit_trainer_zero_start(trainer *t);
+// zero3 (collective; nothing for zero1|zero2): hold gathers the whole weights on rank 0 (to
+// evaluate or save), !hold gives them back; skip_micro issues the gathers of a pass this rank
+// does not run (its loss was not finite): the backward phase's, or with forward_too a whole one.
+trit_status trit_trainer_zero_hold(trainer *t, bool hold);
+trit_status trit_trainer_zero_skip_micro(trainer *t, bool forward_too);
 void trit_trainer_zero_zero_grads(trainer *t);
 trit_status trit_trainer_zero_update(trainer *t, double lr, double scale, trit_train_step_info *info, bool *finite);
 void trit_trainer_zero_print(const trainer *t, FILE *fp);

@@ -142,6 +142,17 @@ trit_status trit_trainer_init_check_tokenizer(const trainer *t, const trit_token
 
 // ---- loading and taking the weights -------------------------------------------------------------
 
+// The spec a QLoRA run's base is quantized with while it is read (paged base loading, so no
+// f32 copy of the whole base is ever held), or NULL: --quantize-base to a format with an adapter.
+static const trit_quant_spec *qbase_on_load(const trit_train_config *cfg, trit_quant_spec *spec) {
+    const bool adapter = cfg->lora[0] || (cfg->adapter_type != TRIT_TRAIN_UNSET && cfg->adapter_type != TRIT_TRAIN_ADAPTER_OFF);
+    if (!adapter || cfg->quantize_base < TRIT_QBASE_NF4 || cfg->quantize_base > TRIT_QBASE_TERNARY) return NULL;
+    trit_train_config c = *cfg;
+    c.double_quant = cfg->double_quant == 1;  // unset until the config is resolved: off
+    *spec = trit_train_qbase_spec(&c);
+    return spec;
+}
+
 trit_status trit_trainer_init_load(trainer *t, trit_train_config *cfg) {
     const char *run = cfg->init_from;
     trit_base_kind kind;
@@ -149,16 +160,19 @@ trit_status trit_trainer_init_load(trainer *t, trit_train_config *cfg) {
     if (s != TRIT_OK) return s;
     t->init = true;
     trit_base b;
-    if ((s = trit_base_load(run, &b)) != TRIT_OK) return init_error(run, s);
+    trit_quant_spec spec;
+    if ((s = trit_base_load_quantizing(run, qbase_on_load(cfg, &spec), &b)) != TRIT_OK) return init_error(run, s);
     t->init_model = b.model;
     t->init_tok = b.tok;
     t->init_step = b.step;
+    t->base_codes = b.quantized_on_load;
     const trit_gpt_config *g = trit_gpt_get_config(t->init_model);
     if (g->adapter.kind != TRIT_ADAPTER_NONE)
         return trit_error(TRIT_ERR_INVALID, "--init-from '%s' carries a LoRA adapter: `trit merge` it into a plain run "
                           "and start from that", run);
     bool quantized = false;  // a `trit quantize` run: under --lora its codes are the base (QLoRA)
-    for (int i = 0; i < trit_gpt_num_tensors(t->init_model); i++) quantized |= trit_gpt_quantized(t->init_model, i) != NULL;
+    for (int i = 0; !t->base_codes && i < trit_gpt_num_tensors(t->init_model); i++)
+        quantized |= trit_gpt_quantized(t->init_model, i) != NULL;
     if (quantized && (cfg->lora[0] || (cfg->adapter_type != TRIT_TRAIN_UNSET && cfg->adapter_type != TRIT_TRAIN_ADAPTER_OFF))) {
         if (cfg->quantize_base != TRIT_TRAIN_UNSET && cfg->quantize_base != TRIT_QBASE_KEEP)
             return trit_error(TRIT_ERR_INVALID, "--init-from '%s' is quantized already: drop --quantize-base (its codes "
@@ -197,7 +211,7 @@ trit_status trit_trainer_init_weights(trainer *t) {
         // where the new model trains it in f32; under QLoRA the new model has no values for it.
         const trit_tensor *q = trit_gpt_quantized(t->init_model, i);
         if (dst->data) s = trit_tensor_copy(dst, src->data || !q ? src : q);
-        if (s == TRIT_OK && t->cfg.quantize_base == TRIT_QBASE_KEEP && trit_gpt_quantized(t->init_model, i))
+        if (s == TRIT_OK && (t->cfg.quantize_base == TRIT_QBASE_KEEP || t->base_codes) && trit_gpt_quantized(t->init_model, i))
             s = trit_gpt_attach_quantized(t->model, i, trit_gpt_detach_quantized(t->init_model, i));
     }
     trit_gpt_free(t->init_model);

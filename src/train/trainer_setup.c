@@ -275,13 +275,15 @@ static trit_status setup_model(trainer *t, const trit_gpt_config *gc) {
         return trit_error(TRIT_ERR_FORMAT, "the training shard holds token ids up to %d but the tokenizer "
                           "has %lld tokens: shards and tokenizer.bin come from different runs of `trit "
                           "prepare`", trit_data_max_token(t->train) - 1, (long long)g.vocab_size);
-    // A quantized base kept as codes (QLoRA on a quantized run or GGUF): its matrices get no f32
-    // values here, only the codes trit_trainer_init_weights moves over.
-    const bool keep = t->init_model && c->quantize_base == TRIT_QBASE_KEEP;
+    // A quantized base kept as codes (QLoRA on a quantized run or GGUF, or on a run quantized as
+    // it was read): its matrices get no f32 values here, only the codes trit_trainer_init_weights
+    // moves over.
+    const bool keep = t->init_model && (c->quantize_base == TRIT_QBASE_KEEP || t->base_codes);
     t->model = keep ? trit_gpt_new_without(&g, (uint64_t)c->seed, base_codes, t->init_model)
                     : trit_gpt_new(&g, (uint64_t)c->seed);
     if (!t->model) return TRIT_ERR_INVALID;
     trit_status s = t->init_model ? trit_trainer_init_weights(t) : TRIT_OK;
+    if (s == TRIT_OK && c->lora_init[0] && !t->resumed) s = trit_peft_read_values(t->model, c->lora_init);
     if (s == TRIT_OK) s = trit_train_quantize_base(t);
     if (s == TRIT_OK && t->tensor) s = trit_trainer_tensor_shard(t);  // this rank's shard trains from here on
     if (s == TRIT_OK) s = apply_precision(t);
@@ -309,7 +311,7 @@ static trit_status setup_model(trainer *t, const trit_gpt_config *gc) {
     }
     t->opt = trit_trainer_new_optim(c, t->params, n);
     if (!t->opt) return TRIT_ERR_INVALID;
-    if (t->ranks > 1 && (c->dist == TRIT_DIST_ZERO1 || c->dist == TRIT_DIST_ZERO2)) {
+    if (t->ranks > 1 && (c->dist == TRIT_DIST_ZERO1 || c->dist == TRIT_DIST_ZERO2 || c->dist == TRIT_DIST_ZERO3)) {
         trit_status zs = trit_trainer_zero_optim(t);
         if (zs != TRIT_OK) return zs;
     }
@@ -458,7 +460,8 @@ static trit_status join_job(trainer *t, trit_status s) {
 static trit_status check_run_dir_seen(const trainer *t) {
     const trit_train_config *c = &t->cfg;
     const char *why = NULL;
-    if (c->dist == TRIT_DIST_ZERO1 || c->dist == TRIT_DIST_ZERO2 || c->dist == TRIT_DIST_PIPELINE ||
+    if (c->dist == TRIT_DIST_ZERO1 || c->dist == TRIT_DIST_ZERO2 || c->dist == TRIT_DIST_ZERO3 ||
+        c->dist == TRIT_DIST_PIPELINE ||
         c->offload != TRIT_OFFLOAD_OFF)
         why = "ZeRO, pipeline and --offload runs write files of every rank there";
     else if (t->task == TRIT_TASK_TEXT && !is_dir(c->data))

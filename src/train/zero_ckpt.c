@@ -1,4 +1,4 @@
-// Sharded checkpoints of --dist zero1|zero2. Each rank writes its optimizer shard to
+// Sharded checkpoints of --dist zero1|zero2|zero3. Each rank writes its optimizer shard to
 // RUN/optim_shard.r<R>-of-<N>.step<S>.bin (the training-state format of checkpoint_state.c):
 //   "zero.shard"   f64 (8): N, rank, first and end element of the shard, elements of the gradient
 //                  block, CRC-32 of the weights, step, optimizer buffers that follow
@@ -11,7 +11,9 @@
 // written last, once every shard is on disk, and names its step: a crash in between leaves the
 // previous checkpoint whole (its shards are removed only after the new state file is in place).
 // The weights' CRC ties the shards to the state file: a shard of another run, or of another
-// checkpoint of this one, is refused.
+// checkpoint of this one, is refused. Under zero3 rank 0 holds the whole weights for the
+// checkpoint (trit_trainer_zero_hold) and shares their CRC; with shard groups (--shard-group G)
+// N is G and the first group's ranks write the shards (the other groups hold the same ones).
 #define _DEFAULT_SOURCE
 #include "train/zero_train.h"
 #include "trit/dist.h"
@@ -98,7 +100,7 @@ static trit_state_entry *shard_entries(const trainer *t, double *meta, double **
 
 static void fill_meta(const trainer *t, uint32_t crc, double *meta) {
     const trainer_zero *zs = t->zero;
-    const double v[META] = {t->ranks, t->rank, (double)zs->lo, (double)zs->hi, (double)zs->count, crc, (double)t->step,
+    const double v[META] = {zs->shards, zs->shard, (double)zs->lo, (double)zs->hi, (double)zs->count, crc, (double)t->step,
                             trit_optim_num_state(t->opt)};
     memcpy(meta, v, sizeof v);
 }
@@ -116,7 +118,8 @@ static trit_status write_shard(const trainer *t, const trit_train_state *st, uin
     char path[TRIT_PATH_MAX + 128];
     double meta[META], *pieces = NULL;
     int n = 0;
-    trit_status s = shard_path(t->cfg.out, t->rank, t->ranks, t->step, path, sizeof path);
+    if (t->rank >= t->zero->shards) return TRIT_OK;  // another group's copy of the first group's shards
+    trit_status s = shard_path(t->cfg.out, t->zero->shard, t->zero->shards, t->step, path, sizeof path);
     fill_meta(t, crc, meta);
     trit_state_entry *e = s == TRIT_OK ? shard_entries(t, meta, &pieces, &n) : NULL;
     if (!e) return s == TRIT_OK ? TRIT_ERR_NOMEM : s;
@@ -137,7 +140,7 @@ static trit_status write_state(const trainer *t, const trit_train_state *st, uin
     int n = 0;
     trit_state_entry *e = s == TRIT_OK ? weight_entries(t->model, 1, &n) : NULL;
     if (!e) return s == TRIT_OK ? TRIT_ERR_NOMEM : s;
-    double mark[MARK] = {t->ranks, crc, (double)t->step};
+    double mark[MARK] = {t->zero->shards, crc, (double)t->step};
     e[n++] = f64_entry("zero.shards", mark, MARK);
     s = trit_state_write(state, st, e, n, trit_optim_kind_name(trit_optim_get_config(t->opt)->kind),
                          trit_optim_get_step(t->opt));
@@ -148,13 +151,19 @@ static trit_status write_state(const trainer *t, const trit_train_state *st, uin
 trit_status trit_trainer_zero_checkpoint(trainer *t) {
     trainer_zero *zs = t->zero;
     const trit_train_state st = state_of(t);
-    const uint32_t crc = weights_crc(t->model);
-    trit_status s = trit_dist_agree(write_shard(t, &st, crc), "writing the optimizer shards");
+    uint32_t crc = weights_crc(t->model);
+    trit_status s = TRIT_OK;
+    if (zs->stage == 3) {  // only rank 0 holds the whole weights
+        double c = t->rank == 0 ? (double)crc : 0;
+        s = trit_dist_allreduce_f64(&c, 1, TRIT_DIST_MAX);
+        crc = (uint32_t)c;
+    }
+    if (s == TRIT_OK) s = trit_dist_agree(write_shard(t, &st, crc), "writing the optimizer shards");
     if (s == TRIT_OK) s = trit_dist_agree(t->rank == 0 ? write_state(t, &st, crc) : TRIT_OK, "writing the checkpoint");
     if (s != TRIT_OK) return s;
-    if (zs->prev_ckpt >= 0 && zs->prev_ckpt != t->step) {
+    if (zs->prev_ckpt >= 0 && zs->prev_ckpt != t->step && t->rank < zs->shards) {
         char old[TRIT_PATH_MAX + 128];
-        if (shard_path(t->cfg.out, t->rank, t->ranks, zs->prev_ckpt, old, sizeof old) == TRIT_OK) unlink(old);
+        if (shard_path(t->cfg.out, t->rank, zs->shards, zs->prev_ckpt, old, sizeof old) == TRIT_OK) unlink(old);
     }
     zs->prev_ckpt = t->step;
     return TRIT_OK;
@@ -175,9 +184,9 @@ static bool read_mark(const char *path, double mark[MARK]) {
 
 static trit_status refuse_ranks(const char *dir, int saved, int ranks) {
     return trit_error(TRIT_ERR_INVALID, "'%s' holds a checkpoint whose optimizer state is sharded over %d ranks "
-                      "(--dist zero1|zero2), and this job has %d: resume it with `mpirun -np %d trit train --resume %s`, "
-                      "or merge the shards with `trit merge-shards %s --out DIR` and resume DIR on any number of "
-                      "ranks", dir, saved, ranks, saved, dir, dir);
+                      "(--dist zero1|zero2|zero3), and this job has %d: resume it with `mpirun -np %d trit train --resume %s` "
+                      "(zero3: or --shard-group %d on a multiple of %d ranks), or merge the shards with `trit merge-shards %s --out DIR` and resume DIR on any number of "
+                      "ranks", dir, saved, ranks, saved, dir, saved, saved, dir);
 }
 
 trit_status trit_trainer_zero_refuse_sharded(const trainer *t, const char *path) {
@@ -223,7 +232,7 @@ static trit_status check_meta(const trainer *t, const char *path, const double *
                           "this one (saved at step %.0f with weights of CRC-32 %08x; the state file is at step %.0f "
                           "with weights of CRC-32 %08x): put back this run's own shard files, or start a new run",
                           path, meta[6], (uint32_t)meta[5], mark[2], (uint32_t)mark[1]);
-    if (meta[0] != t->ranks || meta[1] != t->rank || meta[2] != (double)zs->lo || meta[3] != (double)zs->hi ||
+    if (meta[0] != zs->shards || meta[1] != zs->shard || meta[2] != (double)zs->lo || meta[3] != (double)zs->hi ||
         meta[4] != (double)zs->count || meta[7] != trit_optim_num_state(t->opt))
         return trit_error(TRIT_ERR_FORMAT, "'%s' holds elements [%.0f, %.0f) of %.0f (rank %.0f of %.0f, %.0f buffers); "
                           "this rank needs [%lld, %lld) of %lld (%d buffers): the shard is from another model or "
@@ -244,11 +253,11 @@ static trit_status restore_shard(trainer *t, const char *path, trit_train_state 
         return trit_error(TRIT_ERR_FORMAT, "'%s': the weights do not match the CRC-32 the checkpoint recorded: the "
                           "file was changed after it was written", path);
     char shard[TRIT_PATH_MAX + 128];
-    if ((s = shard_path(t->cfg.out, t->rank, t->ranks, st->step, shard, sizeof shard)) != TRIT_OK) return s;
+    if ((s = shard_path(t->cfg.out, t->zero->shard, t->zero->shards, st->step, shard, sizeof shard)) != TRIT_OK) return s;
     if (access(shard, R_OK) != 0)
         return trit_error(TRIT_ERR_IO, "cannot resume: '%s' is missing (%s): the checkpoint at step %lld is sharded "
                           "over %d ranks and needs every rank's shard file", shard, strerror(errno),
-                          (long long)st->step, t->ranks);
+                          (long long)st->step, t->zero->shards);
     double meta[META] = {0}, *pieces = NULL;
     trit_state_entry *e = shard_entries(t, meta, &pieces, &n);
     if (!e) return TRIT_ERR_NOMEM;
@@ -270,7 +279,7 @@ trit_status trit_trainer_zero_restore(trainer *t, const char *path, trit_train_s
     trit_status s = trit_state_peek(path, st);
     if (s != TRIT_OK) return s;
     if (!read_mark(path, mark)) return restore_unsharded(t, path, st);
-    if ((int)mark[0] != t->ranks) return refuse_ranks(t->cfg.out, (int)mark[0], t->ranks);
+    if ((int)mark[0] != t->zero->shards) return refuse_ranks(t->cfg.out, (int)mark[0], t->zero->shards);
     s = restore_shard(t, path, st, mark);
     if (s == TRIT_OK) t->zero->prev_ckpt = st->step;
     return s;

@@ -1,10 +1,14 @@
-// --dist zero1|zero2 in the trainer: this rank's shard of the gradient block (trit_zero_shard_range)
+// --dist zero1|zero2|zero3 in the trainer: this rank's shard of the gradient block (trit_zero_shard_range
+// over the ranks of its shard group: the job, or --shard-group's)
 // as 1-D views of the pieces of the trained parameters it covers, each with its gradient's piece,
 // and an optimizer over those views alone, in the groups trit_optim_new_gpt2 makes (so the
 // update of each element is the one a single process makes). A step unscales the shard, takes
 // the global norm from the ranks' squared partial norms (one all-reduce, which also agrees on a
 // non-finite gradient: a NaN or Inf anywhere makes the sum so on every rank), clips the shard,
-// steps it and all-gathers the parameters.
+// steps it and all-gathers the parameters. zero3 keeps only the shard of the parameters (their
+// groups: a transformer block's halves, and each run of other tensors in the layout) and gathers
+// nothing after the update: the next forward gathers each group when it needs it; with shard
+// groups the shard's gradient is first summed across the replicas.
 #include "train/trainer.h"
 #include "trit/bench.h"
 #include "trit/dist.h"
@@ -19,6 +23,7 @@
 void trit_trainer_zero_free(trainer *t) {
     trainer_zero *zs = t->zero;
     if (!zs) return;
+    trit_zero3_free(zs->z3);
     trit_zero_free(zs->z);
     // The optimizer refers to the views: it goes first.
     trit_optim_free(t->opt);
@@ -82,10 +87,22 @@ static trit_optim *shard_optim(const trainer *t, const trainer_zero *zs) {
     return o;
 }
 
-static const char *dist_name(int64_t d) { return d == TRIT_DIST_ZERO2 ? "zero2" : "zero1"; }
+static const char *dist_name(int64_t d) {
+    return d == TRIT_DIST_ZERO3 ? "zero3" : d == TRIT_DIST_ZERO2 ? "zero2" : "zero1";
+}
+
+static bool is_zero(int64_t d) { return d == TRIT_DIST_ZERO1 || d == TRIT_DIST_ZERO2 || d == TRIT_DIST_ZERO3; }
 
 trit_status trit_trainer_zero_check(const trit_train_config *c, int ranks) {
-    if (ranks < 2 || (c->dist != TRIT_DIST_ZERO1 && c->dist != TRIT_DIST_ZERO2)) return TRIT_OK;
+    if (c->dist == TRIT_DIST_ZERO3 && c->shard_group > 0 && ranks % c->shard_group != 0)
+        return trit_error(TRIT_ERR_INVALID, "--shard-group %lld does not divide the job's %d ranks: hybrid sharding "
+                          "makes groups of G consecutive ranks; start the job with mpirun -np N, N a multiple of "
+                          "%lld, or pass a G that divides %d", (long long)c->shard_group, ranks,
+                          (long long)c->shard_group, ranks);
+    if (ranks < 2 || !is_zero(c->dist)) return TRIT_OK;
+    if (c->dist == TRIT_DIST_ZERO3 && c->qat != TRIT_QAT_OFF)
+        return trit_error(TRIT_ERR_UNSUPPORTED, "--qat/--ternary with --dist zero3: the quantized copies of the weights "
+                          "are made from whole weights between steps, which zero3 does not hold; use --dist zero2");
     if (c->optimizer != TRIT_TRAIN_ADAMW)
         return trit_error(TRIT_ERR_UNSUPPORTED, "--dist %s shards AdamW's state, element by element; --optimizer %s "
                           "keeps state that does not split that way (8-bit blocks, low-rank projections): use "
@@ -108,13 +125,15 @@ trit_status trit_trainer_zero_optim(trainer *t) {
     trainer_zero *zs = calloc(1, sizeof *zs);
     if (!zs) return trit_error(TRIT_ERR_NOMEM, "zero: out of memory");
     t->zero = zs;
-    zs->stage = c->dist == TRIT_DIST_ZERO2 ? 2 : 1;
+    zs->stage = c->dist == TRIT_DIST_ZERO3 ? 3 : c->dist == TRIT_DIST_ZERO2 ? 2 : 1;
+    zs->shards = c->dist == TRIT_DIST_ZERO3 && c->shard_group > 0 ? (int)c->shard_group : t->ranks;
+    zs->shard = t->rank % zs->shards;
     zs->prev_ckpt = -1;
     int64_t count = 0;
     if (!trit_flat_grads(trit_gpt_flat(t->model), &count))
         return trit_error(TRIT_ERR_STATE, "--dist %s: the model has no trained parameters", dist_name(c->dist));
     zs->count = count;
-    trit_zero_shard_range(count, t->ranks, t->rank, &zs->lo, &zs->hi);
+    trit_zero_shard_range(count, zs->shards, zs->shard, &zs->lo, &zs->hi);
     trit_status s = make_views(t, zs);
     if (s != TRIT_OK) return s;
     trit_optim *o = shard_optim(t, zs);
@@ -138,10 +157,59 @@ trit_status trit_trainer_zero_optim(trainer *t) {
     return TRIT_OK;
 }
 
+// zero3's parameter groups, for each tensor of the layout: each transformer block's attention half
+// (ln_1, attn.*) and MLP half (ln_2, mlp.*) are groups, and so is each run of other tensors
+// between them. Halves, not whole blocks: the group in use and the one started ahead are then
+// about one block together, not two.
+static int *param_groups(const trit_flat *f) {
+    const int n = trit_flat_count(f);
+    int *group = malloc(sizeof(int) * ((size_t)n + 1));
+    if (!group) {
+        trit_error(TRIT_ERR_NOMEM, "zero3: out of memory");
+        return NULL;
+    }
+    char prev[TRIT_NAME_MAX + 8] = "";
+    int k = -1;
+    for (int i = 0; i < n; i++) {
+        const char *name = trit_flat_tensor(f, i)->name;
+        char key[TRIT_NAME_MAX + 8] = "";
+        const char *dot = strncmp(name, "h.", 2) == 0 ? strchr(name + 2, '.') : NULL;
+        if (dot) {
+            const bool attn = strncmp(dot + 1, "ln_1", 4) == 0 || strncmp(dot + 1, "attn", 4) == 0;
+            snprintf(key, sizeof key, "%.*s.%s", (int)(dot - name), name, attn ? "attn" : "mlp");
+        }
+        if (k < 0 || strcmp(key, prev) != 0) k++;
+        snprintf(prev, sizeof prev, "%s", key);
+        group[i] = k;
+    }
+    return group;
+}
+
 trit_status trit_trainer_zero_start(trainer *t) {
     trainer_zero *zs = t->zero;
-    zs->z = trit_zero_new(trit_gpt_flat(t->model), t->ddp, zs->stage);
-    return zs->z ? TRIT_OK : TRIT_ERR_INVALID;
+    zs->z = trit_zero_new(trit_gpt_flat(t->model), t->ddp, zs->stage, zs->shards);
+    if (!zs->z || zs->stage < 3) return zs->z ? TRIT_OK : TRIT_ERR_INVALID;
+    int *group = param_groups(trit_gpt_flat(t->model));
+    if (!group) return TRIT_ERR_NOMEM;
+    zs->z3 = trit_zero3_new(zs->z, trit_gpt_flat(t->model), t->gg.graph, group);
+    free(group);
+    return zs->z3 ? TRIT_OK : TRIT_ERR_INVALID;
+}
+
+trit_status trit_trainer_zero_hold(trainer *t, bool hold) {
+    trainer_zero *zs = t->zero;
+    if (!zs || zs->stage < 3 || hold == zs->holding) return TRIT_OK;
+    zs->holding = hold;
+    if (!hold) {
+        trit_zero3_release(zs->z3);
+        return TRIT_OK;
+    }
+    double wait = 0;
+    return trit_dist_agree(trit_zero3_gather_root(zs->z3, &wait), "gathering the weights on rank 0");
+}
+
+trit_status trit_trainer_zero_skip_micro(trainer *t, bool forward_too) {
+    return t->zero && t->zero->z3 ? trit_zero3_replay(t->zero->z3, forward_too) : TRIT_OK;
 }
 
 void trit_trainer_zero_zero_grads(trainer *t) { trit_zero_zero_grads(t->zero->z); }
@@ -160,9 +228,14 @@ trit_status trit_trainer_zero_update(trainer *t, double lr, double scale, trit_t
     trainer_zero *zs = t->zero;
     info->grad_norm = NAN;
     if (!*finite) return TRIT_OK;  // the loss said so on every rank (the exchange agreed on it)
+    double wait = 0;
+    trit_status s = trit_zero_sum_replicas(zs->z, &wait);
+    t->comm_ms += wait + (zs->z3 ? trit_zero3_take_wait(zs->z3) : 0);  // zero3: the waits for gathers too
+    if (s != TRIT_OK) return s;
     bool ok = !t->use_scaler || trit_grads_unscale(zs->views, zs->n, 1.0 / scale);
     double sq = ok ? shard_sumsq(zs) : NAN;
-    trit_status s = trit_dist_allreduce_f64(&sq, 1, TRIT_DIST_SUM);
+    // Each shard group holds the whole gradient once.
+    s = trit_zero_allreduce_group(zs->z, &sq, 1);
     if (s != TRIT_OK) return s;
     const double norm = sqrt(sq);
     *finite = isfinite(norm);
@@ -176,8 +249,8 @@ trit_status trit_trainer_zero_update(trainer *t, double lr, double scale, trit_t
         for (int64_t i = 0; i < n; i++) g[i] *= coef;
     }
     s = trit_dist_agree(trit_optim_step(t->opt, lr), "the optimizer step of the shards");
-    double wait = 0;
-    if (s == TRIT_OK) s = trit_zero_gather_params(zs->z, &wait);
+    wait = 0;
+    if (s == TRIT_OK && zs->stage < 3) s = trit_zero_gather_params(zs->z, &wait);
     t->comm_ms += wait;
     info->comm_ms = t->comm_ms;
     return s;
@@ -200,20 +273,43 @@ void trit_trainer_zero_memory(const trainer *t, struct trit_memory_report *mem) 
     const size_t shard = sizeof(float) * (size_t)(zs->hi - zs->lo);
     mem->total -= mem->grads - shard;
     mem->grads = shard;
+    if (zs->stage < 3) return;
+    // The shard's weights, and the most of the others a micro-batch holds gathered at once.
+    const size_t params = (size_t)((double)zs->weight_bytes / (double)zs->trained * (double)(zs->hi - zs->lo)) +
+                          trit_zero3_gathered_peak(zs->z3);
+    mem->total -= mem->params - params;
+    mem->params = params;
 }
 
 void trit_trainer_zero_print(const trainer *t, FILE *fp) {
     const trainer_zero *zs = t->zero;
-    const double P = (double)zs->trained, N = (double)t->ranks, w = (double)zs->weight_bytes / P;
-    const double g = 4.0 * (zs->stage == 2 ? (double)(zs->hi - zs->lo) : (double)zs->count);
+    const double P = (double)zs->trained, N = (double)zs->shards, w = (double)zs->weight_bytes / P;
+    const double g = 4.0 * (zs->stage >= 2 ? (double)(zs->hi - zs->lo) : (double)zs->count);
     const double o = (double)shard_optimizer_bytes(t);
     // ZeRO's per-rank bytes a trained parameter (Rajbhandari et al. 2020, Fig. 1), in trit's
     // dtypes: weights w (4 with f32 master weights), f32 gradients 4, AdamW's f32 moments K = 8.
-    const double ddp = (w + 4 + 8) * P, formula = (zs->stage == 2 ? w + (4 + 8) / N : w + 4 + 8 / N) * P;
-    fprintf(fp, "%s: rank %d of %d updates elements [%lld, %lld) of %lld: trained weights %.2f MB + gradients %.2f MB "
-            "+ optimizer %.2f MB = %.2f MB a rank (DDP %.2f MB; ZeRO's (%g + %s) x %.0f parameters = %.2f MB)\n",
-            zs->stage == 2 ? "zero2" : "zero1", t->rank, t->ranks, (long long)zs->lo, (long long)zs->hi,
-            (long long)zs->count, (double)zs->weight_bytes / 1e6, g / 1e6, o / 1e6,
-            ((double)zs->weight_bytes + g + o) / 1e6, ddp / 1e6, w, zs->stage == 2 ? "(4 + 8) / N" : "4 + 8 / N", P,
-            formula / 1e6);
+    const double ddp = (w + 4 + 8) * P;
+    const double formula = (zs->stage == 3 ? (w + 4 + 8) / N : zs->stage == 2 ? w + (4 + 8) / N : w + 4 + 8 / N) * P;
+    const char *terms = zs->stage == 3 ? "(%g + 4 + 8) / N" : zs->stage == 2 ? "(%g + (4 + 8) / N)" : "(%g + 4 + 8 / N)";
+    char shown[64];
+    snprintf(shown, sizeof shown, terms, w);
+    char groups[96] = "";
+    if (zs->shards != t->ranks)
+        snprintf(groups, sizeof groups, " (shard group %d of %d, %d ranks each)", t->rank / zs->shards,
+                 t->ranks / zs->shards, zs->shards);
+    if (zs->stage < 3) {
+        fprintf(fp, "%s: rank %d of %d updates elements [%lld, %lld) of %lld: trained weights %.2f MB + gradients "
+                "%.2f MB + optimizer %.2f MB = %.2f MB a rank (DDP %.2f MB; ZeRO's %s x %.0f parameters = %.2f MB)\n",
+                dist_name(t->cfg.dist), t->rank, t->ranks, (long long)zs->lo, (long long)zs->hi, (long long)zs->count,
+                (double)zs->weight_bytes / 1e6, g / 1e6, o / 1e6, ((double)zs->weight_bytes + g + o) / 1e6, ddp / 1e6,
+                shown, P, formula / 1e6);
+        return;
+    }
+    const double mine = (double)zs->weight_bytes / P * (double)(zs->hi - zs->lo);
+    const double gathered = (double)trit_zero3_gathered_peak(zs->z3);
+    fprintf(fp, "zero3: rank %d of %d%s keeps elements [%lld, %lld) of %lld: weights %.2f MB (+ %.2f MB gathered at "
+            "most) + gradients %.2f MB + optimizer %.2f MB = %.2f MB a rank, %.2f MB with the gathered (DDP %.2f MB; "
+            "ZeRO's %s x %.0f parameters = %.2f MB, N = %d)\n", t->rank, t->ranks, groups, (long long)zs->lo,
+            (long long)zs->hi, (long long)zs->count, mine / 1e6, gathered / 1e6, g / 1e6, o / 1e6, (mine + g + o) / 1e6,
+            (mine + gathered + g + o) / 1e6, ddp / 1e6, shown, P, formula / 1e6, zs->shards);
 }

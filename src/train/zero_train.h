@@ -1,4 +1,4 @@
-// The trainer's --dist zero1|zero2 state, shared by zero_train.c (the step) and zero_ckpt.c
+// The trainer's --dist zero1|zero2|zero3 state, shared by zero_train.c (the step) and zero_ckpt.c
 // (sharded checkpoints).
 #ifndef TRIT_ZERO_TRAIN_H
 #define TRIT_ZERO_TRAIN_H
@@ -6,7 +6,8 @@
 #include "train/trainer.h"
 
 typedef struct trainer_zero {
-    int stage;               // 1 or 2
+    int stage;               // 1, 2 or 3
+    int shards, shard;       // ranks a shard group holds (the job's unless --shard-group), this rank's place
     int64_t count;           // elements of the gradient block
     int64_t lo, hi;          // this rank's shard of it
     int n;                   // pieces of trained parameters in the shard
@@ -16,6 +17,8 @@ typedef struct trainer_zero {
     int64_t trained;         // elements of the trained parameters (all ranks)
     int64_t weight_bytes;    // their bytes as stored
     struct trit_zero *z;     // the sharded exchange (src/dist)
+    struct trit_zero3 *z3;   // stage 3: the parameters' gathers (src/dist)
+    bool holding;            // stage 3: rank 0 holds the whole weights (to evaluate or save)
     int64_t prev_ckpt;       // step of this run's last sharded checkpoint, -1 before one
 } trainer_zero;
 

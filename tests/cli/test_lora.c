@@ -138,6 +138,10 @@ static void test_bad_input(void **state) {
                         "unknown key 'scale'");
     expect_refused(RUN("train", "--init-from", base, "--data", corpus, "--out", out, "--quantize-base", "nf4"), out,
                    "it needs --lora");
+    expect_refused(RUN("train", "--init-from", base, "--data", corpus, "--out", out, "--lora-init", lora), out,
+                   "--lora-init gives a LoRA adapter its first values: it needs --lora");
+    expect_refused(RUN("train", "--init-from", other, "--data", corpus, "--out", out, "--lora", LORA, "--lora-init", lora),
+                   out, "made for another base model");
     expect_refused(RUN("train", "--init-from", base, "--data", corpus, "--out", out, "--adapter-type", "bottleneck"), out,
                    "needs --adapter-size N");
     expect_refused(RUN("train", "--init-from", base, "--data", corpus, "--out", out, "--adapter-type", "bottleneck",

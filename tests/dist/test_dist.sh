@@ -11,6 +11,9 @@
 #   killed_rank  rank 1 killed with SIGKILL, or stopped with SIGSTOP: rank 0 and mpirun end within
 #                30 s, naming rank 1
 #   sigterm      SIGTERM to rank 1: a checkpoint of the whole job and exit 0
+#   mpirun_stop  SIGUSR1 to mpirun (which forwards it, unlike SIGINT and SIGTERM), and Ctrl-C (SIGINT
+#                to the process group) of a job started by tools/trit_mpirun.sh: a checkpoint of the
+#                whole job at the step it stopped at, and mpirun's exit status 0
 #   ddp_equal_np4      DDP on 4 ranks (one micro-batch each): losses within 1e-6 of one process's
 # TernGrad's exchange (--dist ddp --terngrad); PROG is tests/dist/terngrad_ranks.c's program:
 #   terngrad_exchange  2 ranks: the exchanged gradients equal a recomputation from the same codes
@@ -149,6 +152,34 @@ sigterm)
     [ -f "$W/t/train_state.bin" ] || fail "no checkpoint after SIGTERM"
     "$TRIT" info "$W/t" | grep -q "step $step" || { "$TRIT" info "$W/t"; fail "the checkpoint is not at step $step"; }
     echo "SIGTERM to rank 1: the job stopped at step $step with a checkpoint"
+    ;;
+mpirun_stop)
+    # The launcher script's path, beside this file's directory.
+    LAUNCH="$(cd "$(dirname "$0")/../.." && pwd)/tools/trit_mpirun.sh"
+    [ -x "$LAUNCH" ] || fail "no launcher at $LAUNCH"
+    for how in usr1 ctrl-c; do
+        job_log="$W/$how.log"
+        if [ $how = usr1 ]; then
+            "${MPI[@]}" "$TRIT" train --dist ddp "${FLAGS[@]}" --steps 100000 --warmup 10 --out "$W/$how" >"$job_log" 2>&1 &
+            job=$!
+        else
+            # Job control: the launcher in a process group of its own, as a terminal's foreground job.
+            set -m
+            "$LAUNCH" "${MPI[@]:1}" "$TRIT" train --dist ddp "${FLAGS[@]}" --steps 100000 --warmup 10 --out "$W/$how" \
+                >"$job_log" 2>&1 &
+            job=$!
+            set +m
+        fi
+        wait_step20 "$job_log" || { end_job; tail "$job_log"; fail "$how: the job did not reach step 20 in 30 s"; }
+        if [ $how = usr1 ]; then kill -USR1 "$job"; else kill -INT -- "-$job"; fi
+        for _ in $(seq 300); do kill -0 "$job" 2>/dev/null || break; sleep 0.1; done
+        kill -0 "$job" 2>/dev/null && { end_job; fail "$how: the job still runs 30 s after the signal"; }
+        wait "$job" || { cat "$job_log"; fail "$how: the job exited non-zero"; }
+        step=$(grep -Eo "^stopped at step [0-9]+" "$job_log" | head -1 | grep -Eo "[0-9]+$")
+        [ -n "$step" ] || { tail "$job_log"; fail "$how: no 'stopped at step' line"; }
+        "$TRIT" info "$W/$how" | grep -q "step $step" || { "$TRIT" info "$W/$how"; fail "$how: the checkpoint is not at step $step"; }
+        echo "$how: the job stopped at step $step with a checkpoint, exit status 0"
+    done
     ;;
 ddp_equal_np4)
     # 4 micro-batches a step, one on each rank.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# ZeRO sharding (--dist zero1|zero2, src/dist/zero_mpi.c, src/train/zero_*.c) through mpirun, ranks
+# ZeRO sharding (--dist zero1|zero2|zero3, src/dist/zero_mpi.c, zero3_mpi.c, src/train/zero_*.c) through mpirun, ranks
 # of one thread each: usage test_zero.sh TRIT CASE, CASE one of
 #   zero_equal   zero1 and zero2 on 2 ranks, and zero2 on 4, give one process's losses within 1e-6
 #                for 20 steps (the micro-batches of one process, gradients summed in another
@@ -18,6 +18,25 @@
 #                within 1e-6; the shards cover only the trained values
 #   zero_bad     a sharded checkpoint resumed on 4 ranks or in one process, a shard of another
 #                run, and --optimizer galore with zero1: a message on every rank, a non-zero exit
+#   zero3_equal  zero3 on 2 and 4 ranks, and hybrid (4 ranks, --shard-group 2), give one process's
+#                losses within 1e-6 (a model of 2 blocks, so the gathers go block by block); zero3
+#                gives zero2's losses bit for bit (the same reduce-scatter and update: the gathered
+#                weights are the updated ones, exactly), also with bf16 weights without master
+#                copies (2-byte gathers); the header shows the shard and the formula
+#   zero3_memory the memory report of zero3 on 2 and 4 ranks (4 blocks): gradients 4 bytes and
+#                AdamW 8 a shard element, parameters the shard's 4 a value plus the gathered
+#                groups at most (the embeddings' group, kept through both phases, and two adjacent
+#                groups, a block's attention and MLP halves: the one in use and the one started
+#                ahead), recomputed here from the model's shapes; and every rank's peak RSS line
+#   zero3_resume zero3 on 2 ranks and hybrid on 4 (G = 2), stopped at step 10 and resumed: the
+#                uninterrupted run's losses, weights and shard files bit for bit; the hybrid run's
+#                shards are its group's (2 files)
+#   zero3_merge  `trit merge-shards` of zero3 on 2 ranks gives DDP's checkpoint on 2 ranks bit for
+#                bit; a hybrid run stopped at step 10, merged and resumed with zero3 on 2 ranks ends
+#                within 1e-6 of one process's losses
+#   zero3_bad    --shard-group not dividing the ranks, --shard-group without zero3, zero3 with
+#                frozen weights, a hybrid checkpoint resumed with another group size: a message on
+#                every rank, a non-zero exit
 # mpirun missing is a failure (tools/setup.sh installs openmpi-bin).
 set -u
 TRIT=$1
@@ -154,10 +173,10 @@ zero_bad)
         { cat "$W/a.log"; fail "run a failed"; }
     "${MPI[@]}" -np 4 "$TRIT" train --resume "$W/a" >"$W/four.log" 2>&1 && fail "a 2-rank shard set resumed on 4 ranks"
     # Counted as matches, not lines: mpirun may put two ranks' messages on one line.
-    n=$(grep -o "'$W/a' holds a checkpoint whose optimizer state is sharded over 2 ranks (--dist zero1|zero2), and this job has 4: resume it with \`mpirun -np 2" "$W/four.log" | wc -l)
+    n=$(grep -o "'$W/a' holds a checkpoint whose optimizer state is sharded over 2 ranks (--dist zero1|zero2|zero3), and this job has 4: resume it with \`mpirun -np 2" "$W/four.log" | wc -l)
     [ "$n" -eq 4 ] || { cat "$W/four.log"; fail "expected the refusal on all 4 ranks, found it $n times"; }
     "$TRIT" train --resume "$W/a" >"$W/one.log" 2>&1 && fail "a sharded checkpoint resumed in one process"
-    grep -q "sharded over 2 ranks (--dist zero1|zero2), and this job has 1: .*trit merge-shards" "$W/one.log" ||
+    grep -q "sharded over 2 ranks (--dist zero1|zero2|zero3), and this job has 1: .*trit merge-shards" "$W/one.log" ||
         { cat "$W/one.log"; fail "no clear refusal in one process"; }
     # Another run's shards (another seed) in a's place: refused on both ranks.
     "${MPI[@]}" -np 2 "$TRIT" train --dist zero1 "${FLAGS[@]}" --seed 5 --out "$W/b" --stop-after 10 >"$W/b.log" 2>&1 ||
@@ -178,6 +197,132 @@ zero_bad)
         { cat "$W/g.log"; fail "no clear refusal of galore"; }
     n=$(grep -o "shards AdamW's state, element by element; --optimizer galore" "$W/g.log" | wc -l)
     [ "$n" -ge 2 ] || { cat "$W/g.log"; fail "the refusal is not on both ranks"; }
+    ;;
+zero3_equal)
+    Z3=(--layers 2)
+    "$TRIT" train "${FLAGS[@]}" "${Z3[@]}" --out "$W/one" >"$W/one.log" 2>&1 || { cat "$W/one.log"; fail "one process failed"; }
+    for how in "2 zero3" "4 zero3" "4 zero3 --shard-group 2" "2 zero2"; do
+        set -- $how
+        name="$1$2${4:-}"
+        "${MPI[@]}" -np "$1" "$TRIT" train --dist "$2" ${3:+"$3" "$4"} "${FLAGS[@]}" "${Z3[@]}" --out "$W/$name" \
+            >"$W/$name.log" 2>&1 || { cat "$W/$name.log"; fail "$how failed"; }
+        [ "$2" = zero3 ] && compare "$W/one" "$W/$name" 1e-6
+    done
+    [ "$(losses "$W/2zero2/metrics.jsonl")" = "$(losses "$W/2zero3/metrics.jsonl")" ] ||
+        { diff <(losses "$W/2zero2/metrics.jsonl") <(losses "$W/2zero3/metrics.jsonl"); fail "zero3 and zero2 differ"; }
+    grep -Eq "^zero3: rank 0 of 2 keeps elements \[0, [0-9]+\) of 26112: .* \(DDP [0-9.]+ MB; ZeRO's \(4 \+ 4 \+ 8\) / N x 26112 parameters = [0-9.]+ MB, N = 2\)" \
+        "$W/2zero3.log" || { grep -v "^step" "$W/2zero3.log"; fail "no zero3 shard and memory line in the header"; }
+    grep -Eq "^zero3: rank 0 of 4 \(shard group 0 of 2, 2 ranks each\) keeps elements \[0, 13056\) of 26112" \
+        "$W/4zero32.log" || { grep -v "^step" "$W/4zero32.log"; fail "no hybrid shard line"; }
+    grep -q "gradients reduce-scattered in [4-9] buckets" "$W/2zero3.log" || fail "zero3 does not say reduce-scattered"
+    for d in zero2 zero3; do
+        "${MPI[@]}" -np 2 "$TRIT" train --dist $d "${FLAGS[@]}" "${Z3[@]}" --precision bf16 --master-weights off \
+            --out "$W/bf$d" >"$W/bf$d.log" 2>&1 || { cat "$W/bf$d.log"; fail "$d in bf16 failed"; }
+    done
+    [ "$(losses "$W/bfzero2/metrics.jsonl")" = "$(losses "$W/bfzero3/metrics.jsonl")" ] ||
+        { diff <(losses "$W/bfzero2/metrics.jsonl") <(losses "$W/bfzero3/metrics.jsonl"); fail "bf16: zero3 and zero2 differ"; }
+    ;;
+zero3_memory)
+    for n in 2 4; do
+        "${MPI[@]}" -np $n "$TRIT" train --dist zero3 "${FLAGS[@]}" --layers 4 --dim 64 --steps 1 --warmup 0 --out "$W/m$n" \
+            >"$W/m$n.log" 2>&1 || { cat "$W/m$n.log"; fail "zero3 on $n ranks failed"; }
+        # Every rank's peak RSS: rank 0's line, and the others'.
+        [ "$(grep -c "^peak RSS of rank [1-9]: [0-9.]* MB in the steps" "$W/m$n.log")" -eq $((n - 1)) ] &&
+            grep -q "^peak RSS: " "$W/m$n.log" || { cat "$W/m$n.log"; fail "not every rank's peak RSS on $n ranks"; }
+        python3 - "$W/m$n.log" $n <<'PY' || fail "the zero3 memory report on $n ranks is not the formula's (above)"
+import re, sys
+log, N = open(sys.argv[1]).read(), int(sys.argv[2])
+mem = {k: int(v) for k, v in re.findall(r"^memory: (\w+) +(\d+) bytes", log, re.M)}
+lo, hi, count = map(int, re.search(r"^zero3: rank 0 of \d+ keeps elements \[(\d+), (\d+)\) of (\d+)", log, re.M).groups())
+# The layout (reverse of first use, each tensor on a 64-byte line): ln_f, then h.3 .. h.0, each
+# its MLP half (ln_2, mlp.*) then its attention half (ln_1, attn.*), then wpe and wte, the
+# embeddings' group. C = 64, V = 12 (the addition task's vocabulary), T = 8.
+C, V, T, L = 64, 12, 8, 4
+pad = lambda n: -(-n // 16) * 16
+mlp = sum(map(pad, [C, C, 4 * C * C, 4 * C, 4 * C * C, C]))
+attn = sum(map(pad, [C, C, 3 * C * C, 3 * C, C * C, C]))
+block = mlp + attn
+groups = [pad(C) * 2] + [mlp, attn] * L + [pad(T * C) + pad(V * C)]  # ln_f, the halves, embeddings
+assert sum(groups) == count, (sum(groups), count)
+start = [sum(groups[:i]) for i in range(len(groups))]
+shard = lambda r: (0 if r == 0 else count * r // N // 16 * 16, count if r == N - 1 else count * (r + 1) // N // 16 * 16)
+lo0, hi0 = shard(0)
+assert (lo, hi) == (lo0, hi0), ((lo, hi), (lo0, hi0))
+out = lambda i: groups[i] - max(0, min(start[i] + groups[i], hi) - max(start[i], lo))
+# Held at once: the embeddings and two neighbours in the layout (ln_f is h.3's MLP's neighbour).
+gathered = out(2 * L + 1) + max(out(i) + out(i + 1) for i in range(2 * L))
+want = {"parameters": 4 * (hi - lo + gathered), "gradients": 4 * (hi - lo)}
+ok = all(mem[k] == v for k, v in want.items())
+# AdamW's two moments of the trained values in the shard (the padding between tensors has none).
+opt_ok = 8 * (hi - lo) - 8 * 16 * 13 <= mem["optimizer"] <= 8 * (hi - lo)
+ddp = 16 * (4 * block + 2 * C + (T + V) * C)
+per_rank = mem["parameters"] + mem["gradients"] + mem["optimizer"]
+print(f"N = {N}: shard [{lo}, {hi}) of {count}, gathered at most {gathered} values; report {mem['parameters']} + "
+      f"{mem['gradients']} + {mem['optimizer']} = {per_rank} bytes, expected {want} and optimizer <= {8 * (hi - lo)}; "
+      f"{per_rank / ddp:.3f} of DDP's {ddp}")
+sys.exit(0 if ok and opt_ok else 1)
+PY
+    done
+    ;;
+zero3_resume)
+    for how in "2" "4 --shard-group 2"; do
+        set -- $how
+        "${MPI[@]}" -np "$1" "$TRIT" train --dist zero3 ${2:+"$2" "$3"} "${FLAGS[@]}" --layers 2 --out "$W/full$1" \
+            >"$W/full$1.log" 2>&1 || { cat "$W/full$1.log"; fail "the uninterrupted run on $1 ranks failed"; }
+        "${MPI[@]}" -np "$1" "$TRIT" train --dist zero3 ${2:+"$2" "$3"} "${FLAGS[@]}" --layers 2 --out "$W/part$1" \
+            --stop-after 10 >"$W/p1$1.log" 2>&1 || { cat "$W/p1$1.log"; fail "the first half on $1 ranks failed"; }
+        for r in 0 1; do [ -f "$W/part$1/optim_shard.r$r-of-2.step10.bin" ] || fail "no shard file of rank $r at step 10"; done
+        [ "$(ls "$W/part$1" | grep -c optim_shard)" -eq 2 ] || fail "$how: shard files $(ls "$W/part$1")"
+        "${MPI[@]}" -np "$1" "$TRIT" train --resume "$W/part$1" >"$W/p2$1.log" 2>&1 || { cat "$W/p2$1.log"; fail "the resume failed"; }
+        grep -q "resuming .* at step 10" "$W/p2$1.log" || fail "no resume at step 10 in the log"
+        [ "$(losses "$W/full$1/metrics.jsonl")" = "$(losses "$W/part$1/metrics.jsonl")" ] ||
+            { diff <(losses "$W/full$1/metrics.jsonl") <(losses "$W/part$1/metrics.jsonl"); fail "resumed losses differ"; }
+        cmp "$W/full$1/model.safetensors" "$W/part$1/model.safetensors" || fail "the resumed run's weights differ"
+        for r in 0 1; do same_state "$W/full$1/optim_shard.r$r-of-2.step20.bin" "$W/part$1/optim_shard.r$r-of-2.step20.bin"; done
+        [ -z "$(ls "$W/part$1" | grep step10)" ] || fail "the step-10 shards were left behind: $(ls "$W/part$1")"
+    done
+    ;;
+zero3_merge)
+    "${MPI[@]}" -np 2 "$TRIT" train --dist ddp "${FLAGS[@]}" --layers 2 --out "$W/ddp" >"$W/ddp.log" 2>&1 ||
+        { cat "$W/ddp.log"; fail "ddp failed"; }
+    "${MPI[@]}" -np 2 "$TRIT" train --dist zero3 "${FLAGS[@]}" --layers 2 --out "$W/z" >"$W/z.log" 2>&1 ||
+        { cat "$W/z.log"; fail "zero3 failed"; }
+    "$TRIT" merge-shards "$W/z" --out "$W/m" >"$W/m.log" 2>&1 || { cat "$W/m.log"; fail "merge-shards failed"; }
+    grep -q "with the optimizer shards of its 2 ranks merged" "$W/m.log" || { cat "$W/m.log"; fail "no merge line"; }
+    same_state "$W/m/train_state.bin" "$W/ddp/train_state.bin"
+    cmp "$W/m/model.safetensors" "$W/ddp/model.safetensors" || fail "the merged model differs from DDP's"
+    # Re-sharding: hybrid on 4 ranks (G = 2) to step 10, merged, resumed with zero3 on 2 ranks.
+    "$TRIT" train "${FLAGS[@]}" --layers 2 --out "$W/one" >"$W/one.log" 2>&1 || { cat "$W/one.log"; fail "one process failed"; }
+    "${MPI[@]}" -np 4 "$TRIT" train --dist zero3 --shard-group 2 "${FLAGS[@]}" --layers 2 --out "$W/half" \
+        --stop-after 10 >"$W/h.log" 2>&1 || { cat "$W/h.log"; fail "the first half failed"; }
+    "$TRIT" merge-shards "$W/half" --out "$W/hm" >"$W/hm.log" 2>&1 || { cat "$W/hm.log"; fail "merging the half failed"; }
+    "${MPI[@]}" -np 2 "$TRIT" train --resume "$W/hm" --dist zero3 --shard-group 0 >"$W/h2.log" 2>&1 ||
+        { cat "$W/h2.log"; fail "the merged run did not resume on 2 ranks"; }
+    grep -q "resuming .* at step 10" "$W/h2.log" || fail "no resume at step 10"
+    compare "$W/one" "$W/hm" 1e-6
+    ;;
+zero3_bad)
+    "${MPI[@]}" -np 4 "$TRIT" train --dist zero3 --shard-group 3 "${FLAGS[@]}" --out "$W/g3" >"$W/g3.log" 2>&1 &&
+        fail "--shard-group 3 on 4 ranks was accepted"
+    n=$(grep -o "\-\-shard-group 3 does not divide the job's 4 ranks: hybrid sharding makes groups of G consecutive ranks" "$W/g3.log" | wc -l)
+    [ "$n" -eq 4 ] || { cat "$W/g3.log"; fail "expected the refusal of G = 3 on all 4 ranks, found it $n times"; }
+    "${MPI[@]}" -np 2 "$TRIT" train --dist zero2 --shard-group 2 "${FLAGS[@]}" --out "$W/z2" >"$W/z2.log" 2>&1 &&
+        fail "--shard-group with zero2 was accepted"
+    n=$(grep -o "\-\-shard-group applies to --dist zero3 (hybrid sharding): add --dist zero3, or drop it" "$W/z2.log" | wc -l)
+    [ "$n" -eq 2 ] || { cat "$W/z2.log"; fail "expected the refusal of --shard-group with zero2 on both ranks, found it $n times"; }
+    "$TRIT" train --shard-group 2 "${FLAGS[@]}" --out "$W/one" >"$W/one.log" 2>&1 && fail "--shard-group without --dist was accepted"
+    grep -q "\-\-shard-group applies to --dist zero3" "$W/one.log" || { cat "$W/one.log"; fail "no refusal in one process"; }
+    # Frozen weights sit in the parameter block without gradients: zero3 cannot shard them as the gradients.
+    "${MPI[@]}" -np 2 "$TRIT" train --dist zero3 --freeze "h.*.attn.*" "${FLAGS[@]}" --out "$W/fr" >"$W/fr.log" 2>&1 &&
+        fail "zero3 with frozen weights was accepted"
+    n=$(grep -o "is frozen: --dist zero3 shards the parameter block as the gradient block, so every parameter in it must train" "$W/fr.log" | wc -l)
+    [ "$n" -eq 2 ] || { cat "$W/fr.log"; fail "expected the refusal of frozen weights on both ranks, found it $n times"; }
+    # A hybrid checkpoint (shards of groups of 2) resumed with groups of 4.
+    "${MPI[@]}" -np 4 "$TRIT" train --dist zero3 --shard-group 2 "${FLAGS[@]}" --out "$W/h" --stop-after 10 >"$W/h.log" 2>&1 ||
+        { cat "$W/h.log"; fail "the hybrid run failed"; }
+    "${MPI[@]}" -np 4 "$TRIT" train --resume "$W/h" --shard-group 4 >"$W/h4.log" 2>&1 && fail "groups of 2's shards resumed in groups of 4"
+    n=$(grep -o "'$W/h' holds a checkpoint whose optimizer state is sharded over 2 ranks (--dist zero1|zero2|zero3), and this job has 4: resume it with \`mpirun -np 2 trit train --resume $W/h\` (zero3: or --shard-group 2 on a multiple of 2 ranks)" "$W/h4.log" | wc -l)
+    [ "$n" -eq 4 ] || { cat "$W/h4.log"; fail "expected the refusal on all 4 ranks, found it $n times"; }
     ;;
 *) fail "unknown case" ;;
 esac

@@ -1,5 +1,7 @@
 // The step list: its structure (forward steps, zeroing before a gradient buffer's first writer,
-// one gradient-final event per parameter after its last writer), hooks on its events, backward
+// one gradient-final event per parameter after its last writer), hooks on its events, the
+// parameter groups' needed/done events (order, count, and that no step reads a group outside
+// them), backward
 // seeded with a tensor, gradients of inputs, and recompute steps that give the same bits with less
 // memory. The model: a stack of pre-norm MLP blocks with dropout, a residual stream and a head.
 #include <setjmp.h>
@@ -10,6 +12,7 @@
 
 #include "gradcheck.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -351,6 +354,147 @@ static void test_seeded_and_input_grad(void **state) {
     model_free(&m);
 }
 
+// ---- parameter groups -----------------------------------------------------------------------------
+
+// Groups: the head (read first and last, like a tied embedding) 0, block k's six k + 1.
+static void set_groups(model *m, trit_graph *g) {
+    int group[NP];
+    assert_int_equal(trit_graph_num_params(g), NP);
+    for (int i = 0; i < NP; i++) {
+        int j = 0;
+        while (m->p[j] != trit_graph_param(g, i)) j++;
+        group[i] = j == 0 ? 0 : 1 + (j - 1) / 6;
+    }
+    assert_int_equal(trit_graph_set_param_groups(g, group, NP), TRIT_OK);
+}
+
+// A stand-in for sharded parameters: a group's values are NaN except between its needed and done
+// events, so a step that read one outside them would make the loss or a gradient NaN.
+typedef struct sharded {
+    model *m;
+    float *kept[NP];
+    int needed[2][BLOCKS + 1], done[2][BLOCKS + 1];
+    int order[2][4 * (BLOCKS + 1)], n_order[2];  // +1 + group: needed, -1 - group: done
+} sharded;
+
+static void swap_group(sharded *sh, int group, bool release) {
+    for (int j = 0; j < NP; j++) {
+        if ((j == 0 ? 0 : 1 + (j - 1) / 6) != group) continue;
+        float *v = sh->m->p[j]->data;
+        const int64_t n = trit_tensor_numel(sh->m->p[j]);
+        if (release) {
+            memcpy(sh->kept[j], v, sizeof(float) * (size_t)n);
+            for (int64_t i = 0; i < n; i++) v[i] = NAN;
+        } else {
+            memcpy(v, sh->kept[j], sizeof(float) * (size_t)n);
+        }
+    }
+}
+
+static trit_status on_params(void *ctx, const trit_graph_event *e) {
+    sharded *sh = ctx;
+    assert_in_range(e->group, 0, BLOCKS);
+    assert_int_equal(e->param, -1);
+    const int ph = e->backward;
+    const bool need = e->kind == TRIT_EVENT_PARAMS_NEEDED;
+    // Needed once a phase, before done.
+    assert_int_equal(sh->needed[ph][e->group], need ? 0 : 1);
+    assert_int_equal(sh->done[ph][e->group], 0);
+    if (need) sh->needed[ph][e->group]++;
+    else sh->done[ph][e->group]++;
+    sh->order[ph][sh->n_order[ph]++] = need ? 1 + e->group : -1 - e->group;
+    swap_group(sh, e->group, !need);
+    return TRIT_OK;
+}
+
+// With groups: forward needs the head, then each block in turn (done before the next is needed),
+// and is done with the head last; backward needs the head first, the blocks in reverse, and is done
+// with the head last. Each group's events come once a phase, and the loss and gradients are the
+// bits of the graph without groups while every group is NaN outside its events, fused or not,
+// recomputed or not. Groups set after compile give the same list as before it.
+static void test_param_groups(void **state) {
+    (void)state;
+    for (int variant = 0; variant < 3; variant++) {
+        const bool fusion = variant != 0, recompute = variant == 2;
+        model m = model_new();
+        built plain = build(&m, recompute, fusion, LOSS, NULL), grouped = build(&m, recompute, fusion, LOSS, NULL);
+        set_groups(&m, grouped.g);
+        assert_int_equal(trit_graph_compile(plain.g, plain.loss), TRIT_OK);
+        assert_int_equal(trit_graph_compile(grouped.g, grouped.loss), TRIT_OK);
+        // 4 events a group: needed and done in forward and in the backward phase.
+        assert_int_equal(count_steps(grouped.g, TRIT_STEP_EVENT), count_steps(plain.g, TRIT_STEP_EVENT) + 4 * (BLOCKS + 1));
+        assert_int_equal(trit_graph_num_steps(grouped.g), trit_graph_num_steps(plain.g) + 4 * (BLOCKS + 1));
+        // The same list when the groups come after compile.
+        built late = build(&m, recompute, fusion, LOSS, NULL);
+        assert_int_equal(trit_graph_compile(late.g, late.loss), TRIT_OK);
+        set_groups(&m, late.g);
+        assert_int_equal(trit_graph_num_steps(late.g), trit_graph_num_steps(grouped.g));
+        for (int i = 0; i < trit_graph_num_steps(late.g); i++) {
+            trit_graph_step_info a, c;
+            assert_int_equal(trit_graph_step_at(late.g, i, &a), TRIT_OK);
+            assert_int_equal(trit_graph_step_at(grouped.g, i, &c), TRIT_OK);
+            assert_true(a.kind == c.kind && a.node == c.node && a.event == c.event && a.group == c.group);
+            if (a.kind == TRIT_STEP_EVENT && a.event >= TRIT_EVENT_PARAMS_NEEDED) assert_int_equal(a.param, -1);
+        }
+        trit_graph_free(late.g);
+
+        sharded sh = {.m = &m};
+        for (int j = 0; j < NP; j++) sh.kept[j] = malloc(trit_tensor_nbytes(m.p[j]));
+        assert_int_equal(trit_graph_add_hook(grouped.g, TRIT_EVENT_PARAMS_NEEDED, on_params, &sh), TRIT_OK);
+        assert_int_equal(trit_graph_add_hook(grouped.g, TRIT_EVENT_PARAMS_DONE, on_params, &sh), TRIT_OK);
+        fill_x(plain.x);
+        fill_x(grouped.x);
+        zero_grads(&m);
+        run(&plain, 3);
+        snapshot want = snap(&m, &plain);
+        zero_grads(&m);
+        for (int gr = 0; gr <= BLOCKS; gr++) swap_group(&sh, gr, true);
+        run(&grouped, 3);
+        snapshot got = snap(&m, &grouped);
+        for (int gr = 0; gr <= BLOCKS; gr++) swap_group(&sh, gr, false);
+        assert_same(&m, &want, &got);
+        const int fwd[] = {1, 2, -2, 3, -3, 4, -4, 5, -5, -1}, bwd[] = {1, 5, -5, 4, -4, 3, -3, 2, -2, -1};
+        for (int ph = 0; ph < 2; ph++) {
+            assert_int_equal(sh.n_order[ph], 2 * (BLOCKS + 1));
+            assert_memory_equal(sh.order[ph], ph ? bwd : fwd, sizeof fwd);
+            for (int gr = 0; gr <= BLOCKS; gr++) assert_true(sh.needed[ph][gr] == 1 && sh.done[ph][gr] == 1);
+        }
+        print_message("variant %d: %d steps, %d with groups\n", variant, trit_graph_num_steps(plain.g),
+                      trit_graph_num_steps(grouped.g));
+        snap_free(&want);
+        snap_free(&got);
+        for (int j = 0; j < NP; j++) free(sh.kept[j]);
+        trit_graph_free(plain.g);
+        trit_graph_free(grouped.g);
+        model_free(&m);
+    }
+}
+
+static void test_param_groups_bad_input(void **state) {
+    (void)state;
+    model m = model_new();
+    built b = build(&m, false, true, LOSS, NULL);
+    int group[NP + 1] = {0};
+    assert_int_equal(trit_graph_set_param_groups(b.g, group, NP + 1), TRIT_ERR_INVALID);
+    assert_non_null(strstr(trit_last_error(), "26 groups given for the graph's 25 parameters"));
+    group[3] = -2;
+    assert_int_equal(trit_graph_set_param_groups(b.g, group, NP), TRIT_ERR_RANGE);
+    assert_non_null(strstr(trit_last_error(), "has group -2"));
+    assert_int_equal(trit_graph_set_param_groups(NULL, group, NP), TRIT_ERR_INVALID);
+    // Cleared: no parameter events.
+    group[3] = 0;
+    assert_int_equal(trit_graph_set_param_groups(b.g, group, NP), TRIT_OK);
+    assert_int_equal(trit_graph_set_param_groups(b.g, NULL, 0), TRIT_OK);
+    assert_int_equal(trit_graph_compile(b.g, b.loss), TRIT_OK);
+    trit_graph_step_info info;
+    for (int i = 0; i < trit_graph_num_steps(b.g); i++) {
+        assert_int_equal(trit_graph_step_at(b.g, i, &info), TRIT_OK);
+        assert_true(info.kind != TRIT_STEP_EVENT || info.event < TRIT_EVENT_PARAMS_NEEDED);
+    }
+    trit_graph_free(b.g);
+    model_free(&m);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_structure),
@@ -358,6 +502,8 @@ int main(void) {
         cmocka_unit_test(test_recompute_same_bits),
         cmocka_unit_test(test_recompute_bad_input),
         cmocka_unit_test(test_seeded_and_input_grad),
+        cmocka_unit_test(test_param_groups),
+        cmocka_unit_test(test_param_groups_bad_input),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

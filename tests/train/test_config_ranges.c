@@ -15,8 +15,8 @@
 // Flags whose values are text (paths, name globs), not numbers.
 static bool is_path_flag(const char *name) {
     return strcmp(name, "data") == 0 || strcmp(name, "out") == 0 || strcmp(name, "resume") == 0 ||
-           strcmp(name, "init-from") == 0 || strcmp(name, "freeze") == 0 || strcmp(name, "unfreeze") == 0 ||
-           strcmp(name, "tensorboard") == 0;
+           strcmp(name, "init-from") == 0 || strcmp(name, "lora-init") == 0 || strcmp(name, "freeze") == 0 ||
+           strcmp(name, "unfreeze") == 0 || strcmp(name, "tensorboard") == 0;
 }
 
 // The value is refused and the message names the flag (and `want`, when given).

@@ -179,6 +179,44 @@ static void test_round_trip(void **state) {
     trit_gpt_free(m);
 }
 
+// --lora-init: an adapter's values read into a model that has the same adapter from another seed
+// give it the saved bits, every tensor; an adapter of another rank is refused by its shapes.
+static void test_read_values(void **state) {
+    (void)state;
+    trit_gpt_config c = trit_gpt_config_default();
+    c.n_layer = 2, c.n_embd = 32, c.n_head = 2, c.seq_len = T, c.vocab_size = 40;
+    assert_int_equal(trit_adapter_parse_lora("r=4,alpha=8,targets=c_attn,c_proj,c_fc", &c.adapter), TRIT_OK);
+    trit_gpt *saved = trit_gpt_new(&c, 8), *fresh = trit_gpt_new(&c, 9);
+    int lora = 0;
+    for (int i = 0; i < trit_gpt_num_tensors(saved); i++)
+        if (strstr(trit_gpt_tensor(saved, i)->name, "lora_B")) {
+            trit_tensor_fill_normal(trit_gpt_tensor(saved, i), 0, 0.1, 1, (uint64_t)i);
+            lora++;
+        }
+    assert_int_equal(lora, 8);  // 2 blocks x c_attn, attn.c_proj, c_fc, mlp.c_proj
+    char dir[512];
+    tfile_mkdtemp(dir, sizeof dir, "peft-init");
+    assert_int_equal(trit_peft_save(saved, dir, NULL), TRIT_OK);
+    const trit_tensor *a0 = trit_gpt_find(fresh, "h.0.attn.c_attn.lora_A.weight");
+    assert_non_null(a0);
+    assert_memory_not_equal(trit_tensor_ptr(a0), trit_tensor_ptr(trit_gpt_find(saved, "h.0.attn.c_attn.lora_A.weight")),
+                            trit_tensor_nbytes(a0));  // another seed: other values before reading
+    assert_int_equal(trit_peft_read_values(fresh, dir), TRIT_OK);
+    for (int i = 0; i < trit_gpt_num_tensors(saved); i++) {
+        const trit_tensor *a = trit_gpt_tensor(saved, i), *b = trit_gpt_tensor(fresh, i);
+        assert_string_equal(a->name, b->name);
+        if (strstr(a->name, ".lora_")) assert_memory_equal(trit_tensor_ptr(a), trit_tensor_ptr(b), trit_tensor_nbytes(a));
+    }
+    assert_int_equal(trit_adapter_parse_lora("r=2,alpha=8,targets=c_attn,c_proj,c_fc", &c.adapter), TRIT_OK);
+    trit_gpt *other = trit_gpt_new(&c, 9);
+    assert_int_not_equal(trit_peft_read_values(other, dir), TRIT_OK);
+    assert_non_null(strstr(trit_last_error(), "made for another base model"));
+    tfile_rm_rf(dir);
+    trit_gpt_free(other);
+    trit_gpt_free(fresh);
+    trit_gpt_free(saved);
+}
+
 // A bottleneck adapter in the same files (trit's own peft_type): the same bits back; onto a base
 // of another width it is refused.
 static void test_bottleneck_files(void **state) {
@@ -295,6 +333,7 @@ static void test_bad_adapters(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_peft_logits), cmocka_unit_test(test_layout_matches_peft), cmocka_unit_test(test_round_trip),
+        cmocka_unit_test(test_read_values),
         cmocka_unit_test(test_merge_run),   cmocka_unit_test(test_bad_adapters), cmocka_unit_test(test_bottleneck_files),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -154,18 +154,22 @@ static inline void transpose_block(gemm_src s, int64_t i0, int64_t ld, int64_t r
 // A block rows [i0, i0+mc), k [p0, p0+kc) -> MR-row panels, each kc x MR, zero-padded rows.
 static void pack_a(const gemm_args *g, int64_t i0, int64_t mc, int64_t p0, int64_t kc,
                    float *dst) {
-    for (int64_t ir = 0; ir < mc; ir += MR, dst += kc * MR) {
-        int64_t mr = min64(MR, mc - ir);
-        if (g->trans_a) {  // stored (K, M): each k gives MR contiguous values
-            const int64_t src = p0 * g->lda + i0 + ir;
-            __mmask16 m = lanes(mr);
-            for (int64_t k = 0; k < kc; k++)
-                _mm512_mask_storeu_ps(dst + k * MR, lanes(MR), load_src(g->A, src + k * g->lda, m));
-        } else {  // stored (M, K): transpose 16-k blocks of the MR rows
-            const int64_t src = (i0 + ir) * g->lda + p0;
-            for (int64_t k = 0; k < kc; k += 16)
-                transpose_block(g->A, src + k, g->lda, mr, min64(16, kc - k), dst + k * MR, MR, MR);
+    if (g->trans_a) {  // stored (K, M): row k gives every panel's MR values, read in one sweep
+        // Row by row rather than panel by panel: each row's mc values are contiguous, so the
+        // reads run along memory (where the hardware prefetcher follows them) instead of down
+        // columns of 56-byte pieces a row apart.
+        for (int64_t k = 0; k < kc; k++) {
+            const int64_t src = (p0 + k) * g->lda + i0;
+            float *d = dst + k * MR;
+            for (int64_t ir = 0; ir < mc; ir += MR, d += kc * MR)
+                _mm512_mask_storeu_ps(d, lanes(MR), load_src(g->A, src + ir, lanes(min64(MR, mc - ir))));
         }
+        return;
+    }
+    for (int64_t ir = 0; ir < mc; ir += MR, dst += kc * MR) {  // stored (M, K): transpose 16-k blocks
+        const int64_t mr = min64(MR, mc - ir), src = (i0 + ir) * g->lda + p0;
+        for (int64_t k = 0; k < kc; k += 16)
+            transpose_block(g->A, src + k, g->lda, mr, min64(16, kc - k), dst + k * MR, MR, MR);
     }
 }
 

@@ -1,0 +1,180 @@
+// Paged QLoRA base loading: a run's block matrices quantized as they are read
+// (trit_checkpoint_load_quantizing) have the codes and scales of quantizing the loaded f32 base
+// (trit_gpt_quantize), keep no f32 values, and leave every other tensor as loaded; a quantized
+// run is taken as its codes; the run's config is read from the training-state header alone.
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "train_fixture.h"
+
+static char root[512], run[600];
+
+static int setup(void **state) {
+    (void)state;
+    char text[600];
+    tfile_mkdtemp(root, sizeof root, "qlora-base");
+    snprintf(text, sizeof text, "%s/corpus.txt", root);
+    snprintf(run, sizeof run, "%s/run", root);
+    tf_write_corpus(text);
+    trit_train_config c;
+    tf_tiny_config(&c, text, run);
+    c.layers = 2;
+    c.dim = 64;
+    c.steps = 2;
+    assert_int_equal(trit_train_run(&c, NULL, NULL), TRIT_OK);
+    return 0;
+}
+
+static int teardown(void **state) {
+    (void)state;
+    tfile_rm_rf(root);
+    return 0;
+}
+
+static void expect_same_codes(const trit_tensor *a, const trit_tensor *b) {
+    assert_int_equal(a->dtype, b->dtype);
+    assert_true(trit_tensor_same_shape(a, b));
+    assert_int_equal(trit_tensor_nbytes(a), trit_tensor_nbytes(b));
+    assert_memory_equal(trit_tensor_ptr(a), trit_tensor_ptr(b), trit_tensor_nbytes(a));
+    const trit_quant_info *x = a->quant, *y = b->quant;
+    assert_non_null(x);
+    assert_non_null(y);
+    assert_int_equal(x->group_size, y->group_size);
+    assert_int_equal(x->num_groups, y->num_groups);
+    assert_int_equal(x->dq_block, y->dq_block);
+    for (int64_t g = 0; g < x->num_groups; g++) {
+        if (trit_quant_info_scale(x, g) != trit_quant_info_scale(y, g))
+            fail_msg("'%s': group %lld's scale %.9g, %.9g quantized after loading", a->name, (long long)g,
+                     (double)trit_quant_info_scale(x, g), (double)trit_quant_info_scale(y, g));
+        if (x->qscales) assert_int_equal(x->qscales[g], y->qscales[g]);
+    }
+    assert_true((x->zero_points == NULL) == (y->zero_points == NULL));
+    if (x->zero_points) assert_memory_equal(x->zero_points, y->zero_points, sizeof(float) * (size_t)x->num_groups);
+}
+
+static void check_spec(trit_dtype dt, int64_t group, int64_t dq_block) {
+    trit_quant_spec spec = trit_quant_spec_default(dt);
+    if (group) spec.group_size = group;
+    spec.double_quant_block = dq_block;
+    trit_gpt *ref = trit_checkpoint_load_model(run, NULL);
+    assert_non_null(ref);
+    trit_quantize_report r;
+    assert_int_equal(trit_gpt_quantize(ref, &spec, TRIT_QUANTIZE_BLOCKS, &r), TRIT_OK);
+    assert_int_equal(r.tensors, 8);  // 2 blocks x c_attn, attn.c_proj, c_fc, mlp.c_proj
+    bool made = false;
+    int64_t step = -1;
+    trit_gpt *m = trit_checkpoint_load_quantizing(run, &step, &spec, &made);
+    assert_non_null(m);
+    assert_true(made);
+    assert_int_equal(step, 2);
+    assert_int_equal(trit_gpt_num_tensors(m), trit_gpt_num_tensors(ref));
+    int coded = 0;
+    for (int i = 0; i < trit_gpt_num_tensors(m); i++) {
+        const trit_tensor *t = trit_gpt_tensor(m, i), *u = trit_gpt_tensor(ref, i);
+        assert_string_equal(t->name, u->name);
+        if (trit_gpt_quantized(ref, i)) {
+            assert_null(t->data);  // codes only: no f32 copy of the matrix
+            assert_non_null(trit_gpt_quantized(m, i));
+            expect_same_codes(trit_gpt_quantized(m, i), trit_gpt_quantized(ref, i));
+            coded++;
+        } else {
+            assert_null(trit_gpt_quantized(m, i));
+            assert_non_null(t->data);
+            assert_memory_equal(trit_tensor_ptr(t), trit_tensor_ptr(u), trit_tensor_nbytes(t));
+        }
+    }
+    assert_int_equal(coded, 8);
+    trit_gpt_free(m);
+    trit_gpt_free(ref);
+}
+
+static void test_codes_equal_quantizing_the_loaded_base(void **state) {
+    (void)state;
+    check_spec(TRIT_NF4, 0, 256);  // QLoRA's NF4 with double quantization
+    check_spec(TRIT_NF4, 0, 0);
+    check_spec(TRIT_QINT8, 0, 0);
+    check_spec(TRIT_QINT4, 64, 0);
+    check_spec(TRIT_TERNARY, 0, 0);
+}
+
+// Through the base reader a fine-tune uses: a plain run is quantized as read, a quantized run
+// (`trit quantize`'s file) is taken as its own codes, a NULL spec quantizes nothing.
+static void test_base_reader(void **state) {
+    (void)state;
+    const trit_quant_spec spec = trit_quant_spec_default(TRIT_NF4);
+    trit_base b;
+    assert_int_equal(trit_base_load_quantizing(run, &spec, &b), TRIT_OK);
+    assert_true(b.quantized_on_load);
+    int coded = 0;
+    for (int i = 0; i < trit_gpt_num_tensors(b.model); i++) coded += trit_gpt_quantized(b.model, i) != NULL;
+    assert_int_equal(coded, 8);
+    trit_base_free(&b);
+    assert_int_equal(trit_base_load(run, &b), TRIT_OK);
+    assert_false(b.quantized_on_load);
+    for (int i = 0; i < trit_gpt_num_tensors(b.model); i++) assert_null(trit_gpt_quantized(b.model, i));
+    trit_base_free(&b);
+
+    char qrun[700], dst[800];
+    snprintf(qrun, sizeof qrun, "%s/quantized", root);
+    assert_int_equal(mkdir(qrun, 0755), 0);
+    trit_gpt *m = trit_checkpoint_load_model(run, NULL);
+    assert_non_null(m);
+    trit_quantize_report r;
+    const trit_quant_spec q8 = trit_quant_spec_default(TRIT_QINT8);
+    assert_int_equal(trit_gpt_quantize(m, &q8, TRIT_QUANTIZE_BLOCKS, &r), TRIT_OK);
+    snprintf(dst, sizeof dst, "%s/%s", qrun, TRIT_CKPT_MODEL);
+    assert_int_equal(trit_checkpoint_save_model(m, dst, 2), TRIT_OK);
+    bool made = true;
+    trit_gpt *k = trit_checkpoint_load_quantizing(qrun, NULL, &spec, &made);
+    assert_non_null(k);
+    assert_false(made);
+    coded = 0;
+    for (int i = 0; i < trit_gpt_num_tensors(k); i++)
+        if (trit_gpt_quantized(k, i)) {
+            assert_int_equal(trit_gpt_quantized(k, i)->dtype, TRIT_QINT8);  // the file's codes, not NF4
+            expect_same_codes(trit_gpt_quantized(k, i), trit_gpt_quantized(m, i));
+            coded++;
+        }
+    assert_int_equal(coded, 8);
+    trit_gpt_free(k);
+    trit_gpt_free(m);
+}
+
+// The config of a run comes from its state file's header: a file whose tensors were cut off
+// still gives it (trit_train_run_info, which checks the whole file's CRC, refuses it).
+static void test_run_config_from_header(void **state) {
+    (void)state;
+    char st[700], dir[700], path[800];
+    snprintf(st, sizeof st, "%s/%s", run, TRIT_CKPT_STATE);
+    snprintf(dir, sizeof dir, "%s/cut", root);
+    snprintf(path, sizeof path, "%s/%s", dir, TRIT_CKPT_STATE);
+    assert_int_equal(mkdir(dir, 0755), 0);
+    uint8_t *b;
+    size_t n;
+    assert_int_equal(trit_file_read_all(st, &b, &n), TRIT_OK);
+    const size_t header_end = 24 + (size_t)(b[16] | b[17] << 8 | b[18] << 16 | (uint32_t)b[19] << 24);
+    tfile_write(path, b, header_end + 8);
+    trit_train_config c;
+    assert_int_equal(trit_train_run_config(dir, &c), TRIT_OK);
+    assert_int_equal(c.layers, 2);
+    assert_int_equal(c.dim, 64);
+    assert_int_not_equal(trit_train_run_info(dir, &c, NULL), TRIT_OK);
+    tfile_write(path, b, header_end - 1);  // the header itself cut short: refused
+    assert_int_not_equal(trit_train_run_config(dir, &c), TRIT_OK);
+    assert_non_null(strstr(trit_last_error(), "truncated"));
+    tfile_write(path, "TRITSTAX", 8);
+    assert_int_not_equal(trit_train_run_config(dir, &c), TRIT_OK);
+    free(b);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_codes_equal_quantizing_the_loaded_base),
+        cmocka_unit_test(test_base_reader),
+        cmocka_unit_test(test_run_config_from_header),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
