@@ -11,49 +11,19 @@
 
 #include "trit/trit.h"
 
+#include "pair_sum.h"
+
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
-enum { RANKS = 2, B = 2, T = 16, V = 37 };
+enum { RANKS = PAIR_RANKS, B = 2, T = 16, V = 37 };
 
 static trit_gpt_config config(void) {
     trit_gpt_config c = trit_gpt_config_default();
     c.n_layer = 2, c.n_embd = 32, c.n_head = 4, c.seq_len = T, c.vocab_size = V, c.dropout = 0.1;
     return c;
-}
-
-// ---- the two ranks' sums: both buffers added in rank order at a barrier ------------------------
-
-typedef struct group {
-    pthread_barrier_t bar;
-    float *bufs[RANKS];
-    int64_t n[RANKS];
-    float *tmp[RANKS];
-    bool mismatch;
-} group;
-
-typedef struct member {
-    group *g;
-    int rank;
-} member;
-
-static trit_status sum_pair(void *ctx, void *data, trit_dtype dtype, int64_t n) {
-    member *m = ctx;
-    group *g = m->g;
-    if (dtype != TRIT_F32) return trit_error(TRIT_ERR_DTYPE, "test: f32 sums only");
-    g->bufs[m->rank] = data;
-    g->n[m->rank] = n;
-    pthread_barrier_wait(&g->bar);
-    if (g->n[0] != g->n[1]) g->mismatch = true;
-    float *tmp = g->mismatch ? NULL : malloc(sizeof(float) * (size_t)n);
-    for (int64_t i = 0; tmp && i < n; i++) tmp[i] = g->bufs[0][i] + g->bufs[1][i];
-    pthread_barrier_wait(&g->bar);
-    if (tmp) memcpy(data, tmp, sizeof(float) * (size_t)n);
-    free(tmp);
-    pthread_barrier_wait(&g->bar);
-    return TRIT_OK;
 }
 
 static void fill(trit_gpt_graph *gg) {
@@ -80,7 +50,7 @@ static trit_status step(trit_gpt *m, double *loss) {
 }
 
 typedef struct rank_run {
-    member m;
+    pair_member m;
     trit_gpt *shard;
     double loss;
     trit_status status;
@@ -97,7 +67,7 @@ static void test_pieces_put_back(void **state) {
     trit_gpt_config c = config();
     trit_gpt *m = trit_gpt_new(&c, 3);
     assert_non_null(m);
-    trit_allreduce none = {.fn = sum_pair, .ctx = NULL};  // never called: nothing runs
+    trit_allreduce none = pair_sum_of(NULL);  // never called: nothing runs
     for (int i = 0; i < trit_gpt_num_tensors(m); i++) {
         const trit_tensor *w = trit_gpt_tensor(m, i);
         float *back = calloc((size_t)trit_tensor_numel(w), sizeof *back);
@@ -149,21 +119,20 @@ static void test_two_shards_equal_whole(void **state) {
     trit_gpt_config c = config();
     trit_gpt *m = trit_gpt_new(&c, 3);
     assert_non_null(m);
-    group grp = {0};
-    pthread_barrier_init(&grp.bar, NULL, RANKS);
+    pair_group grp;
+    pair_group_init(&grp);
     rank_run runs[RANKS];
     pthread_t th[RANKS];
     trit_allreduce sums[RANKS];
     for (int r = 0; r < RANKS; r++) {
         runs[r] = (rank_run){.m = {&grp, r}};
-        sums[r] = (trit_allreduce){.fn = sum_pair, .ctx = &runs[r].m};
+        sums[r] = pair_sum_of(&runs[r].m);
         runs[r].shard = trit_gpt_tp_shard(m, r, RANKS, &sums[r]);
         assert_non_null(runs[r].shard);
     }
     for (int r = 0; r < RANKS; r++) pthread_create(&th[r], NULL, run_rank, &runs[r]);
     for (int r = 0; r < RANKS; r++) pthread_join(th[r], NULL);
-    pthread_barrier_destroy(&grp.bar);
-    assert_false(grp.mismatch);
+    assert_true(pair_group_finish(&grp));
     double loss = 0;
     assert_int_equal(step(m, &loss), TRIT_OK);
     // f32 sums of at most 4C = 128 products, the halves added at the end instead of in the
@@ -204,7 +173,7 @@ static void test_refusals(void **state) {
     // A shard decodes nothing: its cache is refused.
     c = config();
     trit_gpt *m = trit_gpt_new(&c, 3);
-    trit_allreduce none = {.fn = sum_pair, .ctx = NULL};
+    trit_allreduce none = pair_sum_of(NULL);
     trit_gpt *s = trit_gpt_tp_shard(m, 0, RANKS, &none);
     assert_non_null(s);
     assert_null(trit_gpt_cache_new(s));

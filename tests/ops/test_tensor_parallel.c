@@ -11,6 +11,7 @@
 #include <cmocka.h>
 
 #include "gradcheck.h"
+#include "pair_sum.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -49,41 +50,10 @@ static void test_gradients_group_of_one(void **state) {
 
 // ---- two ranks as two threads ----------------------------------------------------------------
 
-enum { RANKS = 2, B = 6, K = 7, F = 12, N = 5 };
-
-typedef struct group {
-    pthread_barrier_t bar;
-    double *bufs[RANKS];
-    int64_t n[RANKS];
-    int calls[RANKS];
-    bool mismatch;
-} group;
-
-typedef struct member {
-    group *g;
-    int rank;
-} member;
-
-// Both ranks' values summed in rank order into each rank's buffer (the same bits on both).
-static trit_status sum_pair(void *ctx, void *data, trit_dtype dtype, int64_t n) {
-    member *m = ctx;
-    group *g = m->g;
-    if (dtype != TRIT_F64) return trit_error(TRIT_ERR_DTYPE, "test: f64 sums only");
-    g->bufs[m->rank] = data;
-    g->n[m->rank] = n;
-    g->calls[m->rank]++;
-    double tmp[B * F > B * N ? B * F : B * N];
-    pthread_barrier_wait(&g->bar);
-    if (g->n[0] != g->n[1] || n > (int64_t)(sizeof tmp / sizeof tmp[0])) g->mismatch = true;
-    for (int64_t i = 0; !g->mismatch && i < n; i++) tmp[i] = g->bufs[0][i] + g->bufs[1][i];
-    pthread_barrier_wait(&g->bar);
-    if (!g->mismatch) memcpy(data, tmp, sizeof(double) * (size_t)n);
-    pthread_barrier_wait(&g->bar);
-    return TRIT_OK;
-}
+enum { RANKS = PAIR_RANKS, B = 6, K = 7, F = 12, N = 5 };
 
 typedef struct rank_run {
-    member m;
+    pair_member m;
     trit_tensor *p[5];  // this rank's x, W1 piece, b1 piece, W2 piece, b2
     trit_tensor *out;   // (B, N) copy of the output
     trit_status status;
@@ -92,7 +62,7 @@ typedef struct rank_run {
 
 static void *run_rank(void *arg) {
     rank_run *r = arg;
-    trit_allreduce sum = {.fn = sum_pair, .ctx = &r->m};
+    trit_allreduce sum = pair_sum_of(&r->m);
     trit_graph *g = trit_graph_new(TRIT_F64);
     trit_tensor *y = mlp_split(g, r->p, &sum);
     trit_graph_keep(g, y);
@@ -159,8 +129,8 @@ static void test_two_ranks_equal_unsplit(void **state) {
     trit_graph_keep(g, ref);
     tg_run(g, tg_weighted_sum(g, ref));
 
-    group grp = {0};
-    pthread_barrier_init(&grp.bar, NULL, RANKS);
+    pair_group grp;
+    pair_group_init(&grp);
     rank_run runs[RANKS];
     pthread_t th[RANKS];
     for (int r = 0; r < RANKS; r++) {
@@ -173,8 +143,7 @@ static void test_two_ranks_equal_unsplit(void **state) {
     }
     for (int r = 0; r < RANKS; r++) pthread_create(&th[r], NULL, run_rank, &runs[r]);
     for (int r = 0; r < RANKS; r++) pthread_join(th[r], NULL);
-    pthread_barrier_destroy(&grp.bar);
-    assert_false(grp.mismatch);
+    assert_true(pair_group_finish(&grp));
     for (int r = 0; r < RANKS; r++) {
         rank_run *x = &runs[r];
         if (x->status != TRIT_OK) fail_msg("rank %d: %s", r, trit_last_error());
