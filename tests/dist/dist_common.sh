@@ -1,6 +1,6 @@
 # Shared by the dist tests that train through mpirun (test_dist.sh, test_hosts.sh, test_zero.sh,
-# test_pipeline.sh); sourced after TRIT and CASE are set. Checks mpirun and the binary; defines
-# fail, the run's FLAGS (a test may set its own after), losses and compare.
+# test_pipeline.sh, test_tensor.sh); sourced after TRIT and CASE are set. Checks mpirun and the binary; defines
+# fail, the run's FLAGS (a test may set its own after), losses, compare and resumed_equal.
 
 fail() { echo "FAIL ($CASE): $*"; exit 1; }
 
@@ -16,6 +16,15 @@ FLAGS=(--digits 2 --layers 1 --heads 2 --dim 32 --batch 4 --total-batch-tokens 1
 # losses FILE: "step loss" lines of a metrics.jsonl, the loss printed exactly (repr).
 losses() { python3 -c 'import json,sys
 for l in open(sys.argv[1]): print(json.loads(l)["step"], repr(json.loads(l)["loss"]))' "$1"; }
+
+# resumed_equal LOG FULL PART: LOG shows a resume at step 10, and run PART (stopped there and
+# resumed) has FULL's losses and weights bit for bit.
+resumed_equal() {
+    grep -q "resuming .* at step 10" "$1" || fail "no resume at step 10 in the log"
+    [ "$(losses "$2/metrics.jsonl")" = "$(losses "$3/metrics.jsonl")" ] ||
+        { diff <(losses "$2/metrics.jsonl") <(losses "$3/metrics.jsonl"); fail "resumed losses differ"; }
+    cmp "$2/model.safetensors" "$3/model.safetensors" || fail "the resumed run's weights differ"
+}
 
 # compare A B TOL: every step's loss in A/metrics.jsonl and B/metrics.jsonl within TOL
 # (absolute), and the last validation loss too when the runs evaluated.
