@@ -8,6 +8,7 @@
 
 #include "trit/io.h"
 #include "trit/nn.h"
+#include "trit/quant.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -102,6 +103,10 @@ trit_status trit_llmc_vocab_write(const trit_tokenizer *tok, int32_t eot, const 
 // every tensor present with its shape, nothing unexpected; an untied lm_head.weight that
 // differs from the token embedding is refused (trit's head is the embedding).
 trit_gpt *trit_import_hf_gpt2(const char *dir);
+// The same with the block matrices (c_attn, c_proj, c_fc of each block) quantized with spec as
+// they are read, one f32 matrix at a time, and kept only as codes (trit_gpt_quantize_read: the
+// codes of trit_gpt_quantize over the model loaded whole); spec NULL: trit_import_hf_gpt2.
+trit_gpt *trit_import_hf_gpt2_quantizing(const char *dir, const trit_quant_spec *spec);
 // Writes dir (which must not exist, or be empty) with config.json and model.safetensors (fp32,
 // Conv1D layout, "transformer." names) that transformers' GPT2LMHeadModel loads; a GPT-2
 // shaped model only (LayerNorm, GELU, learned positions, biases, no SubLN). The directory is
@@ -122,6 +127,10 @@ trit_status trit_export_hf_gpt2_into(const trit_gpt *m, const char *dir);
 // NULL when it has none. trit's own export reads back as the model it wrote (its extra
 // end-of-text token dropped).
 trit_gpt *trit_import_gguf(const char *path, trit_tokenizer **tok);
+// The same with a float file's block matrices quantized with spec as they are read
+// (trit_gpt_quantize_read) and kept only as codes; a file with a matrix in a block type keeps
+// its own codes and ignores spec. *made (may be NULL) tells whether spec was applied.
+trit_gpt *trit_import_gguf_quantizing(const char *path, const trit_quant_spec *spec, trit_tokenizer **tok, bool *made);
 // A trit GPT from an llm.c model file (fp32 or bf16; the padded vocabulary rows dropped).
 trit_gpt *trit_import_llmc(const char *path);
 // A trit tokenizer with the table's tokens, when trit has a kind that encodes with exactly those

@@ -160,7 +160,11 @@ typedef struct trit_gguf_tensor {
 } trit_gguf_tensor;
 // `name` names the buffer in messages; data must outlive the handle.
 trit_gguf_file *trit_gguf_parse(const uint8_t *data, size_t n, const char *name);
-trit_gguf_file *trit_gguf_open(const char *path);  // reads the file whole; owns it
+trit_gguf_file *trit_gguf_open(const char *path);  // maps the file read-only; owns the mapping
+// Lets the resident pages of t's bytes go (a file opened by path; otherwise nothing): a reader
+// done with a tensor keeps no copy of it in memory. Its bytes stay readable (read from the file
+// again).
+void trit_gguf_release(const trit_gguf_file *f, const trit_gguf_tensor *t);
 void trit_gguf_close(trit_gguf_file *f);
 // A string, u32 (any unsigned or non-negative signed integer that fits) or f32 value; a missing
 // key or another type is TRIT_ERR_FORMAT with a message naming the key.

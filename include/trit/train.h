@@ -295,9 +295,11 @@ const char *trit_base_kind_name(trit_base_kind k);
 trit_status trit_base_probe(const char *path, trit_base_kind *kind);
 // The base's model and tokenizer (b's fields NULL on failure, with a message).
 trit_status trit_base_load(const char *path, trit_base *b);
-// The same, with a run directory's float block matrices quantized with spec as they are read
-// (trit_checkpoint_load_base; b->quantized_on_load tells): a QLoRA base without an f32 copy.
-// Other kinds of base, a quantized run and a --qat run load as trit_base_load loads them.
+// The same, with the float block matrices of a run directory, a Hugging Face directory or a GGUF
+// quantized with spec as they are read, one f32 matrix at a time (trit_checkpoint_load_base,
+// trit_import_hf_gpt2_quantizing, trit_import_gguf_quantizing; b->quantized_on_load tells): a
+// QLoRA base without an f32 copy. A quantized run, a GGUF with quantized matrices and a --qat
+// run load as trit_base_load loads them.
 trit_status trit_base_load_quantizing(const char *path, const trit_quant_spec *spec, trit_base *b);
 void trit_base_free(trit_base *b);
 
@@ -523,6 +525,13 @@ trit_status trit_gpt_quantize(trit_gpt *m, const trit_quant_spec *spec, unsigned
 // Whether a 2-D parameter of this name is a block matrix TRIT_QUANTIZE_BLOCKS takes (h.N...,
 // not an adapter's, which trains in f32).
 bool trit_quantize_takes_block_matrix(const char *name);
+// Paged base loading: parameter i of m, made without values, becomes codes as it is read.
+// read(ctx, x) fills x (an f32 tensor of the parameter's shape and name, the only f32 copy of
+// it, freed after), which is quantized with spec and attached (trit_gpt_attach_quantized): the
+// codes of trit_gpt_quantize over the same values, with one matrix in f32 at a time. A reader's
+// failure is returned as it said it; from names the file for a quantizer's.
+trit_status trit_gpt_quantize_read(trit_gpt *m, int i, const trit_quant_spec *spec,
+                                   trit_status (*read)(void *ctx, trit_tensor *x), void *ctx, const char *from);
 // Bytes of m's tensors as a checkpoint stores them: attached quantized copies (codes, scales,
 // zero points) in place of their parameters.
 size_t trit_gpt_stored_bytes(const trit_gpt *m);

@@ -2,13 +2,22 @@
 // header, the key-values and the tensor infos are walked once on open with every length and
 // count checked against the bytes left, so a damaged file is refused there and the accessors
 // need no checks of their own. String arrays get an offset table (the tokenizer's vocabulary
-// is read item by item); tensor data stays in the file's buffer.
+// is read item by item); tensor data stays in the file's buffer, which for a file opened by
+// path is a read-only mapping, so a reader that takes its tensors one at a time can let each
+// one's pages go after it (trit_gguf_release) and never hold the whole file.
+#define _POSIX_C_SOURCE 200809L
+#define _DEFAULT_SOURCE
 #include "trit/io.h"
 #include "io/io_internal.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 enum { T_U8, T_I8, T_U16, T_I16, T_U32, T_I32, T_F32, T_BOOL, T_STRING, T_ARRAY, T_U64, T_I64, T_F64, T_COUNT };
 static const uint8_t type_size[T_COUNT] = {1, 1, 2, 2, 4, 4, 4, 1, 0, 0, 8, 8, 8};
@@ -23,7 +32,8 @@ typedef struct gguf_kv {
 } gguf_kv;
 
 struct trit_gguf_file {
-    uint8_t *owned;  // the file's bytes, when opened from a path
+    void *mapped;    // the file's bytes, when opened from a path (mapped_n bytes)
+    size_t mapped_n;
     const uint8_t *p;
     size_t n;
     char name[256];
@@ -248,23 +258,48 @@ trit_gguf_file *trit_gguf_parse(const uint8_t *data, size_t n, const char *name)
 }
 
 trit_gguf_file *trit_gguf_open(const char *path) {
-    uint8_t *d = NULL;
-    size_t n = 0;
     if (!path) {
         trit_error(TRIT_ERR_INVALID, "trit_gguf_open: NULL path");
         return NULL;
     }
-    if (trit_file_read_all(path, &d, &n) != TRIT_OK) return NULL;
+    const int fd = open(path, O_RDONLY);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0) {
+        trit_error(TRIT_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
+        if (fd >= 0) close(fd);
+        return NULL;
+    }
+    if (!S_ISREG(st.st_mode) || st.st_size < 4) {
+        close(fd);
+        trit_error(TRIT_ERR_FORMAT, "'%s' is %s, not a GGUF file", path,
+                   S_ISREG(st.st_mode) ? "shorter than GGUF's 4-byte magic" : "not a regular file");
+        return NULL;
+    }
+    const size_t n = (size_t)st.st_size;
+    void *d = mmap(NULL, n, PROT_READ, MAP_PRIVATE, fd, 0);
+    close(fd);
+    if (d == MAP_FAILED) {
+        trit_error(TRIT_ERR_IO, "cannot map '%s' (%zu bytes): %s", path, n, strerror(errno));
+        return NULL;
+    }
     trit_gguf_file *f = trit_gguf_parse(d, n, path);
-    if (!f) free(d);
-    else f->owned = d;
+    if (!f) munmap(d, n);
+    else f->mapped = d, f->mapped_n = n;
     return f;
+}
+
+void trit_gguf_release(const trit_gguf_file *f, const trit_gguf_tensor *t) {
+    if (!f || !f->mapped || !t || !t->nbytes) return;
+    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), lo = (uintptr_t)t->data, hi = lo + t->nbytes;
+    const uintptr_t a = (lo + page - 1) / page * page, b = hi / page * page;  // whole pages of t's bytes only
+    if (b > a) madvise((void *)a, b - a, MADV_DONTNEED);  // read-only and private: refaulted from the file if read again
 }
 
 void trit_gguf_close(trit_gguf_file *f) {
     if (!f) return;
     for (uint64_t i = 0; f->kv && i < f->n_kv; i++) free(f->kv[i].offs);
-    free(f->kv), free(f->t), free(f->names), free(f->owned);
+    free(f->kv), free(f->t), free(f->names);
+    if (f->mapped) munmap(f->mapped, f->mapped_n);
     free(f);
 }
 

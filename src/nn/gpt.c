@@ -257,6 +257,10 @@ trit_gpt *trit_gpt_new_without(const trit_gpt_config *c, uint64_t seed, bool (*w
     return make(c, seed, without, ctx, false, 0, 1);
 }
 
+trit_gpt *trit_gpt_new_zeroed_without(const trit_gpt_config *c, bool (*without)(const char *name, void *ctx), void *ctx) {
+    return make(c, 0, without, ctx, true, 0, 1);
+}
+
 trit_gpt *trit_gpt_new_tp_layout(const trit_gpt_config *c, int rank, int size) {
     return make(c, 0, NULL, NULL, true, rank, size);
 }

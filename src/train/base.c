@@ -83,12 +83,13 @@ static bool has_gpt2_tokenizer(const char *dir) {
 
 // The model through the transformers reader, the tokenizer through GPT-2's; both must agree on
 // the vocabulary, since the run made from them saves one beside the other.
-static trit_status load_hf(const char *path, trit_base *b) {
+static trit_status load_hf(const char *path, const trit_quant_spec *spec, trit_base *b) {
     if (!has_gpt2_tokenizer(path))
         return trit_error(TRIT_ERR_INVALID, "'%s' is a Hugging Face directory without tokenizer files (vocab.json + "
                           "merges.txt or tokenizer.json), so it has no tokenizer to train with: add them, or make a "
                           "run of it first with `trit import hf %s --out RUN --tokenizer-file F`", path, path);
-    if (!(b->model = trit_import_hf_gpt2(path))) return TRIT_ERR_FORMAT;
+    if (!(b->model = trit_import_hf_gpt2_quantizing(path, spec))) return TRIT_ERR_FORMAT;
+    b->quantized_on_load = spec != NULL;
     if (!(b->tok = trit_tokenizer_load_gpt2(path))) return TRIT_ERR_FORMAT;
     const int64_t V = trit_gpt_get_config(b->model)->vocab_size;
     if (V != trit_tokenizer_vocab_size(b->tok))
@@ -100,8 +101,8 @@ static trit_status load_hf(const char *path, trit_base *b) {
 }
 
 // The model and tokenizer through `trit import gguf`'s reader; failures say what the file is.
-static trit_status load_gguf(const char *path, trit_base *b) {
-    b->model = trit_import_gguf(path, &b->tok);
+static trit_status load_gguf(const char *path, const trit_quant_spec *spec, trit_base *b) {
+    b->model = trit_import_gguf_quantizing(path, spec, &b->tok, &b->quantized_on_load);
     if (b->model && b->tok) return b->step = 0, TRIT_OK;
     if (b->model)
         return trit_error(TRIT_ERR_INVALID, "'%s' is a GGUF file without a tokenizer (its vocabulary is placeholder "
@@ -120,8 +121,8 @@ trit_status trit_base_load_quantizing(const char *path, const trit_quant_spec *s
     if (s != TRIT_OK) return s;
     switch (b->kind) {
     case TRIT_BASE_RUN: s = load_run(path, spec, b); break;
-    case TRIT_BASE_HF: s = load_hf(path, b); break;
-    case TRIT_BASE_GGUF: s = load_gguf(path, b); break;
+    case TRIT_BASE_HF: s = load_hf(path, spec, b); break;
+    case TRIT_BASE_GGUF: s = load_gguf(path, spec, b); break;
     }
     if (s != TRIT_OK) trit_base_free(b);
     return s;

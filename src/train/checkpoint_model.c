@@ -221,25 +221,22 @@ static trit_status check_no_strays(const trit_safetensors *f, const trit_gpt *m,
     return s;
 }
 
-// A float matrix of the file made into codes as it is read (paged base loading): read into a
-// matrix-sized f32 buffer, quantized with spec, the buffer freed, the codes attached. The codes
-// are those of trit_quantize over the same values loaded whole, with one matrix in f32 at a time.
+typedef struct plain_read {
+    const trit_safetensors *f;
+    const char *file;
+} plain_read;
+
+static trit_status read_plain(void *ctx, trit_tensor *x) {
+    const plain_read *r = ctx;
+    return load_plain(r->f, x, r->file);
+}
+
+// A float matrix of the file made into codes as it is read (paged base loading): one
+// matrix-sized f32 buffer at a time (trit_gpt_quantize_read).
 static trit_status load_quantizing(const trit_safetensors *f, trit_gpt *m, int i, const trit_quant_spec *spec,
                                    const char *file) {
-    const trit_tensor *t = trit_gpt_tensor(m, i);
-    trit_tensor *x = trit_tensor_new(TRIT_F32, t->ndim, t->shape);  // (out, in)
-    if (!x) return TRIT_ERR_NOMEM;
-    snprintf(x->name, sizeof x->name, "%s", t->name);
-    trit_status s = load_plain(f, x, file);
-    trit_tensor *q = s == TRIT_OK ? trit_quantize(x, spec) : NULL;
-    trit_tensor_free(x);
-    if (s != TRIT_OK) return s;
-    if (!q) {
-        char why[400];
-        snprintf(why, sizeof why, "%s", trit_last_error());
-        return trit_error(TRIT_ERR_INVALID, "'%s': quantizing '%s' as it is read: %s", file, t->name, why);
-    }
-    return trit_gpt_attach_quantized(m, i, q);
+    plain_read r = {f, file};
+    return trit_gpt_quantize_read(m, i, spec, read_plain, &r, file);
 }
 
 static trit_status load_tensors(const trit_safetensors *f, trit_gpt *m, const char *file, const trit_quant_spec *spec) {
@@ -297,8 +294,9 @@ static bool without_values(const char *name, void *ctx) {
 }
 
 // A directory with a config.json is a transformers GPT-2 (a run never has one): imported.
-static trit_gpt *load_hf(const char *dir, int64_t *step, bool decoder) {
-    trit_gpt *m = trit_import_hf_gpt2(dir);
+static trit_gpt *load_hf(const char *dir, int64_t *step, bool decoder, const trit_quant_spec *spec, bool *made) {
+    trit_gpt *m = trit_import_hf_gpt2_quantizing(dir, spec);
+    if (m && made) *made = spec != NULL;
     if (m && decoder && trit_gpt_make_decode_only(m) != TRIT_OK) {
         trit_gpt_free(m);
         return NULL;
@@ -316,7 +314,7 @@ static trit_gpt *load_model(const char *path, int64_t *step, bool decoder, bool 
     char file[TRIT_PATH_MAX + 32];
     struct stat st;
     if (path && trit_path_join(file, sizeof file, path, "config.json") == TRIT_OK && stat(file, &st) == 0)
-        return load_hf(path, step, decoder);
+        return load_hf(path, step, decoder, spec, made);
     if (!path || model_path(path, file, sizeof file) != TRIT_OK) {
         if (!path) trit_error(TRIT_ERR_INVALID, "trit_checkpoint_load_model: NULL path");
         return NULL;
@@ -337,8 +335,8 @@ static trit_gpt *load_model(const char *path, int64_t *step, bool decoder, bool 
         snprintf(why, sizeof why, "%s", trit_last_error());
         trit_error(TRIT_ERR_FORMAT, "'%s': %s", file, why);
     } else if (check_file_fits(f, &cfg, file) == TRIT_OK &&
-               (m = trit_gpt_new_without(&cfg, 0, decoder || codes || spec ? without_values : NULL,
-                                         &(made_without){f, decoder || codes, spec})) != NULL &&
+               (m = trit_gpt_new_zeroed_without(&cfg, decoder || codes || spec ? without_values : NULL,
+                                                &(made_without){f, decoder || codes, spec})) != NULL &&
                (load_tensors(f, m, file, spec) != TRIT_OK || (decoder && trit_gpt_make_decode_only(m) != TRIT_OK))) {
         trit_gpt_free(m);
         m = NULL;

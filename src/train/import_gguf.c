@@ -133,18 +133,42 @@ static bool block_type(uint32_t ggml) {
 
 // Whether parameter `name` is kept as codes: a matrix the model multiplies by (not the position
 // table, which is added), stored in a block type. The model is made without its f32 values.
-static bool kept_quantized(const char *name, void *file) {
+static bool kept_quantized(const char *name, const trit_gguf_file *f) {
     char buf[64];
     const char *fn = file_name(name, buf, sizeof buf);
-    const trit_gguf_tensor *g = fn && strcmp(name, "wpe.weight") != 0 ? trit_gguf_find_tensor(file, fn) : NULL;
+    const trit_gguf_tensor *g = fn && strcmp(name, "wpe.weight") != 0 ? trit_gguf_find_tensor(f, fn) : NULL;
     return g && g->ndim == 2 && block_type(g->type);
 }
+
+// What the model is made without: the matrices kept as codes, and with spec (paged QLoRA base
+// loading, only for a file with no matrix in a block type) the float block matrices, which
+// become codes as they are read.
+typedef struct made_without {
+    const trit_gguf_file *f;
+    const trit_quant_spec *spec;
+} made_without;
+
+static bool without_values(const char *name, void *ctx) {
+    const made_without *w = ctx;
+    char buf[64];
+    const char *fn = file_name(name, buf, sizeof buf);
+    const trit_gguf_tensor *g = fn ? trit_gguf_find_tensor(w->f, fn) : NULL;
+    return kept_quantized(name, w->f) || (w->spec && g && g->ndim == 2 && trit_quantize_takes_block_matrix(name));
+}
+
+static bool any_block_type(const trit_gguf_file *f) {
+    for (int64_t i = 0; i < trit_gguf_num_tensors(f); i++)
+        if (block_type(trit_gguf_tensor_at(f, i)->type)) return true;
+    return false;
+}
+
+static trit_status read_float(void *file_bytes, trit_tensor *x) { return trit_tensor_copy(x, file_bytes); }
 
 // Parameter t from the file's tensor `name`: its dims must be t's (innermost first), with
 // `rows` rows in the file for a matrix (the first t->shape[0] of them are read). A parameter
 // made without values (kept_quantized) gets the file's codes as its quantized copy.
 static trit_status load_one(const trit_gguf_file *f, const char *path, trit_gpt *m, trit_tensor *t /* (N, K) or (N) */,
-                            const char *name, int64_t rows) {
+                            const char *name, int64_t rows, const trit_quant_spec *spec) {
     const trit_gguf_tensor *g = trit_gguf_find_tensor(f, name);
     if (!g) return trit_error(TRIT_ERR_FORMAT, "'%s' has no tensor '%s' that its gpt2 keys call for", path, name);
     const bool ok = g->ndim == t->ndim && (t->ndim == 1 ? g->ne[0] == (uint64_t)t->shape[0]
@@ -158,7 +182,18 @@ static trit_status load_one(const trit_gguf_file *f, const char *path, trit_gpt 
     trit_status s = trit_tensor_init_layout(&w, dtype_of(g->type), t->ndim, t->shape);
     w.data = (void *)(uintptr_t)g->data;
     if (s != TRIT_OK) return s;
-    if (t->data) return trit_tensor_copy(t, &w);
+    if (t->data) {
+        s = trit_tensor_copy(t, &w);
+        trit_gguf_release(f, g);  // its values are the model's now
+        return s;
+    }
+    int i = 0;
+    while (i < trit_gpt_num_tensors(m) && trit_gpt_tensor(m, i) != t) i++;
+    if (!block_type(g->type)) {  // made without values: with spec
+        s = trit_gpt_quantize_read(m, i, spec, read_float, &w, path);
+        trit_gguf_release(f, g);
+        return s;
+    }
     snprintf(w.name, sizeof w.name, "%s", name);
     trit_tensor *q = trit_quant_from_ggml(&w);
     if (!q) {
@@ -167,10 +202,7 @@ static trit_status load_one(const trit_gguf_file *f, const char *path, trit_gpt 
         return trit_error(TRIT_ERR_FORMAT, "'%s': %s", path, why);
     }
     snprintf(q->name, sizeof q->name, "%s", t->name);
-    for (int i = 0; i < trit_gpt_num_tensors(m); i++)
-        if (trit_gpt_tensor(m, i) == t) return trit_gpt_attach_quantized(m, i, q);
-    trit_tensor_free(q);
-    return trit_error(TRIT_ERR_STATE, "gguf import: '%s' is not a parameter of the model", t->name);
+    return trit_gpt_attach_quantized(m, i, q);
 }
 
 // output.weight, when present, must be the embedding (trit's head is tied).
@@ -184,12 +216,13 @@ static trit_status check_head(const trit_gguf_file *f, const char *path) {
     return TRIT_OK;
 }
 
-static trit_status load_all(const trit_gguf_file *f, const char *path, trit_gpt *m, int64_t rows) {
+static trit_status load_all(const trit_gguf_file *f, const char *path, trit_gpt *m, int64_t rows,
+                            const trit_quant_spec *spec) {
     const trit_gpt_config *c = trit_gpt_get_config(m);
-    trit_status s = load_one(f, path, m, trit_gpt_find(m, "wte.weight"), "token_embd.weight", rows);
-    if (s == TRIT_OK) s = load_one(f, path, m, trit_gpt_find(m, "wpe.weight"), "position_embd.weight", c->seq_len);
-    if (s == TRIT_OK) s = load_one(f, path, m, trit_gpt_find(m, "ln_f.weight"), "output_norm.weight", 1);
-    if (s == TRIT_OK) s = load_one(f, path, m, trit_gpt_find(m, "ln_f.bias"), "output_norm.bias", 1);
+    trit_status s = load_one(f, path, m, trit_gpt_find(m, "wte.weight"), "token_embd.weight", rows, spec);
+    if (s == TRIT_OK) s = load_one(f, path, m, trit_gpt_find(m, "wpe.weight"), "position_embd.weight", c->seq_len, spec);
+    if (s == TRIT_OK) s = load_one(f, path, m, trit_gpt_find(m, "ln_f.weight"), "output_norm.weight", 1, spec);
+    if (s == TRIT_OK) s = load_one(f, path, m, trit_gpt_find(m, "ln_f.bias"), "output_norm.bias", 1, spec);
     if (s == TRIT_OK) s = check_head(f, path);
     for (int64_t i = 0; i < c->n_layer && s == TRIT_OK; i++)
         for (int p = 0; p < LAYER_PAIRS && s == TRIT_OK; p++) {
@@ -197,26 +230,31 @@ static trit_status load_all(const trit_gguf_file *f, const char *path, trit_gpt 
             snprintf(from, sizeof from, "h.%lld.%s", (long long)i, layer_pairs[p][0]);
             snprintf(to, sizeof to, "blk.%lld.%s", (long long)i, layer_pairs[p][1]);
             trit_tensor *t = trit_gpt_find(m, from);  // (N, K) or (N)
-            s = load_one(f, path, m, t, to, t->ndim == 2 ? t->shape[0] : 1);
+            s = load_one(f, path, m, t, to, t->ndim == 2 ? t->shape[0] : 1, spec);
         }
     return s;  // with the count checked, every tensor was one of these (or the same name twice: refused by a miss)
 }
 
-trit_gpt *trit_import_gguf(const char *path, trit_tokenizer **tok) {
+trit_gpt *trit_import_gguf_quantizing(const char *path, const trit_quant_spec *spec, trit_tokenizer **tok, bool *made) {
     if (tok) *tok = NULL;
+    if (made) *made = false;
     trit_gguf_file *f = trit_gguf_open(path);
     if (!f) return NULL;
+    if (any_block_type(f)) spec = NULL;  // a quantized file's codes are its base
     trit_gpt_config c;
     int64_t rows = 0;
     trit_gpt *m = NULL;
     trit_status s = read_config(f, path, &c, &rows);
-    if (s == TRIT_OK && !(m = trit_gpt_new_without(&c, 0, kept_quantized, (void *)f))) s = TRIT_ERR_NOMEM;
-    if (s == TRIT_OK) s = load_all(f, path, m, rows);
+    if (s == TRIT_OK && !(m = trit_gpt_new_zeroed_without(&c, without_values, &(made_without){f, spec}))) s = TRIT_ERR_NOMEM;
+    if (s == TRIT_OK) s = load_all(f, path, m, rows, spec);
     if (s == TRIT_OK && tok) s = trit_tokenizer_from_gguf(f, (int32_t)c.vocab_size, tok);
     trit_gguf_close(f);
     if (s != TRIT_OK) {
         trit_gpt_free(m);
         return NULL;
     }
+    if (made) *made = spec != NULL;
     return m;
 }
+
+trit_gpt *trit_import_gguf(const char *path, trit_tokenizer **tok) { return trit_import_gguf_quantizing(path, NULL, tok, NULL); }

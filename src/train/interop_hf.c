@@ -99,7 +99,29 @@ static trit_status check_head(const trit_hf_gpt2 *h, const trit_gpt *m, const ch
                       "hold this model", dir, diff);
 }
 
-trit_gpt *trit_import_hf_gpt2(const char *dir) {
+// Paged QLoRA base loading: the block matrices a quantize spec takes get no f32 values.
+static bool quantized_on_read(const char *name, void *spec) {
+    (void)spec;
+    return trit_hf_gpt2_is_conv1d(name) && trit_quantize_takes_block_matrix(name);
+}
+
+typedef struct hf_read {
+    const trit_hf_gpt2 *h;
+} hf_read;
+
+static trit_status read_hf(void *ctx, trit_tensor *x) { return trit_hf_gpt2_load(((hf_read *)ctx)->h, x->name, x); }
+
+static trit_status load_weights(const trit_hf_gpt2 *h, trit_gpt *m, const trit_quant_spec *spec, const char *dir) {
+    hf_read r = {h};
+    trit_status s = TRIT_OK;
+    for (int i = 0; s == TRIT_OK && i < trit_gpt_num_tensors(m); i++) {
+        trit_tensor *t = trit_gpt_tensor(m, i);
+        s = t->data || !spec ? trit_hf_gpt2_load(h, t->name, t) : trit_gpt_quantize_read(m, i, spec, read_hf, &r, dir);
+    }
+    return s;
+}
+
+trit_gpt *trit_import_hf_gpt2_quantizing(const char *dir, const trit_quant_spec *spec) {
     trit_hf_gpt2 *h = trit_hf_gpt2_open(dir);
     if (!h) return NULL;
     trit_gpt_config cfg = config_from_hf(trit_hf_gpt2_config_of(h));
@@ -107,10 +129,9 @@ trit_gpt *trit_import_hf_gpt2(const char *dir) {
     trit_status s = trit_gpt_config_check(&cfg);
     if (s == TRIT_OK) s = check_embedding(h, dir);
     if (s == TRIT_OK) s = check_sizes(h, &cfg, dir);
-    if (s == TRIT_OK && !(m = trit_gpt_new_zeroed(&cfg))) s = TRIT_ERR_NOMEM;
+    if (s == TRIT_OK && !(m = trit_gpt_new_zeroed_without(&cfg, spec ? quantized_on_read : NULL, NULL))) s = TRIT_ERR_NOMEM;
     if (s == TRIT_OK) s = check_strays(h, m, dir);
-    for (int i = 0; s == TRIT_OK && m && i < trit_gpt_num_tensors(m); i++)
-        s = trit_hf_gpt2_load(h, trit_gpt_tensor(m, i)->name, trit_gpt_tensor(m, i));
+    if (s == TRIT_OK) s = load_weights(h, m, spec, dir);
     if (s == TRIT_OK) s = check_head(h, m, dir);
     trit_hf_gpt2_close(h);
     if (s != TRIT_OK) {
@@ -119,6 +140,8 @@ trit_gpt *trit_import_hf_gpt2(const char *dir) {
     }
     return m;
 }
+
+trit_gpt *trit_import_hf_gpt2(const char *dir) { return trit_import_hf_gpt2_quantizing(dir, NULL); }
 
 // ---- export ---------------------------------------------------------------------------------
 

@@ -13,6 +13,27 @@ bool trit_quantize_takes_block_matrix(const char *name) {
     return strncmp(name, "h.", 2) == 0 && !strstr(name, ".lora_") && !strstr(name, ".adapter.");  // adapters train: f32
 }
 
+trit_status trit_gpt_quantize_read(trit_gpt *m, int i, const trit_quant_spec *spec,
+                                   trit_status (*read)(void *ctx, trit_tensor *x), void *ctx, const char *from) {
+    const trit_tensor *t = trit_gpt_tensor(m, i);
+    if (!t || t->data || !spec || !read)
+        return trit_error(TRIT_ERR_INVALID, "trit_gpt_quantize_read: parameter %d needs to be one made without values, "
+                          "with a spec and a reader", i);
+    trit_tensor *x = trit_tensor_new(TRIT_F32, t->ndim, t->shape);  // (out, in)
+    if (!x) return TRIT_ERR_NOMEM;
+    snprintf(x->name, sizeof x->name, "%s", t->name);
+    trit_status s = read(ctx, x);
+    trit_tensor *q = s == TRIT_OK ? trit_quantize(x, spec) : NULL;
+    trit_tensor_free(x);
+    if (s != TRIT_OK) return s;  // the reader said why
+    if (!q) {
+        char why[400];
+        snprintf(why, sizeof why, "%s", trit_last_error());
+        return trit_error(TRIT_ERR_INVALID, "'%s': quantizing '%s' as it is read: %s", from, t->name, why);
+    }
+    return trit_gpt_attach_quantized(m, i, q);
+}
+
 static bool wants(const trit_tensor *t, unsigned which) {
     if (t->ndim != 2) return false;
     if (strncmp(t->name, "h.", 2) == 0) return (which & TRIT_QUANTIZE_BLOCKS) && trit_quantize_takes_block_matrix(t->name);
