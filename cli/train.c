@@ -74,7 +74,10 @@ int trit_cli_train_run(const char *verb, const trit_train_config *cfg) {
     if (!isnan(r.val_loss)) printf(", val loss %.4f", r.val_loss);
     if (!isnan(r.accuracy)) printf(", held-out exact match %.2f%%", 100.0 * r.accuracy);
     printf(", %s; weights in %s/%s\n", took, r.out, TRIT_CKPT_MODEL);
-    if (r.peak_rss_steps)
+    if (r.peak_rss_steps && r.peak_rss_base)
+        printf("peak RSS: %.1f MB in the steps, %.1f MB in setup (%.1f MB with the base loaded, before the graph)\n",
+               (double)r.peak_rss_steps / 1e6, (double)r.peak_rss_setup / 1e6, (double)r.peak_rss_base / 1e6);
+    else if (r.peak_rss_steps)
         printf("peak RSS: %.1f MB in the steps, %.1f MB in setup\n", (double)r.peak_rss_steps / 1e6,
                (double)r.peak_rss_setup / 1e6);
     return CLI_OK;

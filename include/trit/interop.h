@@ -48,6 +48,9 @@ bool trit_hf_gpt2_is_conv1d(const char *name);
 // Tensor `name` into dst, a float tensor in trit's layout ((out, in) for a Conv1D weight, whose
 // (in, out) storage is transposed on the way); F32, F16 and BF16 are read and converted.
 trit_status trit_hf_gpt2_load(const trit_hf_gpt2 *h, const char *name, trit_tensor *dst);
+// What trit_hf_gpt2_load checks before it reads (the tensor is there, with dst's shape in the
+// file's layout, in a float dtype), without reading.
+trit_status trit_hf_gpt2_check(const trit_hf_gpt2 *h, const char *name, const trit_tensor *dst);
 
 // ---- llm.c's files (src/io/llmc.c) ---------------------------------------------------------
 // Model: 256 little-endian int32 [magic 20240326, version (3: fp32, 5: bf16), maxT, V, L, H, C,
@@ -107,6 +110,14 @@ trit_gpt *trit_import_hf_gpt2(const char *dir);
 // they are read, one f32 matrix at a time, and kept only as codes (trit_gpt_quantize_read: the
 // codes of trit_gpt_quantize over the model loaded whole); spec NULL: trit_import_hf_gpt2.
 trit_gpt *trit_import_hf_gpt2_quantizing(const char *dir, const trit_quant_spec *spec);
+// The same checks, but the model's float tensors get no values (their shapes and dtypes checked,
+// nothing read; spec's matrices read as codes): the layout of a base whose values
+// trit_import_hf_gpt2_read_values reads later straight into another model. A directory with an
+// lm_head.weight (compared with the embedding) loads as trit_import_hf_gpt2_quantizing loads it.
+trit_gpt *trit_import_hf_gpt2_layout(const char *dir, const trit_quant_spec *spec);
+// dst's tensors that have values where layout (from trit_import_hf_gpt2_layout on dir, the same
+// names first) has neither values nor codes, read from dir's weights.
+trit_status trit_import_hf_gpt2_read_values(const char *dir, trit_gpt *dst, const trit_gpt *layout);
 // Writes dir (which must not exist, or be empty) with config.json and model.safetensors (fp32,
 // Conv1D layout, "transformer." names) that transformers' GPT2LMHeadModel loads; a GPT-2
 // shaped model only (LayerNorm, GELU, learned positions, biases, no SubLN). The directory is

@@ -96,9 +96,11 @@ trit_gpt *trit_gpt_new_without(const trit_gpt_config *c, uint64_t seed, bool (*w
 // The same model with every parameter zero (no random draws): for loaders that fill every value
 // from a file (a GPT-2-124M-shaped model's init costs about as much as reading its weights).
 trit_gpt *trit_gpt_new_zeroed(const trit_gpt_config *c);
-// Both: zero values, and none at all where without(name, ctx) is true (a loader that quantizes
-// those as it reads them).
-trit_gpt *trit_gpt_new_zeroed_without(const trit_gpt_config *c, bool (*without)(const char *name, void *ctx), void *ctx);
+// Both: zero values, and none at all where without(name, ctx) (may be NULL) is true, for a
+// loader that reads every value or quantizes as it reads; an adapter's values are drawn with seed
+// as trit_gpt_new draws them.
+trit_gpt *trit_gpt_new_zeroed_without(const trit_gpt_config *c, uint64_t seed, bool (*without)(const char *name, void *ctx),
+                                      void *ctx);
 void trit_gpt_free(trit_gpt *m);
 // Elements [first, first + n) of parameter i's initial values under seed, as trit_gpt_new(c, seed)
 // gives them (each element is its own draw): a model can be made in pieces.

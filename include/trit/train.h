@@ -287,6 +287,7 @@ typedef struct trit_base {
     trit_tokenizer *tok;
     int64_t step;        // the step its weights were saved at (0 when unknown)
     bool quantized_on_load;  // trit_base_load_quantizing made its block matrices codes as it read them
+    bool values_deferred;    // trit_base_load_layout read no float values: trit_base_read_values reads them
 } trit_base;
 
 const char *trit_base_kind_name(trit_base_kind k);
@@ -301,6 +302,14 @@ trit_status trit_base_load(const char *path, trit_base *b);
 // QLoRA base without an f32 copy. A quantized run, a GGUF with quantized matrices and a --qat
 // run load as trit_base_load loads them.
 trit_status trit_base_load_quantizing(const char *path, const trit_quant_spec *spec, trit_base *b);
+// For a caller that copies the base into a model of its own (a fine-tune): as
+// trit_base_load_quantizing, but a run directory's (not a --qat run's) or a Hugging Face
+// directory's float tensors get no values (b->values_deferred; their shapes are checked) and
+// trit_base_read_values reads them straight into that model, so the base is never held twice.
+trit_status trit_base_load_layout(const char *path, const trit_quant_spec *spec, trit_base *b);
+// dst's tensors that have values where b's model (its tensors dst's first ones, by name) has
+// neither values nor codes, read from the base at path; nothing unless b->values_deferred.
+trit_status trit_base_read_values(const char *path, const trit_base *b, trit_gpt *dst);
 void trit_base_free(trit_base *b);
 
 // ---- freezing (src/train/freeze.c) --------------------------------------------------------------
@@ -357,6 +366,7 @@ typedef struct trit_train_result {
     bool interrupted;        // stopped by a signal or trit_train_request_stop
     int64_t num_params;
     size_t peak_rss_setup;   // the process's peak RSS once set up (loading a base peaks here), bytes
+    size_t peak_rss_base;    // its peak once an --init-from base is in the model, before the graph (0: no base)
     size_t peak_rss_steps;   // its peak over the steps and evaluations alone (0 where unmeasurable)
     char out[TRIT_PATH_MAX]; // the run directory
 } trit_train_result;
@@ -410,6 +420,14 @@ trit_gpt *trit_checkpoint_load_codes(const char *path, int64_t *step);
 // quantize`) loads as trit_checkpoint_load_codes loads it, *made false. A Hugging Face directory
 // is imported in f32 (*made false).
 trit_gpt *trit_checkpoint_load_quantizing(const char *path, int64_t *step, const trit_quant_spec *spec, bool *made);
+// The same, but the float tensors get no values at all (their presence and shapes checked,
+// nothing read; quantized tensors as codes, spec's matrices quantized as read, spec may be NULL):
+// the layout of a base whose values trit_checkpoint_read_values reads straight into the model
+// that trains, so the base is never held twice. A Hugging Face directory: trit_import_hf_gpt2_layout.
+trit_gpt *trit_checkpoint_load_layout(const char *path, int64_t *step, const trit_quant_spec *spec, bool *made);
+// dst's tensors that have values where layout (trit_checkpoint_load_layout of path; dst's first
+// tensors are its, by name) has neither values nor codes, read from path's weights.
+trit_status trit_checkpoint_read_values(const char *path, trit_gpt *dst, const trit_gpt *layout);
 // The GPT config as JSON (malloc'ed) and back.
 char *trit_checkpoint_config_to_json(const trit_gpt_config *c);
 trit_status trit_checkpoint_config_from_json(trit_gpt_config *c, const char *json);

@@ -314,8 +314,8 @@ static void transpose_f32(float *out, const float *in, int64_t rows, int64_t col
                 for (int64_t c = c0; c < c0 + TILE && c < cols; c++) out[c * rows + r] = in[r * cols + c];
 }
 
-trit_status trit_hf_gpt2_load(const trit_hf_gpt2 *h, const char *name, trit_tensor *dst /* trit's shape */) {
-    if (!h || !name || !dst) return trit_error(TRIT_ERR_INVALID, "trit_hf_gpt2_load: NULL argument");
+trit_status trit_hf_gpt2_check(const trit_hf_gpt2 *h, const char *name, const trit_tensor *dst /* trit's shape */) {
+    if (!h || !name || !dst) return trit_error(TRIT_ERR_INVALID, "trit_hf_gpt2_check: NULL argument");
     const hf_entry *e = find(h, name);
     if (!e)
         return trit_error(TRIT_ERR_FORMAT, "'%s' has no tensor '%s' (nor '" HF_PREFIX "%s') that its config.json "
@@ -338,12 +338,23 @@ trit_status trit_hf_gpt2_load(const trit_hf_gpt2 *h, const char *name, trit_tens
     if (t->dtype != TRIT_F32 && t->dtype != TRIT_F16 && t->dtype != TRIT_BF16)
         return trit_error(TRIT_ERR_DTYPE, "'%s/%s': tensor '%s' is %s; trit reads F32, F16 and BF16 weights", h->dir,
                           h->shard_names[e->shard], e->full, t->dtype_name);
+    return TRIT_OK;
+}
+
+trit_status trit_hf_gpt2_load(const trit_hf_gpt2 *h, const char *name, trit_tensor *dst /* trit's shape */) {
+    trit_status s = trit_hf_gpt2_check(h, name, dst);
+    if (s != TRIT_OK) return s;
+    const hf_entry *e = find(h, name);
+    const trit_safetensors *f = h->shards[e->shard];
+    const bool conv = trit_hf_gpt2_is_conv1d(name) && dst->ndim == 2;
+    int64_t want[TRIT_MAX_DIMS];
+    for (int d = 0; d < dst->ndim; d++) want[d] = dst->shape[conv ? 1 - d : d];
     if (!conv) return trit_safetensors_load(f, e->full, dst);
     if (dst->dtype != TRIT_F32 || !trit_tensor_is_contiguous(dst))
         return trit_error(TRIT_ERR_INVALID, "trit_hf_gpt2_load: '%s' needs a contiguous f32 destination", name);
     trit_tensor *tmp = trit_tensor_new(TRIT_F32, 2, want);  // (in, out) as stored
     if (!tmp) return TRIT_ERR_NOMEM;
-    trit_status s = trit_safetensors_load(f, e->full, tmp);
+    s = trit_safetensors_load(f, e->full, tmp);
     if (s == TRIT_OK) transpose_f32(trit_tensor_ptr(dst), trit_tensor_ptr(tmp), want[0], want[1]);
     trit_tensor_free(tmp);
     return s;

@@ -257,8 +257,9 @@ trit_gpt *trit_gpt_new_without(const trit_gpt_config *c, uint64_t seed, bool (*w
     return make(c, seed, without, ctx, false, 0, 1);
 }
 
-trit_gpt *trit_gpt_new_zeroed_without(const trit_gpt_config *c, bool (*without)(const char *name, void *ctx), void *ctx) {
-    return make(c, 0, without, ctx, true, 0, 1);
+trit_gpt *trit_gpt_new_zeroed_without(const trit_gpt_config *c, uint64_t seed, bool (*without)(const char *name, void *ctx),
+                                      void *ctx) {
+    return make(c, seed, without, ctx, true, 0, 1);
 }
 
 trit_gpt *trit_gpt_new_tp_layout(const trit_gpt_config *c, int rank, int size) {
@@ -301,12 +302,15 @@ static trit_gpt *make(const trit_gpt_config *c, uint64_t seed, bool (*without)(c
         b.status = trit_error(TRIT_ERR_RANGE, "gpt: the builder made %d parameters after counting %d", m->n_tensors,
                               m->cap_tensors);
     if (b.status == TRIT_OK) b.status = trit_gpt_program_build(m);
-    // Storage in place in one block, then the values there: no second copy of the model.
-    if (b.status == TRIT_OK) b.status = trit_gpt_lay_out(m, NULL, b.valued);
-    for (int i = 0; b.status == TRIT_OK && !b.zeroed && i < m->n_tensors; i++)
+    // Storage in place in one block (the adapter's too: one layout), then the values there: no
+    // second copy of the model.
+    const int base = m->n_tensors;
+    if (b.status == TRIT_OK)
+        b.status = c->adapter.kind != TRIT_ADAPTER_NONE ? trit_gpt_add_adapter_giving(m, &c->adapter, seed, b.valued)
+                                                        : trit_gpt_lay_out(m, NULL, b.valued);
+    for (int i = 0; b.status == TRIT_OK && !b.zeroed && i < base; i++)
         if (b.valued[i]) b.status = trit_gpt_init_param(m, i, seed);
     free(b.valued);
-    if (b.status == TRIT_OK && c->adapter.kind != TRIT_ADAPTER_NONE) b.status = trit_gpt_add_adapter(m, &c->adapter, seed);
     if (b.status != TRIT_OK) {
         trit_gpt_free(m);
         return NULL;

@@ -132,6 +132,9 @@ trit_status trit_gpt_program_build(trit_gpt *m);
 // Lays the parameters out in flat storage (gpt.c), dropping the values of those in drop (NULL:
 // none), giving zeroed storage to those in give (NULL: none), leaving out any other without values.
 trit_status trit_gpt_lay_out(trit_gpt *m, const bool *drop, const bool *give);
+// trit_gpt_add_adapter, where base_give (or NULL) also gives storage to base parameters that have
+// none yet, in the same layout: a model made with an adapter is laid out once, not twice.
+trit_status trit_gpt_add_adapter_giving(trit_gpt *m, const trit_adapter_config *a, uint64_t seed, const bool *base_give);
 // The index of parameter t in m->tensors, -1 for NULL (or a tensor not of the model).
 int trit_gpt_index_of(const trit_gpt *m, const trit_tensor *t);
 // Appends t to m's parameter list (which then owns it); TRIT_ERR_RANGE, t left to the caller,

@@ -274,6 +274,10 @@ static trit_status adapter_params(trit_gpt *m, const trit_adapter_config *a, boo
 }
 
 trit_status trit_gpt_add_adapter(trit_gpt *m, const trit_adapter_config *a, uint64_t seed) {
+    return trit_gpt_add_adapter_giving(m, a, seed, NULL);
+}
+
+trit_status trit_gpt_add_adapter_giving(trit_gpt *m, const trit_adapter_config *a, uint64_t seed, const bool *base_give) {
     if (!m || !a) return trit_error(TRIT_ERR_INVALID, "trit_gpt_add_adapter: NULL argument");
     if (m->dec)
         return trit_error(TRIT_ERR_STATE, "gpt: a decode-only model cannot take an adapter; add it first, then make the "
@@ -291,7 +295,7 @@ trit_status trit_gpt_add_adapter(trit_gpt *m, const trit_adapter_config *a, uint
     bool *give = calloc((size_t)m->n_tensors, sizeof *give);
     if (!give) return trit_error(TRIT_ERR_NOMEM, "gpt: out of memory for the adapter");
     for (int i = 0; i < m->n_tensors; i++) {
-        give[i] = i >= base;
+        give[i] = i >= base || (base_give && base_give[i]);
         if (i < base) m->tensors[i]->flags |= TRIT_FLAG_FROZEN;
     }
     m->cfg.adapter = *a;

@@ -56,7 +56,14 @@ trit_status trit_base_probe(const char *path, trit_base_kind *kind) {
     return TRIT_OK;
 }
 
-static trit_status load_run(const char *path, const trit_quant_spec *spec, trit_base *b) {
+static bool trained_qat(const char *path) {
+    trit_train_config qc;
+    const bool qat = trit_train_run_config(path, &qc) == TRIT_OK && qc.qat != TRIT_QAT_OFF;
+    trit_clear_error();
+    return qat;
+}
+
+static trit_status load_run(const char *path, const trit_quant_spec *spec, bool layout, trit_base *b) {
     char tok[TRIT_PATH_MAX + 32];
     trit_status s = trit_path_join(tok, sizeof tok, path, TRIT_CKPT_TOKENIZER);
     if (s != TRIT_OK) return s;
@@ -64,7 +71,11 @@ static trit_status load_run(const char *path, const trit_quant_spec *spec, trit_
     // A quantized run's codes are taken as codes: the new model attaches or decodes them, so
     // no f32 copy of the base is made for a QLoRA run. A --qat run's latent weights are frozen.
     // With spec (QLoRA), float block matrices become codes as they are read, one at a time.
-    if (!(b->model = trit_checkpoint_load_base(path, &b->step, spec, &b->quantized_on_load))) return TRIT_ERR_FORMAT;
+    // With layout, no float values are read here (a --qat run's are quantized with its rule first).
+    b->values_deferred = layout && !trained_qat(path);
+    b->model = b->values_deferred ? trit_checkpoint_load_layout(path, &b->step, spec, &b->quantized_on_load)
+                                  : trit_checkpoint_load_base(path, &b->step, spec, &b->quantized_on_load);
+    if (!b->model) return TRIT_ERR_FORMAT;
     const trit_gpt_config *g = trit_gpt_get_config(b->model);
     if (g->vocab_size != trit_tokenizer_vocab_size(b->tok))
         return trit_error(TRIT_ERR_FORMAT, "'%s': its model has a vocabulary of %lld tokens but its %s has %d: the "
@@ -83,13 +94,16 @@ static bool has_gpt2_tokenizer(const char *dir) {
 
 // The model through the transformers reader, the tokenizer through GPT-2's; both must agree on
 // the vocabulary, since the run made from them saves one beside the other.
-static trit_status load_hf(const char *path, const trit_quant_spec *spec, trit_base *b) {
+static trit_status load_hf(const char *path, const trit_quant_spec *spec, bool layout, trit_base *b) {
     if (!has_gpt2_tokenizer(path))
         return trit_error(TRIT_ERR_INVALID, "'%s' is a Hugging Face directory without tokenizer files (vocab.json + "
                           "merges.txt or tokenizer.json), so it has no tokenizer to train with: add them, or make a "
                           "run of it first with `trit import hf %s --out RUN --tokenizer-file F`", path, path);
-    if (!(b->model = trit_import_hf_gpt2_quantizing(path, spec))) return TRIT_ERR_FORMAT;
+    b->model = layout ? trit_import_hf_gpt2_layout(path, spec) : trit_import_hf_gpt2_quantizing(path, spec);
+    if (!b->model) return TRIT_ERR_FORMAT;
     b->quantized_on_load = spec != NULL;
+    for (int i = 0; layout && i < trit_gpt_num_tensors(b->model); i++)  // an untied head was read whole
+        b->values_deferred |= !trit_gpt_tensor(b->model, i)->data && !trit_gpt_quantized(b->model, i);
     if (!(b->tok = trit_tokenizer_load_gpt2(path))) return TRIT_ERR_FORMAT;
     const int64_t V = trit_gpt_get_config(b->model)->vocab_size;
     if (V != trit_tokenizer_vocab_size(b->tok))
@@ -115,17 +129,32 @@ static trit_status load_gguf(const char *path, const trit_quant_spec *spec, trit
 
 trit_status trit_base_load(const char *path, trit_base *b) { return trit_base_load_quantizing(path, NULL, b); }
 
-trit_status trit_base_load_quantizing(const char *path, const trit_quant_spec *spec, trit_base *b) {
+static trit_status load(const char *path, const trit_quant_spec *spec, bool layout, trit_base *b) {
     memset(b, 0, sizeof *b);
     trit_status s = trit_base_probe(path, &b->kind);
     if (s != TRIT_OK) return s;
     switch (b->kind) {
-    case TRIT_BASE_RUN: s = load_run(path, spec, b); break;
-    case TRIT_BASE_HF: s = load_hf(path, spec, b); break;
+    case TRIT_BASE_RUN: s = load_run(path, spec, layout, b); break;
+    case TRIT_BASE_HF: s = load_hf(path, spec, layout, b); break;
     case TRIT_BASE_GGUF: s = load_gguf(path, spec, b); break;
     }
     if (s != TRIT_OK) trit_base_free(b);
     return s;
+}
+
+trit_status trit_base_load_quantizing(const char *path, const trit_quant_spec *spec, trit_base *b) {
+    return load(path, spec, false, b);
+}
+
+trit_status trit_base_load_layout(const char *path, const trit_quant_spec *spec, trit_base *b) {
+    return load(path, spec, true, b);
+}
+
+trit_status trit_base_read_values(const char *path, const trit_base *b, trit_gpt *dst) {
+    if (!b || !dst) return trit_error(TRIT_ERR_INVALID, "trit_base_read_values: NULL argument");
+    if (!b->values_deferred) return TRIT_OK;
+    // A run and a Hugging Face directory: the checkpoint reader tells them apart by config.json.
+    return trit_checkpoint_read_values(path, dst, b->model);
 }
 
 void trit_base_free(trit_base *b) {

@@ -171,7 +171,8 @@ static trit_status load_quantized(const trit_safetensors *f, trit_gpt *m, int i,
 }
 
 // A plain tensor: a float dtype (converted on load) and the config's shape.
-static trit_status load_plain(const trit_safetensors *f, trit_tensor *t, const char *file) {
+// The file's tensor t->name is a float tensor of t's shape (nothing is read).
+static trit_status check_plain(const trit_safetensors *f, const trit_tensor *t, const char *file) {
     const trit_safetensors_info *i = trit_safetensors_find(f, t->name);
     if (i->dtype == TRIT_DTYPE_COUNT || !trit_dtype_is_float(i->dtype) || trit_dtype_is_quantized(i->dtype))
         return trit_error(TRIT_ERR_DTYPE, "'%s': tensor '%s' is %s, neither a float dtype (F32, BF16, F16) nor listed "
@@ -179,7 +180,7 @@ static trit_status load_plain(const trit_safetensors *f, trit_tensor *t, const c
                           i->dtype_name);
     bool same = i->ndim == t->ndim;
     for (int d = 0; same && d < t->ndim; d++) same = i->shape[d] == t->shape[d];
-    if (same) return trit_safetensors_load(f, t->name, t);
+    if (same) return TRIT_OK;
     char want[160], got[160];
     trit_tensor stored;  // the file's layout, for its shape's text
     memset(&stored, 0, sizeof stored);
@@ -187,6 +188,11 @@ static trit_status load_plain(const trit_safetensors *f, trit_tensor *t, const c
     trit_tensor_shape_str(&stored, got, sizeof got);
     return trit_error(TRIT_ERR_SHAPE, "'%s': tensor '%s' is %s in the file, its config gives %s: the file was edited or "
                       "made for another model", file, t->name, got, trit_tensor_shape_str(t, want, sizeof want));
+}
+
+static trit_status load_plain(const trit_safetensors *f, trit_tensor *t, const char *file) {
+    trit_status s = check_plain(f, t, file);
+    return s == TRIT_OK ? trit_safetensors_load(f, t->name, t) : s;
 }
 
 // The file holds nothing the config does not call for: each tensor is a parameter of the model
@@ -239,6 +245,14 @@ static trit_status load_quantizing(const trit_safetensors *f, trit_gpt *m, int i
     return trit_gpt_quantize_read(m, i, spec, read_plain, &r, file);
 }
 
+// Whether a float tensor of the file is made codes as it is read (with spec: a block matrix).
+static bool quantized_on_read(const trit_safetensors *f, const char *name, const trit_quant_spec *spec) {
+    const trit_safetensors_info *i = trit_safetensors_find(f, name);
+    return spec && i && i->ndim == 2 && trit_quantize_takes_block_matrix(name);
+}
+
+// A parameter made without values is read as codes (quantized in the file, or with spec), or
+// else (a layout: its values are read later, trit_checkpoint_read_values) only checked.
 static trit_status load_tensors(const trit_safetensors *f, trit_gpt *m, const char *file, const trit_quant_spec *spec) {
     trit_status s = trit_safetensors_check_quantized(f);
     if (s != TRIT_OK) {
@@ -252,9 +266,10 @@ static trit_status load_tensors(const trit_safetensors *f, trit_gpt *m, const ch
             return trit_error(TRIT_ERR_FORMAT,
                               "'%s' has no tensor '%s' that its config needs: the file is incomplete "
                               "or was made for another model", file, t->name);
-        s = trit_safetensors_is_quantized(f, t->name) ? load_quantized(f, m, i, file)
-            : t->data                                  ? load_plain(f, t, file)
-                                                       : load_quantizing(f, m, i, spec, file);
+        s = trit_safetensors_is_quantized(f, t->name)   ? load_quantized(f, m, i, file)
+            : t->data                                    ? load_plain(f, t, file)
+            : quantized_on_read(f, t->name, spec)        ? load_quantizing(f, m, i, spec, file)
+                                                         : check_plain(f, t, file);
         if (s != TRIT_OK) return s;
     }
     return check_no_strays(f, m, file);
@@ -280,22 +295,23 @@ static trit_status check_file_fits(const trit_safetensors *f, const trit_gpt_con
 // the file when codes (decode-only or codes-only loading), and with spec (paged QLoRA base
 // loading) the block matrices trit_gpt_quantize's TRIT_QUANTIZE_BLOCKS takes, to be quantized as
 // they are read.
+// layout: every float tensor, its values to be read later into another model.
 typedef struct made_without {
     const trit_safetensors *f;
-    bool codes;
+    bool codes, layout;
     const trit_quant_spec *spec;
 } made_without;
 
 static bool without_values(const char *name, void *ctx) {
     const made_without *w = ctx;
     if (trit_safetensors_is_quantized(w->f, name)) return w->codes;
-    const trit_safetensors_info *i = trit_safetensors_find(w->f, name);
-    return w->spec && i && i->ndim == 2 && trit_quantize_takes_block_matrix(name);
+    return w->layout || quantized_on_read(w->f, name, w->spec);
 }
 
 // A directory with a config.json is a transformers GPT-2 (a run never has one): imported.
-static trit_gpt *load_hf(const char *dir, int64_t *step, bool decoder, const trit_quant_spec *spec, bool *made) {
-    trit_gpt *m = trit_import_hf_gpt2_quantizing(dir, spec);
+static trit_gpt *load_hf(const char *dir, int64_t *step, bool decoder, const trit_quant_spec *spec, bool layout,
+                         bool *made) {
+    trit_gpt *m = layout ? trit_import_hf_gpt2_layout(dir, spec) : trit_import_hf_gpt2_quantizing(dir, spec);
     if (m && made) *made = spec != NULL;
     if (m && decoder && trit_gpt_make_decode_only(m) != TRIT_OK) {
         trit_gpt_free(m);
@@ -309,12 +325,12 @@ static trit_gpt *load_hf(const char *dir, int64_t *step, bool decoder, const tri
 // spec: the block matrices quantized with it as they are read (codes only) when the file holds
 // no quantized tensor, which *made (may be NULL) then tells.
 static trit_gpt *load_model(const char *path, int64_t *step, bool decoder, bool codes, const trit_quant_spec *spec,
-                            bool *made) {
+                            bool layout, bool *made) {
     if (made) *made = false;
     char file[TRIT_PATH_MAX + 32];
     struct stat st;
     if (path && trit_path_join(file, sizeof file, path, "config.json") == TRIT_OK && stat(file, &st) == 0)
-        return load_hf(path, step, decoder, spec, made);
+        return load_hf(path, step, decoder, spec, layout, made);
     if (!path || model_path(path, file, sizeof file) != TRIT_OK) {
         if (!path) trit_error(TRIT_ERR_INVALID, "trit_checkpoint_load_model: NULL path");
         return NULL;
@@ -335,8 +351,8 @@ static trit_gpt *load_model(const char *path, int64_t *step, bool decoder, bool 
         snprintf(why, sizeof why, "%s", trit_last_error());
         trit_error(TRIT_ERR_FORMAT, "'%s': %s", file, why);
     } else if (check_file_fits(f, &cfg, file) == TRIT_OK &&
-               (m = trit_gpt_new_zeroed_without(&cfg, decoder || codes || spec ? without_values : NULL,
-                                                &(made_without){f, decoder || codes, spec})) != NULL &&
+               (m = trit_gpt_new_zeroed_without(&cfg, 0, decoder || codes || spec || layout ? without_values : NULL,
+                                                &(made_without){f, decoder || codes, layout, spec})) != NULL &&
                (load_tensors(f, m, file, spec) != TRIT_OK || (decoder && trit_gpt_make_decode_only(m) != TRIT_OK))) {
         trit_gpt_free(m);
         m = NULL;
@@ -351,15 +367,15 @@ static trit_gpt *load_model(const char *path, int64_t *step, bool decoder, bool 
 }
 
 trit_gpt *trit_checkpoint_load_model(const char *path, int64_t *step) {
-    return load_model(path, step, false, false, NULL, NULL);
+    return load_model(path, step, false, false, NULL, false, NULL);
 }
 
 trit_gpt *trit_checkpoint_load_decoder(const char *path, int64_t *step) {
-    return load_model(path, step, true, false, NULL, NULL);
+    return load_model(path, step, true, false, NULL, false, NULL);
 }
 
 trit_gpt *trit_checkpoint_load_codes(const char *path, int64_t *step) {
-    return load_model(path, step, false, true, NULL, NULL);
+    return load_model(path, step, false, true, NULL, false, NULL);
 }
 
 trit_gpt *trit_checkpoint_load_quantizing(const char *path, int64_t *step, const trit_quant_spec *spec, bool *made) {
@@ -367,5 +383,35 @@ trit_gpt *trit_checkpoint_load_quantizing(const char *path, int64_t *step, const
         trit_error(TRIT_ERR_INVALID, "trit_checkpoint_load_quantizing: NULL spec");
         return NULL;
     }
-    return load_model(path, step, false, true, spec, made);
+    return load_model(path, step, false, true, spec, false, made);
+}
+
+trit_gpt *trit_checkpoint_load_layout(const char *path, int64_t *step, const trit_quant_spec *spec, bool *made) {
+    return load_model(path, step, false, true, spec, true, made);
+}
+
+trit_status trit_checkpoint_read_values(const char *path, trit_gpt *dst, const trit_gpt *layout) {
+    char file[TRIT_PATH_MAX + 32];
+    struct stat st;
+    if (!path || !dst || !layout) return trit_error(TRIT_ERR_INVALID, "trit_checkpoint_read_values: NULL argument");
+    if (trit_path_join(file, sizeof file, path, "config.json") == TRIT_OK && stat(file, &st) == 0)
+        return trit_import_hf_gpt2_read_values(path, dst, layout);
+    trit_status s = model_path(path, file, sizeof file);
+    trit_safetensors *f = s == TRIT_OK ? trit_safetensors_open(file) : NULL;
+    if (!f) return s == TRIT_OK ? TRIT_ERR_IO : s;
+    for (int i = 0; s == TRIT_OK && i < trit_gpt_num_tensors(layout) && i < trit_gpt_num_tensors(dst); i++) {
+        trit_tensor *t = trit_gpt_tensor(dst, i);
+        const trit_tensor *l = trit_gpt_tensor(layout, i);
+        if (!t->data || l->data || trit_gpt_quantized(layout, i)) continue;  // no room, or held by the layout
+        if (strcmp(t->name, l->name) != 0)
+            s = trit_error(TRIT_ERR_STATE, "reading '%s': tensor %d is '%s' here but '%s' in its layout", file, i, t->name,
+                           l->name);
+        else if (!trit_safetensors_find(f, t->name))
+            s = trit_error(TRIT_ERR_FORMAT, "'%s' has no tensor '%s' any more: the file changed since it was opened", file,
+                           t->name);
+        else
+            s = load_plain(f, t, file);
+    }
+    trit_safetensors_close(f);
+    return s;
 }

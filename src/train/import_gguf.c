@@ -245,7 +245,7 @@ trit_gpt *trit_import_gguf_quantizing(const char *path, const trit_quant_spec *s
     int64_t rows = 0;
     trit_gpt *m = NULL;
     trit_status s = read_config(f, path, &c, &rows);
-    if (s == TRIT_OK && !(m = trit_gpt_new_zeroed_without(&c, without_values, &(made_without){f, spec}))) s = TRIT_ERR_NOMEM;
+    if (s == TRIT_OK && !(m = trit_gpt_new_zeroed_without(&c, 0, without_values, &(made_without){f, spec}))) s = TRIT_ERR_NOMEM;
     if (s == TRIT_OK) s = load_all(f, path, m, rows, spec);
     if (s == TRIT_OK && tok) s = trit_tokenizer_from_gguf(f, (int32_t)c.vocab_size, tok);
     trit_gguf_close(f);

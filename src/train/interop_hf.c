@@ -111,17 +111,25 @@ typedef struct hf_read {
 
 static trit_status read_hf(void *ctx, trit_tensor *x) { return trit_hf_gpt2_load(((hf_read *)ctx)->h, x->name, x); }
 
+static bool every_tensor(const char *name, void *ctx) {
+    (void)name, (void)ctx;
+    return true;
+}
+
+// A tensor without values is read as codes (spec's matrices) or, in a layout, only checked.
 static trit_status load_weights(const trit_hf_gpt2 *h, trit_gpt *m, const trit_quant_spec *spec, const char *dir) {
     hf_read r = {h};
     trit_status s = TRIT_OK;
     for (int i = 0; s == TRIT_OK && i < trit_gpt_num_tensors(m); i++) {
         trit_tensor *t = trit_gpt_tensor(m, i);
-        s = t->data || !spec ? trit_hf_gpt2_load(h, t->name, t) : trit_gpt_quantize_read(m, i, spec, read_hf, &r, dir);
+        s = t->data                                  ? trit_hf_gpt2_load(h, t->name, t)
+            : spec && quantized_on_read(t->name, NULL) ? trit_gpt_quantize_read(m, i, spec, read_hf, &r, dir)
+                                                     : trit_hf_gpt2_check(h, t->name, t);
     }
     return s;
 }
 
-trit_gpt *trit_import_hf_gpt2_quantizing(const char *dir, const trit_quant_spec *spec) {
+static trit_gpt *import(const char *dir, const trit_quant_spec *spec, bool layout) {
     trit_hf_gpt2 *h = trit_hf_gpt2_open(dir);
     if (!h) return NULL;
     trit_gpt_config cfg = config_from_hf(trit_hf_gpt2_config_of(h));
@@ -129,7 +137,9 @@ trit_gpt *trit_import_hf_gpt2_quantizing(const char *dir, const trit_quant_spec 
     trit_status s = trit_gpt_config_check(&cfg);
     if (s == TRIT_OK) s = check_embedding(h, dir);
     if (s == TRIT_OK) s = check_sizes(h, &cfg, dir);
-    if (s == TRIT_OK && !(m = trit_gpt_new_zeroed_without(&cfg, spec ? quantized_on_read : NULL, NULL))) s = TRIT_ERR_NOMEM;
+    layout = layout && !trit_hf_gpt2_has(h, "lm_head.weight");  // compared with the embedding's values
+    bool (*without)(const char *, void *) = layout ? every_tensor : spec ? quantized_on_read : NULL;
+    if (s == TRIT_OK && !(m = trit_gpt_new_zeroed_without(&cfg, 0, without, NULL))) s = TRIT_ERR_NOMEM;
     if (s == TRIT_OK) s = check_strays(h, m, dir);
     if (s == TRIT_OK) s = load_weights(h, m, spec, dir);
     if (s == TRIT_OK) s = check_head(h, m, dir);
@@ -141,7 +151,28 @@ trit_gpt *trit_import_hf_gpt2_quantizing(const char *dir, const trit_quant_spec 
     return m;
 }
 
-trit_gpt *trit_import_hf_gpt2(const char *dir) { return trit_import_hf_gpt2_quantizing(dir, NULL); }
+trit_gpt *trit_import_hf_gpt2_quantizing(const char *dir, const trit_quant_spec *spec) { return import(dir, spec, false); }
+
+trit_gpt *trit_import_hf_gpt2_layout(const char *dir, const trit_quant_spec *spec) { return import(dir, spec, true); }
+
+trit_gpt *trit_import_hf_gpt2(const char *dir) { return import(dir, NULL, false); }
+
+trit_status trit_import_hf_gpt2_read_values(const char *dir, trit_gpt *dst, const trit_gpt *layout) {
+    if (!dst || !layout) return trit_error(TRIT_ERR_INVALID, "trit_import_hf_gpt2_read_values: NULL argument");
+    trit_hf_gpt2 *h = trit_hf_gpt2_open(dir);
+    if (!h) return TRIT_ERR_FORMAT;
+    trit_status s = TRIT_OK;
+    for (int i = 0; s == TRIT_OK && i < trit_gpt_num_tensors(layout) && i < trit_gpt_num_tensors(dst); i++) {
+        trit_tensor *t = trit_gpt_tensor(dst, i);
+        const trit_tensor *l = trit_gpt_tensor(layout, i);
+        if (!t->data || l->data || trit_gpt_quantized(layout, i)) continue;  // no room, or held by the layout
+        s = strcmp(t->name, l->name) == 0 ? trit_hf_gpt2_load(h, t->name, t)
+                                          : trit_error(TRIT_ERR_STATE, "reading '%s': tensor %d is '%s' here but '%s' in "
+                                                       "its layout", dir, i, t->name, l->name);
+    }
+    trit_hf_gpt2_close(h);
+    return s;
+}
 
 // ---- export ---------------------------------------------------------------------------------
 

@@ -28,6 +28,7 @@ trit_status trit_train_quantize_base(trainer *t) {
         t->init_model = c->quantize_base == TRIT_QBASE_KEEP
                             ? trit_checkpoint_load_as_trained(c->init_from, NULL)
                             : trit_checkpoint_load_base(c->init_from, NULL, &spec, &t->base_codes);
+        t->init_deferred = false;  // its values (or codes) all read here
         if (!t->init_model) {
             char why[600];
             snprintf(why, sizeof why, "%s", trit_last_error());

@@ -392,6 +392,7 @@ trit_status trit_train_run(const trit_train_config *cfg, const trit_train_hooks 
     // What loading took and what training holds are two figures: a fine-tune's base loads with
     // copies the steps no longer have.
     r.peak_rss_setup = trit_peak_rss_bytes();
+    r.peak_rss_base = t.peak_rss_base;
     const bool steps_peak = trit_peak_rss_reset();
     // SIGUSR1 too: mpirun forwards it to every rank (Open MPI refuses to forward SIGINT and
     // SIGTERM, which make it abort the job and exit 1), so `kill -USR1 <mpirun>` stops a job

@@ -161,8 +161,10 @@ trit_status trit_trainer_init_load(trainer *t, trit_train_config *cfg) {
     t->init = true;
     trit_base b;
     trit_quant_spec spec;
-    if ((s = trit_base_load_quantizing(run, qbase_on_load(cfg, &spec), &b)) != TRIT_OK) return init_error(run, s);
+    // The base's float values are read later, straight into the model that trains (trit_trainer_init_weights).
+    if ((s = trit_base_load_layout(run, qbase_on_load(cfg, &spec), &b)) != TRIT_OK) return init_error(run, s);
     t->init_model = b.model;
+    t->init_deferred = b.values_deferred;
     t->init_tok = b.tok;
     t->init_step = b.step;
     t->base_codes = b.quantized_on_load;
@@ -210,11 +212,17 @@ trit_status trit_trainer_init_weights(trainer *t) {
         // A base matrix kept only as codes (an imported GGUF's, a quantized run's) is decoded
         // where the new model trains it in f32; under QLoRA the new model has no values for it.
         const trit_tensor *q = trit_gpt_quantized(t->init_model, i);
-        if (dst->data) s = trit_tensor_copy(dst, src->data || !q ? src : q);
+        if (dst->data && (src->data || q)) s = trit_tensor_copy(dst, src->data ? src : q);
+        else if (dst->data && !t->init_deferred)
+            s = trit_error(TRIT_ERR_STATE, "--init-from: '%s' of '%s' has no values to start from", src->name,
+                           t->cfg.init_from);
         if (s == TRIT_OK && (t->cfg.quantize_base == TRIT_QBASE_KEEP || t->base_codes) && trit_gpt_quantized(t->init_model, i))
             s = trit_gpt_attach_quantized(t->model, i, trit_gpt_detach_quantized(t->init_model, i));
     }
+    if (s == TRIT_OK && t->init_deferred)
+        s = trit_base_read_values(t->cfg.init_from, &(trit_base){.model = t->init_model, .values_deferred = true}, t->model);
     trit_gpt_free(t->init_model);
     t->init_model = NULL;
+    t->init_deferred = false;
     return s;
 }

@@ -2,6 +2,7 @@
 // the model, its training graph and the optimizer, and on resume their saved state. A fresh run
 // that fails here removes the files and directory it made.
 #define _POSIX_C_SOURCE 200809L
+#include "trit/bench.h"
 #include "trit/dist.h"
 #include "trit/io.h"
 #include "trit/train.h"
@@ -278,13 +279,16 @@ static trit_status setup_model(trainer *t, const trit_gpt_config *gc) {
     // A quantized base kept as codes (QLoRA on a quantized run or GGUF, or on a run quantized as
     // it was read): its matrices get no f32 values here, only the codes trit_trainer_init_weights
     // moves over.
+    // A base's values overwrite the new model's, so it is made zeroed (an adapter's drawn as
+    // trit_gpt_new draws them), laid out once and filled from the base.
     const bool keep = t->init_model && (c->quantize_base == TRIT_QBASE_KEEP || t->base_codes);
-    t->model = keep ? trit_gpt_new_without(&g, (uint64_t)c->seed, base_codes, t->init_model)
-                    : trit_gpt_new(&g, (uint64_t)c->seed);
+    t->model = t->init_model ? trit_gpt_new_zeroed_without(&g, (uint64_t)c->seed, keep ? base_codes : NULL, t->init_model)
+                             : trit_gpt_new(&g, (uint64_t)c->seed);
     if (!t->model) return TRIT_ERR_INVALID;
     trit_status s = t->init_model ? trit_trainer_init_weights(t) : TRIT_OK;
     if (s == TRIT_OK && c->lora_init[0] && !t->resumed) s = trit_peft_read_values(t->model, c->lora_init);
     if (s == TRIT_OK) s = trit_train_quantize_base(t);
+    if (s == TRIT_OK && t->init) t->peak_rss_base = trit_peak_rss_bytes();  // what taking the base cost
     if (s == TRIT_OK && t->tensor) s = trit_trainer_tensor_shard(t);  // this rank's shard trains from here on
     if (s == TRIT_OK) s = apply_precision(t);
     if (s == TRIT_OK) s = trit_train_set_qat(t->model, c);
