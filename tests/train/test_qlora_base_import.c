@@ -3,7 +3,8 @@
 // (trit_import_hf_gpt2_quantizing, trit_import_gguf_quantizing, and through trit_base_load_quantizing)
 // give the codes and scales of quantizing the model loaded whole (trit_gpt_quantize), keep no
 // f32 values for those matrices and every other tensor as loaded; a GGUF in a block type keeps
-// its own codes; a truncated file, a matrix of another shape and one of an integer dtype are
+// its own codes; a base read as a layout and then read into another model has the values of the
+// base loaded whole; a truncated file, a matrix of another shape and one of an integer dtype are
 // refused with a message that names the file and the tensor.
 #define _POSIX_C_SOURCE 200809L
 #include <setjmp.h>
@@ -271,6 +272,54 @@ static void test_base_reader(void **state) {
     trit_gpt_free(ref);
 }
 
+// A base read as a layout (trit_base_load_layout) has no float values, and trit_base_read_values
+// fills another model with exactly the values of the base loaded whole: a run directory, an F32
+// and a BF16 Hugging Face directory (the Conv1D matrices transposed as read); with a spec the
+// block matrices come as codes and only the rest is read later.
+static void check_layout(const char *path, const trit_quant_spec *spec) {
+    trit_base whole, lay;
+    if (trit_base_load(path, &whole) != TRIT_OK || trit_base_load_layout(path, spec, &lay) != TRIT_OK)
+        fail_msg("%s: %s", path, trit_last_error());
+    assert_true(lay.values_deferred);
+    assert_int_equal(lay.quantized_on_load, spec != NULL);
+    trit_gpt *dst = trit_gpt_new_zeroed_without(trit_gpt_get_config(whole.model), 0, NULL, NULL);
+    assert_non_null(dst);
+    int read = 0;
+    for (int i = 0; i < trit_gpt_num_tensors(lay.model); i++) {
+        assert_null(trit_gpt_tensor(lay.model, i)->data);
+        assert_int_equal(trit_gpt_quantized(lay.model, i) != NULL, spec && trit_gpt_tensor(lay.model, i)->ndim == 2 &&
+                                                                       strncmp(trit_gpt_tensor(lay.model, i)->name, "h.", 2) == 0);
+        read += !trit_gpt_quantized(lay.model, i);
+    }
+    assert_int_equal(trit_base_read_values(path, &lay, dst), TRIT_OK);
+    for (int i = 0; i < trit_gpt_num_tensors(dst); i++) {
+        const trit_tensor *t = trit_gpt_tensor(dst, i), *u = trit_gpt_tensor(whole.model, i);
+        if (trit_gpt_quantized(lay.model, i)) continue;  // codes: compared by the tests above
+        assert_memory_equal(trit_tensor_ptr(t), trit_tensor_ptr(u), trit_tensor_nbytes(t));
+    }
+    assert_true(read >= 4);  // wte, wpe, the norms and biases at least
+    trit_gpt_free(dst);
+    trit_base_free(&lay);
+    trit_base_free(&whole);
+}
+
+static void test_layout_then_values(void **state) {
+    (void)state;
+    const trit_quant_spec nf4 = spec_of(TRIT_NF4, 0, 256);
+    char dir[1024];
+    const char *src = getenv("TRIT_SOURCE_DIR");
+    snprintf(dir, sizeof dir, "%s/tests/reference/fixtures/hf_gpt2/with_tokenizer", src ? src : ".");
+    check_layout(run, NULL);
+    check_layout(run, &nf4);
+    check_layout(dir, NULL);
+    // A layout checks shapes without reading: a matrix of another shape is refused there.
+    char shape[700];
+    snprintf(shape, sizeof shape, "%s/shape-layout", root);
+    rewrite_hf(hf, shape, TRIT_F32, NULL, "transformer.h.0.attn.c_attn.weight");
+    assert_null(trit_import_hf_gpt2_layout(shape, NULL));
+    assert_non_null(strstr(trit_last_error(), "'transformer.h.0.attn.c_attn.weight' is (192, 64)"));
+}
+
 // Bad files through the quantizing reader: the message names the file and the tensor.
 static void expect_refused(const char *dir, const char *want1, const char *want2) {
     const trit_quant_spec spec = spec_of(TRIT_NF4, 0, 256);
@@ -305,6 +354,7 @@ int main(void) {
         cmocka_unit_test(test_hf_codes_equal_quantizing_the_loaded_base),
         cmocka_unit_test(test_gguf_codes_equal_quantizing_the_loaded_base),
         cmocka_unit_test(test_base_reader),
+        cmocka_unit_test(test_layout_then_values),
         cmocka_unit_test(test_bad_files),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
