@@ -142,6 +142,11 @@ trit_gpt *trit_import_gguf(const char *path, trit_tokenizer **tok);
 // (trit_gpt_quantize_read) and kept only as codes; a file with a matrix in a block type keeps
 // its own codes and ignores spec. *made (may be NULL) tells whether spec was applied.
 trit_gpt *trit_import_gguf_quantizing(const char *path, const trit_quant_spec *spec, trit_tokenizer **tok, bool *made);
+// The same, but its float tensors get no values (dims checked, nothing read): the layout of a base
+// whose values trit_import_gguf_read_values reads later straight into another model (dst's
+// tensors with values where layout has neither values nor codes; the same names first).
+trit_gpt *trit_import_gguf_layout(const char *path, const trit_quant_spec *spec, trit_tokenizer **tok, bool *made);
+trit_status trit_import_gguf_read_values(const char *path, trit_gpt *dst, const trit_gpt *layout);
 // A trit GPT from an llm.c model file (fp32 or bf16; the padded vocabulary rows dropped).
 trit_gpt *trit_import_llmc(const char *path);
 // A trit tokenizer with the table's tokens, when trit has a kind that encodes with exactly those

@@ -303,8 +303,8 @@ trit_status trit_base_load(const char *path, trit_base *b);
 // run load as trit_base_load loads them.
 trit_status trit_base_load_quantizing(const char *path, const trit_quant_spec *spec, trit_base *b);
 // For a caller that copies the base into a model of its own (a fine-tune): as
-// trit_base_load_quantizing, but a run directory's (not a --qat run's) or a Hugging Face
-// directory's float tensors get no values (b->values_deferred; their shapes are checked) and
+// trit_base_load_quantizing, but the float tensors of a run directory (not a --qat run's), a
+// Hugging Face directory or a GGUF get no values (b->values_deferred; their shapes are checked) and
 // trit_base_read_values reads them straight into that model, so the base is never held twice.
 trit_status trit_base_load_layout(const char *path, const trit_quant_spec *spec, trit_base *b);
 // dst's tensors that have values where b's model (its tensors dst's first ones, by name) has

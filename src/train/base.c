@@ -115,8 +115,11 @@ static trit_status load_hf(const char *path, const trit_quant_spec *spec, bool l
 }
 
 // The model and tokenizer through `trit import gguf`'s reader; failures say what the file is.
-static trit_status load_gguf(const char *path, const trit_quant_spec *spec, trit_base *b) {
-    b->model = trit_import_gguf_quantizing(path, spec, &b->tok, &b->quantized_on_load);
+static trit_status load_gguf(const char *path, const trit_quant_spec *spec, bool layout, trit_base *b) {
+    b->model = layout ? trit_import_gguf_layout(path, spec, &b->tok, &b->quantized_on_load)
+                      : trit_import_gguf_quantizing(path, spec, &b->tok, &b->quantized_on_load);
+    for (int i = 0; layout && b->model && i < trit_gpt_num_tensors(b->model); i++)
+        b->values_deferred |= !trit_gpt_tensor(b->model, i)->data && !trit_gpt_quantized(b->model, i);
     if (b->model && b->tok) return b->step = 0, TRIT_OK;
     if (b->model)
         return trit_error(TRIT_ERR_INVALID, "'%s' is a GGUF file without a tokenizer (its vocabulary is placeholder "
@@ -136,7 +139,7 @@ static trit_status load(const char *path, const trit_quant_spec *spec, bool layo
     switch (b->kind) {
     case TRIT_BASE_RUN: s = load_run(path, spec, layout, b); break;
     case TRIT_BASE_HF: s = load_hf(path, spec, layout, b); break;
-    case TRIT_BASE_GGUF: s = load_gguf(path, spec, b); break;
+    case TRIT_BASE_GGUF: s = load_gguf(path, spec, layout, b); break;
     }
     if (s != TRIT_OK) trit_base_free(b);
     return s;
@@ -154,7 +157,8 @@ trit_status trit_base_read_values(const char *path, const trit_base *b, trit_gpt
     if (!b || !dst) return trit_error(TRIT_ERR_INVALID, "trit_base_read_values: NULL argument");
     if (!b->values_deferred) return TRIT_OK;
     // A run and a Hugging Face directory: the checkpoint reader tells them apart by config.json.
-    return trit_checkpoint_read_values(path, dst, b->model);
+    return b->kind == TRIT_BASE_GGUF ? trit_import_gguf_read_values(path, dst, b->model)
+                                     : trit_checkpoint_read_values(path, dst, b->model);
 }
 
 void trit_base_free(trit_base *b) {

@@ -146,6 +146,7 @@ static bool kept_quantized(const char *name, const trit_gguf_file *f) {
 typedef struct made_without {
     const trit_gguf_file *f;
     const trit_quant_spec *spec;
+    bool layout;  // every tensor: float values read later (trit_import_gguf_read_values)
 } made_without;
 
 static bool without_values(const char *name, void *ctx) {
@@ -153,7 +154,7 @@ static bool without_values(const char *name, void *ctx) {
     char buf[64];
     const char *fn = file_name(name, buf, sizeof buf);
     const trit_gguf_tensor *g = fn ? trit_gguf_find_tensor(w->f, fn) : NULL;
-    return kept_quantized(name, w->f) || (w->spec && g && g->ndim == 2 && trit_quantize_takes_block_matrix(name));
+    return w->layout || kept_quantized(name, w->f) || (w->spec && g && g->ndim == 2 && trit_quantize_takes_block_matrix(name));
 }
 
 static bool any_block_type(const trit_gguf_file *f) {
@@ -189,6 +190,8 @@ static trit_status load_one(const trit_gguf_file *f, const char *path, trit_gpt 
     }
     int i = 0;
     while (i < trit_gpt_num_tensors(m) && trit_gpt_tensor(m, i) != t) i++;
+    const bool on_read = spec && g->ndim == 2 && trit_quantize_takes_block_matrix(t->name);
+    if (!block_type(g->type) && !on_read) return TRIT_OK;  // a layout's: its values are read later
     if (!block_type(g->type)) {  // made without values: with spec
         s = trit_gpt_quantize_read(m, i, spec, read_float, &w, path);
         trit_gguf_release(f, g);
@@ -235,7 +238,7 @@ static trit_status load_all(const trit_gguf_file *f, const char *path, trit_gpt 
     return s;  // with the count checked, every tensor was one of these (or the same name twice: refused by a miss)
 }
 
-trit_gpt *trit_import_gguf_quantizing(const char *path, const trit_quant_spec *spec, trit_tokenizer **tok, bool *made) {
+static trit_gpt *import(const char *path, const trit_quant_spec *spec, bool layout, trit_tokenizer **tok, bool *made) {
     if (tok) *tok = NULL;
     if (made) *made = false;
     trit_gguf_file *f = trit_gguf_open(path);
@@ -245,7 +248,7 @@ trit_gpt *trit_import_gguf_quantizing(const char *path, const trit_quant_spec *s
     int64_t rows = 0;
     trit_gpt *m = NULL;
     trit_status s = read_config(f, path, &c, &rows);
-    if (s == TRIT_OK && !(m = trit_gpt_new_zeroed_without(&c, 0, without_values, &(made_without){f, spec}))) s = TRIT_ERR_NOMEM;
+    if (s == TRIT_OK && !(m = trit_gpt_new_zeroed_without(&c, 0, without_values, &(made_without){f, spec, layout}))) s = TRIT_ERR_NOMEM;
     if (s == TRIT_OK) s = load_all(f, path, m, rows, spec);
     if (s == TRIT_OK && tok) s = trit_tokenizer_from_gguf(f, (int32_t)c.vocab_size, tok);
     trit_gguf_close(f);
@@ -257,4 +260,33 @@ trit_gpt *trit_import_gguf_quantizing(const char *path, const trit_quant_spec *s
     return m;
 }
 
-trit_gpt *trit_import_gguf(const char *path, trit_tokenizer **tok) { return trit_import_gguf_quantizing(path, NULL, tok, NULL); }
+trit_gpt *trit_import_gguf_quantizing(const char *path, const trit_quant_spec *spec, trit_tokenizer **tok, bool *made) {
+    return import(path, spec, false, tok, made);
+}
+
+trit_gpt *trit_import_gguf_layout(const char *path, const trit_quant_spec *spec, trit_tokenizer **tok, bool *made) {
+    return import(path, spec, true, tok, made);
+}
+
+trit_gpt *trit_import_gguf(const char *path, trit_tokenizer **tok) { return import(path, NULL, false, tok, NULL); }
+
+trit_status trit_import_gguf_read_values(const char *path, trit_gpt *dst, const trit_gpt *layout) {
+    if (!dst || !layout) return trit_error(TRIT_ERR_INVALID, "trit_import_gguf_read_values: NULL argument");
+    trit_gguf_file *f = trit_gguf_open(path);
+    if (!f) return TRIT_ERR_IO;
+    trit_gpt_config c;
+    int64_t rows = 0;
+    trit_status s = read_config(f, path, &c, &rows);
+    for (int i = 0; s == TRIT_OK && i < trit_gpt_num_tensors(layout) && i < trit_gpt_num_tensors(dst); i++) {
+        trit_tensor *t = trit_gpt_tensor(dst, i);
+        const trit_tensor *l = trit_gpt_tensor(layout, i);
+        if (!t->data || l->data || trit_gpt_quantized(layout, i)) continue;  // no room, or held by the layout
+        char buf[64];
+        const char *fn = strcmp(t->name, l->name) == 0 ? file_name(t->name, buf, sizeof buf) : NULL;
+        s = fn ? load_one(f, path, dst, t, fn, strcmp(t->name, "wte.weight") == 0 ? rows : t->ndim == 2 ? t->shape[0] : 1, NULL)
+               : trit_error(TRIT_ERR_STATE, "reading '%s': tensor %d is '%s' here but '%s' in its layout", path, i,
+                            t->name, l->name);
+    }
+    trit_gguf_close(f);
+    return s;
+}

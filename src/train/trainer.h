@@ -39,6 +39,7 @@ typedef struct trainer {
     int64_t init_step;       // the step RUN's weights were saved at
     bool base_codes;         // --quantize-base: init_model's block matrices were made codes as RUN was read
     bool init_deferred;      // init_model has no float values: trit_trainer_init_weights reads them from RUN
+    trit_base_kind init_kind;  // what RUN is, for reading them
     size_t peak_rss_base;    // peak RSS once the base is in the model, before gradients and the graph
     FILE *metrics;
     // --recompute / --memory-budget (trainer_memory.c): blocks recomputed, and the arena and

@@ -165,6 +165,7 @@ trit_status trit_trainer_init_load(trainer *t, trit_train_config *cfg) {
     if ((s = trit_base_load_layout(run, qbase_on_load(cfg, &spec), &b)) != TRIT_OK) return init_error(run, s);
     t->init_model = b.model;
     t->init_deferred = b.values_deferred;
+    t->init_kind = b.kind;
     t->init_tok = b.tok;
     t->init_step = b.step;
     t->base_codes = b.quantized_on_load;
@@ -220,7 +221,7 @@ trit_status trit_trainer_init_weights(trainer *t) {
             s = trit_gpt_attach_quantized(t->model, i, trit_gpt_detach_quantized(t->init_model, i));
     }
     if (s == TRIT_OK && t->init_deferred)
-        s = trit_base_read_values(t->cfg.init_from, &(trit_base){.model = t->init_model, .values_deferred = true}, t->model);
+        s = trit_base_read_values(t->cfg.init_from, &(trit_base){.kind = t->init_kind, .model = t->init_model, .values_deferred = true}, t->model);
     trit_gpt_free(t->init_model);
     t->init_model = NULL;
     t->init_deferred = false;

@@ -273,8 +273,8 @@ static void test_base_reader(void **state) {
 }
 
 // A base read as a layout (trit_base_load_layout) has no float values, and trit_base_read_values
-// fills another model with exactly the values of the base loaded whole: a run directory, an F32
-// and a BF16 Hugging Face directory (the Conv1D matrices transposed as read); with a spec the
+// fills another model with exactly the values of the base loaded whole: a run directory, a
+// Hugging Face directory (the Conv1D matrices transposed as read) and a GGUF; with a spec the
 // block matrices come as codes and only the rest is read later.
 static void check_layout(const char *path, const trit_quant_spec *spec) {
     trit_base whole, lay;
@@ -312,6 +312,10 @@ static void test_layout_then_values(void **state) {
     check_layout(run, NULL);
     check_layout(run, &nf4);
     check_layout(dir, NULL);
+    char gguf[700];
+    snprintf(gguf, sizeof gguf, "%s/tok.gguf", root);  // made by test_base_reader
+    check_layout(gguf, NULL);
+    check_layout(gguf, &nf4);
     // A layout checks shapes without reading: a matrix of another shape is refused there.
     char shape[700];
     snprintf(shape, sizeof shape, "%s/shape-layout", root);
