@@ -10,6 +10,9 @@ init and optimizer settings as `trit finetune --lora`.
       (n - 1) // T; step k takes windows k*B .. k*B + B - 1); one JSON line a step.
       --precision bf16: forward and loss under torch.autocast("cpu", torch.bfloat16), the
       mixed-precision recipe PyTorch's CPU side offers (weights, gradients and AdamW in fp32).
+      --quantize-base nf4: QLoRA, the base's block matrices loaded through bitsandbytes
+      (BitsAndBytesConfig: 4-bit NF4, double-quantized scales, compute in fp32 or bf16), as
+      transformers does it; the tied head stays in fp32, as trit's --quantize-base leaves it.
 """
 import contextlib
 import argparse
@@ -50,7 +53,15 @@ def init(a):
 
 def train(a):
     torch.set_num_threads(a.threads)
-    model = GPT2LMHeadModel.from_pretrained(a.hf, torch_dtype=torch.float32)
+    extra = {}
+    if a.quantize_base == "nf4":
+        from transformers import BitsAndBytesConfig
+        compute = torch.bfloat16 if a.precision == "bf16" else torch.float32
+        extra = {"quantization_config": BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4",
+                                                           bnb_4bit_use_double_quant=True,
+                                                           bnb_4bit_compute_dtype=compute),
+                 "device_map": "cpu"}
+    model = GPT2LMHeadModel.from_pretrained(a.hf, torch_dtype=torch.float32, **extra)
     model = PeftModel.from_pretrained(model, a.adapter, is_trainable=True)
     model.train()
     params = [p for p in model.parameters() if p.requires_grad]
@@ -89,6 +100,7 @@ def main():
     t.add_argument("--lr", type=float, default=1e-3)
     t.add_argument("--threads", type=int, default=2)
     t.add_argument("--precision", choices=["fp32", "bf16"], default="fp32")
+    t.add_argument("--quantize-base", choices=["none", "nf4"], default="none")
     a = p.parse_args()
     init(a) if a.cmd == "init" else train(a)
 
