@@ -406,7 +406,7 @@ trit_tensor *trit_gpt_lora_graph(trit_graph *g, const trit_gpt *m, const gpt_ste
     }
     trit_tensor *down = trit_linear(g, x, m->tensors[s->la], NULL);  // (B, T, r)
     down = trit_scale(g, down, trit_adapter_scale(a));
-    return trit_add(g, y, trit_linear(g, down, m->tensors[s->lb], NULL));  // (B, T, out)
+    return trit_add_act(g, y, trit_linear(g, down, m->tensors[s->lb], NULL));  // (B, T, out)
 }
 
 // ---- a quantized base (QLoRA) -----------------------------------------------------------------
