@@ -393,7 +393,7 @@ static trit_status convert_param(trit_tensor *p, trit_dtype dt) {
 }
 
 trit_status trit_gpt_convert_params(trit_gpt *m, trit_dtype dt, bool (*which)(const trit_tensor *t)) {
-    if (!m) return trit_error(TRIT_ERR_INVALID, "trit_gpt_set_param_dtype: NULL model");
+    if (!m) return trit_error(TRIT_ERR_INVALID, "gpt: converting the parameters of a NULL model");
     if (m->dec) return trit_error(TRIT_ERR_STATE, "gpt: the model decodes only; its parameters cannot change dtype");
     if (dt != TRIT_F32 && dt != TRIT_BF16 && dt != TRIT_F16)
         return trit_error(TRIT_ERR_DTYPE, "gpt: parameters can be stored in f32, bf16 or f16, not %s",

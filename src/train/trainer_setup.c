@@ -218,8 +218,8 @@ static trit_status setup_data(trainer *t) {
 
 // --precision, --master-weights, --adapter-dtype, --matmul-precision and --loss-scale: the model's
 // compute policy, its parameters' storage (fp32 master weights, or 16-bit weights updated in
-// place: all of them, or only the adapter's) and the
-// loss scaler (dynamic for fp16 unless a static --loss-scale is given).
+// place: all of them, or only the adapter's) and the loss scaler (dynamic for fp16 unless a
+// static --loss-scale is given).
 static trit_status apply_precision(trainer *t) {
     const trit_train_config *c = &t->cfg;
     const trit_precision p = (trit_precision)c->precision;
