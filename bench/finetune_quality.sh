@@ -3,8 +3,8 @@
 # character vocabulary, T = 256):
 #
 #   pretrain: tinyshakespeare from scratch with AdamW, GaLore (r = 128) and 8-bit AdamW, the
-#             same seed, data order, schedule and steps; final val loss and the memory report's
-#             optimizer bytes of each.
+#             same seed, data order, schedule and steps (and GaLore again at 4x the lr, as its
+#             recipe has it); final val loss and the memory report's optimizer bytes of each.
 #   finetune: AdamW's run as the base, fine-tuned on a second public-domain text (the King James
 #             Bible from Debian's bible-kjv, bench/kjv_text.sh) in full, with LoRA r = 8 on the
 #             four block matrices and with QLoRA (the same over an NF4 base with double-quantized
@@ -58,12 +58,15 @@ pretrain() {
     run pre-adamw train "${common[@]}"
     run pre-galore train "${common[@]}" --optimizer galore --galore-rank 128
     run pre-adamw8bit train "${common[@]}" --optimizer adamw8bit
+    # GaLore's own recipe: the projected step scaled by 0.25 and the lr raised to match (its paper
+    # pre-trains at 10x AdamW's lr); the same lr as AdamW is the row above.
+    run pre-galore-lr4x train "${common[@]}" --optimizer galore --galore-rank 128 --lr 4e-3
     local ref opt
     ref=$(val_of pre-adamw)
     opt=$(optim_mb pre-adamw)
     echo "| pre-training small, $pre_steps steps of $batch x 256 | val loss | against AdamW | optimizer MB | against AdamW |"
     echo "|---|---|---|---|---|"
-    for r in adamw galore adamw8bit; do
+    for r in adamw galore adamw8bit galore-lr4x; do
         local v m
         v=$(val_of "pre-$r")
         m=$(optim_mb "pre-$r")
