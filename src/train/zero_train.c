@@ -137,6 +137,11 @@ trit_status trit_trainer_zero_check(const trit_train_config *c, int ranks) {
     if (c->terngrad)
         return trit_error(TRIT_ERR_UNSUPPORTED, "--terngrad with --dist %s: the ternary round trip needs each whole "
                           "gradient on one rank; use --dist ddp", dist_name(c->dist));
+    if (c->offload != TRIT_OFFLOAD_OFF && c->dist == TRIT_DIST_ZERO3)
+        return trit_error(TRIT_ERR_UNSUPPORTED, "--offload with --dist zero3: the optimizer state and the frozen f32 "
+                          "weights are sharded already (a rank holds 1/%d of each, the frozen weights gathered a "
+                          "block at a time); leave --offload out or use --dist ddp", c->shard_group > 0 ?
+                          (int)c->shard_group : ranks);
     if (c->offload != TRIT_OFFLOAD_OFF)
         return trit_error(TRIT_ERR_UNSUPPORTED, "--offload with --dist %s: the shard's optimizer state stays in "
                           "memory (it is 1/%d of the whole already); leave --offload out or use --dist ddp",
