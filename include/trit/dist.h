@@ -104,6 +104,10 @@ void trit_zero_free(trit_zero *z);
 // backward phase needs first, kept from forward's end. Hooks are added to g.
 typedef struct trit_zero3 trit_zero3;
 trit_zero3 *trit_zero3_new(trit_zero *z, const trit_flat *f, trit_graph *g, const int *group, const int64_t *bounds);
+// Before trit_zero3_new (which needs the compiled graph, whose arena is then allocated): gives
+// back this rank's pages of the block of dt outside its part, elements [lo, hi), so the arena is
+// not added to the whole weights. Nothing may read those values until the hooks gather them.
+void trit_zero3_give_back_early(const trit_flat *f, trit_dtype dt, int64_t lo, int64_t hi);
 // Bytes outside the shard held at once at most over a micro-batch's forward and backward (the
 // gathered groups; from the step list).
 size_t trit_zero3_gathered_peak(const trit_zero3 *z3);

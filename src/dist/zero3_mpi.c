@@ -55,15 +55,25 @@ struct trit_zero3 {
 static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
 static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 
-// Gives back the whole pages of base[a, b) (elements).
-static void give_back(const trit_zero3 *z, int64_t a, int64_t b) {
+// Gives back the whole pages of elements [a, b) of base.
+static void give_back_pages(char *base, size_t elsize, int64_t a, int64_t b) {
     if (a >= b) return;
     const long ps = sysconf(_SC_PAGESIZE);
     const uintptr_t pg = ps > 0 ? (uintptr_t)ps : 4096;
-    const uintptr_t lo = ((uintptr_t)(z->base + (size_t)a * z->elsize) + pg - 1) / pg * pg;
-    const uintptr_t hi = (uintptr_t)(z->base + (size_t)b * z->elsize) / pg * pg;
+    const uintptr_t lo = ((uintptr_t)(base + (size_t)a * elsize) + pg - 1) / pg * pg;
+    const uintptr_t hi = (uintptr_t)(base + (size_t)b * elsize) / pg * pg;
     // Where the system declines, the values stay: they are gathered again before any use.
     if (hi > lo) madvise((void *)lo, hi - lo, MADV_DONTNEED);
+}
+
+static void give_back(const trit_zero3 *z, int64_t a, int64_t b) { give_back_pages(z->base, z->elsize, a, b); }
+
+void trit_zero3_give_back_early(const trit_flat *f, trit_dtype dt, int64_t lo, int64_t hi) {
+    size_t bytes = 0;
+    char *base = trit_flat_block(f, dt, &bytes);
+    if (!base) return;
+    give_back_pages(base, trit_dtype_size(dt), 0, lo);
+    give_back_pages(base, trit_dtype_size(dt), hi, (int64_t)(bytes / trit_dtype_size(dt)));
 }
 
 static trit_status start(trit_zero3 *z, int k) {

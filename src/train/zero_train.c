@@ -167,6 +167,9 @@ trit_status trit_trainer_zero_optim(trainer *t) {
     trit_zero_shard_range(count, zs->shards, zs->shard, &zs->lo, &zs->hi);
     trit_status s = zs->stage == 3 ? shard_block(t, zs) : TRIT_OK;
     if (s == TRIT_OK) s = make_views(t, zs);
+    // zero3: the weights outside this rank's part go now, before the graph's arena is allocated
+    // (nothing reads them until the first forward's gathers; a resume writes them whole again).
+    if (s == TRIT_OK && zs->stage == 3) trit_zero3_give_back_early(trit_gpt_flat(t->model), zs->dt, zs->plo, zs->phi);
     if (s != TRIT_OK) return s;
     trit_optim *o = shard_optim(t, zs);
     if (!o) return TRIT_ERR_INVALID;
