@@ -1,5 +1,6 @@
 // ZeRO stages 1 and 2 on DDP's buckets. The gradient block is cut into one contiguous shard per
-// rank (in elements, each start on a 64-byte line). Stage 1 leaves DDP's all-reduce as it is;
+// rank (in elements, each start on a 64-byte line; stage 3 gives the cuts, those of
+// trit_zero3_shard_bounds). Stage 1 leaves DDP's all-reduce as it is;
 // stage 2 makes each bucket a reduce-scatter (MPI_IN_PLACE: this rank's summed part arrives at
 // the bucket's start and is moved to its place in the shard), and once a bucket's exchange is
 // done the pages of the bucket outside the shard go back to the system (madvise DONTNEED: they

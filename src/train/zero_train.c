@@ -60,7 +60,7 @@ static trit_status make_views(trainer *t, trainer_zero *zs) {
                       at + trit_dtype_nbytes(p->dtype, len) > block + zs->elsize * (size_t)zs->phi))
             return trit_error(TRIT_ERR_STATE, "zero3: the values of '%s' this rank updates are outside its shard of the "
                               "parameter block", p->name);
-        trit_tensor *v = trit_tensor_wrap(p->dtype, 1, &len, (char *)trit_tensor_ptr(p) + trit_dtype_nbytes(p->dtype, a));
+        trit_tensor *v = trit_tensor_wrap(p->dtype, 1, &len, (char *)at);
         if (v) v->grad = trit_tensor_wrap(TRIT_F32, 1, &len, (float *)trit_tensor_ptr(p->grad) + a);
         if (!v || !v->grad) {
             trit_tensor_free(v);
