@@ -5,7 +5,8 @@
 # tools): every ggml-model-*.gguf in MODEL_DIR except f32/f16 ones; a file whose name holds
 # "tl2" runs with the TL2 build (BITNET_TL2_BIN; skipped with a message when it is not set),
 # the others (I2_S) with BITNET_BIN. llama-bench checks no output: the TL2 build measured so far
-# computed wrong ones (bench/README.md, "bitnet.cpp"), so check a build before quoting it.
+# computed wrong ones for prompts (bench/README.md, "bitnet.cpp"), so check a build before
+# quoting it.
 # trit runs `trit bench --decode --config gpt2 --format F --kv-cache f16` twice a round: with
 # --tokens 128 (its decode rate: 128 tokens after a 128-token prompt) and --tokens 512 (its
 # prefill rate: a 512-token prompt); bitnet.cpp `llama-bench -p 512 -n 128 -r 3` (pp512 and
