@@ -9,7 +9,8 @@
 #        tinyshakespeare.txt), seq 512, batch 4; the base is `trit train` at that shape for 1 step.
 # small: 6 x 384, character vocabulary, seq 256, batch 16 (trit bench's "small"); the same.
 # ROWS (default all): full bf16 frozen_attn lora qlora qlora_mlp qlora_rc galore adamw8bit recompute
-# offload;
+# offload; also lora_bf16 qlora_bf16 (bf16 compute, f32 adapter) and lora_bf16a qlora_bf16a (bf16
+# compute, bf16 adapter);
 # base: only make the base and the data.
 # TRIT (./build/trit), STEPS (2) and THREADS (2) may be set; WRAP, a command each run goes
 # through (e.g. a script that pauses other work while it runs), makes the ms/step column
@@ -66,6 +67,10 @@ flags_of() {
     qlora) echo "--lora $lora_spec --quantize-base nf4 --double-quant" ;;
     qlora_rc) echo "--lora $lora_spec --quantize-base nf4 --double-quant --recompute block" ;;
     qlora_mlp) echo "--lora $lora_spec --quantize-base nf4 --double-quant --recompute mlp" ;;
+    lora_bf16) echo "--lora $lora_spec --precision bf16" ;;
+    lora_bf16a) echo "--lora $lora_spec --precision bf16 --adapter-dtype bf16" ;;
+    qlora_bf16) echo "--lora $lora_spec --quantize-base nf4 --double-quant --precision bf16" ;;
+    qlora_bf16a) echo "--lora $lora_spec --quantize-base nf4 --double-quant --precision bf16 --adapter-dtype bf16" ;;
     galore) echo "--optimizer galore --galore-rank 128" ;;
     adamw8bit) echo "--optimizer adamw8bit" ;;
     recompute) echo "--recompute block" ;;
@@ -83,6 +88,10 @@ name_of() {
     qlora) echo "QLoRA r=8, NF4 + double quant" ;;
     qlora_rc) echo "QLoRA r=8, NF4 + double quant, --recompute block" ;;
     qlora_mlp) echo "QLoRA r=8, NF4 + double quant, --recompute mlp" ;;
+    lora_bf16) echo "LoRA r=8, --precision bf16, f32 adapter" ;;
+    lora_bf16a) echo "LoRA r=8, --precision bf16 --adapter-dtype bf16" ;;
+    qlora_bf16) echo "QLoRA r=8, NF4 + double quant, --precision bf16, f32 adapter" ;;
+    qlora_bf16a) echo "QLoRA r=8, NF4 + double quant, --precision bf16 --adapter-dtype bf16" ;;
     galore) echo "GaLore r=128" ;;
     adamw8bit) echo "8-bit AdamW" ;;
     recompute) echo "full fp32, --recompute block" ;;

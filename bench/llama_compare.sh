@@ -19,9 +19,8 @@ threads=${2:-2}
 formats=${3:-fp32,int8,int4,ternary,ternary-b3}
 build=${BUILD:-build}
 : "${LLAMA_BIN:?set LLAMA_BIN to the directory holding llama-bench and llama-quantize}"
-for b in llama-bench llama-quantize; do
-  [ -x "$LLAMA_BIN/$b" ] || { echo "llama_compare.sh: no $b in $LLAMA_BIN" >&2; exit 1; }
-done
+. bench/decode_common.sh
+need_bins "$LLAMA_BIN" llama-bench llama-quantize
 declare -A TYPE=([fp32]=f32 [int8]=q8_0 [int4]=q4_0 [ternary]=tq2_0 [ternary-b3]=tq1_0)
 declare -A QNAME=([f32]=F32 [q8_0]=Q8_0 [q4_0]=Q4_0 [tq2_0]=TQ2_0 [tq1_0]=TQ1_0)
 W=$(mktemp -d)
@@ -42,41 +41,14 @@ trit_formats=$formats
 [[ ",$formats," == *,ternary,* ]] && trit_formats="$formats,ternary/int4"
 echo "llama.cpp: $("$LLAMA_BIN/llama-bench" --version 2>&1 | head -1 || true)"
 for r in $(seq "$rounds"); do
-  "$build/trit" bench --decode --config gpt2 --format "$trit_formats" --kv-cache f16 --threads "$threads" \
-    --json 2> /dev/null | sed "s/^/trit $r /" >> "$W/results"
+  trit_decode "$W/results" "$r" "$trit_formats" "$threads" 128
   for f in "${FMTS[@]}"; do
     t=${TYPE[$f]}
     for kind in export default q8head; do
       [ "$t" = f32 ] && [ "$kind" != export ] && continue
-      "$LLAMA_BIN/llama-bench" -m "$W/$t-$kind.gguf" -p 128 -n 128 -t "$threads" -r 3 -o json 2> /dev/null \
-        | tr -d '\n' | sed "s/^/llama $r $f $kind /; s/$/\n/" >> "$W/results"
+      peer_bench "$W/results" "$r" "$f" "$kind" "$LLAMA_BIN/llama-bench" -m "$W/$t-$kind.gguf" \
+        -p 128 -n 128 -t "$threads" -r 3
     done
   done
 done
-python3 - "$W/results" <<'PY'
-import json, statistics, sys
-trit, llama = {}, {}
-for line in open(sys.argv[1]):
-    who, rnd, rest = line.split(" ", 2)
-    if who == "trit":
-        r = json.loads(rest)
-        trit.setdefault(r["format"], []).append((r["prefill_tokens_per_s"], r["decode_tokens_per_s"]))
-    else:
-        f, kind, js = rest.split(" ", 2)
-        for t in json.loads(js):
-            key = (f, kind, "prefill" if t["n_gen"] == 0 else "decode")
-            llama.setdefault(key, []).append(t["avg_ts"])
-def spread(v, d=1):
-    return f"{statistics.median(v):.{d}f} ({min(v):.{d}f}-{max(v):.{d}f})"
-print("| trit format | trit prefill | trit decode | llama.cpp file | llama.cpp prefill | llama.cpp decode | decode ratio | prefill ratio |")
-print("|---|---|---|---|---|---|---|---|")
-for f in sorted(trit):
-    base = f.split("/")[0]
-    pre, dec = [p for p, _ in trit[f]], [d for _, d in trit[f]]
-    for kind in ("export", "default", "q8head"):
-        lp, ld = llama.get((base, kind, "prefill")), llama.get((base, kind, "decode"))
-        if not lp or not ld:
-            continue
-        print(f"| {f} | {spread(pre, 0)} | {spread(dec)} | {kind} | {spread(lp, 0)} | {spread(ld)} | "
-              f"{statistics.median(dec) / statistics.median(ld):.2f}x | {statistics.median(pre) / statistics.median(lp):.2f}x |")
-PY
+python3 bench/decode_summary.py "$W/results" llama.cpp

@@ -8,7 +8,13 @@ init and optimizer settings as `trit finetune --lora`.
       AdamW (betas 0.9 / 0.999, eps 1e-8, no weight decay, constant lr, no clipping) on windows
       read as `trit train --order sequential` reads them (window w starts at (w mod W) * T, W =
       (n - 1) // T; step k takes windows k*B .. k*B + B - 1); one JSON line a step.
+      --precision bf16: forward and loss under torch.autocast("cpu", torch.bfloat16), the
+      mixed-precision recipe PyTorch's CPU side offers (weights, gradients and AdamW in fp32).
+      --quantize-base nf4: QLoRA, the base's block matrices loaded through bitsandbytes
+      (BitsAndBytesConfig: 4-bit NF4, double-quantized scales, compute in fp32 or bf16), as
+      transformers does it; the tied head stays in fp32, as trit's --quantize-base leaves it.
 """
+import contextlib
 import argparse
 import json
 import time
@@ -47,17 +53,27 @@ def init(a):
 
 def train(a):
     torch.set_num_threads(a.threads)
-    model = GPT2LMHeadModel.from_pretrained(a.hf, torch_dtype=torch.float32)
+    extra = {}
+    if a.quantize_base == "nf4":
+        from transformers import BitsAndBytesConfig
+        compute = torch.bfloat16 if a.precision == "bf16" else torch.float32
+        extra = {"quantization_config": BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4",
+                                                           bnb_4bit_use_double_quant=True,
+                                                           bnb_4bit_compute_dtype=compute),
+                 "device_map": "cpu"}
+    model = GPT2LMHeadModel.from_pretrained(a.hf, torch_dtype=torch.float32, **extra)
     model = PeftModel.from_pretrained(model, a.adapter, is_trainable=True)
     model.train()
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=a.lr, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0)
     tokens = load_tokens(a.data)
+    autocast = (lambda: torch.autocast("cpu", dtype=torch.bfloat16)) if a.precision == "bf16" else contextlib.nullcontext
     for step in range(a.steps):
         x, y = batch(tokens, step, a.batch, a.seq)
         t0 = time.perf_counter()
-        logits = model(input_ids=x).logits
-        loss = torch.nn.functional.cross_entropy(logits.view(-1, logits.size(-1)), y.view(-1))
+        with autocast():
+            logits = model(input_ids=x).logits
+            loss = torch.nn.functional.cross_entropy(logits.view(-1, logits.size(-1)).float(), y.view(-1))
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
@@ -83,6 +99,8 @@ def main():
     t.add_argument("--seq", type=int, default=512)
     t.add_argument("--lr", type=float, default=1e-3)
     t.add_argument("--threads", type=int, default=2)
+    t.add_argument("--precision", choices=["fp32", "bf16"], default="fp32")
+    t.add_argument("--quantize-base", choices=["none", "nf4"], default="none")
     a = p.parse_args()
     init(a) if a.cmd == "init" else train(a)
 

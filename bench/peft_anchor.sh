@@ -2,7 +2,11 @@
 # LoRA against peft on transformers' GPT-2: the same base (a gpt2-shaped trit run, exported with
 # `trit export --format hf` for transformers), the same GPT-2-token data read in the same order,
 # the same first A and B (peft's init saved with save_pretrained, read by trit with --lora-init),
-# the same AdamW settings (betas 0.9 / 0.999, eps 1e-8, no decay, constant lr, no clipping), fp32.
+# the same AdamW settings (betas 0.9 / 0.999, eps 1e-8, no decay, constant lr, no clipping), fp32;
+# PRECISION=bf16 runs trit with --precision bf16 and peft under torch.autocast(bfloat16), both with
+# fp32 weights, gradients and optimizer. QLORA=1: the base's block matrices in NF4 with
+# double-quantized scales on both sides (trit --quantize-base nf4 --double-quant; transformers
+# with bitsandbytes' BitsAndBytesConfig, whose CPU path is what `pip install bitsandbytes` gives).
 # Prints each step's two losses and their relative difference, and the median step times.
 #
 #   bench/peft_anchor.sh [WORKDIR] [ROUNDS]
@@ -20,6 +24,13 @@ python=${PYTHON:-python3}
 steps=${STEPS:-8}
 threads=${THREADS:-2}
 wrap=${WRAP:-}
+precision=${PRECISION:-fp32}
+trit_q=()
+peft_q=()
+if [ -n "${QLORA:-}" ]; then
+    trit_q=(--quantize-base nf4 --double-quant)
+    peft_q=(--quantize-base nf4)
+fi
 lr=1e-3
 base=$work/base-gpt2
 data=$work/gpt2-tokens
@@ -34,7 +45,7 @@ run_trit() {  # $1: round
     $wrap "$trit" finetune "$base" --data "$data" --lora r=8,alpha=16,targets=c_attn,attn.c_proj,c_fc,mlp.c_proj \
         --lora-init "$work/lora-seed" --order sequential --batch 4 --steps "$steps" --lr $lr --min-lr $lr --warmup 0 \
         --weight-decay 0 --clip 0 --beta2 0.999 --eps 1e-8 --log-every 1 --eval-every 0 --eval-batches 1 \
-        --sample-tokens 0 --threads "$threads" --out "$out" >"$out.log" 2>&1
+        --sample-tokens 0 --threads "$threads" --precision "$precision" "${trit_q[@]}" --out "$out" >"$out.log" 2>&1
     # metrics.jsonl: one object a logged step, with its loss and step time
     "$python" -c 'import json, sys
 for line in open(sys.argv[1]):
@@ -47,7 +58,7 @@ run_peft() {  # $1: round
     # shellcheck disable=SC2086
     $wrap "$python" "$here/bench/peft_anchor.py" train --hf "$work/hf-gpt2" --adapter "$work/lora-seed" \
         --data "$data/train.bin" --steps "$steps" --batch 4 --seq 512 --lr $lr --threads "$threads" \
-        >"$work/anchor-peft-$1.jsonl" 2>"$work/anchor-peft-$1.log"
+        --precision "$precision" "${peft_q[@]}" >"$work/anchor-peft-$1.jsonl" 2>"$work/anchor-peft-$1.log"
 }
 
 for r in $(seq 1 "$rounds"); do

@@ -5,7 +5,8 @@
 # schedule) beside (P - 1) / (M + P - 1).
 # usage: bench/pipeline.sh baby|small [M] [STEPS] [SCHEDULE gpipe|1f1b] [ROUNDS]
 # (from the repository root, after a build; the data is ../shared/data/tinyshakespeare.txt; BATCH=B
-# sets the micro-batch, 12 for baby and 16 for small unless given).
+# sets the micro-batch, 12 for baby and 16 for small unless given). REPLAY=1 also traces the
+# pipeline's actions (TRIT_LOG=debug) and prints bench/pipeline_replay.py's account of its bubble.
 set -euo pipefail
 CFG=${1:-baby}
 M=${2:-4}
@@ -36,10 +37,14 @@ PY
 }
 for r in $(seq "$ROUNDS"); do
     "$TRIT" train "${FLAGS[@]}" --out "$W/one$r" >/dev/null
-    mpirun --allow-run-as-root --oversubscribe -np 2 -x OMP_NUM_THREADS "$TRIT" train --dist pipeline \
-        --pipeline-schedule "$SCHED" "${FLAGS[@]}" --out "$W/two$r" >/dev/null
+    log=()
+    [ -z "${REPLAY:-}" ] || log=(-x TRIT_LOG=debug)
+    mpirun --allow-run-as-root --oversubscribe -np 2 -x OMP_NUM_THREADS "${log[@]}" "$TRIT" train --dist pipeline \
+        --pipeline-schedule "$SCHED" "${FLAGS[@]}" --out "$W/two$r" >/dev/null 2>"$W/two$r.err" ||
+        { cat "$W/two$r.err" >&2; exit 1; }
     read -r t1 ms1 _ _ < <(stats "$W/one$r")
     read -r t2 ms2 bub ideal < <(stats "$W/two$r")
     python3 -c "import sys; a, b = float(sys.argv[1]), float(sys.argv[2]); bu, id = float(sys.argv[5]), float(sys.argv[6]); print(f'$CFG $SCHED M=$M round $r: 1 process {a:.0f} tok/s ({sys.argv[3]} ms/step), 2 stages {b:.0f} tok/s ({sys.argv[4]} ms/step): {b / a:.2f}x; bubble {bu:.3f} measured, {id:.3f} = (P-1)/(M+P-1) ({(bu - id) / id * 100:+.0f}%)')" \
         "$t1" "$t2" "$ms1" "$ms2" "$bub" "$ideal"
+    [ -z "${REPLAY:-}" ] || python3 "$(dirname "$0")/pipeline_replay.py" "$W/two$r.err"
 done

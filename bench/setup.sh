@@ -7,7 +7,8 @@
 # tiktoken is bench/tokenizer_gpt2.sh's peer). Where PyPI cannot be
 # reached, Debian's PyTorch 1.13 (python3-torch) for the system python3 instead, with OpenBLAS as
 # its BLAS (without it Debian's numpy and PyTorch run the reference BLAS). Both paths also install
-# numpy with OpenBLAS for /usr/bin/python3 (bench/gemm_compare.sh) and hyperfine.
+# numpy with OpenBLAS for /usr/bin/python3 (bench/gemm_compare.sh), hyperfine, and Debian's King
+# James Bible (bible-kjv: bench/finetune_quality.sh's second text).
 #
 #   TRIT_BENCH_VENV=DIR   where the environment goes (default ~/.cache/trit/bench-venv); one that
 #                         already imports torch 2.x is kept as it is
@@ -20,7 +21,7 @@ export DEBIAN_FRONTEND=noninteractive
 venv=${TRIT_BENCH_VENV:-$HOME/.cache/trit/bench-venv}
 
 $SUDO apt-get update -qq
-$SUDO apt-get install -y -qq python3-numpy libopenblas0-pthread hyperfine python3-venv python3-dev g++ \
+$SUDO apt-get install -y -qq python3-numpy libopenblas0-pthread hyperfine python3-venv python3-dev g++ bible-kjv \
     >/dev/null
 
 torch2_in() {

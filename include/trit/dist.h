@@ -67,10 +67,19 @@ void trit_ddp_free(trit_ddp *d);
 // sharding: the shards are those of a group of `group` consecutive ranks, the groups replicas
 // of each other.
 void trit_zero_shard_range(int64_t count, int ranks, int rank, int64_t *lo, int64_t *hi);
+// ZeRO-3's shards: the block of f that holds the trained parameters (*dt, their one dtype), frozen
+// values of that dtype included, cut into `ranks` runs of 64-byte lines that balance each rank's
+// bytes (a frozen element costs its size, a trained one 12 bytes more: its f32 gradient and
+// AdamW's two f32 moments), param (ranks + 1) in elements of that block; and the gradient block's
+// shards, grad (ranks + 1): the trained values inside each run, so a rank updates only values it
+// keeps. With every value of the block trained (f32), both are trit_zero_shard_range's.
+trit_status trit_zero3_shard_bounds(const trit_flat *f, int ranks, trit_dtype *dt, int64_t *param, int64_t *grad);
 typedef struct trit_zero trit_zero;
 // Stage 1, 2 or 3, over the gradient block of f and the buckets of d (made over the same f);
-// group: ranks a shard group holds (the job's size, or for stage 3 a divisor of it).
-trit_zero *trit_zero_new(const trit_flat *f, trit_ddp *d, int stage, int group);
+// group: ranks a shard group holds (the job's size, or for stage 3 a divisor of it); bounds
+// (group + 1): the shards of the gradient block (rising, from 0 to its count), or NULL for
+// trit_zero_shard_range's.
+trit_zero *trit_zero_new(const trit_flat *f, trit_ddp *d, int stage, int group, const int64_t *bounds);
 // Collective, after the exchange: with shard groups, each rank's summed shard all-reduced across
 // the replicas, so it holds the sum over the job (nothing without groups).
 trit_status trit_zero_sum_replicas(trit_zero *z, double *wait_ms);
@@ -84,15 +93,21 @@ trit_status trit_zero_gather_params(trit_zero *z, double *wait_ms);
 void trit_zero_free(trit_zero *z);
 
 // ZeRO-3's parameters: each rank keeps only its shard of the parameter block resident (the block
-// laid out as the gradient block: every parameter in it trained); the other pages are given back
-// to the system. Parameters come in groups (a transformer block's, `group` (trit_flat_count(f))
-// for each tensor of f in layout order, each group one run of the layout): on the graph's
+// of the trained parameters' dtype, frozen values of that dtype included; its shards `bounds`
+// (group size + 1) from trit_zero3_shard_bounds); the other pages are given back to the system.
+// Tensors of other dtypes (a QLoRA base's codes) stay whole. Parameters come in groups (a
+// transformer block's, `group` (trit_flat_count(f)) for each tensor of f in layout order, each
+// group one run of the layout): on the graph's
 // "parameters needed" event the group is all-gathered in place (MPI_Iallgatherv inside the shard
 // group) and the next group of the phase's order started, so its exchange runs while this one
 // computes; on "parameters done" its pages outside the shard go back, except the group the
 // backward phase needs first, kept from forward's end. Hooks are added to g.
 typedef struct trit_zero3 trit_zero3;
-trit_zero3 *trit_zero3_new(trit_zero *z, const trit_flat *f, trit_graph *g, const int *group);
+trit_zero3 *trit_zero3_new(trit_zero *z, const trit_flat *f, trit_graph *g, const int *group, const int64_t *bounds);
+// Before trit_zero3_new (which needs the compiled graph, whose arena is then allocated): gives
+// back this rank's pages of the block of dt outside its part, elements [lo, hi), so the arena is
+// not added to the whole weights. Nothing may read those values until the hooks gather them.
+void trit_zero3_give_back_early(const trit_flat *f, trit_dtype dt, int64_t lo, int64_t hi);
 // Bytes outside the shard held at once at most over a micro-batch's forward and backward (the
 // gathered groups; from the step list).
 size_t trit_zero3_gathered_peak(const trit_zero3 *z3);

@@ -335,7 +335,12 @@ bool trit_adapter_targets(const trit_adapter_config *a, const char *module);
 // Gives m (a plain model) the adapter a: new zero/Kaiming parameters drawn from seed, the base
 // frozen. Not for a decode-only model (make it decode-only after).
 trit_status trit_gpt_add_adapter(trit_gpt *m, const trit_adapter_config *a, uint64_t seed);
-// LoRA merge: W += s B A for every adapted matrix (f32 parameters; quantized copies of those
+// Stores the adapter's parameters (LoRA's A and B, a bottleneck's weights and biases) in dt:
+// TRIT_BF16 (rounded to nearest even; trained without an fp32 master copy, as
+// trit_gpt_set_param_dtype's 16-bit parameters are) or TRIT_F32 (widened exactly); the base keeps
+// its storage. Call before building graphs or an optimizer over the parameters.
+trit_status trit_gpt_set_adapter_dtype(trit_gpt *m, trit_dtype dt);
+// LoRA merge: W += s B A for every adapted matrix (f32 W, an f32 or bf16 adapter; quantized copies of those
 // matrices are dropped, as they no longer hold W), after which graphs and the decoder skip the
 // adapters; unmerge subtracts the same product again.
 trit_status trit_gpt_merge_adapters(trit_gpt *m);

@@ -14,6 +14,11 @@ typedef enum { TRIT_REDUCE_MEAN = 0, TRIT_REDUCE_SUM = 1 } trit_reduction;
 
 // ---- element-wise (binary ops broadcast with numpy rules) -----------------------------
 trit_tensor *trit_add(trit_graph *g, trit_tensor *a, trit_tensor *b);
+// a + b, stored in the activation dtype (16 bits, one rounding of the f32 sum) under a policy
+// with 16-bit activations when every reader takes 16 bits there: a sum that feeds attention or
+// an MLP's GELU rather than the fp32 residual stream (a LoRA product added to its linear's
+// output). trit_add's result stays f32.
+trit_tensor *trit_add_act(trit_graph *g, trit_tensor *a, trit_tensor *b);
 trit_tensor *trit_sub(trit_graph *g, trit_tensor *a, trit_tensor *b);
 trit_tensor *trit_mul(trit_graph *g, trit_tensor *a, trit_tensor *b);
 trit_tensor *trit_div(trit_graph *g, trit_tensor *a, trit_tensor *b);

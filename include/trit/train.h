@@ -188,6 +188,7 @@ typedef struct trit_train_config {
     int64_t double_quant;           // 1: the quantized base's scales double-quantized (blocks of 256)
     int64_t adapter_type;           // trit_train_adapter: which adapter trains (off: the whole model)
     int64_t adapter_size;           // --adapter-type bottleneck: its width (0: not given)
+    int64_t adapter_dtype;          // trit_train_adapter_dtype: the adapter's weights in f32 or bf16
     // many processes (src/dist; may change on resume)
     int64_t dist;                   // trit_train_dist: off, or how the ranks of an MPI job share the work
     double bucket_mb;               // DDP: MB of gradients per all-reduce
@@ -218,6 +219,9 @@ enum { TRIT_RECOMPUTE_AUTO = 4 };
 
 // --adapter-type: LoRA (--lora's spec) or a Houlsby bottleneck of --adapter-size.
 typedef enum { TRIT_TRAIN_ADAPTER_OFF = 0, TRIT_TRAIN_ADAPTER_LORA, TRIT_TRAIN_ADAPTER_BOTTLENECK } trit_train_adapter;
+// --adapter-dtype: the adapter's weights in f32, or in bf16 without an fp32 master copy (updated in
+// place with --rounding, as --master-weights off does for every weight; needs --precision bf16).
+typedef enum { TRIT_TRAIN_ADAPTER_F32 = 0, TRIT_TRAIN_ADAPTER_BF16 } trit_train_adapter_dtype;
 // The adapter config c asks for (kind NONE for none); TRIT_ERR_INVALID for a bad --lora spec.
 trit_status trit_train_config_adapter(const trit_train_config *c, trit_adapter_config *out);
 
@@ -541,7 +545,7 @@ enum { TRIT_QUANTIZE_BLOCKS = 1u, TRIT_QUANTIZE_EMBEDDING = 2u };
 // values into the f32 parameter, so graphs compute what the quantized model computes.
 trit_status trit_gpt_quantize(trit_gpt *m, const trit_quant_spec *spec, unsigned which, trit_quantize_report *r);
 // Whether a 2-D parameter of this name is a block matrix TRIT_QUANTIZE_BLOCKS takes (h.N...,
-// not an adapter's, which trains in f32).
+// not an adapter's, which trains in f32 or bf16).
 bool trit_quantize_takes_block_matrix(const char *name);
 // Paged base loading: parameter i of m, made without values, becomes codes as it is read.
 // read(ctx, x) fills x (an f32 tensor of the parameter's shape and name, the only f32 copy of
@@ -594,15 +598,17 @@ trit_gpt *trit_checkpoint_load_decoding(const char *path, int64_t *step);
 #define TRIT_PEFT_CONFIG "adapter_config.json"
 // Writes m's LoRA adapter into dir (which exists) as peft's save_pretrained does for a GPT-2:
 // TRIT_PEFT_WEIGHTS with base_model.model.transformer.h.<i>.<module>.lora_A.weight (r, in) and
-// lora_B.weight (out, r), and TRIT_PEFT_CONFIG (base_name: its base_model_name_or_path). Each
-// file is written atomically.
+// lora_B.weight (out, r) in the adapter's own dtype (F32, or BF16: exactly the bits trained), and
+// TRIT_PEFT_CONFIG (base_name: its base_model_name_or_path). Each file is written atomically.
 trit_status trit_peft_save(const trit_gpt *m, const char *dir, const char *base_name);
 // Gives m (a plain model) the LoRA adapter in dir: its config checked against m (every target
-// matches a block matrix, the rank fits), every tensor present with the shape m needs and
-// nothing else in the file. On failure m is left with a partial adapter: free it.
+// matches a block matrix, the rank fits), every tensor present with the shape m needs, in a
+// float dtype (F32, BF16, F16, F64: widened exactly into m's f32 adapter), and nothing else in
+// the file. On failure m is left with a partial adapter: free it.
 trit_status trit_peft_load(trit_gpt *m, const char *dir);
 // The values of m's adapter (made by its config, e.g. --lora) from the adapter file in dir: every
-// adapter tensor of m present there with its shape, nothing else (a LoRA run's --lora-init).
+// adapter tensor of m present there with its shape, nothing else (a LoRA run's --lora-init); each
+// converted to the dtype m's adapter has (F32 into a bf16 adapter rounds to nearest even).
 trit_status trit_peft_read_values(trit_gpt *m, const char *dir);
 // The model of checkpoint `base` as trained, with the PEFT adapter in adapter_dir, unmerged;
 // made decode-only when decoding (the base's quantized kernels plus the low-rank products).

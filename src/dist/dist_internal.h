@@ -35,9 +35,8 @@ void trit_ddp_set_comm(trit_ddp *d, MPI_Comm comm);
 void trit_ddp_bucket_range(const trit_ddp *d, int k, int64_t *begin, int64_t *end);
 
 // The shard group of a trit_zero (zero_mpi.c) for ZeRO-3's gathers (zero3_mpi.c): its
-// communicator, shard bounds ((size + 1) elements of the gradient block) and this rank's place.
+// communicator and this rank's place.
 MPI_Comm trit_zero_comm(const trit_zero *z);
-const int64_t *trit_zero_bounds(const trit_zero *z);
 int trit_zero_group_rank(const trit_zero *z);
 int trit_zero_group_size(const trit_zero *z);
 

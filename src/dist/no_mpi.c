@@ -48,8 +48,8 @@ int trit_ddp_num_buckets(const trit_ddp *d) { (void)d; return 0; }
 int64_t trit_ddp_bytes_per_step(const trit_ddp *d) { (void)d; return 0; }
 void trit_ddp_free(trit_ddp *d) { (void)d; }
 
-trit_zero *trit_zero_new(const trit_flat *f, trit_ddp *d, int stage, int group) {
-    (void)f, (void)d, (void)stage, (void)group;
+trit_zero *trit_zero_new(const trit_flat *f, trit_ddp *d, int stage, int group, const int64_t *bounds) {
+    (void)f, (void)d, (void)stage, (void)group, (void)bounds;
     no_mpi();
     return NULL;
 }
@@ -75,10 +75,14 @@ trit_status trit_zero_allreduce_group(trit_zero *z, double *v, int n) {
     return no_mpi();
 }
 
-trit_zero3 *trit_zero3_new(trit_zero *z, const trit_flat *f, trit_graph *g, const int *group) {
-    (void)z, (void)f, (void)g, (void)group;
+trit_zero3 *trit_zero3_new(trit_zero *z, const trit_flat *f, trit_graph *g, const int *group, const int64_t *bounds) {
+    (void)z, (void)f, (void)g, (void)group, (void)bounds;
     no_mpi();
     return NULL;
+}
+
+void trit_zero3_give_back_early(const trit_flat *f, trit_dtype dt, int64_t lo, int64_t hi) {
+    (void)f, (void)dt, (void)lo, (void)hi;
 }
 
 size_t trit_zero3_gathered_peak(const trit_zero3 *z3) { (void)z3; return 0; }

@@ -212,11 +212,19 @@ trit_status trit_pipe_run(trit_pipe *p, trit_pipe_forward_fn fn, void *ctx, trit
     const double t0 = now_ms();
     double busy = 0;
     p->wait_ms = 0;
+    const bool trace = trit_log_get_level() <= TRIT_LOG_DEBUG;
     trit_status s = TRIT_OK;
     for (int64_t m = 0; s == TRIT_OK && m < p->n; m++) s = post_act_recv(p, m);
     for (int64_t i = 0; s == TRIT_OK && i < 2 * p->micro; i++) {
         int64_t m;
-        s = action(p, i, &m) ? forward(p, m, fn, ctx, &busy) : backward(p, m, &busy);
+        const double b0 = busy, w0 = p->wait_ms;
+        const bool fwd = action(p, i, &m);
+        s = fwd ? forward(p, m, fn, ctx, &busy) : backward(p, m, &busy);
+        // Each action's compute and wait (TRIT_LOG=debug): bench/pipeline_replay.py replays a step's
+        // measured durations through the schedule to tell the messages' cost from the stages'.
+        if (trace)
+            trit_log(TRIT_LOG_DEBUG, "pipeline: stage %d %c%lld busy %.3f wait %.3f ms", p->stage, fwd ? 'F' : 'B',
+                     (long long)m, busy - b0, p->wait_ms - w0);
         progress(p);
     }
     for (int k = 0; s == TRIT_OK && k < p->n; k++) {
@@ -226,6 +234,7 @@ trit_status trit_pipe_run(trit_pipe *p, trit_pipe_forward_fn fn, void *ctx, trit
     times->busy_ms = busy;
     times->wait_ms = p->wait_ms;
     times->span_ms = now_ms() - t0;
+    if (trace) trit_log(TRIT_LOG_DEBUG, "pipeline: stage %d span %.3f ms", p->stage, times->span_ms);
     return s;
 }
 

@@ -1,6 +1,8 @@
-// ZeRO-3's parameter shards (Rajbhandari et al. 2020, stage 3): the parameter block laid out as the
-// gradient block, each rank's shard of it resident and the rest given back to the system (madvise
-// DONTNEED: whole pages only, so a page shared with the shard or another group stays). A group's
+// ZeRO-3's parameter shards (Rajbhandari et al. 2020, stage 3): the parameter block of the trained
+// dtype, frozen weights of that dtype included (the bulk of a LoRA run's memory), cut by
+// trit_zero3_shard_bounds so that each rank's part holds the values its gradient shard updates;
+// each rank's shard of it resident and the rest given back to the system (madvise DONTNEED: whole
+// pages only, so a page shared with the shard or another group stays). A group's
 // values are all-gathered in place (MPI_Iallgatherv, the rank's own part already there) when the
 // graph says they are needed, and the next group of the phase is started right after, so its
 // exchange overlaps this group's compute (Open MPI has no progress thread: the wait on a group
@@ -10,6 +12,7 @@
 #include "dist/dist_internal.h"
 
 #include <limits.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -31,10 +34,13 @@ struct trit_zero3 {
                            // apart from the gradients' reduce-scatters (a rank that skips a pass
                            // replays its gathers but starts its buckets later)
     int rank, size;
-    const int64_t *bounds; // (size + 1) the shards, elements
-    char *base;            // the parameter block: element j at base + j * elsize
+    int64_t *bounds;       // (size + 1) the shards, elements of the block
+    trit_dtype dt;         // the trained parameters' (the block's)
+    char *base;            // the parameter block of dt: element j at base + j * elsize
     size_t elsize;
-    int64_t count;
+    int64_t count;         // its elements
+    int nmap;
+    int *map;              // (nmap) the caller's group -> this one's, -1 for none in the block
     MPI_Datatype elem;
     trit_graph *graph;     // whose events gather and release
     int ng;
@@ -49,15 +55,25 @@ struct trit_zero3 {
 static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
 static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 
-// Gives back the whole pages of base[a, b) (elements).
-static void give_back(const trit_zero3 *z, int64_t a, int64_t b) {
+// Gives back the whole pages of elements [a, b) of base.
+static void give_back_pages(char *base, size_t elsize, int64_t a, int64_t b) {
     if (a >= b) return;
     const long ps = sysconf(_SC_PAGESIZE);
     const uintptr_t pg = ps > 0 ? (uintptr_t)ps : 4096;
-    const uintptr_t lo = ((uintptr_t)(z->base + (size_t)a * z->elsize) + pg - 1) / pg * pg;
-    const uintptr_t hi = (uintptr_t)(z->base + (size_t)b * z->elsize) / pg * pg;
+    const uintptr_t lo = ((uintptr_t)(base + (size_t)a * elsize) + pg - 1) / pg * pg;
+    const uintptr_t hi = (uintptr_t)(base + (size_t)b * elsize) / pg * pg;
     // Where the system declines, the values stay: they are gathered again before any use.
     if (hi > lo) madvise((void *)lo, hi - lo, MADV_DONTNEED);
+}
+
+static void give_back(const trit_zero3 *z, int64_t a, int64_t b) { give_back_pages(z->base, z->elsize, a, b); }
+
+void trit_zero3_give_back_early(const trit_flat *f, trit_dtype dt, int64_t lo, int64_t hi) {
+    size_t bytes = 0;
+    char *base = trit_flat_block(f, dt, &bytes);
+    if (!base) return;
+    give_back_pages(base, trit_dtype_size(dt), 0, lo);
+    give_back_pages(base, trit_dtype_size(dt), hi, (int64_t)(bytes / trit_dtype_size(dt)));
 }
 
 static trit_status start(trit_zero3 *z, int k) {
@@ -109,57 +125,65 @@ static trit_status on_done(void *ctx, const trit_graph_event *e) {
     return TRIT_OK;
 }
 
-// The block's layout is the gradient block's: every tensor of the trained dtype's block has a
-// gradient at the element its value sits at.
-static trit_status check_layout(trit_zero3 *z, const trit_flat *f) {
-    trit_dtype dt = TRIT_F32;
+// The block of the trained parameters' dtype (frozen values of that dtype in it too) and its
+// shards, copied.
+static trit_status layout(trit_zero3 *z, const trit_flat *f, const int64_t *bounds) {
     bool any = false;
     for (int i = 0; i < trit_flat_count(f) && !any; i++)
-        if (trit_flat_grad_offset(f, i) >= 0) dt = trit_flat_tensor(f, i)->dtype, any = true;
+        if (trit_flat_grad_offset(f, i) >= 0) z->dt = trit_flat_tensor(f, i)->dtype, any = true;
     size_t bytes = 0;
-    z->base = any ? trit_flat_block(f, dt, &bytes) : NULL;
-    z->elsize = trit_dtype_size(dt);
+    z->base = any ? trit_flat_block(f, z->dt, &bytes) : NULL;
     if (!z->base) return trit_error(TRIT_ERR_STATE, "zero3: the model has no trained parameters");
-    if (bytes < (size_t)z->count * z->elsize)
-        return trit_error(TRIT_ERR_UNSUPPORTED, "zero3: the %s parameter block (%zu bytes) is not laid out as the "
-                          "gradient block (%lld values): train with fp32 master weights", trit_dtype_name(dt), bytes,
-                          (long long)z->count);
+    z->elsize = trit_dtype_size(z->dt);
+    z->count = (int64_t)(bytes / z->elsize);
     for (int i = 0; i < trit_flat_count(f); i++) {
         const trit_tensor *t = trit_flat_tensor(f, i);
-        if (t->dtype != dt) continue;
-        const int64_t off = trit_flat_grad_offset(f, i);
-        if (off < 0)
-            return trit_error(TRIT_ERR_UNSUPPORTED, "zero3: '%s' is frozen: --dist zero3 shards the parameter block as "
-                              "the gradient block, so every parameter in it must train; leave out --freeze and the "
-                              "adapters, or use --dist zero2", t->name);
-        if ((char *)trit_tensor_ptr(t) != z->base + (size_t)off * z->elsize)
-            return trit_error(TRIT_ERR_UNSUPPORTED, "zero3: '%s' is not at its gradient's element in the %s parameter "
-                              "block (16-bit weights sit on other boundaries than their f32 gradients): train with "
-                              "fp32 master weights, or use --dist zero2", t->name, trit_dtype_name(dt));
+        if (trit_flat_grad_offset(f, i) >= 0 && t->dtype != z->dt)
+            return trit_error(TRIT_ERR_UNSUPPORTED, "zero3: '%s' trains in %s, other parameters in %s: --dist zero3 "
+                              "shards the block of one dtype; train with fp32 master weights", t->name,
+                              trit_dtype_name(t->dtype), trit_dtype_name(z->dt));
+    }
+    z->bounds = malloc(sizeof(int64_t) * ((size_t)z->size + 1));
+    if (!z->bounds) return trit_error(TRIT_ERR_NOMEM, "zero3: out of memory");
+    for (int r = 0; r <= z->size; r++) {
+        if (bounds[r] < (r ? bounds[r - 1] : 0) || (r == 0 && bounds[r] != 0) || (r == z->size && bounds[r] != z->count))
+            return trit_error(TRIT_ERR_INVALID, "zero3: shard bound %d is %lld: the bounds rise from 0 to the %lld "
+                              "values of the %s block", r, (long long)bounds[r], (long long)z->count,
+                              trit_dtype_name(z->dt));
+        z->bounds[r] = bounds[r];
     }
     return TRIT_OK;
 }
 
-// Group k's range: its tensors' first element to the next group's (one run each, checked).
+// Element of tensor i of the block.
+static int64_t at_of(const trit_zero3 *z, const trit_flat *f, int i) {
+    return (int64_t)(((char *)trit_tensor_ptr(trit_flat_tensor(f, i)) - z->base) / (ptrdiff_t)z->elsize);
+}
+
+// The caller's groups that have a tensor in the block, numbered here in layout order (z->map);
+// group k's range: its tensors' first element to the next group's (one run each, checked).
 static trit_status make_groups(trit_zero3 *z, const trit_flat *f, const int *group) {
-    z->ng = 0;
-    for (int i = 0; i < trit_flat_count(f); i++)
-        if (trit_flat_grad_offset(f, i) >= 0 && group[i] >= z->ng) z->ng = group[i] + 1;
-    z->g = calloc((size_t)z->ng + 1, sizeof *z->g);
-    if (!z->g) return trit_error(TRIT_ERR_NOMEM, "zero3: out of memory");
-    for (int k = 0; k < z->ng; k++) z->g[k] = (pgroup){.begin = -1, .req = MPI_REQUEST_NULL, .next = {-1, -1}};
+    const int n = trit_flat_count(f);
+    for (int i = 0; i < n; i++) {
+        if (group[i] < 0) return trit_error(TRIT_ERR_INVALID, "zero3: '%s' is in no group", trit_flat_tensor(f, i)->name);
+        if (group[i] >= z->nmap) z->nmap = group[i] + 1;
+    }
+    z->map = malloc(sizeof(int) * ((size_t)z->nmap + 1));
+    z->g = calloc((size_t)n + 1, sizeof *z->g);
+    if (!z->map || !z->g) return trit_error(TRIT_ERR_NOMEM, "zero3: out of memory");
+    for (int k = 0; k < z->nmap; k++) z->map[k] = -1;
     int prev = -1;
-    for (int i = 0; i < trit_flat_count(f); i++) {
-        const int64_t off = trit_flat_grad_offset(f, i);
-        if (off < 0) continue;
-        const int k = group[i];
-        if (k < 0) return trit_error(TRIT_ERR_INVALID, "zero3: '%s' is in no group", trit_flat_tensor(f, i)->name);
-        if (k != prev && z->g[k].begin >= 0)
+    for (int i = 0; i < n; i++) {
+        if (trit_flat_tensor(f, i)->dtype != z->dt) continue;
+        const int64_t off = at_of(z, f, i);
+        int k = z->map[group[i]];
+        if (k >= 0 && k != prev)
             return trit_error(TRIT_ERR_INVALID, "zero3: group %d is not one run of the layout ('%s' is apart from the "
-                              "rest)", k, trit_flat_tensor(f, i)->name);
-        if (k != prev) {
+                              "rest)", group[i], trit_flat_tensor(f, i)->name);
+        if (k < 0) {
+            k = z->map[group[i]] = z->ng++;
+            z->g[k] = (pgroup){.begin = off, .req = MPI_REQUEST_NULL, .next = {-1, -1}};
             if (prev >= 0) z->g[prev].end = off;
-            z->g[k].begin = off;
         }
         prev = k;
     }
@@ -167,7 +191,6 @@ static trit_status make_groups(trit_zero3 *z, const trit_flat *f, const int *gro
     const int64_t lo = z->bounds[z->rank], hi = z->bounds[z->rank + 1];
     for (int k = 0; k < z->ng; k++) {
         pgroup *p = &z->g[k];
-        if (p->begin < 0) return trit_error(TRIT_ERR_INVALID, "zero3: group %d has no trained tensor", k);
         if (p->end - p->begin > INT_MAX)
             return trit_error(TRIT_ERR_UNSUPPORTED, "zero3: a group of %lld values is more than one MPI call takes",
                               (long long)(p->end - p->begin));
@@ -193,7 +216,8 @@ static trit_status set_order(trit_zero3 *z, const trit_flat *f, trit_graph *g, c
     for (int p = 0; p < np; p++) {
         gp[p] = -1;
         for (int i = 0; i < trit_flat_count(f); i++)
-            if (trit_flat_tensor(f, i) == trit_graph_param(g, p) && trit_flat_grad_offset(f, i) >= 0) gp[p] = group[i];
+            if (trit_flat_tensor(f, i) == trit_graph_param(g, p) && trit_flat_tensor(f, i)->dtype == z->dt)
+                gp[p] = z->map[group[i]];
     }
     trit_status s = trit_graph_set_param_groups(g, gp, np);
     free(gp);
@@ -239,9 +263,10 @@ static trit_status measure(trit_zero3 *z) {
 
 trit_status trit_zero3_replay(trit_zero3 *z, bool forward_too) { return walk(z, forward_too); }
 
-trit_zero3 *trit_zero3_new(trit_zero *zero, const trit_flat *f, trit_graph *g, const int *group) {
-    if (!zero || !f || !g || !group) {
-        trit_error(TRIT_ERR_INVALID, "trit_zero3_new: the sharded exchange, flat storage, a compiled graph and groups");
+trit_zero3 *trit_zero3_new(trit_zero *zero, const trit_flat *f, trit_graph *g, const int *group, const int64_t *bounds) {
+    if (!zero || !f || !g || !group || !bounds) {
+        trit_error(TRIT_ERR_INVALID, "trit_zero3_new: the sharded exchange, flat storage, a compiled graph, groups and "
+                   "shard bounds");
         return NULL;
     }
     trit_zero3 *z = calloc(1, sizeof *z);
@@ -257,11 +282,9 @@ trit_zero3 *trit_zero3_new(trit_zero *zero, const trit_flat *f, trit_graph *g, c
         return NULL;
     }
     z->rank = trit_zero_group_rank(zero), z->size = trit_zero_group_size(zero);
-    z->bounds = trit_zero_bounds(zero);
     z->elem = MPI_DATATYPE_NULL;
     z->graph = g;
-    trit_flat_grads(f, &z->count);
-    trit_status s = check_layout(z, f);
+    trit_status s = layout(z, f, bounds);
     if (s == TRIT_OK) s = make_groups(z, f, group);
     if (s == TRIT_OK) s = set_order(z, f, g, group);
     if (s == TRIT_OK) s = measure(z);
@@ -340,6 +363,8 @@ void trit_zero3_free(trit_zero3 *z) {
     }
     if (z->elem != MPI_DATATYPE_NULL) MPI_Type_free(&z->elem);
     if (z->comm != MPI_COMM_NULL) MPI_Comm_free(&z->comm);
+    free(z->bounds);
+    free(z->map);
     free(z->g);
     free(z);
 }

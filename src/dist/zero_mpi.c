@@ -1,5 +1,6 @@
 // ZeRO stages 1 and 2 on DDP's buckets. The gradient block is cut into one contiguous shard per
-// rank (in elements, each start on a 64-byte line). Stage 1 leaves DDP's all-reduce as it is;
+// rank (in elements, each start on a 64-byte line; stage 3 gives the cuts, those of
+// trit_zero3_shard_bounds). Stage 1 leaves DDP's all-reduce as it is;
 // stage 2 makes each bucket a reduce-scatter (MPI_IN_PLACE: this rank's summed part arrives at
 // the bucket's start and is moved to its place in the shard), and once a bucket's exchange is
 // done the pages of the bucket outside the shard go back to the system (madvise DONTNEED: they
@@ -85,7 +86,7 @@ static void bucket_done(void *ctx, int k, int64_t begin, int64_t end) {
     release_outside(z, k, begin, end);
 }
 
-static trit_status plan(trit_zero *z, const trit_flat *f) {
+static trit_status plan(trit_zero *z, const trit_flat *f, const int64_t *bounds) {
     const int n = trit_flat_count(f);
     z->p = calloc((size_t)n + 1, sizeof *z->p);
     z->bounds = calloc((size_t)z->size + 1, sizeof *z->bounds);
@@ -96,6 +97,12 @@ static trit_status plan(trit_zero *z, const trit_flat *f) {
     if (!z->p || !z->bounds || !z->counts || !z->displs || !z->released || !z->reqs)
         return trit_error(TRIT_ERR_NOMEM, "zero: out of memory");
     for (int r = 0; r < z->size; r++) trit_zero_shard_range(z->count, z->size, r, &z->bounds[r], &z->bounds[r + 1]);
+    for (int r = 0; bounds && r <= z->size; r++) {
+        if (bounds[r] < (r ? bounds[r - 1] : 0) || (r == 0 && bounds[r] != 0) || (r == z->size && bounds[r] != z->count))
+            return trit_error(TRIT_ERR_INVALID, "zero: shard bound %d is %lld: the bounds rise from 0 to the %lld "
+                              "gradient values", r, (long long)bounds[r], (long long)z->count);
+        z->bounds[r] = bounds[r];
+    }
     for (int i = 0; i < n; i++) {
         const trit_tensor *t = trit_flat_tensor(f, i);
         const int64_t off = trit_flat_grad_offset(f, i);
@@ -143,7 +150,7 @@ static trit_status split(trit_zero *z, int group) {
     return rc == MPI_SUCCESS ? TRIT_OK : trit_dist_mpi_error(rc, "MPI_Comm_split into shard groups");
 }
 
-trit_zero *trit_zero_new(const trit_flat *f, trit_ddp *d, int stage, int group) {
+trit_zero *trit_zero_new(const trit_flat *f, trit_ddp *d, int stage, int group, const int64_t *bounds) {
     const int n = trit_dist_size();
     if (!f || !d || stage < 1 || stage > 3 || group < 1 || n % group != 0 || (group < n && stage != 3)) {
         trit_error(TRIT_ERR_INVALID, "trit_zero_new: flat storage, its DDP buckets, stage 1, 2 or 3, and a shard group "
@@ -160,7 +167,7 @@ trit_zero *trit_zero_new(const trit_flat *f, trit_ddp *d, int stage, int group) 
     z->grads = trit_flat_grads(f, &z->count);
     z->nb = trit_ddp_num_buckets(d);
     trit_status s = split(z, group);
-    if (s == TRIT_OK) s = z->grads ? plan(z, f) : trit_error(TRIT_ERR_STATE, "zero: the model has no gradients");
+    if (s == TRIT_OK) s = z->grads ? plan(z, f, bounds) : trit_error(TRIT_ERR_STATE, "zero: the model has no gradients");
     if (s != TRIT_OK) {
         trit_zero_free(z);
         return NULL;
@@ -170,7 +177,6 @@ trit_zero *trit_zero_new(const trit_flat *f, trit_ddp *d, int stage, int group) 
 }
 
 MPI_Comm trit_zero_comm(const trit_zero *z) { return z->comm; }
-const int64_t *trit_zero_bounds(const trit_zero *z) { return z->bounds; }
 int trit_zero_group_rank(const trit_zero *z) { return z->rank; }
 int trit_zero_group_size(const trit_zero *z) { return z->size; }
 

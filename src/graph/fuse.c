@@ -1,6 +1,7 @@
 // Fusion: compile's first pass rewrites op patterns into fused ops that do the same math in
 // fewer passes over memory (or, for the classifier, without ever storing the logits):
 //   linear(x, W, b) -> gelu           =>  linear(x, W) -> bias_gelu(., b)
+//   linear(x, W, b) -> add_act -> gelu =>  linear(x, W) -> add_act -> bias_gelu(., b)
 //   s = add(x, r) -> layernorm(s)     =>  f = add_layernorm(x, r) (2, ...); s = f[0]; ln = f[1]
 //   linear(x, W, b) -> cross_entropy  =>  classifier_ce(x, W, targets, b)
 // A pattern is rewritten only where the intermediate value has no other use and is not kept,
@@ -82,9 +83,15 @@ void trit_graph_remove_node(trit_graph *g, int pos) {
         if (g->values[i].producer > pos) g->values[i].producer--;
 }
 
+// gelu(linear(x, W, b)) and, for a LoRA product l added to the linear's output,
+// gelu(add_act(linear(x, W, b), l)) = bias_gelu(add_act(linear(x, W), l), b).
 static int fuse_bias_gelu(trit_graph *g, const int *uses, trit_node *n) {
     if (!IS_OP(g, n, trit_op_gelu)) return 0;
     trit_node *lin = sole_producer(g, uses, n->in[0]);
+    if (lin && IS_OP(g, lin, trit_op_add_act)) {
+        const trit_tensor *sum = g->values[n->in[0]].t, *y = g->values[lin->in[0]].t;
+        lin = trit_tensor_same_shape(sum, y) ? sole_producer(g, uses, lin->in[0]) : NULL;
+    }
     if (!lin || !IS_OP(g, lin, trit_op_linear) || lin->n_in != 3) return 0;
     int in[2] = {n->in[0], lin->in[2]};
     const trit_op_def *def = OP_DEF(g, trit_op_bias_gelu);

@@ -400,21 +400,27 @@ static trit_status convert_param(trit_tensor *p, trit_dtype dt) {
     return TRIT_OK;
 }
 
-trit_status trit_gpt_set_param_dtype(trit_gpt *m, trit_dtype dt) {
-    if (!m) return trit_error(TRIT_ERR_INVALID, "trit_gpt_set_param_dtype: NULL model");
+trit_status trit_gpt_convert_params(trit_gpt *m, trit_dtype dt, bool (*which)(const trit_tensor *t)) {
+    if (!m) return trit_error(TRIT_ERR_INVALID, "gpt: converting the parameters of a NULL model");
     if (m->dec) return trit_error(TRIT_ERR_STATE, "gpt: the model decodes only; its parameters cannot change dtype");
     if (dt != TRIT_F32 && dt != TRIT_BF16 && dt != TRIT_F16)
         return trit_error(TRIT_ERR_DTYPE, "gpt: parameters can be stored in f32, bf16 or f16, not %s",
                           trit_dtype_name(dt));
     bool changed = false;
     for (int i = 0; i < m->n_tensors; i++) {
-        if (m->tensors[i]->dtype == dt) continue;
-        trit_status s = convert_param(m->tensors[i], dt);
+        trit_tensor *t = m->tensors[i];
+        if (t->dtype == dt || (which && !which(t))) continue;
+        if (!t->data)  // a quantized base's matrix: its codes are its values
+            return trit_error(TRIT_ERR_STATE, "gpt: '%s' has no values to store in %s (a quantized base keeps codes)",
+                              t->name, trit_dtype_name(dt));
+        trit_status s = convert_param(t, dt);
         if (s != TRIT_OK) return s;
         changed = true;
     }
     return changed ? trit_gpt_lay_out(m, NULL, NULL) : TRIT_OK;  // the converted values into a block of the new dtype
 }
+
+trit_status trit_gpt_set_param_dtype(trit_gpt *m, trit_dtype dt) { return trit_gpt_convert_params(m, dt, NULL); }
 
 static const char *const precision_names[] = {"fp32", "bf16", "fp16"};
 

@@ -135,6 +135,9 @@ trit_status trit_gpt_lay_out(trit_gpt *m, const bool *drop, const bool *give);
 // trit_gpt_add_adapter, where base_give (or NULL) also gives storage to base parameters that have
 // none yet, in the same layout: a model made with an adapter is laid out once, not twice.
 trit_status trit_gpt_add_adapter_giving(trit_gpt *m, const trit_adapter_config *a, uint64_t seed, const bool *base_give);
+// Stores the parameters which(t) picks (NULL: all) in dt, rounding to nearest even, and lays the
+// storage out again (trit_gpt_set_param_dtype, trit_gpt_set_adapter_dtype).
+trit_status trit_gpt_convert_params(trit_gpt *m, trit_dtype dt, bool (*which)(const trit_tensor *t));
 // The index of parameter t in m->tensors, -1 for NULL (or a tensor not of the model).
 int trit_gpt_index_of(const trit_gpt *m, const trit_tensor *t);
 // Appends t to m's parameter list (which then owns it); TRIT_ERR_RANGE, t left to the caller,

@@ -26,8 +26,9 @@ static bool use_panels(trit_dtype dt, int64_t K, int64_t G) {
     return trit_qpanels_supported(dt, K, G) && (trit_qpanels_preferred(dt) || !trit_qgemm_supported(dt, K, G));
 }
 
-// A model with 16-bit parameters is decoded from f32 copies taken now: a cache sees the
-// parameters as they were when it was made (training code makes a new cache per evaluation).
+// A model with 16-bit parameters (all, or an adapter's) is decoded from f32 copies of those taken
+// now: a cache sees the parameters as they were when it was made (training code makes a new
+// cache per evaluation).
 static trit_status copy_params(gpt_weights *k, const trit_gpt *m) {
     bool all_f32 = true;
     for (int i = 0; i < m->n_tensors; i++) all_f32 &= m->tensors[i]->dtype == TRIT_F32;
@@ -37,6 +38,7 @@ static trit_status copy_params(gpt_weights *k, const trit_gpt *m) {
     for (int i = 0; i < m->n_tensors; i++) {
         const trit_tensor *t = m->tensors[i];
         const int64_t n = trit_tensor_numel(t);
+        if (t->dtype == TRIT_F32 || !t->data) continue;  // read in place; a quantized base's matrix has codes only
         if (!(k->f32[i] = trit_aligned_alloc(sizeof(float) * (size_t)(n ? n : 1))))
             return trit_error(TRIT_ERR_NOMEM, "gpt decoder: out of memory for an f32 copy of '%s'", t->name);
         trit_dtype_traits_of(t->dtype)->to_f32(k->f32[i], trit_tensor_ptr(t), n, NULL, 0);

@@ -306,6 +306,19 @@ trit_status trit_gpt_add_adapter_giving(trit_gpt *m, const trit_adapter_config *
     return s;
 }
 
+// An adapter's parameter, by the names lora_params and bottleneck_params give.
+static bool is_adapter_param(const trit_tensor *t) {
+    return strstr(t->name, ".lora_A.weight") || strstr(t->name, ".lora_B.weight") || strstr(t->name, ".adapter.");
+}
+
+trit_status trit_gpt_set_adapter_dtype(trit_gpt *m, trit_dtype dt) {
+    if (!m) return trit_error(TRIT_ERR_INVALID, "trit_gpt_set_adapter_dtype: NULL model");
+    if (m->cfg.adapter.kind == TRIT_ADAPTER_NONE) return trit_error(TRIT_ERR_STATE, "gpt: the model has no adapter");
+    if (dt != TRIT_F32 && dt != TRIT_BF16)
+        return trit_error(TRIT_ERR_DTYPE, "gpt: an adapter is stored in f32 or bf16, not %s", trit_dtype_name(dt));
+    return trit_gpt_convert_params(m, dt, is_adapter_param);
+}
+
 int64_t trit_gpt_num_trainable(const trit_gpt *m) {
     int64_t n = 0;
     for (int i = 0; m && i < m->n_tensors; i++)
@@ -315,16 +328,34 @@ int64_t trit_gpt_num_trainable(const trit_gpt *m) {
 
 // ---- merge and unmerge ------------------------------------------------------------------------
 
-// W (out, in) += sign s B A for the LINEAR step st, in double sums rounded once per element.
+// An adapter matrix's values in f32: its own storage, or a widened copy of a bf16 one (exact)
+// in *copy, which the caller frees.
+static const float *adapter_f32(const trit_tensor *t, float **copy) {
+    *copy = NULL;
+    if (t->dtype == TRIT_F32) return trit_tensor_ptr(t);
+    const int64_t n = trit_tensor_numel(t);
+    if (!(*copy = malloc(sizeof(float) * (size_t)(n ? n : 1)))) return NULL;
+    trit_dtype_traits_of(t->dtype)->to_f32(*copy, trit_tensor_ptr(t), n, NULL, 0);
+    return *copy;
+}
+
+// W (out, in) += sign s B A for the LINEAR step st, in double sums rounded once per element; a
+// bf16 adapter is widened first, so it folds as its f32 widening does.
 static trit_status fold(trit_gpt *m, const gpt_step *st, double sign) {
     trit_tensor *w = m->tensors[st->w], *A = m->tensors[st->la], *B = m->tensors[st->lb];
-    if (w->dtype != TRIT_F32 || A->dtype != TRIT_F32 || B->dtype != TRIT_F32 || !w->data || !trit_tensor_is_contiguous(w))
-        return trit_error(TRIT_ERR_DTYPE, "gpt: merging an adapter needs the f32 values of '%s' and its adapter (a "
-                          "16-bit or decode-only model has none): load the model in f32", w->name);
+    const bool adapter_ok = (A->dtype == TRIT_F32 || A->dtype == TRIT_BF16) && (B->dtype == TRIT_F32 || B->dtype == TRIT_BF16);
+    if (w->dtype != TRIT_F32 || !adapter_ok || !w->data || !trit_tensor_is_contiguous(w))
+        return trit_error(TRIT_ERR_DTYPE, "gpt: merging an adapter needs the f32 values of '%s' and an f32 or bf16 "
+                          "adapter (a 16-bit or decode-only model has no f32 weights): load the model in f32", w->name);
     const int64_t out = w->shape[0], in = w->shape[1], r = A->shape[0];
     const double s = sign * trit_adapter_scale(&m->cfg.adapter);
     float *wd = trit_tensor_ptr(w);  // (out, in)
-    const float *ad = trit_tensor_ptr(A), *bd = trit_tensor_ptr(B);  // (r, in), (out, r)
+    float *acopy, *bcopy;
+    const float *ad = adapter_f32(A, &acopy), *bd = adapter_f32(B, &bcopy);  // (r, in), (out, r)
+    if (!ad || !bd) {
+        free(acopy), free(bcopy);
+        return trit_error(TRIT_ERR_NOMEM, "gpt: out of memory widening the adapter of '%s'", w->name);
+    }
 #pragma omp parallel for schedule(static) if (out * in * r >= (INT64_C(1) << 20))
     for (int64_t o = 0; o < out; o++)
         for (int64_t j = 0; j < in; j++) {
@@ -332,6 +363,7 @@ static trit_status fold(trit_gpt *m, const gpt_step *st, double sign) {
             for (int64_t k = 0; k < r; k++) d += (double)bd[o * r + k] * ad[k * in + j];
             wd[o * in + j] = (float)((double)wd[o * in + j] + s * d);
         }
+    free(acopy), free(bcopy);
     if (m->quantized && m->quantized[st->w]) {  // the codes no longer hold W
         trit_tensor_free(m->quantized[st->w]);
         m->quantized[st->w] = NULL;
@@ -378,7 +410,7 @@ trit_tensor *trit_gpt_lora_graph(trit_graph *g, const trit_gpt *m, const gpt_ste
     }
     trit_tensor *down = trit_linear(g, x, m->tensors[s->la], NULL);  // (B, T, r)
     down = trit_scale(g, down, trit_adapter_scale(a));
-    return trit_add(g, y, trit_linear(g, down, m->tensors[s->lb], NULL));  // (B, T, out)
+    return trit_add_act(g, y, trit_linear(g, down, m->tensors[s->lb], NULL));  // (B, T, out)
 }
 
 // ---- a quantized base (QLoRA) -----------------------------------------------------------------

@@ -120,12 +120,42 @@ static bool same_contiguous(const trit_tensor *a, const trit_tensor *b, const tr
 
 // ---- forward ----------------------------------------------------------------------------
 
+enum { LOWP_CHUNK = 1024 };  // values of a 16-bit output summed in f32 at a time, on the stack
+
+// add_act's 16-bit output (graph/lowp.c): the sums of each chunk of a row in f32, rounded once.
+static void add_lowp(const trit_ew_layout *l, trit_tensor *out, const real *a, const real *b) {
+#ifdef TRIT_REAL_F64
+    (void)l, (void)out, (void)a, (void)b;
+#else
+    const int last = l->ndim - 1;
+    const int64_t n = l->shape[last], per_row = (n + LOWP_CHUNK - 1) / LOWP_CHUNK, items = trit_ew_rows(l) * per_row;
+    const int64_t sa = l->strides[1][last], sb = l->strides[2][last];
+    const trit_dtype_traits *tr = trit_dtype_traits_of(out->dtype);
+    char *y = out->data;
+#pragma omp parallel for schedule(static) if (l->numel >= TRIT_EW_PAR_MIN)
+    for (int64_t it = 0; it < items; it++) {
+        int64_t off[3];
+        trit_ew_row_offsets(l, it / per_row, off);
+        const int64_t j0 = it % per_row * LOWP_CHUNK, m = n - j0 < LOWP_CHUNK ? n - j0 : LOWP_CHUNK;
+        float sum[LOWP_CHUNK];
+        ew_row(EW_ADD, false, sum, NULL, a + off[1] + j0 * sa, sa, b + off[2] + j0 * sb, sb, m);
+        tr->from_f32(y + trit_dtype_nbytes(out->dtype, off[0] + j0), sum, m, NULL, off[0] + j0);
+    }
+#endif
+}
+
 static trit_status binary_forward(const trit_op_call *c, int kind) {
     const trit_tensor *a = c->in[0], *b = c->in[1];
     const int64_t n = trit_tensor_numel(c->out);
     if (n == 0) return TRIT_OK;
     real *y = c->out->data;
     const real *pa = in_ptr(a), *pb = in_ptr(b);
+    if (trit_op_lowp_ok(c->out->dtype)) {  // add_act only (lowp_output)
+        trit_ew_layout l;
+        binary_layout(a, b, c->out, &l);
+        add_lowp(&l, c->out, pa, pb);
+        return TRIT_OK;
+    }
     if (same_contiguous(a, b, c->out)) {  // the common case: one flat loop the compiler vectorizes
         const trit_ew_layout flat = {.ndim = 1, .nops = 3, .numel = n, .shape = {n}, .strides = {{1}, {1}, {1}}};
         ew_apply(kind, false, &flat, y, NULL, pa, pb);
@@ -240,6 +270,11 @@ const trit_op_def R(trit_op_add) = {
     .name = "add", .infer = add_infer, .forward = add_forward, .backward = add_backward,
     .bwd_unread = TRIT_IN(0) | TRIT_IN(1) | TRIT_OUT,
 };
+// The same add, its output stored in the activation dtype where every reader takes 16 bits.
+const trit_op_def R(trit_op_add_act) = {
+    .name = "add_act", .infer = add_infer, .forward = add_forward, .backward = add_backward,
+    .bwd_unread = TRIT_IN(0) | TRIT_IN(1) | TRIT_OUT, .lowp_output = true,
+};
 const trit_op_def R(trit_op_sub) = {
     .name = "sub", .infer = sub_infer, .forward = sub_forward, .backward = sub_backward,
     .bwd_unread = TRIT_IN(0) | TRIT_IN(1) | TRIT_OUT,
@@ -265,6 +300,7 @@ const trit_op_def R(trit_op_div) = {
     }
 
 BINARY_CONSTRUCTOR(add)
+BINARY_CONSTRUCTOR(add_act)
 BINARY_CONSTRUCTOR(sub)
 BINARY_CONSTRUCTOR(mul)
 BINARY_CONSTRUCTOR(div)

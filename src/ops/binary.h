@@ -10,6 +10,7 @@
 #include <stdbool.h>
 
 TRIT_DECLARE_REAL(const trit_op_def, trit_op_add);
+TRIT_DECLARE_REAL(const trit_op_def, trit_op_add_act);
 TRIT_DECLARE_REAL(const trit_op_def, trit_op_sub);
 TRIT_DECLARE_REAL(const trit_op_def, trit_op_mul);
 TRIT_DECLARE_REAL(const trit_op_def, trit_op_div);

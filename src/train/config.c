@@ -62,6 +62,7 @@ static const char *const adapter_names[] = {"off", "lora", "bottleneck", NULL};
 static const char *const dist_names[] = {"off", "ddp", "zero1", "zero2", "pipeline", "zero3", "tensor", NULL};
 static const char *const pipe_schedule_names[] = {"gpipe", "1f1b", NULL};
 static const char *const qbase_names[] = {"off", "nf4", "int8", "int4", "ternary", "keep", NULL};
+static const char *const adapter_dtype_names[] = {"f32", "bf16", NULL};
 
 // Upper bounds are where a run stops being a training run on one machine and becomes an
 // overflow or an allocation that cannot succeed; the products of sizes are checked too
@@ -233,6 +234,11 @@ static const field fields[] = {
      "attention and after the MLP (--adapter-size) (lora with --lora, else off)", NONE},
     {"adapter-size", F_INT, K_MODEL, OFF(adapter_size), NULL, "--adapter-type bottleneck: its width, at most --dim",
      I(1, 65536)},
+    {"adapter-dtype", F_ENUM, K_OPT, OFF(adapter_dtype), adapter_dtype_names,
+     "f32|bf16: the adapter's weights in fp32, or in bf16 updated in place (--rounding; fp32 gradients and AdamW "
+     "moments), with --precision bf16 (f32)", NONE},
+    {"lora-dtype", F_ENUM, K_OPT, OFF(adapter_dtype), adapter_dtype_names, "the same as --adapter-dtype", NONE,
+     .alias = true},
     {"quantize-base", F_ENUM, K_MODEL, OFF(quantize_base), qbase_names,
      "off|nf4|int8|int4|ternary: with --lora, keep the frozen base only as codes (QLoRA: nf4 blocks of 64, int8 per "
      "channel, int4 groups of 64, ternary per matrix; keep: the codes of an --init-from run made by `trit quantize`, "
@@ -519,6 +525,7 @@ static void apply_defaults(trit_train_config *c) {
     DEF_I(tp, 0);
     DEF_I(pipe_schedule, TRIT_TRAIN_PIPE_1F1B);
     DEF_I(adapter_type, c->lora[0] ? TRIT_TRAIN_ADAPTER_LORA : TRIT_TRAIN_ADAPTER_OFF);
+    DEF_I(adapter_dtype, TRIT_TRAIN_ADAPTER_F32);
     if (!c->out[0]) snprintf(c->out, sizeof c->out, "%s", c->resume[0] ? c->resume : task ? "run-addition" : "run");
 }
 #undef DEF_I
@@ -593,6 +600,11 @@ static trit_status check_relations(const trit_train_config *c) {
          "--quantize-base keeps a frozen base as codes: it needs --lora or --adapter-type (the adapter is what trains)");
     NEED(c->quantize_base == TRIT_QBASE_OFF || (c->qat == TRIT_QAT_OFF && c->master_weights),
          "--quantize-base does not combine with --qat/--ternary or --master-weights off");
+    NEED(c->adapter_dtype == TRIT_TRAIN_ADAPTER_F32 || c->adapter_type != TRIT_TRAIN_ADAPTER_OFF,
+         "--adapter-dtype bf16 stores an adapter's weights: it needs --lora or --adapter-type");
+    NEED(c->adapter_dtype == TRIT_TRAIN_ADAPTER_F32 || c->precision == TRIT_PRECISION_BF16,
+         "--adapter-dtype bf16 keeps the adapter in bf16 for bf16 compute: add --precision bf16 (the %s run's matmuls "
+         "would widen it again)", enum_name(find_field("precision"), c->precision));
     NEED(!c->double_quant || (c->quantize_base != TRIT_QBASE_OFF && c->quantize_base != TRIT_QBASE_KEEP),
          "--double-quant applies to --quantize-base nf4|int8|int4|ternary");
     NEED(c->quantize_base != TRIT_QBASE_KEEP || c->init_from[0],

@@ -2,7 +2,8 @@
 // base (transformers' GPT2LMHeadModel) and trit loads peft's (a bottleneck adapter is written the
 // same way with trit's own peft_type "BOTTLENECK", which peft does not read):
 //   adapter_model.safetensors  base_model.model.transformer.h.<i>.<module>.lora_A.weight (r, in)
-//                              and .lora_B.weight (out, r), F32, metadata {"format": "pt"}
+//                              and .lora_B.weight (out, r), in the adapter's dtype (F32, or
+//                              BF16 for --adapter-dtype bf16), metadata {"format": "pt"}
 //   adapter_config.json        {"peft_type": "LORA", "r", "lora_alpha", "lora_dropout",
 //                              "target_modules": [...], "use_rslora", "fan_in_fan_out": true, ...}
 // GPT-2's Conv1D stores W as (in, out) (fan_in_fan_out), but PEFT keeps lora_A and lora_B as
@@ -227,6 +228,10 @@ static trit_status read_weights(trit_gpt *m, const trit_safetensors *f, const ch
         bool same = info->ndim == t->ndim;
         for (int d = 0; same && d < t->ndim; d++) same = info->shape[d] == t->shape[d];
         if (!same) return shape_error(file, name, info, t);
+        if (info->dtype == TRIT_DTYPE_COUNT || !trit_dtype_is_float(info->dtype) || trit_dtype_is_quantized(info->dtype))
+            return trit_error(TRIT_ERR_DTYPE, "'%s': '%s' is %s; an adapter's tensors are floating point (F32 or BF16 as "
+                              "trit and peft save them, F16, F64), read into the model's %s: the file is damaged or "
+                              "not an adapter", file, name, info->dtype_name, trit_dtype_name(t->dtype));
         trit_status s = trit_safetensors_load(f, name, t);
         if (s != TRIT_OK) return s;
     }

@@ -10,7 +10,7 @@
 #include <string.h>
 
 bool trit_quantize_takes_block_matrix(const char *name) {
-    return strncmp(name, "h.", 2) == 0 && !strstr(name, ".lora_") && !strstr(name, ".adapter.");  // adapters train: f32
+    return strncmp(name, "h.", 2) == 0 && !strstr(name, ".lora_") && !strstr(name, ".adapter.");  // adapters train
 }
 
 trit_status trit_gpt_quantize_read(trit_gpt *m, int i, const trit_quant_spec *spec,

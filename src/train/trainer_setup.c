@@ -217,9 +217,10 @@ static trit_status setup_data(trainer *t) {
     return s;
 }
 
-// --precision, --master-weights, --matmul-precision and --loss-scale: the model's compute policy,
-// its parameters' storage (fp32 master weights, or 16-bit weights updated in place) and the
-// loss scaler (dynamic for fp16 unless a static --loss-scale is given).
+// --precision, --master-weights, --adapter-dtype, --matmul-precision and --loss-scale: the model's
+// compute policy, its parameters' storage (fp32 master weights, or 16-bit weights updated in
+// place: all of them, or only the adapter's) and the loss scaler (dynamic for fp16 unless a
+// static --loss-scale is given).
 static trit_status apply_precision(trainer *t) {
     const trit_train_config *c = &t->cfg;
     const trit_precision p = (trit_precision)c->precision;
@@ -228,6 +229,7 @@ static trit_status apply_precision(trainer *t) {
     // The policy applies in trit_trainer_fit_memory, once the optimizer's state is known.
     if (s == TRIT_OK) s = trit_gpt_set_recompute(t->model, TRIT_RECOMPUTE_NONE);
     if (s == TRIT_OK && !c->master_weights) s = trit_gpt_set_param_dtype(t->model, policy.activation);
+    else if (s == TRIT_OK && c->adapter_dtype == TRIT_TRAIN_ADAPTER_BF16) s = trit_gpt_set_adapter_dtype(t->model, TRIT_BF16);
     t->use_scaler = p == TRIT_PRECISION_FP16 || c->loss_scale > 0;
     if (s == TRIT_OK && t->use_scaler)
         s = trit_loss_scaler_init(&t->scaler, c->loss_scale > 0 ? c->loss_scale : 65536.0, c->loss_scale == 0);

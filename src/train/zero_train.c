@@ -32,6 +32,7 @@ void trit_trainer_zero_free(trainer *t) {
     free(zs->views);
     free(zs->full);
     free(zs->at);
+    free(zs->bounds);
     free(zs);
     t->zero = NULL;
 }
@@ -39,6 +40,7 @@ void trit_trainer_zero_free(trainer *t) {
 // The views of this rank's pieces of the trained parameters, in block order.
 static trit_status make_views(trainer *t, trainer_zero *zs) {
     const trit_flat *f = trit_gpt_flat(t->model);
+    const char *block = zs->stage == 3 ? trit_flat_block(f, zs->dt, NULL) : NULL;
     const int n = trit_flat_count(f);
     zs->views = calloc((size_t)n + 1, sizeof *zs->views);
     zs->full = calloc((size_t)n + 1, sizeof *zs->full);
@@ -53,7 +55,12 @@ static trit_status make_views(trainer *t, trainer_zero *zs) {
         const int64_t a = (off > zs->lo ? off : zs->lo) - off, b = (off + numel < zs->hi ? off + numel : zs->hi) - off;
         if (a >= b) continue;
         const int64_t len = b - a;
-        trit_tensor *v = trit_tensor_wrap(p->dtype, 1, &len, (char *)trit_tensor_ptr(p) + trit_dtype_nbytes(p->dtype, a));
+        const char *at = (char *)trit_tensor_ptr(p) + trit_dtype_nbytes(p->dtype, a);
+        if (block && (at < block + zs->elsize * (size_t)zs->plo ||
+                      at + trit_dtype_nbytes(p->dtype, len) > block + zs->elsize * (size_t)zs->phi))
+            return trit_error(TRIT_ERR_STATE, "zero3: the values of '%s' this rank updates are outside its shard of the "
+                              "parameter block", p->name);
+        trit_tensor *v = trit_tensor_wrap(p->dtype, 1, &len, (char *)at);
         if (v) v->grad = trit_tensor_wrap(TRIT_F32, 1, &len, (float *)trit_tensor_ptr(p->grad) + a);
         if (!v || !v->grad) {
             trit_tensor_free(v);
@@ -87,6 +94,28 @@ static trit_optim *shard_optim(const trainer *t, const trainer_zero *zs) {
     return o;
 }
 
+// zero3: the shards of the parameter block, frozen values included, and the gradient shards
+// inside them (trit_zero3_shard_bounds).
+static trit_status shard_block(const trainer *t, trainer_zero *zs) {
+    const trit_flat *f = trit_gpt_flat(t->model);
+    const int N = zs->shards;
+    zs->bounds = malloc(sizeof(int64_t) * 2 * ((size_t)N + 1));
+    if (!zs->bounds) return trit_error(TRIT_ERR_NOMEM, "zero3: out of memory");
+    trit_status s = trit_zero3_shard_bounds(f, N, &zs->dt, zs->bounds, zs->bounds + N + 1);
+    if (s != TRIT_OK) return s;
+    const trit_dtype dt = zs->dt;
+    size_t bytes = 0;
+    trit_flat_block(f, dt, &bytes);
+    zs->elsize = trit_dtype_size(dt);
+    zs->pcount = (int64_t)(bytes / zs->elsize);
+    zs->plo = zs->bounds[zs->shard], zs->phi = zs->bounds[zs->shard + 1];
+    zs->lo = zs->bounds[N + 1 + zs->shard], zs->hi = zs->bounds[N + 2 + zs->shard];
+    for (int i = 0; i < trit_flat_count(f); i++)
+        if (trit_flat_tensor(f, i)->dtype == dt && trit_flat_grad_offset(f, i) < 0)
+            zs->frozen += trit_tensor_numel(trit_flat_tensor(f, i));
+    return TRIT_OK;
+}
+
 static const char *dist_name(int64_t d) {
     return d == TRIT_DIST_ZERO3 ? "zero3" : d == TRIT_DIST_ZERO2 ? "zero2" : "zero1";
 }
@@ -100,9 +129,6 @@ trit_status trit_trainer_zero_check(const trit_train_config *c, int ranks) {
                           "%lld, or pass a G that divides %d", (long long)c->shard_group, ranks,
                           (long long)c->shard_group, ranks);
     if (ranks < 2 || !is_zero(c->dist)) return TRIT_OK;
-    if (c->dist == TRIT_DIST_ZERO3 && c->qat != TRIT_QAT_OFF)
-        return trit_error(TRIT_ERR_UNSUPPORTED, "--qat/--ternary with --dist zero3: the quantized copies of the weights "
-                          "are made from whole weights between steps, which zero3 does not hold; use --dist zero2");
     if (c->optimizer != TRIT_TRAIN_ADAMW)
         return trit_error(TRIT_ERR_UNSUPPORTED, "--dist %s shards AdamW's state, element by element; --optimizer %s "
                           "keeps state that does not split that way (8-bit blocks, low-rank projections): use "
@@ -111,6 +137,11 @@ trit_status trit_trainer_zero_check(const trit_train_config *c, int ranks) {
     if (c->terngrad)
         return trit_error(TRIT_ERR_UNSUPPORTED, "--terngrad with --dist %s: the ternary round trip needs each whole "
                           "gradient on one rank; use --dist ddp", dist_name(c->dist));
+    if (c->offload != TRIT_OFFLOAD_OFF && c->dist == TRIT_DIST_ZERO3)
+        return trit_error(TRIT_ERR_UNSUPPORTED, "--offload with --dist zero3: the optimizer state and the frozen f32 "
+                          "weights are sharded already (a rank holds 1/%d of each, the frozen weights gathered a "
+                          "block at a time); leave --offload out or use --dist ddp", c->shard_group > 0 ?
+                          (int)c->shard_group : ranks);
     if (c->offload != TRIT_OFFLOAD_OFF)
         return trit_error(TRIT_ERR_UNSUPPORTED, "--offload with --dist %s: the shard's optimizer state stays in "
                           "memory (it is 1/%d of the whole already); leave --offload out or use --dist ddp",
@@ -134,7 +165,11 @@ trit_status trit_trainer_zero_optim(trainer *t) {
         return trit_error(TRIT_ERR_STATE, "--dist %s: the model has no trained parameters", dist_name(c->dist));
     zs->count = count;
     trit_zero_shard_range(count, zs->shards, zs->shard, &zs->lo, &zs->hi);
-    trit_status s = make_views(t, zs);
+    trit_status s = zs->stage == 3 ? shard_block(t, zs) : TRIT_OK;
+    if (s == TRIT_OK) s = make_views(t, zs);
+    // zero3: the weights outside this rank's part go now, before the graph's arena is allocated
+    // (nothing reads them until the first forward's gathers; a resume writes them whole again).
+    if (s == TRIT_OK && zs->stage == 3) trit_zero3_give_back_early(trit_gpt_flat(t->model), zs->dt, zs->plo, zs->phi);
     if (s != TRIT_OK) return s;
     trit_optim *o = shard_optim(t, zs);
     if (!o) return TRIT_ERR_INVALID;
@@ -187,13 +222,23 @@ static int *param_groups(const trit_flat *f) {
 
 trit_status trit_trainer_zero_start(trainer *t) {
     trainer_zero *zs = t->zero;
-    zs->z = trit_zero_new(trit_gpt_flat(t->model), t->ddp, zs->stage, zs->shards);
+    const trit_flat *f = trit_gpt_flat(t->model);
+    zs->z = trit_zero_new(f, t->ddp, zs->stage, zs->shards, zs->stage == 3 ? zs->bounds + zs->shards + 1 : NULL);
     if (!zs->z || zs->stage < 3) return zs->z ? TRIT_OK : TRIT_ERR_INVALID;
-    int *group = param_groups(trit_gpt_flat(t->model));
+    int *group = param_groups(f);
     if (!group) return TRIT_ERR_NOMEM;
-    zs->z3 = trit_zero3_new(zs->z, trit_gpt_flat(t->model), t->gg.graph, group);
+    zs->z3 = trit_zero3_new(zs->z, f, t->gg.graph, group, zs->bounds);
     free(group);
-    return zs->z3 ? TRIT_OK : TRIT_ERR_INVALID;
+    if (!zs->z3) return TRIT_ERR_INVALID;
+    // The memory report's parameter bytes in the sharded block, and the rest (kept whole).
+    trit_graph_memory gm;
+    trit_status s = trit_graph_memory_report(t->gg.graph, &gm);
+    for (int p = 0; s == TRIT_OK && p < trit_graph_num_params(t->gg.graph); p++) {
+        const trit_tensor *w = trit_graph_param(t->gg.graph, p);
+        if (w->dtype == zs->dt) zs->sharded_bytes += (int64_t)trit_tensor_nbytes(w);
+    }
+    zs->whole_bytes = (int64_t)gm.param_bytes - zs->sharded_bytes;
+    return s;
 }
 
 trit_status trit_trainer_zero_hold(trainer *t, bool hold) {
@@ -274,9 +319,10 @@ void trit_trainer_zero_memory(const trainer *t, struct trit_memory_report *mem) 
     mem->total -= mem->grads - shard;
     mem->grads = shard;
     if (zs->stage < 3) return;
-    // The shard's weights, and the most of the others a micro-batch holds gathered at once.
-    const size_t params = (size_t)((double)zs->weight_bytes / (double)zs->trained * (double)(zs->hi - zs->lo)) +
-                          trit_zero3_gathered_peak(zs->z3);
+    // The shard of the parameter block (frozen values of its dtype included), the most of the
+    // rest a micro-batch holds gathered at once, and the parameters of other dtypes, kept whole.
+    const size_t params = zs->elsize * (size_t)(zs->phi - zs->plo) + trit_zero3_gathered_peak(zs->z3) +
+                          (size_t)zs->whole_bytes;
     mem->total -= mem->params - params;
     mem->params = params;
 }
@@ -291,7 +337,7 @@ void trit_trainer_zero_print(const trainer *t, FILE *fp) {
     const double ddp = (w + 4 + 8) * P;
     const double formula = (zs->stage == 3 ? (w + 4 + 8) / N : zs->stage == 2 ? w + (4 + 8) / N : w + 4 + 8 / N) * P;
     const char *terms = zs->stage == 3 ? "(%g + 4 + 8) / N" : zs->stage == 2 ? "(%g + (4 + 8) / N)" : "(%g + 4 + 8 / N)";
-    char shown[64];
+    char shown[128];
     snprintf(shown, sizeof shown, terms, w);
     char groups[96] = "";
     if (zs->shards != t->ranks)
@@ -305,11 +351,22 @@ void trit_trainer_zero_print(const trainer *t, FILE *fp) {
                 shown, P, formula / 1e6);
         return;
     }
-    const double mine = (double)zs->weight_bytes / P * (double)(zs->hi - zs->lo);
-    const double gathered = (double)trit_zero3_gathered_peak(zs->z3);
-    fprintf(fp, "zero3: rank %d of %d%s keeps elements [%lld, %lld) of %lld: weights %.2f MB (+ %.2f MB gathered at "
-            "most) + gradients %.2f MB + optimizer %.2f MB = %.2f MB a rank, %.2f MB with the gathered (DDP %.2f MB; "
-            "ZeRO's %s x %.0f parameters = %.2f MB, N = %d)\n", t->rank, t->ranks, groups, (long long)zs->lo,
-            (long long)zs->hi, (long long)zs->count, mine / 1e6, gathered / 1e6, g / 1e6, o / 1e6, (mine + g + o) / 1e6,
-            (mine + gathered + g + o) / 1e6, ddp / 1e6, shown, P, formula / 1e6, zs->shards);
+    // Frozen values of the block's dtype are sharded too (w bytes each); other dtypes stay whole.
+    const double F = (double)zs->frozen, W = (double)zs->whole_bytes, wb = (double)zs->elsize;
+    const bool plain = zs->frozen == 0 && zs->whole_bytes == 0;
+    const double mine = wb * (double)(zs->phi - zs->plo), gathered = (double)trit_zero3_gathered_peak(zs->z3);
+    const double ddp3 = (wb + 4 + 8) * P + wb * F + W, formula3 = ((wb + 4 + 8) * P + wb * F) / N + W;
+    char block[160] = "", whole[64] = "", trained[48] = "";
+    if (plain) snprintf(trained, sizeof trained, " x %.0f parameters", P);
+    if (!plain) {
+        snprintf(block, sizeof block, " and values [%lld, %lld) of the %s parameter block's %lld (%.0f frozen)",
+                 (long long)zs->plo, (long long)zs->phi, trit_dtype_name(zs->dt), (long long)zs->pcount, F);
+        snprintf(shown, sizeof shown, "((%g + 4 + 8) x %.0f + %g x %.0f frozen) / N%s", wb, P, wb, F, W > 0 ? " + whole" : "");
+    }
+    if (W > 0) snprintf(whole, sizeof whole, " + %.2f MB kept whole (other dtypes)", W / 1e6);
+    fprintf(fp, "zero3: rank %d of %d%s keeps elements [%lld, %lld) of %lld%s: weights %.2f MB (+ %.2f MB gathered at "
+            "most)%s + gradients %.2f MB + optimizer %.2f MB = %.2f MB a rank, %.2f MB with the gathered (DDP %.2f MB; "
+            "ZeRO's %s%s = %.2f MB, N = %d)\n", t->rank, t->ranks, groups, (long long)zs->lo, (long long)zs->hi,
+            (long long)zs->count, block, mine / 1e6, gathered / 1e6, whole, g / 1e6, o / 1e6, (mine + W + g + o) / 1e6,
+            (mine + W + gathered + g + o) / 1e6, ddp3 / 1e6, shown, trained, formula3 / 1e6, zs->shards);
 }

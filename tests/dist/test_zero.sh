@@ -35,8 +35,25 @@
 #                bit; a hybrid run stopped at step 10, merged and resumed with zero3 on 2 ranks ends
 #                within 1e-6 of one process's losses
 #   zero3_bad    --shard-group not dividing the ranks, --shard-group without zero3, zero3 with
-#                frozen weights, a hybrid checkpoint resumed with another group size: a message on
+#                --offload, a hybrid checkpoint resumed with another group size: a message on
 #                every rank, a non-zero exit
+#   zero3_frozen_equal  `trit finetune` under zero3 on 2 ranks with --freeze, LoRA, bottleneck
+#                adapters and QLoRA (an NF4 base): one process's losses within 1e-6 for 20 steps and
+#                zero2's bit for bit (the frozen f32 weights sharded and gathered like the trained
+#                ones, the NF4 codes kept whole); the header counts the trained and frozen values
+#                of the block (their sum the model's f32 parameters); LoRA on 4 ranks and hybrid;
+#                --qat int8 gives DDP's losses bit for bit; bf16 weights without master copies at
+#                C = 40 (padded unlike their f32 gradients) zero2's bit for bit
+#   zero3_frozen_memory the memory report of a LoRA finetune under zero3 on 2 and 4 ranks (4
+#                blocks, C = 64): parameters the rank's part of the f32 block (frozen values
+#                included) plus the gathered groups at most, recomputed from the model's shapes;
+#                gradients and AdamW the trained values of the gradient shard; per rank p + g + o
+#                without the gathered groups at most 0.55 of DDP's at N = 2, 0.3 at N = 4
+#   zero3_frozen_resume a LoRA and a --freeze finetune under zero3 on 2 ranks stopped at step 10
+#                and resumed: the uninterrupted run's losses, weights, adapter and shards bit for bit
+#   zero3_frozen_merge `trit merge-shards` of a LoRA finetune under zero3 on 2 ranks gives DDP's
+#                checkpoint and adapter bit for bit, and `trit eval` reads it; a run stopped at step
+#                10, merged and resumed with zero3 on 4 ranks ends within 1e-6 of one process
 # mpirun missing is a failure (tools/setup.sh installs openmpi-bin).
 set -u
 TRIT=$1
@@ -75,6 +92,21 @@ assert ha["optimizer"] == hb["optimizer"], (ha["optimizer"], hb["optimizer"])
 print(f"{len(a)} tensors equal bit for bit, optimizer {ha['optimizer']}")
 sys.exit(1 if bad else 0)
 PY
+}
+
+
+# finetune_bases: two generated texts of six words ($W/a.txt, $W/b.txt) and runs on the first to
+# fine-tune on the second: $W/base32 (2 blocks, C = 32) and $W/base64 (C = 64, whose rows take
+# NF4's blocks of 64); FT the flags the fine-tunes share (char tokenizer, T = 16).
+FT=(--heads 2 --seq 16 --batch 4 --total-batch-tokens 256 --threads 1 --eval-every 0 --eval-batches 2 --sample-tokens 0
+    --log-every 1 --warmup 2 --dropout 0.1 --bucket-mb 0.01)
+finetune_bases() {
+    python3 -c 'import random; r = random.Random(7); print(" ".join(r.choice(["to", "be", "or", "not", "that", "is"]) for _ in range(3000)))' >"$W/a.txt"
+    python3 -c 'import random; r = random.Random(8); print(" ".join(r.choice(["to", "be", "or", "not", "that", "is"]) for _ in range(3000)))' >"$W/b.txt"
+    for c in 32 64; do
+        "$TRIT" train --data "$W/a.txt" --layers 2 --dim $c "${FT[@]}" --steps 5 --out "$W/base$c" >"$W/base$c.log" 2>&1 ||
+            { cat "$W/base$c.log"; fail "the base run (C = $c) failed"; }
+    done
 }
 
 case "$CASE" in
@@ -306,17 +338,175 @@ zero3_bad)
     [ "$n" -eq 2 ] || { cat "$W/z2.log"; fail "expected the refusal of --shard-group with zero2 on both ranks, found it $n times"; }
     "$TRIT" train --shard-group 2 "${FLAGS[@]}" --out "$W/one" >"$W/one.log" 2>&1 && fail "--shard-group without --dist was accepted"
     grep -q "\-\-shard-group applies to --dist zero3" "$W/one.log" || { cat "$W/one.log"; fail "no refusal in one process"; }
-    # Frozen weights sit in the parameter block without gradients: zero3 cannot shard them as the gradients.
-    "${MPI[@]}" -np 2 "$TRIT" train --dist zero3 --freeze "h.*.attn.*" "${FLAGS[@]}" --out "$W/fr" >"$W/fr.log" 2>&1 &&
-        fail "zero3 with frozen weights was accepted"
-    n=$(grep -o "is frozen: --dist zero3 shards the parameter block as the gradient block, so every parameter in it must train" "$W/fr.log" | wc -l)
-    [ "$n" -eq 2 ] || { cat "$W/fr.log"; fail "expected the refusal of frozen weights on both ranks, found it $n times"; }
+    # Offloading the frozen weights: zero3 shards them already.
+    "${MPI[@]}" -np 2 "$TRIT" train --dist zero3 --freeze "h.*.attn.*" --offload optimizer+frozen "${FLAGS[@]}" \
+        --out "$W/fr" >"$W/fr.log" 2>&1 && fail "zero3 with --offload was accepted"
+    n=$(grep -o "\-\-offload with --dist zero3: the optimizer state and the frozen f32 weights are sharded already (a rank holds 1/2 of each" "$W/fr.log" | wc -l)
+    [ "$n" -eq 2 ] || { cat "$W/fr.log"; fail "expected the refusal of --offload on both ranks, found it $n times"; }
+    [ ! -e "$W/fr/train_state.bin" ] || fail "the refused run wrote a checkpoint"
     # A hybrid checkpoint (shards of groups of 2) resumed with groups of 4.
     "${MPI[@]}" -np 4 "$TRIT" train --dist zero3 --shard-group 2 "${FLAGS[@]}" --out "$W/h" --stop-after 10 >"$W/h.log" 2>&1 ||
         { cat "$W/h.log"; fail "the hybrid run failed"; }
     "${MPI[@]}" -np 4 "$TRIT" train --resume "$W/h" --shard-group 4 >"$W/h4.log" 2>&1 && fail "groups of 2's shards resumed in groups of 4"
     n=$(grep -o "'$W/h' holds a checkpoint whose optimizer state is sharded over 2 ranks (--dist zero1|zero2|zero3), and this job has 4: resume it with \`mpirun -np 2 trit train --resume $W/h\` (zero3: or --shard-group 2 on a multiple of 2 ranks)" "$W/h4.log" | wc -l)
     [ "$n" -eq 4 ] || { cat "$W/h4.log"; fail "expected the refusal on all 4 ranks, found it $n times"; }
+    ;;
+zero3_frozen_equal)
+    finetune_bases
+    for how in "freeze 32 --freeze h.*.attn.*" "lora 32 --lora r=4,alpha=8,targets=c_attn,c_fc" \
+               "adapter 32 --adapter-type bottleneck --adapter-size 8" "qlora 64 --lora r=4,alpha=8 --quantize-base nf4"; do
+        set -- $how
+        name=$1 c=$2
+        shift 2
+        run=("$TRIT" finetune "$W/base$c" --data "$W/b.txt" --layers 2 --dim $c "${FT[@]}" "$@" --steps 20)
+        "${run[@]}" --out "$W/one$name" >"$W/one$name.log" 2>&1 || { cat "$W/one$name.log"; fail "$name in one process failed"; }
+        for d in zero2 zero3; do
+            "${MPI[@]}" -np 2 "${run[@]}" --dist $d --out "$W/$d$name" >"$W/$d$name.log" 2>&1 ||
+                { cat "$W/$d$name.log"; fail "$name under $d on 2 ranks failed"; }
+        done
+        compare "$W/one$name" "$W/zero3$name" 1e-6
+        [ "$(losses "$W/zero2$name/metrics.jsonl")" = "$(losses "$W/zero3$name/metrics.jsonl")" ] ||
+            { diff <(losses "$W/zero2$name/metrics.jsonl") <(losses "$W/zero3$name/metrics.jsonl"); fail "$name: zero3 and zero2 differ"; }
+        # The header: the trained values (the adapter's or the unfrozen ones) and the frozen f32
+        # values of the block, together the model's f32 parameters (QLoRA: its codes kept whole).
+        python3 - "$W/zero3$name.log" "$name" <<'PY' || fail "$name: the zero3 header does not count the block (above)"
+import re, sys
+log, name = open(sys.argv[1]).read(), sys.argv[2]
+total = int(re.search(r"^model: .*: (\d+) parameters", log, re.M).group(1))
+t = re.search(r"(\d+) trainable parameters|: (\d+) of \d+ parameters train", log)
+trained = int(t.group(1) or t.group(2))
+m = re.search(r"^zero3: rank 0 of 2 keeps elements \[0, (\d+)\) of (\d+) and values \[0, (\d+)\) of the f32 parameter "
+              r"block's (\d+) \((\d+) frozen\): .* ZeRO's \(\(4 \+ 4 \+ 8\) x (\d+) \+ 4 x (\d+) frozen\) / N( \+ whole)? = "
+              r"[0-9.]+ MB, N = 2\)", log, re.M)
+assert m, "no zero3 line with the frozen values"
+hi, count, phi, pcount, frozen, p, f = map(int, m.groups()[:7])
+whole = m.group(8) is not None
+print(f"{name}: {p} trained + {f} frozen values of the block's {pcount}, model {total} ({trained} trainable); rank 0 keeps "
+      f"[0, {phi}) and gradients [0, {hi}) of {count}{'; codes kept whole' if whole else ''}")
+assert p == trained and f == frozen and 0 < phi < pcount and 0 < hi <= count
+assert (p + f == total) != whole, "the block holds every parameter unless codes are kept whole"
+assert whole == (name == "qlora") and (not whole or "kept whole (other dtypes)" in log)
+PY
+    done
+    # LoRA on 4 ranks, and hybrid (ZeRO-3 in groups of 2 ranks, 2 replicas).
+    for how in "4" "4 --shard-group 2"; do
+        set -- $how
+        name="lora$1${3:-}"
+        "${MPI[@]}" -np "$1" "$TRIT" finetune "$W/base32" --data "$W/b.txt" --layers 2 --dim 32 "${FT[@]}" ${2:+"$2" "$3"} \
+            --lora r=4,alpha=8,targets=c_attn,c_fc --steps 20 --dist zero3 --out "$W/$name" >"$W/$name.log" 2>&1 ||
+            { cat "$W/$name.log"; fail "LoRA under zero3 on $how ranks failed"; }
+        compare "$W/onelora" "$W/$name" 1e-6
+    done
+    # --qat int8 on a model of 2 blocks: DDP's exchange and update, so DDP's losses bit for bit (one
+    # process's sums differ in the last bits, which the quantizer's rounding can flip: 2e-4 apart).
+    for d in ddp zero3; do
+        "${MPI[@]}" -np 2 "$TRIT" train --dist $d "${FLAGS[@]}" --layers 2 --dim 64 --qat int8 --out "$W/qat$d" \
+            >"$W/qat$d.log" 2>&1 || { cat "$W/qat$d.log"; fail "--qat int8 under $d failed"; }
+    done
+    [ "$(losses "$W/qatddp/metrics.jsonl")" = "$(losses "$W/qatzero3/metrics.jsonl")" ] ||
+        { diff <(losses "$W/qatddp/metrics.jsonl") <(losses "$W/qatzero3/metrics.jsonl"); fail "qat: zero3 and ddp differ"; }
+    # bf16 weights without master copies at C = 40: 80-byte rows pad to 128 in the bf16 block, their
+    # 160-byte gradients to 192, so values and gradients sit at different elements.
+    for d in zero2 zero3; do
+        "${MPI[@]}" -np 2 "$TRIT" train --dist $d "${FLAGS[@]}" --layers 2 --dim 40 --precision bf16 --master-weights off \
+            --out "$W/bf$d" >"$W/bf$d.log" 2>&1 || { cat "$W/bf$d.log"; fail "bf16 at C = 40 under $d failed"; }
+    done
+    [ "$(losses "$W/bfzero2/metrics.jsonl")" = "$(losses "$W/bfzero3/metrics.jsonl")" ] ||
+        { diff <(losses "$W/bfzero2/metrics.jsonl") <(losses "$W/bfzero3/metrics.jsonl"); fail "bf16: zero3 and zero2 differ"; }
+    ;;
+zero3_frozen_memory)
+    finetune_bases
+    "$TRIT" train --data "$W/a.txt" --layers 4 --dim 64 "${FT[@]}" --steps 2 --out "$W/base4" >"$W/base4.log" 2>&1 ||
+        { cat "$W/base4.log"; fail "the base run of 4 blocks failed"; }
+    run=("$TRIT" finetune "$W/base4" --data "$W/b.txt" --layers 4 --dim 64 "${FT[@]}" --lora r=4,alpha=8 --steps 1 --warmup 0)
+    "${MPI[@]}" -np 2 "${run[@]}" --dist ddp --out "$W/ddp" >"$W/ddp.log" 2>&1 || { cat "$W/ddp.log"; fail "ddp failed"; }
+    for n in 2 4; do
+        "${MPI[@]}" -np $n "${run[@]}" --dist zero3 --out "$W/m$n" >"$W/m$n.log" 2>&1 || { cat "$W/m$n.log"; fail "zero3 on $n ranks failed"; }
+        [ "$(grep -c "^peak RSS of rank [1-9]: [0-9.]* MB in the steps" "$W/m$n.log")" -eq $((n - 1)) ] &&
+            grep -q "^peak RSS: " "$W/m$n.log" || { cat "$W/m$n.log"; fail "not every rank's peak RSS on $n ranks"; }
+        python3 - "$W/m$n.log" $n "$W/ddp.log" <<'PY' || fail "the zero3 memory report of LoRA on $n ranks is not the formula's (above)"
+import re, sys
+log, N, ddp_log = open(sys.argv[1]).read(), int(sys.argv[2]), open(sys.argv[3]).read()
+rep = lambda text: {k: int(v) for k, v in re.findall(r"^memory: (\w+) +(\d+) bytes", text, re.M)}
+mem, ddp = rep(log), rep(ddp_log)
+m = re.search(r"^zero3: rank 0 of \d+ keeps elements \[(\d+), (\d+)\) of (\d+) and values \[(\d+), (\d+)\) of the f32 "
+              r"parameter block's (\d+) \((\d+) frozen\)", log, re.M)
+lo, hi, count, plo, phi, pcount, frozen = map(int, m.groups())
+# The layout (reverse of first use, each tensor on a 64-byte line): ln_f, then h.3 .. h.0, each
+# its MLP half (ln_2, mlp.*) then its attention half (ln_1, attn.*, c_attn's LoRA A and B with
+# it), then wpe and wte, the embeddings' group. C = 64, V = 12 (six words' characters), T = 16, r = 4.
+C, V, T, L, r = 64, 12, 16, 4, 4
+pad = lambda n: -(-n // 16) * 16
+mlp = sum(map(pad, [C, C, 4 * C * C, 4 * C, 4 * C * C, C]))
+attn = sum(map(pad, [C, C, 3 * C * C, 3 * C, C * C, C, r * C, 3 * C * r]))
+groups = [pad(C) * 2] + [mlp, attn] * L + [pad(T * C) + pad(V * C)]
+assert sum(groups) == pcount, (sum(groups), pcount)
+assert count == L * (pad(r * C) + pad(3 * C * r)), count  # the gradient block: the adapters only
+assert frozen == 2 * C + L * (2 * C + 8 * C * C + 5 * C + 2 * C + 4 * C * C + 4 * C) + (T + V) * C, frozen
+start = [sum(groups[:i]) for i in range(len(groups))]
+out = lambda i: groups[i] - max(0, min(start[i] + groups[i], phi) - max(start[i], plo))
+gathered = out(2 * L + 1) + max(out(i) + out(i + 1) for i in range(2 * L))
+# Parameters: 4 bytes a value of the rank's part of the f32 block (frozen ones too), and of the
+# most held outside it at once; nothing kept whole (every parameter is f32).
+want = {"parameters": 4 * (phi - plo + gathered), "gradients": 4 * (hi - lo)}
+ok = all(mem[k] == v for k, v in want.items())
+opt_ok = 8 * (hi - lo) - 8 * 16 * 2 * L <= mem["optimizer"] <= 8 * (hi - lo)
+# Against DDP's p + g + o: what stays resident between the gathers is about 1/N of it (the frozen
+# weights sharded too; kept whole they alone would be 0.93 of DDP's); with the gathered groups
+# (here about a quarter of this small model) it is more.
+per_rank = mem["parameters"] + mem["gradients"] + mem["optimizer"]
+resident = per_rank - 4 * gathered
+whole = ddp["parameters"] + ddp["gradients"] + ddp["optimizer"]
+limit = {2: 0.55, 4: 0.3}[N]
+print(f"N = {N}: part [{plo}, {phi}) of the block's {pcount} values ({frozen} frozen), gradients [{lo}, {hi}) of {count}, "
+      f"gathered at most {gathered}; report {mem['parameters']} + {mem['gradients']} + {mem['optimizer']} = {per_rank} "
+      f"bytes, expected {want}; of DDP's {whole}: {resident / whole:.3f} resident (limit {limit}), {per_rank / whole:.3f} "
+      f"with the gathered")
+sys.exit(0 if ok and opt_ok and resident <= limit * whole else 1)
+PY
+    done
+    ;;
+zero3_frozen_resume)
+    finetune_bases
+    for how in "lora --lora r=4,alpha=8" "freeze --freeze h.*.attn.*"; do
+        set -- $how
+        name=$1
+        shift
+        run=("${MPI[@]}" -np 2 "$TRIT" finetune "$W/base32" --data "$W/b.txt" --layers 2 --dim 32 "${FT[@]}" "$@" --steps 20 --dist zero3)
+        "${run[@]}" --out "$W/full$name" >"$W/full$name.log" 2>&1 || { cat "$W/full$name.log"; fail "$name: the uninterrupted run failed"; }
+        "${run[@]}" --out "$W/part$name" --stop-after 10 >"$W/p1$name.log" 2>&1 || { cat "$W/p1$name.log"; fail "$name: the first half failed"; }
+        for r in 0 1; do [ -f "$W/part$name/optim_shard.r$r-of-2.step10.bin" ] || fail "$name: no shard file of rank $r at step 10"; done
+        "${MPI[@]}" -np 2 "$TRIT" train --resume "$W/part$name" >"$W/p2$name.log" 2>&1 || { cat "$W/p2$name.log"; fail "$name: the resume failed"; }
+        resumed_equal "$W/p2$name.log" "$W/full$name" "$W/part$name"
+        for r in 0 1; do same_state "$W/full$name/optim_shard.r$r-of-2.step20.bin" "$W/part$name/optim_shard.r$r-of-2.step20.bin"; done
+        if [ "$name" = lora ]; then
+            cmp "$W/fulllora/adapter_model.safetensors" "$W/partlora/adapter_model.safetensors" || fail "the resumed adapter differs"
+        fi
+    done
+    ;;
+zero3_frozen_merge)
+    finetune_bases
+    run=("$TRIT" finetune "$W/base32" --data "$W/b.txt" --layers 2 --dim 32 "${FT[@]}" --lora r=4,alpha=8 --steps 20)
+    for d in ddp zero3; do
+        "${MPI[@]}" -np 2 "${run[@]}" --dist $d --out "$W/$d" >"$W/$d.log" 2>&1 || { cat "$W/$d.log"; fail "$d failed"; }
+    done
+    "$TRIT" merge-shards "$W/zero3" --out "$W/m" >"$W/m.log" 2>&1 || { cat "$W/m.log"; fail "merge-shards failed"; }
+    grep -q "with the optimizer shards of its 2 ranks merged" "$W/m.log" || { cat "$W/m.log"; fail "no merge line"; }
+    same_state "$W/m/train_state.bin" "$W/ddp/train_state.bin"
+    for f in model.safetensors adapter_model.safetensors adapter_config.json; do
+        cmp "$W/m/$f" "$W/ddp/$f" || fail "the merged run's $f differs from DDP's"
+    done
+    "$TRIT" eval --ckpt "$W/m" --batches 2 --batch 4 >"$W/eval.log" 2>&1 || { cat "$W/eval.log"; fail "trit eval of the merged run failed"; }
+    grep -Eq "val loss [0-9]+\.[0-9]+" "$W/eval.log" || { cat "$W/eval.log"; fail "trit eval printed no loss"; }
+    # Re-sharding: 2 ranks to step 10, merged, resumed on 4.
+    "${run[@]}" --out "$W/one" >"$W/one.log" 2>&1 || { cat "$W/one.log"; fail "one process failed"; }
+    "${MPI[@]}" -np 2 "${run[@]}" --dist zero3 --out "$W/half" --stop-after 10 >"$W/h.log" 2>&1 ||
+        { cat "$W/h.log"; fail "the first half failed"; }
+    "$TRIT" merge-shards "$W/half" --out "$W/hm" >"$W/hm.log" 2>&1 || { cat "$W/hm.log"; fail "merging the half failed"; }
+    "${MPI[@]}" -np 4 "$TRIT" train --resume "$W/hm" --dist zero3 >"$W/h4.log" 2>&1 ||
+        { cat "$W/h4.log"; fail "the merged run did not resume on 4 ranks"; }
+    grep -q "resuming .* at step 10" "$W/h4.log" || fail "no resume at step 10"
+    compare "$W/one" "$W/hm" 1e-6
     ;;
 *) fail "unknown case" ;;
 esac

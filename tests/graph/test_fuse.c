@@ -1,4 +1,4 @@
-// Fusion: the compiler's rewrites (bias+GELU, residual add+LayerNorm, chunked classifier)
+// Fusion: the compiler's rewrites (bias+GELU, also after a LoRA sum; residual add+LayerNorm, chunked classifier)
 // give the same loss and gradients as the unfused graph, and happen only where they may; the
 // fused bias+GELU's backward writes its input's gradient in place of its output's.
 #include <setjmp.h>
@@ -138,11 +138,93 @@ static void test_kept_logits_are_not_fused_away(void **state) {
     tg_free_params(7, p);
 }
 
+// A LoRA-shaped MLP input, gelu(add_act(linear(x, W, b), linear(x, A) B^T)): the bias moves to
+// a bias_gelu after the sum (f64: the same loss and gradients up to the sum's order, 1e-12);
+// under bf16 activations the sum, read only by bias_gelu, is stored in bf16: x W^T + l rounded
+// once. Its reference: x and W rounded to bf16 as the medium-precision GEMM reads them (products
+// exact), summed in double with l; the f32 sum is within 2^-24 C sum|x w| of that, so the stored
+// value is within half a bf16 ulp (2^-8 |s|: bf16 keeps 8 significant bits) plus that of the
+// reference.
+static trit_graph *lora_mlp(const trit_compute_policy *pol, trit_dtype dt, trit_tensor **p, bool fuse, trit_tensor **sum,
+                            trit_tensor **parts, double *loss_out) {
+    trit_graph *g = pol ? trit_graph_new_policy(pol) : trit_graph_new(dt);
+    trit_graph_set_fusion(g, fuse);
+    trit_tensor *x = trit_graph_input(g, dt, 3, (int64_t[]){B, T, C}, "x");
+    trit_tensor *y = trit_linear(g, x, p[0], p[1]);                              // (B, T, 2C)
+    trit_tensor *l = trit_linear(g, trit_linear(g, x, p[2], NULL), p[3], NULL);  // (B, T, 2C), rank 2
+    *sum = trit_add_act(g, y, l);
+    trit_tensor *loss = trit_mean(g, trit_gelu(g, *sum), 0, NULL, false);
+    if (parts) trit_graph_keep(g, parts[0] = x), trit_graph_keep(g, parts[1] = l);
+    assert_int_equal(trit_graph_compile(g, loss), TRIT_OK);
+    trit_tensor_fill_normal(x, 0, 1, 3, 1);
+    trit_graph_zero_grad(g);
+    assert_int_equal(trit_graph_forward(g), TRIT_OK);
+    assert_int_equal(trit_graph_backward(g), TRIT_OK);
+    *loss_out = trit_tensor_get_flat(loss, 0);
+    return g;
+}
+
+static trit_tensor **lora_params(trit_dtype dt) {
+    static const int64_t shapes[4][2] = {{2 * C, C}, {2 * C, 1}, {2, C}, {2 * C, 2}};
+    static trit_tensor *p[4];
+    for (int i = 0; i < 4; i++) {
+        p[i] = tg_param(shapes[i][1] == 1 ? 1 : 2, shapes[i], -0.5, 0.5, (uint64_t)(30 + i));
+        if (dt == TRIT_F32) {
+            trit_tensor *c = tg_clone(p[i], TRIT_F32);
+            trit_tensor_free(p[i]);
+            p[i] = c;
+        }
+    }
+    return p;
+}
+
+static void test_lora_sum_fuses_bias_gelu(void **state) {
+    (void)state;
+    trit_tensor **p = lora_params(TRIT_F64), *sum, *grads[4];
+    double loss0, loss1;
+    trit_graph *plain = lora_mlp(NULL, TRIT_F64, p, false, &sum, NULL, &loss0);
+    for (int i = 0; i < 4; i++) grads[i] = tg_clone(p[i]->grad, TRIT_F64), trit_tensor_fill(p[i]->grad, 0);
+    trit_graph *fused = lora_mlp(NULL, TRIT_F64, p, true, &sum, NULL, &loss1);
+    assert_int_equal(trit_graph_count_op(plain, "bias_gelu"), 0);
+    assert_int_equal(trit_graph_count_op(fused, "bias_gelu"), 1);
+    assert_int_equal(trit_graph_count_op(fused, "gelu"), 0);
+    assert_true(fabs(loss1 - loss0) <= 1e-12 * fabs(loss0));
+    for (int i = 0; i < 4; i++) assert_true(max_diff(p[i]->grad, grads[i]) <= 1e-12);
+    trit_graph_free(plain);
+    trit_graph_free(fused);
+    tg_free_params(4, grads);
+    tg_free_params(4, p);
+    // bf16 activations: the sum in bf16, the rounding of y + l (y, l kept in f32 to recompute it).
+    p = lora_params(TRIT_F32);
+    const trit_compute_policy pol = trit_precision_policy(TRIT_PRECISION_BF16, TRIT_MATMUL_HIGHEST);
+    trit_tensor *parts[2];
+    trit_graph *g = lora_mlp(&pol, TRIT_F32, p, true, &sum, parts, &loss1);
+    assert_int_equal(trit_graph_count_op(g, "bias_gelu"), 1);
+    assert_int_equal(sum->dtype, TRIT_BF16);
+    assert_int_equal(trit_graph_forward(g), TRIT_OK);  // the sum lives until backward reads it
+    const float *x = trit_tensor_ptr(parts[0]), *l = trit_tensor_ptr(parts[1]), *w = trit_tensor_ptr(p[0]);
+    const uint16_t *got = trit_tensor_ptr(sum);
+    for (int64_t r = 0; r < B * T; r++)
+        for (int64_t o = 0; o < 2 * C; o++) {
+            double ref = l[r * 2 * C + o], mag = 0;
+            for (int64_t k = 0; k < C; k++) {
+                const double xw = (double)trit_bf16_to_f32(trit_f32_to_bf16(x[r * C + k])) *
+                                  trit_bf16_to_f32(trit_f32_to_bf16(w[o * C + k]));
+                ref += xw, mag += fabs(xw);
+            }
+            const double v = trit_bf16_to_f32(got[r * 2 * C + o]);
+            assert_true(fabs(v - ref) <= 0x1p-8 * fabs(ref) + 0x1p-24 * C * (mag + fabs(l[r * 2 * C + o])));
+        }
+    trit_graph_free(g);
+    tg_free_params(4, p);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fused_matches_unfused_f64),
         cmocka_unit_test(test_fused_matches_unfused_f32),
         cmocka_unit_test(test_kept_logits_are_not_fused_away),
+        cmocka_unit_test(test_lora_sum_fuses_bias_gelu),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

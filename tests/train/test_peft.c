@@ -1,7 +1,7 @@
 // LoRA adapters in PEFT's layout: against peft itself (fixtures from
 // tests/reference/make_peft_fixtures.py: peft's logits with trit's adapter on transformers'
 // GPT-2, and peft's own save of it), a save and load round trip, `trit merge`, and adapters that
-// do not fit the base.
+// do not fit the base; bf16 adapters saved as BF16 and merged as their widening.
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -330,11 +330,155 @@ static void test_bad_adapters(void **state) {
     tfile_rm_rf(dir);
 }
 
+// A bf16 adapter (--adapter-dtype bf16) is saved as BF16 tensors, its trained bits: read back
+// into a bf16 adapter they are the same bits, into an f32 one (`--adapter`, `trit merge`) their
+// exact widening.
+static void test_bf16_round_trip(void **state) {
+    (void)state;
+    trit_gpt_config c = trit_gpt_config_default();
+    c.n_layer = 2, c.n_embd = 32, c.n_head = 2, c.seq_len = T, c.vocab_size = 40;
+    trit_gpt *plain = trit_gpt_new(&c, 8);
+    assert_int_equal(trit_adapter_parse_lora("r=3,alpha=6,targets=c_attn,c_fc", &c.adapter), TRIT_OK);
+    trit_gpt *m = trit_gpt_new(&c, 8), *back = trit_gpt_new(&c, 9);
+    for (int i = 0; i < trit_gpt_num_tensors(m); i++)
+        if (strstr(trit_gpt_tensor(m, i)->name, "lora_B")) trit_tensor_fill_normal(trit_gpt_tensor(m, i), 0, 0.1, 1, (uint64_t)i);
+    assert_int_equal(trit_gpt_set_adapter_dtype(m, TRIT_BF16), TRIT_OK);
+    assert_int_equal(trit_gpt_set_adapter_dtype(back, TRIT_BF16), TRIT_OK);
+    char dir[512];
+    tfile_mkdtemp(dir, sizeof dir, "peft-bf16");
+    assert_int_equal(trit_peft_save(m, dir, NULL), TRIT_OK);
+    trit_safetensors *f = trit_safetensors_open(tfile_join(dir, TRIT_PEFT_WEIGHTS));
+    assert_non_null(f);
+    assert_int_equal(trit_safetensors_count(f), 2 * 2 * 2);
+    for (int64_t i = 0; i < trit_safetensors_count(f); i++) assert_string_equal(trit_safetensors_at(f, i)->dtype_name, "BF16");
+    trit_safetensors_close(f);
+    assert_int_equal(trit_peft_read_values(back, dir), TRIT_OK);
+    assert_int_equal(trit_peft_load(plain, dir), TRIT_OK);
+    int adapters = 0;
+    for (int i = 0; i < trit_gpt_num_tensors(m); i++) {
+        const trit_tensor *a = trit_gpt_tensor(m, i), *b = trit_gpt_tensor(back, i), *w = trit_gpt_tensor(plain, i);
+        if (!strstr(a->name, ".lora_")) continue;
+        adapters++;
+        assert_int_equal(b->dtype, TRIT_BF16);
+        assert_memory_equal(trit_tensor_ptr(a), trit_tensor_ptr(b), trit_tensor_nbytes(a));
+        assert_int_equal(w->dtype, TRIT_F32);
+        const uint16_t *h = trit_tensor_ptr(a);
+        const float *x = trit_tensor_ptr(w);
+        for (int64_t k = 0; k < trit_tensor_numel(a); k++) {
+            const uint32_t bits = (uint32_t)h[k] << 16;  // bf16 is the top half of an f32
+            float want;
+            memcpy(&want, &bits, sizeof want);
+            assert_memory_equal(&x[k], &want, sizeof want);
+        }
+    }
+    assert_int_equal(adapters, 2 * 2 * 2);
+    tfile_rm_rf(dir);
+    trit_gpt_free(plain);
+    trit_gpt_free(back);
+    trit_gpt_free(m);
+}
+
+// The model files of two `trit merge` runs hold the same bits.
+static void same_runs(const char *a, const char *b) {
+    trit_gpt *x = trit_checkpoint_load_model(a, NULL), *y = trit_checkpoint_load_model(b, NULL);
+    assert_non_null(x);
+    assert_non_null(y);
+    assert_int_equal(trit_gpt_num_tensors(x), trit_gpt_num_tensors(y));
+    for (int i = 0; i < trit_gpt_num_tensors(x); i++)
+        assert_memory_equal(trit_tensor_ptr(trit_gpt_tensor(x, i)), trit_tensor_ptr(trit_gpt_tensor(y, i)),
+                            trit_tensor_nbytes(trit_gpt_tensor(x, i)));
+    trit_gpt_free(x);
+    trit_gpt_free(y);
+}
+
+// `trit merge` from a BF16 adapter file gives the run that its F32 widening gives, and not the one
+// of the F32 adapter it was rounded from (the rounding reaches W).
+static void test_bf16_merge_run(void **state) {
+    (void)state;
+    char dir[512], bf[600], wide[600], ob[700], ow[700], of[700];
+    tfile_mkdtemp(dir, sizeof dir, "merge-bf16");
+    snprintf(bf, sizeof bf, "%s/bf16", dir), snprintf(wide, sizeof wide, "%s/wide", dir);
+    snprintf(ob, sizeof ob, "%s/from-bf16", dir), snprintf(ow, sizeof ow, "%s/from-wide", dir);
+    snprintf(of, sizeof of, "%s/from-f32", dir);
+    trit_gpt *m = trit_checkpoint_load_adapted(fixture("base.safetensors"), fixture("adapter_trit"), false);
+    assert_non_null(m);
+    assert_int_equal(trit_make_dir(bf, NULL), TRIT_OK);
+    assert_int_equal(trit_make_dir(wide, NULL), TRIT_OK);
+    assert_int_equal(trit_gpt_set_adapter_dtype(m, TRIT_BF16), TRIT_OK);
+    assert_int_equal(trit_peft_save(m, bf, NULL), TRIT_OK);
+    assert_int_equal(trit_gpt_set_adapter_dtype(m, TRIT_F32), TRIT_OK);
+    assert_int_equal(trit_peft_save(m, wide, NULL), TRIT_OK);
+    trit_gpt_free(m);
+    assert_int_equal(trit_merge_adapter_run(fixture("base.safetensors"), bf, ob), TRIT_OK);
+    assert_int_equal(trit_merge_adapter_run(fixture("base.safetensors"), wide, ow), TRIT_OK);
+    assert_int_equal(trit_merge_adapter_run(fixture("base.safetensors"), fixture("adapter_trit"), of), TRIT_OK);
+    same_runs(ob, ow);
+    trit_gpt *x = trit_checkpoint_load_model(ob, NULL), *y = trit_checkpoint_load_model(of, NULL);
+    const trit_tensor *wx = trit_gpt_find(x, "h.0.attn.c_attn.weight"), *wy = trit_gpt_find(y, "h.0.attn.c_attn.weight");
+    assert_memory_not_equal(trit_tensor_ptr(wx), trit_tensor_ptr(wy), trit_tensor_nbytes(wx));
+    trit_gpt_free(x);
+    trit_gpt_free(y);
+    tfile_rm_rf(dir);
+}
+
+// An adapter file whose tensor has the right name and shape but is not floating point, or a BF16
+// one of another base's shape: refused with the tensor's name and what was expected.
+static void test_bad_dtype(void **state) {
+    (void)state;
+    char dir[512], out[600];
+    tfile_mkdtemp(dir, sizeof dir, "bad-dtype");
+    snprintf(out, sizeof out, "%s/merged", dir);
+    trit_gpt *m = trit_checkpoint_load_adapted(fixture("base.safetensors"), fixture("adapter_trit"), false);
+    assert_non_null(m);
+    const char *bad = "h.1.mlp.c_fc.lora_B.weight";
+    const int n = trit_gpt_num_tensors(m);
+    trit_safetensors_entry *e = calloc((size_t)n, sizeof *e);
+    char (*names)[TRIT_NAME_MAX + 32] = calloc((size_t)n, sizeof *names);
+    trit_tensor *ints = NULL;
+    int k = 0;
+    for (int i = 0; i < n; i++) {
+        const trit_tensor *t = trit_gpt_tensor(m, i);
+        if (!strstr(t->name, ".lora_")) continue;
+        snprintf(names[k], sizeof names[k], "base_model.model.transformer.%s", t->name);
+        if (strcmp(t->name, bad) == 0) ints = trit_tensor_new(TRIT_I32, t->ndim, t->shape);
+        e[k] = (trit_safetensors_entry){names[k], strcmp(t->name, bad) == 0 ? ints : t};
+        k++;
+    }
+    assert_non_null(ints);
+    uint8_t *cfg = NULL;
+    size_t len = 0;
+    assert_int_equal(trit_file_read_all(fixture("adapter_trit/" TRIT_PEFT_CONFIG), &cfg, &len), TRIT_OK);
+    tfile_write(tfile_join(dir, TRIT_PEFT_CONFIG), cfg, len);
+    assert_int_equal(trit_safetensors_write(tfile_join(dir, TRIT_PEFT_WEIGHTS), e, k, NULL, 0), TRIT_OK);
+    trit_gpt *base = trit_checkpoint_load_model(fixture("base.safetensors"), NULL);
+    assert_int_equal(trit_peft_load(base, dir), TRIT_ERR_DTYPE);
+    assert_non_null(strstr(trit_last_error(), "'base_model.model.transformer.h.1.mlp.c_fc.lora_B.weight' is I32; an "
+                                              "adapter's tensors are floating point"));
+    assert_int_not_equal(trit_merge_adapter_run(fixture("base.safetensors"), dir, out), TRIT_OK);
+    assert_false(tfile_exists(out));
+    trit_gpt_free(base);
+    // A BF16 adapter of rank 4 read into a rank-2 adapter's tensors: the shapes say another base.
+    assert_int_equal(trit_gpt_set_adapter_dtype(m, TRIT_BF16), TRIT_OK);
+    assert_int_equal(trit_peft_save(m, dir, NULL), TRIT_OK);
+    trit_gpt_config c = *trit_gpt_get_config(m);
+    assert_int_equal(trit_adapter_parse_lora("r=2,targets=c_attn,attn.c_proj,c_fc,mlp.c_proj", &c.adapter), TRIT_OK);
+    trit_gpt *other = trit_gpt_new(&c, 3);
+    assert_int_equal(trit_gpt_set_adapter_dtype(other, TRIT_BF16), TRIT_OK);
+    assert_int_equal(trit_peft_read_values(other, dir), TRIT_ERR_SHAPE);
+    assert_non_null(strstr(trit_last_error(), "is (4, 32), the base model needs (2, 32): the adapter was made for another"));
+    trit_gpt_free(other);
+    trit_tensor_free(ints);
+    free(cfg), free(names), free(e);
+    trit_gpt_free(m);
+    tfile_rm_rf(dir);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_peft_logits), cmocka_unit_test(test_layout_matches_peft), cmocka_unit_test(test_round_trip),
         cmocka_unit_test(test_read_values),
         cmocka_unit_test(test_merge_run),   cmocka_unit_test(test_bad_adapters), cmocka_unit_test(test_bottleneck_files),
+        cmocka_unit_test(test_bf16_round_trip), cmocka_unit_test(test_bf16_merge_run), cmocka_unit_test(test_bad_dtype),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
