@@ -438,6 +438,10 @@ trit_status trit_checkpoint_config_from_json(trit_gpt_config *c, const char *jso
 // "<dir>/<name>" into buf (fails when it does not fit).
 trit_status trit_path_join(char *buf, size_t n, const char *dir, const char *name);
 
+// sizeof of the struct a binding mirrors, by its C name ("trit_train_result", ...; "trit_tensor
+// head": trit_tensor up to its name), 0 for a name not known (src/train/abi_sizes.c).
+size_t trit_abi_struct_size(const char *name);
+
 // ---- sampling -----------------------------------------------------------------------------------
 
 typedef struct trit_sample_config {

@@ -144,7 +144,7 @@ class TrainHooks(Structure):
 class TrainResult(Structure):
     _fields_ = [("step", c_int64), ("loss", c_double), ("val_loss", c_double), ("accuracy", c_double),
                 ("seconds", c_double), ("interrupted", c_bool), ("num_params", c_int64),
-                ("peak_rss_setup", c_size_t), ("peak_rss_steps", c_size_t), ("out", c_char * PATH_MAX)]
+                ("peak_rss_setup", c_size_t), ("peak_rss_base", c_size_t), ("peak_rss_steps", c_size_t), ("out", c_char * PATH_MAX)]
 
 
 class SampleConfig(Structure):
@@ -161,6 +161,21 @@ class QuantizeReport(Structure):
     _fields_ = [("tensors", c_int64), ("params_quantized", c_int64), ("params_total", c_int64),
                 ("bytes_quantized", c_size_t), ("bytes_total", c_size_t)]
 
+
+# The ctypes copies above against the library's own sizes: a field added in C and not here
+# would have the library write past these buffers.
+lib.trit_abi_struct_size.restype = c_size_t
+lib.trit_abi_struct_size.argtypes = [ctypes.c_char_p]
+for _cls, _name in ((TensorHead, "trit_tensor head"), (StepInfo, "trit_train_step_info"),
+                    (TrainHooks, "trit_train_hooks"), (TrainResult, "trit_train_result"),
+                    (SampleConfig, "trit_sample_config"), (QuantSpec, "trit_quant_spec"),
+                    (QuantizeReport, "trit_quantize_report")):
+    _want = lib.trit_abi_struct_size(_name.encode())
+    # TensorHead is trit_tensor's leading fields only: up to the end of its name, no tail padding.
+    _have = TensorHead.name.offset + TensorHead.name.size if _cls is TensorHead else ctypes.sizeof(_cls)
+    if _want != _have:
+        raise ImportError(f"trit: {_cls.__name__} here is {_have} bytes but libtrit's {_name} is "
+                          f"{_want}: python/trit/_lib.py does not match include/trit (rebuild or update it)")
 
 QUANTIZE_BLOCKS = 1  # TRIT_QUANTIZE_BLOCKS
 QUANTIZE_EMBEDDING = 2  # TRIT_QUANTIZE_EMBEDDING
