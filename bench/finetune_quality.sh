@@ -80,18 +80,25 @@ finetune() {
     local common=(finetune "$work/pre-adamw" --data "$work/kjv.txt" "${arch[@]}" --steps "$ft_steps" \
         --warmup $((ft_steps / 10)))
     run ft-full "${common[@]}" --lr 3e-4
+    # LoRA and QLoRA at two lrs; each QLoRA row is compared with the LoRA row of its lr.
     run ft-lora "${common[@]}" --lr 2e-3 --lora "$lora_spec"
     run ft-qlora "${common[@]}" --lr 2e-3 --lora "$lora_spec" --quantize-base nf4 --double-quant
-    local full lora
+    run ft-lora-lr5e-3 "${common[@]}" --lr 5e-3 --lora "$lora_spec"
+    run ft-qlora-lr5e-3 "${common[@]}" --lr 5e-3 --quantize-base nf4 --double-quant --lora "$lora_spec"
+    local full
     full=$(val_of ft-full)
-    lora=$(val_of ft-lora)
     echo "| fine-tuning on the KJV, $ft_steps steps of $batch x 256 | val loss | against full | against LoRA | trainable parameters |"
     echo "|---|---|---|---|---|"
     echo "| full (lr 3e-4) | $full | | | $(trainable ft-full) |"
-    echo "| LoRA r=8 (lr 2e-3) | $lora | $(pct "$lora" "$full") | | $(trainable ft-lora) |"
-    local q
-    q=$(val_of ft-qlora)
-    echo "| QLoRA r=8, NF4 + double quant | $q | $(pct "$q" "$full") | $(pct "$q" "$lora") | $(trainable ft-qlora) |"
+    local suffix lr lora q
+    for suffix in "" -lr5e-3; do
+        lr=${suffix#-lr}
+        lr=${lr:-2e-3}
+        lora=$(val_of "ft-lora$suffix")
+        q=$(val_of "ft-qlora$suffix")
+        echo "| LoRA r=8 (lr $lr) | $lora | $(pct "$lora" "$full") | | $(trainable "ft-lora$suffix") |"
+        echo "| QLoRA r=8, NF4 + double quant (lr $lr) | $q | $(pct "$q" "$full") | $(pct "$q" "$lora") | $(trainable "ft-qlora$suffix") |"
+    done
 }
 
 case $what in
