@@ -116,4 +116,12 @@ void trit_addition_test_problem(const trit_addition *t, int64_t i, uint64_t *a, 
 trit_status trit_addition_score(const trit_addition *t, const trit_gpt *m, int64_t n, int64_t *correct,
                                 int64_t print, FILE *fp);
 
+// The most tokens a step (and a micro-batch's widest activation) may count.
+#define TRIT_TRAIN_MAX_TOKENS (INT64_C(1) << 40)
+// The configuration's defaults and its rules between fields (config_rules.c), applied by
+// trit_train_config_resolve; the name of an enum flag's value (config.c's table, "?" if none).
+void trit_train_config_apply_defaults(trit_train_config *c);
+trit_status trit_train_config_check_relations(const trit_train_config *c);
+const char *trit_train_flag_enum_name(const char *flag, int64_t v);
+
 #endif
