@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "qbase_check.h"
 #include "train_fixture.h"
 
 static char root[512], run[600];
@@ -34,27 +35,6 @@ static int teardown(void **state) {
     return 0;
 }
 
-static void expect_same_codes(const trit_tensor *a, const trit_tensor *b) {
-    assert_int_equal(a->dtype, b->dtype);
-    assert_true(trit_tensor_same_shape(a, b));
-    assert_int_equal(trit_tensor_nbytes(a), trit_tensor_nbytes(b));
-    assert_memory_equal(trit_tensor_ptr(a), trit_tensor_ptr(b), trit_tensor_nbytes(a));
-    const trit_quant_info *x = a->quant, *y = b->quant;
-    assert_non_null(x);
-    assert_non_null(y);
-    assert_int_equal(x->group_size, y->group_size);
-    assert_int_equal(x->num_groups, y->num_groups);
-    assert_int_equal(x->dq_block, y->dq_block);
-    for (int64_t g = 0; g < x->num_groups; g++) {
-        if (trit_quant_info_scale(x, g) != trit_quant_info_scale(y, g))
-            fail_msg("'%s': group %lld's scale %.9g, %.9g quantized after loading", a->name, (long long)g,
-                     (double)trit_quant_info_scale(x, g), (double)trit_quant_info_scale(y, g));
-        if (x->qscales) assert_int_equal(x->qscales[g], y->qscales[g]);
-    }
-    assert_true((x->zero_points == NULL) == (y->zero_points == NULL));
-    if (x->zero_points) assert_memory_equal(x->zero_points, y->zero_points, sizeof(float) * (size_t)x->num_groups);
-}
-
 static void check_spec(trit_dtype dt, int64_t group, int64_t dq_block) {
     trit_quant_spec spec = trit_quant_spec_default(dt);
     if (group) spec.group_size = group;
@@ -70,23 +50,7 @@ static void check_spec(trit_dtype dt, int64_t group, int64_t dq_block) {
     assert_non_null(m);
     assert_true(made);
     assert_int_equal(step, 2);
-    assert_int_equal(trit_gpt_num_tensors(m), trit_gpt_num_tensors(ref));
-    int coded = 0;
-    for (int i = 0; i < trit_gpt_num_tensors(m); i++) {
-        const trit_tensor *t = trit_gpt_tensor(m, i), *u = trit_gpt_tensor(ref, i);
-        assert_string_equal(t->name, u->name);
-        if (trit_gpt_quantized(ref, i)) {
-            assert_null(t->data);  // codes only: no f32 copy of the matrix
-            assert_non_null(trit_gpt_quantized(m, i));
-            expect_same_codes(trit_gpt_quantized(m, i), trit_gpt_quantized(ref, i));
-            coded++;
-        } else {
-            assert_null(trit_gpt_quantized(m, i));
-            assert_non_null(t->data);
-            assert_memory_equal(trit_tensor_ptr(t), trit_tensor_ptr(u), trit_tensor_nbytes(t));
-        }
-    }
-    assert_int_equal(coded, 8);
+    assert_int_equal(qb_expect_model(m, ref), 8);
     trit_gpt_free(m);
     trit_gpt_free(ref);
 }
@@ -135,7 +99,7 @@ static void test_base_reader(void **state) {
     for (int i = 0; i < trit_gpt_num_tensors(k); i++)
         if (trit_gpt_quantized(k, i)) {
             assert_int_equal(trit_gpt_quantized(k, i)->dtype, TRIT_QINT8);  // the file's codes, not NF4
-            expect_same_codes(trit_gpt_quantized(k, i), trit_gpt_quantized(m, i));
+            qb_expect_same_codes(trit_gpt_quantized(k, i), trit_gpt_quantized(m, i));
             coded++;
         }
     assert_int_equal(coded, 8);

@@ -13,6 +13,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "qbase_check.h"
 #include "train_fixture.h"
 #include "trit/interop.h"
 
@@ -103,48 +104,6 @@ static int teardown(void **state) {
     return 0;
 }
 
-static void expect_same_codes(const trit_tensor *a, const trit_tensor *b) {
-    assert_int_equal(a->dtype, b->dtype);
-    assert_true(trit_tensor_same_shape(a, b));
-    assert_int_equal(trit_tensor_nbytes(a), trit_tensor_nbytes(b));
-    assert_memory_equal(trit_tensor_ptr(a), trit_tensor_ptr(b), trit_tensor_nbytes(a));
-    const trit_quant_info *x = a->quant, *y = b->quant;
-    assert_non_null(x);
-    assert_non_null(y);
-    assert_int_equal(x->group_size, y->group_size);
-    assert_int_equal(x->num_groups, y->num_groups);
-    assert_int_equal(x->dq_block, y->dq_block);
-    for (int64_t g = 0; g < x->num_groups; g++) {
-        if (trit_quant_info_scale(x, g) != trit_quant_info_scale(y, g))
-            fail_msg("'%s': group %lld's scale %.9g, %.9g quantized after loading", a->name, (long long)g,
-                     (double)trit_quant_info_scale(x, g), (double)trit_quant_info_scale(y, g));
-        if (x->qscales) assert_int_equal(x->qscales[g], y->qscales[g]);
-    }
-    assert_true((x->zero_points == NULL) == (y->zero_points == NULL));
-}
-
-// m (read quantizing) against ref (loaded whole, then trit_gpt_quantize'd): the block matrices
-// (4 a layer) as the same codes without f32 values, everything else the same values.
-static void expect_model(const trit_gpt *m, const trit_gpt *ref) {
-    assert_int_equal(trit_gpt_num_tensors(m), trit_gpt_num_tensors(ref));
-    int coded = 0;
-    for (int i = 0; i < trit_gpt_num_tensors(m); i++) {
-        const trit_tensor *t = trit_gpt_tensor(m, i), *u = trit_gpt_tensor(ref, i);
-        assert_string_equal(t->name, u->name);
-        if (trit_gpt_quantized(ref, i)) {
-            assert_null(t->data);  // codes only: no f32 copy of the matrix
-            assert_non_null(trit_gpt_quantized(m, i));
-            expect_same_codes(trit_gpt_quantized(m, i), trit_gpt_quantized(ref, i));
-            coded++;
-        } else {
-            assert_null(trit_gpt_quantized(m, i));
-            assert_non_null(t->data);
-            assert_memory_equal(trit_tensor_ptr(t), trit_tensor_ptr(u), trit_tensor_nbytes(t));
-        }
-    }
-    assert_int_equal(coded, 4 * trit_gpt_get_config(m)->n_layer);  // c_attn, attn.c_proj, c_fc, mlp.c_proj
-}
-
 static trit_quant_spec spec_of(trit_dtype dt, int64_t group, int64_t dq_block) {
     trit_quant_spec spec = trit_quant_spec_default(dt);
     if (group) spec.group_size = group;
@@ -164,7 +123,7 @@ static void check_hf(const char *dir, const trit_quant_spec *spec) {
     quantize_whole(ref, spec);
     trit_gpt *m = trit_import_hf_gpt2_quantizing(dir, spec);
     if (!m) fail_msg("%s: %s", dir, trit_last_error());
-    expect_model(m, ref);
+    assert_int_equal(qb_expect_model(m, ref), 4 * trit_gpt_get_config(m)->n_layer);  // c_attn, attn.c_proj, c_fc, mlp.c_proj
     trit_gpt_free(m);
     trit_gpt_free(ref);
 }
@@ -176,7 +135,7 @@ static void check_gguf(const char *path, const trit_quant_spec *spec) {
     trit_gpt *m = trit_import_gguf_quantizing(path, spec, NULL, &made);
     if (!m) fail_msg("%s: %s", path, trit_last_error());
     assert_true(made);
-    expect_model(m, ref);
+    assert_int_equal(qb_expect_model(m, ref), 4 * trit_gpt_get_config(m)->n_layer);  // c_attn, attn.c_proj, c_fc, mlp.c_proj
     trit_gpt_free(m);
     trit_gpt_free(ref);
 }
@@ -237,7 +196,7 @@ static void check_base(const char *path, const trit_quant_spec *spec, const trit
     if (trit_base_load_quantizing(path, spec, &b) != TRIT_OK) fail_msg("%s: %s", path, trit_last_error());
     assert_true(b.quantized_on_load);
     assert_non_null(b.tok);
-    expect_model(b.model, ref);
+    assert_int_equal(qb_expect_model(b.model, ref), 4 * trit_gpt_get_config(ref)->n_layer);
     trit_base_free(&b);
     assert_int_equal(trit_base_load(path, &b), TRIT_OK);
     assert_false(b.quantized_on_load);
