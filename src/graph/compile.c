@@ -42,6 +42,9 @@ static void prepare_calls(trit_graph *g) {
         c->out = g->values[n->out].t;
         c->attr = n->attr;
         c->ctx = &n->ctx;
+        for (int j = 0; j < n->n_in; j++)
+            if (!(n->def->no_grad_inputs & TRIT_IN(j)) && trit_value_needs_grad(&g->values[n->in[j]]))
+                c->grad_inputs |= TRIT_IN(j);
         n->saved_bytes = n->def->saved_bytes ? n->def->saved_bytes(c) : 0;
         n->scratch_bytes = n->def->scratch_bytes ? n->def->scratch_bytes(c) : 0;
         if (n->scratch_bytes > g->scratch_bytes) g->scratch_bytes = n->scratch_bytes;

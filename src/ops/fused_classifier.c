@@ -1,8 +1,14 @@
 // classifier_ce: cross_entropy(linear(x, W, b), targets) without ever holding the (rows, V)
-// logits: they are made chunk_rows rows at a time in scratch by one GEMM, reduced to a row max
-// and log-sum-exp (saved, 2 doubles per row), and made again by backward, which turns each
-// chunk into dlogit = (softmax - onehot) * scale and feeds it to two accumulating GEMMs:
-//   dx[chunk] += dlogit W,   dW += dlogit^T x[chunk],   db += column sums of dlogit.
+// logits: they are made chunk_rows rows at a time in scratch by one GEMM and reduced to a row
+// max and log-sum-exp (saved, 2 doubles per row). The loss is a graph's end, so when backward
+// will follow (a training graph that wants x's, W's or b's gradient) forward goes on at once:
+// it turns each chunk into dlogit = (softmax - onehot) * scale, with scale 1/count (mean) or 1
+// (sum), and feeds it to two accumulating GEMMs,
+//   dx[chunk] += dlogit W,   dW += dlogit^T x[chunk],   db += column sums of dlogit,
+// into saved memory; backward then only adds d loss times those into the gradients. That is
+// three GEMMs over W a step instead of four (the logits are never made twice) for saved memory
+// the size of x and of W. Forward in eval mode leaves them out, and backward then makes the
+// logits again itself.
 // Per row the arithmetic is that of ops/matmul.c linear followed by ops/loss.c cross_entropy, so
 // the fused op matches the pair. Chunks run in a fixed order, GEMMs sum in an order independent
 // of threads, and row losses and bias sums are added serially or per column, so the results do
@@ -130,8 +136,43 @@ static size_t cls_scratch_bytes(const trit_op_call *c) {
     return cls_logit_bytes(c) + cls_doubles_bytes(c) + qw;
 }
 
-// Per row: the logits' max and log(sum(exp(logit - max))); then the count of non-ignored rows.
-static size_t cls_saved_bytes(const trit_op_call *c) { return sizeof(double) * (size_t)(2 * cls_rows(c) + 1); }
+// Saved memory: per row the logits' max and log(sum(exp(logit - max))), then the count of
+// non-ignored rows and whether forward left the gradients; then, for the inputs whose gradient
+// backward will be asked for, forward's dx (rows, C), dW (V, C) and bias sums (V doubles).
+static size_t cls_align(size_t b) { return (b + 63) / 64 * 64; }
+static bool cls_wants(const trit_op_call *c, int i) { return (c->grad_inputs & TRIT_IN(i)) != 0; }
+static size_t cls_stats_bytes(const trit_op_call *c) { return cls_align(sizeof(double) * (size_t)(2 * cls_rows(c) + 2)); }
+static size_t cls_dx_bytes(const trit_op_call *c) {
+    return cls_wants(c, 0) ? cls_align(sizeof(real) * (size_t)(cls_rows(c) * cls_C(c))) : 0;
+}
+static size_t cls_dw_bytes(const trit_op_call *c) {  // a quantized W gets no gradient
+    return cls_wants(c, 1) && !trit_qw_is(c->in[1]) ? cls_align(sizeof(real) * (size_t)(cls_V(c) * cls_C(c))) : 0;
+}
+static size_t cls_db_bytes(const trit_op_call *c) {
+    const trit_classifier_attr *a = c->attr;
+    return a->has_bias && cls_wants(c, 3) ? cls_align(sizeof(double) * (size_t)cls_V(c)) : 0;
+}
+static size_t cls_saved_bytes(const trit_op_call *c) {
+    return cls_stats_bytes(c) + cls_dx_bytes(c) + cls_dw_bytes(c) + cls_db_bytes(c);
+}
+
+// Forward's gradients in saved memory (NULL where not kept).
+typedef struct {
+    real *dx;    // (rows, C)
+    real *dw;    // (V, C)
+    double *db;  // (V)
+} cls_grads;
+
+static cls_grads cls_saved_grads(const trit_op_call *c) {
+    char *p = (char *)c->saved + cls_stats_bytes(c);
+    cls_grads g = {NULL, NULL, NULL};
+    if (cls_dx_bytes(c)) g.dx = (real *)p;
+    p += cls_dx_bytes(c);
+    if (cls_dw_bytes(c)) g.dw = (real *)p;
+    p += cls_dw_bytes(c);
+    if (cls_db_bytes(c)) g.db = (double *)p;
+    return g;
+}
 
 // L (n, V) = x[r0 : r0 + n] W^T + b.
 static void cls_logits(const trit_op_call *c, int64_t r0, int64_t n, real *L) {
@@ -147,29 +188,6 @@ static void cls_logits(const trit_op_call *c, int64_t r0, int64_t n, real *L) {
         R(trit_qw_gemm_xwt)(c, n, x, false, C, c->in[1], L, TRIT_REAL_DTYPE, V, a->has_bias, NULL, cls_qw_scratch(c));
     else
         trit_op_gemm(c, false, true, n, V, C, x, C, w, C, L, V, a->has_bias);
-}
-
-static trit_status cls_forward(const trit_op_call *c) {
-    const trit_classifier_attr *a = c->attr;
-    const int64_t rows = cls_rows(c), V = cls_V(c), chunk = cls_chunk(c);
-    double *stats = c->saved;  // (rows, 2) then the count
-    const int64_t count = trit_ce_count_targets("classifier_ce", c->in[2], V, a->ignore_index);
-    if (count < 0) return TRIT_ERR_RANGE;
-    real *L = c->scratch;                                               // (chunk, V)
-    double *row_loss = (double *)((char *)c->scratch + cls_logit_bytes(c));  // (chunk)
-    double total = 0;
-    for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
-        const int64_t n = rows - r0 < chunk ? rows - r0 : chunk;
-        cls_logits(c, r0, n, L);
-        // -log_softmax(logits)[t] = (max - logit[t]) + log(sum): no cancellation of large numbers.
-        R(trit_kernel_ce_fwd)(stats + 2 * r0, row_loss, L, cls_targets_at(c, r0), c->in[2]->dtype == TRIT_I64,
-                              a->ignore_index, n, V);
-        for (int64_t i = 0; i < n; i++) total += row_loss[i];
-    }
-    stats[2 * rows] = (double)count;
-    if (a->reduction == TRIT_REDUCE_MEAN) total = count > 0 ? total / (double)count : 0.0;
-    *(real *)c->out->data = (real)total;
-    return TRIT_OK;
 }
 
 // Turns the chunk's logits into dlogit = scale * (softmax - onehot), zero on ignored rows.
@@ -197,34 +215,93 @@ static void cls_column_sums(const real *D, int64_t n, int64_t V, double *acc) {
     }
 }
 
+// The gradients of rows [r0, r0 + n) from their dlogits D (n, V), added into g: dx's rows,
+// dW (written first when dw_fresh) and the bias sums.
+static void cls_chunk_grads(const trit_op_call *c, int64_t r0, int64_t n, const real *D, cls_grads g, bool dw_fresh) {
+    const int64_t C = cls_C(c), V = cls_V(c);
+    const trit_mm_ref x = trit_mm_of(c->in[0]), w = trit_mm_of(c->in[1]);  // (rows, C), (V, C)
+    if (g.dx && trit_qw_is(c->in[1]))
+        R(trit_qw_gemm_dyw)(c, n, trit_mm_real(D), V, c->in[1], g.dx + r0 * C, C, cls_qw_dtype(c), cls_qw_scratch(c));
+    else if (g.dx)
+        trit_op_gemm(c, false, false, n, C, V, trit_mm_real(D), V, w, C, g.dx + r0 * C, C, true);
+    if (g.dw) trit_op_gemm(c, true, false, V, C, n, trit_mm_real(D), V, trit_mm_at(x, r0 * C), C, g.dw, C, !dw_fresh);
+    if (g.db) cls_column_sums(D, n, V, g.db);
+}
+
+static trit_status cls_forward(const trit_op_call *c) {
+    const trit_classifier_attr *a = c->attr;
+    const int64_t rows = cls_rows(c), C = cls_C(c), V = cls_V(c), chunk = cls_chunk(c);
+    double *stats = c->saved;  // (rows, 2), the count, whether the gradients follow
+    const int64_t count = trit_ce_count_targets("classifier_ce", c->in[2], V, a->ignore_index);
+    if (count < 0) return TRIT_ERR_RANGE;
+    real *L = c->scratch;                                               // (chunk, V)
+    double *row_loss = (double *)((char *)c->scratch + cls_logit_bytes(c));  // (chunk)
+    const cls_grads g = cls_saved_grads(c);
+    const bool grads = c->ctx->training && !c->ctx->recompute && count > 0 && (g.dx || g.dw || g.db);
+    const real unit = (real)(a->reduction == TRIT_REDUCE_MEAN ? 1.0 / (double)count : 1.0);
+    if (grads && g.dx) memset(g.dx, 0, sizeof(real) * (size_t)(rows * C));
+    if (grads && g.db) memset(g.db, 0, sizeof(double) * (size_t)V);
+    bool dw_fresh = true;
+    double total = 0;
+    for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
+        const int64_t n = rows - r0 < chunk ? rows - r0 : chunk;
+        cls_logits(c, r0, n, L);
+        // -log_softmax(logits)[t] = (max - logit[t]) + log(sum): no cancellation of large numbers.
+        R(trit_kernel_ce_fwd)(stats + 2 * r0, row_loss, L, cls_targets_at(c, r0), c->in[2]->dtype == TRIT_I64,
+                              a->ignore_index, n, V);
+        for (int64_t i = 0; i < n; i++) total += row_loss[i];
+        if (grads && cls_dlogits(c, r0, n, unit, L)) {
+            cls_chunk_grads(c, r0, n, L, g, dw_fresh);
+            dw_fresh = dw_fresh && !g.dw;
+        }
+    }
+    if (grads && g.dw && dw_fresh) memset(g.dw, 0, sizeof(real) * (size_t)(V * C));
+    stats[2 * rows] = (double)count;
+    stats[2 * rows + 1] = grads ? 1.0 : 0.0;
+    if (a->reduction == TRIT_REDUCE_MEAN) total = count > 0 ? total / (double)count : 0.0;
+    *(real *)c->out->data = (real)total;
+    return TRIT_OK;
+}
+
+// y (n) += s * x, in order; s == 1 adds x exactly as an accumulating GEMM onto y would.
+static void cls_add_scaled(real *y, const real *x, int64_t n, real s) {
+    if (s == (real)1)
+        for (int64_t i = 0; i < n; i++) y[i] += x[i];
+    else
+        for (int64_t i = 0; i < n; i++) y[i] += s * x[i];
+}
+
 static trit_status cls_backward(const trit_op_call *c) {
     const trit_classifier_attr *a = c->attr;
     const int64_t rows = cls_rows(c), C = cls_C(c), V = cls_V(c), chunk = cls_chunk(c);
-    const double count = ((const double *)c->saved)[2 * rows];
+    const double *stats = c->saved;
+    const double count = stats[2 * rows];
     real *dx = c->gin[0] ? c->gin[0]->data : NULL;                      // (rows, C)
     real *dw = c->gin[1] ? c->gin[1]->data : NULL;                      // (V, C)
     real *db = a->has_bias && c->gin[3] ? c->gin[3]->data : NULL;       // (V)
     if (count == 0 || (!dx && !dw && !db)) return TRIT_OK;  // every row ignored: the loss is a constant 0
-    const bool qw = trit_qw_is(c->in[1]);
-    if (dw && qw)
+    if (dw && trit_qw_is(c->in[1]))
         return trit_error(TRIT_ERR_STATE, "classifier_ce: the %s W '%s' was asked for a gradient; quantized weights "
                           "get none: freeze it", trit_dtype_name(c->in[1]->dtype), c->in[1]->name);
     const double go = (double)*(const real *)c->gout->data;
+    const cls_grads saved = cls_saved_grads(c);
+    if (stats[2 * rows + 1] != 0 && (!dx || saved.dx) && (!dw || saved.dw) && (!db || saved.db)) {
+        if (dx) cls_add_scaled(dx, saved.dx, rows * C, (real)go);
+        if (dw) cls_add_scaled(dw, saved.dw, V * C, (real)go);
+        if (db)
+            for (int64_t j = 0; j < V; j++) db[j] += (real)(go * saved.db[j]);
+        return TRIT_OK;
+    }
+    // Forward ran in eval mode: make the logits again, chunk by chunk, straight into the gradients.
     const real scale = (real)(a->reduction == TRIT_REDUCE_MEAN ? go / count : go);
-    const trit_mm_ref x = trit_mm_of(c->in[0]), w = trit_mm_of(c->in[1]);  // (rows, C), (V, C)
     real *L = c->scratch;                                                       // (chunk, V)
     double *bias_acc = (double *)((char *)c->scratch + cls_logit_bytes(c));     // (V)
+    const cls_grads g = {dx, dw, db ? bias_acc : NULL};
     if (db) memset(bias_acc, 0, sizeof(double) * (size_t)V);
     for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
         const int64_t n = rows - r0 < chunk ? rows - r0 : chunk;
         cls_logits(c, r0, n, L);
-        if (!cls_dlogits(c, r0, n, scale, L)) continue;
-        if (dx && qw)
-            R(trit_qw_gemm_dyw)(c, n, trit_mm_real(L), V, c->in[1], dx + r0 * C, C, cls_qw_dtype(c), cls_qw_scratch(c));
-        else if (dx)
-            trit_op_gemm(c, false, false, n, C, V, trit_mm_real(L), V, w, C, dx + r0 * C, C, true);
-        if (dw) trit_op_gemm(c, true, false, V, C, n, trit_mm_real(L), V, trit_mm_at(x, r0 * C), C, dw, C, true);
-        if (db) cls_column_sums(L, n, V, bias_acc);
+        if (cls_dlogits(c, r0, n, scale, L)) cls_chunk_grads(c, r0, n, L, g, false);
     }
     if (db)
         for (int64_t j = 0; j < V; j++) db[j] += (real)bias_acc[j];

@@ -33,6 +33,9 @@ typedef struct trit_op_call {
     void *scratch;                          // scratch_bytes: free for this call only
     const void *attr;                       // the op's attribute struct
     const trit_exec_ctx *ctx;
+    // Bit TRIT_IN(i) set: backward will be asked for in[i]'s gradient (known from compile on, in
+    // the forward call too, so an op can size saved memory for work it moves into forward).
+    uint32_t grad_inputs;
 } trit_op_call;
 
 typedef struct trit_op_def {

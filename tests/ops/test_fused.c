@@ -321,6 +321,16 @@ static int cls_params(int64_t rows, int64_t C, int64_t V, bool bias, uint64_t se
     return bias ? 3 : 2;
 }
 
+// f32 tolerance of the fused gradients against the pair's. The harness's loss weights the
+// output by w != 1: the pair scales its dlogits by w / count before the GEMMs, the fused op (in
+// a training forward, before w is known) by 1 / count and multiplies by w after. Each dlogit then
+// rounds differently (about one unit u = 2^-24 apart), and a GEMM over V of them sums those
+// differences like a random walk: about sqrt(V) u relative to the largest gradient; 4 sqrt(V) u
+// leaves a margin, and never less than the 1e-6 of the other fused ops. With w = 1 (a loss as
+// graph root) or a power of two (the loss scaler) the two orders give the same bits
+// (test_classifier_forward_grads checks the fused op's two paths bit for bit).
+static double cls_f32_tol(int64_t V) { return fmax(1e-6, 4.0 * sqrt((double)V) * ldexp(1.0, -24)); }
+
 static void test_classifier_matches(void **state) {
     (void)state;
     // (rows, C, V, chunk): chunks smaller than the rows and not dividing them, one chunk of
@@ -343,7 +353,8 @@ static void test_classifier_matches(void **state) {
             char what[128];
             snprintf(what, sizeof what, "classifier rows %lld C %lld V %lld chunk %lld bias %d %s", (long long)rows,
                      (long long)C, (long long)V, (long long)cases[k][3], bias, red == TRIT_REDUCE_SUM ? "sum" : "mean");
-            assert_both_dtypes(what, cls_fused, cls_unfused, &c, n, p);
+            assert_matches(what, TRIT_F64, cls_fused, cls_unfused, &c, n, p, 1e-12);
+            assert_matches(what, TRIT_F32, cls_fused, cls_unfused, &c, n, p, cls_f32_tol(V));
             tg_free_params(n, p);
             trit_tensor_free(c.targets);
         }
@@ -404,6 +415,60 @@ static void test_classifier_gradcheck(void **state) {
     trit_tensor_free(c.targets);
 }
 
+// Forward leaves the gradients in saved memory when backward follows (training mode), so
+// backward reads neither x nor W; after an eval-mode forward, backward makes the logits itself.
+// Both give the same bits. Overwriting W between forward and backward shows which ran: it
+// leaves the first untouched and changes the second (so this test can tell them apart).
+typedef enum { CLS_TRAIN, CLS_EVAL_FORWARD, CLS_TRAIN_W_ZEROED, CLS_EVAL_W_ZEROED } cls_mode;
+
+static void cls_run_mode(cls_mode mode, cls_case *c, trit_tensor **params, double *out[3], int64_t numel[3]) {
+    trit_tensor *p[3];
+    for (int i = 0; i < 3; i++) p[i] = tg_clone(params[i], TRIT_F32);
+    trit_graph *g = trit_graph_new(TRIT_F32);
+    trit_tensor *loss = cls_fused(g, p, c);
+    assert_non_null(loss);
+    assert_int_equal(trit_graph_compile(g, loss), TRIT_OK);
+    trit_graph_zero_grad(g);
+    const bool eval = mode == CLS_EVAL_FORWARD || mode == CLS_EVAL_W_ZEROED;
+    trit_graph_set_training(g, !eval);
+    assert_int_equal(trit_graph_forward(g), TRIT_OK);
+    trit_graph_set_training(g, true);
+    if (mode == CLS_TRAIN_W_ZEROED || mode == CLS_EVAL_W_ZEROED) trit_tensor_fill(p[1], 0.0);
+    assert_int_equal(trit_graph_backward(g), TRIT_OK);
+    for (int i = 0; i < 3; i++) out[i] = copy_values(p[i]->grad, &numel[i]);
+    trit_graph_free(g);
+    tg_free_params(3, p);
+}
+
+static void test_classifier_forward_grads(void **state) {
+    (void)state;
+    int64_t rows = 33, V = 1000;
+    cls_case c = {.targets = make_targets(TRIT_I64, 1, &rows, V, -100, 9), .ignore = -100, .chunk = 8,
+                  .red = TRIT_REDUCE_MEAN, .bias = true};
+    trit_tensor *p[3];
+    cls_params(rows, 64, V, true, 900, p);
+    double *ref[3], *got[3];
+    int64_t n[3], m[3];
+    cls_run_mode(CLS_TRAIN, &c, p, ref, n);
+    for (cls_mode mode = CLS_EVAL_FORWARD; mode <= CLS_EVAL_W_ZEROED; mode++) {
+        cls_run_mode(mode, &c, p, got, m);
+        for (int i = 0; i < 3; i++) {
+            assert_int_equal(n[i], m[i]);
+            const bool same = memcmp(ref[i], got[i], sizeof(double) * (size_t)n[i]) == 0;
+            // Zeroed W after an eval forward: dx = dlogit W is 0, dW and db change with the logits.
+            if (mode == CLS_EVAL_W_ZEROED) {
+                if (same) fail_msg("classifier_ce: backward after an eval forward did not make the logits again (grad %d)", i);
+            } else if (!same) {
+                fail_msg("classifier_ce: mode %d, gradient %d differs from forward's", (int)mode, i);
+            }
+            free(got[i]);
+        }
+    }
+    for (int i = 0; i < 3; i++) free(ref[i]);
+    tg_free_params(3, p);
+    trit_tensor_free(c.targets);
+}
+
 // ---- threads -------------------------------------------------------------------------
 
 static void test_thread_independence(void **state) {
@@ -430,8 +495,9 @@ static void test_thread_independence(void **state) {
 
 // ---- memory ----------------------------------------------------------------------------
 
-// saved + scratch bytes of classifier_ce on N rows of x (N, C) and W (V, C) in f32.
-static size_t classifier_bytes(int64_t N, int64_t C, int64_t V) {
+// saved + scratch bytes of classifier_ce on N rows of x (N, C) and W (V, C) in f32, with the
+// gradients of x and W asked for or not.
+static size_t classifier_bytes(int64_t N, int64_t C, int64_t V, bool grads) {
     trit_tensor x, w, t, out;
     assert_int_equal(trit_tensor_init_layout(&x, TRIT_F32, 2, (int64_t[]){N, C}), TRIT_OK);
     assert_int_equal(trit_tensor_init_layout(&w, TRIT_F32, 2, (int64_t[]){V, C}), TRIT_OK);
@@ -439,7 +505,8 @@ static size_t classifier_bytes(int64_t N, int64_t C, int64_t V) {
     trit_classifier_attr a = {.ignore_index = -100, .reduction = TRIT_REDUCE_MEAN, .has_bias = false, .chunk_rows = 0};
     const trit_tensor *in[3] = {&x, &w, &t};
     assert_int_equal(trit_op_classifier_ce_f32.infer(in, 3, &a, &out), TRIT_OK);
-    trit_op_call call = {.n_in = 3, .in = {&x, &w, &t}, .out = &out, .attr = &a};
+    trit_op_call call = {.n_in = 3, .in = {&x, &w, &t}, .out = &out, .attr = &a,
+                         .grad_inputs = grads ? TRIT_IN(0) | TRIT_IN(1) : 0};
     return trit_op_classifier_ce_f32.saved_bytes(&call) + trit_op_classifier_ce_f32.scratch_bytes(&call);
 }
 
@@ -448,12 +515,14 @@ static void test_classifier_memory_bound(void **state) {
     // GPT-2's padded BPE vocabulary on 2048 rows: the unfused logits alone are N * V * 4 bytes
     // (and their gradient as much again).
     const int64_t N = 2048, C = 768, V = 50304;
-    const size_t used = classifier_bytes(N, C, V), full = (size_t)N * (size_t)V * 4;
+    const size_t used = classifier_bytes(N, C, V, false), full = (size_t)N * (size_t)V * 4;
     print_message("classifier_ce N %lld V %lld: saved + scratch %zu bytes, full logits %zu bytes\n", (long long)N,
                   (long long)V, used, full);
     assert_true(used * 6 < full);
     // More rows cost only the per-row statistics (2 doubles), never more logits.
-    assert_int_equal(classifier_bytes(8 * N, C, V) - used, (size_t)(7 * N) * 2 * sizeof(double));
+    assert_int_equal(classifier_bytes(8 * N, C, V, false) - used, (size_t)(7 * N) * 2 * sizeof(double));
+    // Forward's gradients (training): exactly dx (N, C) and dW (V, C) more, still no logits.
+    assert_int_equal(classifier_bytes(N, C, V, true) - used, (size_t)(N * C + V * C) * 4);
 }
 
 // ---- bad input -------------------------------------------------------------------------
@@ -548,6 +617,7 @@ int main(void) {
         cmocka_unit_test(test_classifier_shapes_and_frozen),
         cmocka_unit_test(test_classifier_all_ignored),
         cmocka_unit_test(test_classifier_gradcheck),
+        cmocka_unit_test(test_classifier_forward_grads),
         cmocka_unit_test(test_thread_independence),
         cmocka_unit_test(test_classifier_memory_bound),
         cmocka_unit_test(test_bad_input),
