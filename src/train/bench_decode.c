@@ -1,6 +1,6 @@
 // Decode and prefill speed: a randomly initialised GPT of a named shape, optionally quantized
 // (its block matrices and its token embedding, which is also the output head), fed a prompt
-// through the KV-cache decoder (trit_gpt_prefill: 64 positions per GEMM) and then extended
+// through the KV-cache decoder (trit_gpt_prefill: 128 positions per GEMM) and then extended
 // token by token at batch 1.
 #define _POSIX_C_SOURCE 200809L  // clock_gettime
 #include "trit/bench.h"

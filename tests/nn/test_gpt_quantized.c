@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "nn/gpt_cache.h"
 #include "scratch.h"
 #include "trit/trit.h"
 
@@ -100,12 +101,12 @@ static void test_prefill_matches_decode(void **state) {
     (void)state;
     for (int q = 0; q < 2; q++) {
         trit_gpt_config c = trit_gpt_config_default();
-        c.n_layer = 2, c.n_embd = 128, c.n_head = 4, c.seq_len = 160, c.vocab_size = V;
+        c.n_layer = 2, c.n_embd = 128, c.n_head = 4, c.seq_len = TRIT_DECODE_ROWS + 96, c.vocab_size = V;
         trit_gpt *m = trit_gpt_new(&c, 11);
         trit_quantize_report r;
         trit_quant_spec s = trit_quant_spec_default(TRIT_QINT8);
         if (q) assert_int_equal(trit_gpt_quantize(m, &s, TRIT_QUANTIZE_BLOCKS, &r), TRIT_OK);
-        enum { N = 100 };
+        enum { N = TRIT_DECODE_ROWS + 36 };  // a whole chunk and part of the next
         int32_t toks[N];
         for (int i = 0; i < N; i++) toks[i] = (i * 17 + 5) % V;
         float a[V], b[V];
@@ -115,7 +116,7 @@ static void test_prefill_matches_decode(void **state) {
         assert_int_equal(trit_gpt_prefill(m, k, toks, N, b), TRIT_OK);
         assert_int_equal(trit_gpt_cache_len(k), N);
         for (int v = 0; v < V; v++) assert_true(fabsf(a[v] - b[v]) <= 1e-4f * max_abs(a, V));
-        assert_int_equal(trit_gpt_prefill(m, k, toks, 61, b), TRIT_ERR_RANGE);  // 100 + 61 > 160
+        assert_int_equal(trit_gpt_prefill(m, k, toks, 61, b), TRIT_ERR_RANGE);  // N + 61 > seq_len
         trit_gpt_cache_free(k);
         trit_gpt_free(m);
     }
@@ -254,14 +255,14 @@ static void test_qat_decodes_as_trained(void **state) {
 // place of codes, embedding rows decoded from them) and decodes the same logits, bit for bit,
 // token by token and for a prompt (weight-only formats: the f32 GEMM over the values decoded per
 // block, which are the full model's f32 values). Graphs and saves refuse it.
-// A prompt runs a block at a time over its chunks of 64 positions: the logits of a 150-token
-// prompt fed at once equal, bit for bit, those of the same prompt fed as 64 + 64 + 22 (each call
-// then one chunk), for an f32 model and decode-only integer and weight-only ones.
+// A prompt runs a block at a time over its chunks of TRIT_DECODE_ROWS positions: the logits of a
+// prompt of two chunks and 22 positions fed at once equal, bit for bit, those of the same prompt
+// fed a chunk per call, for an f32 model and decode-only integer and weight-only ones.
 static void test_prefill_by_blocks(void **state) {
     (void)state;
-    enum { P = 150 };
+    enum { P = 2 * TRIT_DECODE_ROWS + 22 };
     trit_gpt_config c = trit_gpt_config_default();
-    c.n_layer = 2, c.n_embd = 128, c.n_head = 4, c.seq_len = 160, c.vocab_size = V;
+    c.n_layer = 2, c.n_embd = 128, c.n_head = 4, c.seq_len = P + 10, c.vocab_size = V;
     const trit_dtype dts[] = {TRIT_F32, TRIT_TERNARY, TRIT_QINT8, TRIT_NF4, TRIT_F8_E4M3};
     int32_t prompt[P];
     for (int t = 0; t < P; t++) prompt[t] = (t * 13 + 5) % V;
@@ -272,8 +273,9 @@ static void test_prefill_by_blocks(void **state) {
         assert_non_null(m);
         trit_gpt_cache *ka = trit_gpt_cache_new(m), *kb = trit_gpt_cache_new(m);
         assert_int_equal(trit_gpt_prefill(m, ka, prompt, P, a), TRIT_OK);
-        for (int at = 0; at < P; at += 64)
-            assert_int_equal(trit_gpt_prefill(m, kb, prompt + at, P - at < 64 ? P - at : 64, b), TRIT_OK);
+        for (int at = 0; at < P; at += TRIT_DECODE_ROWS)
+            assert_int_equal(trit_gpt_prefill(m, kb, prompt + at, P - at < TRIT_DECODE_ROWS ? P - at : TRIT_DECODE_ROWS, b),
+                             TRIT_OK);
         assert_memory_equal(a, b, sizeof a);
         // The next token sees the same cache.
         assert_int_equal(trit_gpt_decode(m, ka, 7, a), TRIT_OK);
