@@ -99,14 +99,14 @@ bad_input)
     # 3 micro-batches a step (96 tokens) cannot be shared by 2 ranks.
     "${MPI[@]}" "$TRIT" train --dist ddp "${FLAGS[@]}" --total-batch-tokens 96 --out "$W/bad" >"$W/bad.log" 2>&1 &&
         fail "a step of 3 micro-batches on 2 ranks was accepted"
-    n=$(grep -c "which 2 ranks cannot share: pass a multiple of batch x seq x ranks = 64" "$W/bad.log")
+    n=$(grep -o "which 2 ranks cannot share: pass a multiple of batch x seq x ranks = 64" "$W/bad.log" | wc -l)
     [ "$n" -eq 2 ] || { cat "$W/bad.log"; fail "expected the message on both ranks, found it $n times"; }
     [ ! -e "$W/bad" ] || fail "the refused run left $W/bad behind"
     # Ranks started with different flags (mpirun's colon form): refused on both ranks.
     mpirun --allow-run-as-root --oversubscribe -np 1 "$TRIT" train --dist ddp "${FLAGS[@]}" --out "$W/mix" : \
         -np 1 "$TRIT" train --dist ddp "${FLAGS[@]}" --lr 2e-3 --out "$W/mix" >"$W/mix.log" 2>&1 &&
         fail "ranks with different --lr were accepted"
-    n=$(grep -c "rank 1 was started with another configuration" "$W/mix.log")
+    n=$(grep -o "rank 1 was started with another configuration" "$W/mix.log" | wc -l)
     [ "$n" -eq 2 ] || { cat "$W/mix.log"; fail "expected the refusal on both ranks, found it $n times"; }
     ;;
 killed_rank)
@@ -252,12 +252,12 @@ terngrad_resume)
 terngrad_bad_input)
     "${MPI[@]}" "$TRIT" train --dist ddp --terngrad --terngrad-between-groups 3 "${FLAGS[@]}" --out "$W/bad" \
         >"$W/bad.log" 2>&1 && fail "groups of 3 on 2 ranks were accepted"
-    n=$(grep -c "terngrad-between-groups 3 does not divide the job's 2 ranks into groups: pass a divisor of 2" "$W/bad.log")
+    n=$(grep -o "terngrad-between-groups 3 does not divide the job's 2 ranks into groups: pass a divisor of 2" "$W/bad.log" | wc -l)
     [ "$n" -eq 2 ] || { cat "$W/bad.log"; fail "expected the message on both ranks, found it $n times"; }
     [ ! -e "$W/bad" ] || fail "the refused run left $W/bad behind"
     "${MPI[@]}" "$TRIT" train --dist ddp --terngrad-between-groups 2 "${FLAGS[@]}" --out "$W/bad2" \
         >"$W/bad2.log" 2>&1 && fail "--terngrad-between-groups without --terngrad was accepted"
-    n=$(grep -c "terngrad-between-groups applies to --dist ddp --terngrad" "$W/bad2.log")
+    n=$(grep -o "terngrad-between-groups applies to --dist ddp --terngrad" "$W/bad2.log" | wc -l)
     [ "$n" -eq 2 ] || { cat "$W/bad2.log"; fail "expected the message on both ranks, found it $n times"; }
     # One process (no mpirun) is a job of one rank: groups of 2 do not divide it.
     "$TRIT" train --dist ddp --terngrad --terngrad-between-groups 2 "${FLAGS[@]}" --out "$W/bad3" >"$W/bad3.log" 2>&1 &&

@@ -106,16 +106,16 @@ bad_input)
     # 2 stages of a 1-block model.
     "${MPI[@]}" "$TRIT" train --dist pipeline "${FLAGS[@]}" --layers 1 --out "$W/b1" >"$W/b1.log" 2>&1 &&
         fail "2 stages of 1 block were accepted"
-    n=$(grep -c "with 2 stages and --layers 1: a stage holds at least one block, so use at most 1 stages" "$W/b1.log")
+    n=$(grep -o "with 2 stages and --layers 1: a stage holds at least one block, so use at most 1 stages" "$W/b1.log" | wc -l)
     [ "$n" -eq 2 ] || { cat "$W/b1.log"; fail "more stages than blocks: expected the message on both ranks, found it $n times"; }
     [ ! -e "$W/b1" ] || fail "the refused run left $W/b1 behind"
     "${MPI[@]}" "$TRIT" train --dist pipeline --stages 3 "${FLAGS[@]}" --out "$W/b2" >"$W/b2.log" 2>&1 &&
         fail "--stages 3 on 2 ranks was accepted"
-    n=$(grep -c -- "--stages 3, but the job has 2 ranks: a pipeline runs one stage a rank, so pass --stages 2" "$W/b2.log")
+    n=$(grep -o -- "--stages 3, but the job has 2 ranks: a pipeline runs one stage a rank, so pass --stages 2" "$W/b2.log" | wc -l)
     [ "$n" -eq 2 ] || { cat "$W/b2.log"; fail "--stages 3: expected the message on both ranks, found it $n times"; }
     "${MPI[@]}" "$TRIT" train --dist pipeline --micro-batches 0 "${FLAGS[@]}" --out "$W/b3" >"$W/b3.log" 2>&1 &&
         fail "--micro-batches 0 was accepted"
-    n=$(grep -c -- "--micro-batches must be in \[1, " "$W/b3.log")
+    n=$(grep -o -- "--micro-batches must be in \[1, " "$W/b3.log" | wc -l)
     [ "$n" -eq 2 ] || { cat "$W/b3.log"; fail "--micro-batches 0: expected the message on both ranks, found it $n times"; }
     ;;
 *) fail "unknown case" ;;

@@ -113,20 +113,20 @@ tensor_finetune)
 tensor_bad)
     "${MPI[@]}" -np 2 "$TRIT" train --dist tensor "${FLAGS[@]}" --heads 1 --out "$W/b1" >"$W/b1.log" 2>&1 &&
         fail "1 head over 2 ranks was accepted"
-    n=$(grep -c -- "tensor parallel over 2 ranks: --heads 1 is not divisible by 2 (each rank computes whole heads)" "$W/b1.log")
+    n=$(grep -o -- "tensor parallel over 2 ranks: --heads 1 is not divisible by 2 (each rank computes whole heads)" "$W/b1.log" | wc -l)
     [ "$n" -eq 2 ] || { cat "$W/b1.log"; fail "heads: expected the message on both ranks, found it $n times"; }
     [ ! -e "$W/b1" ] || fail "the refused run left $W/b1 behind"
     "${MPI[@]}" -np 2 "$TRIT" train --dist tensor --tp 4 "${FLAGS[@]}" --out "$W/b2" >"$W/b2.log" 2>&1 &&
         fail "--tp 4 on 2 ranks was accepted"
-    n=$(grep -c -- "--tp 4 does not divide the job's 2 ranks: a tensor-parallel group has --tp ranks" "$W/b2.log")
+    n=$(grep -o -- "--tp 4 does not divide the job's 2 ranks: a tensor-parallel group has --tp ranks" "$W/b2.log" | wc -l)
     [ "$n" -eq 2 ] || { cat "$W/b2.log"; fail "--tp 4 on 2 ranks: expected the message on both ranks, found it $n times"; }
     "${MPI[@]}" -np 3 "$TRIT" train --dist tensor --tp 2 "${FLAGS[@]}" --out "$W/b3" >"$W/b3.log" 2>&1 &&
         fail "--tp 2 on 3 ranks was accepted"
-    n=$(grep -c -- "--tp 2 does not divide the job's 3 ranks" "$W/b3.log")
+    n=$(grep -o -- "--tp 2 does not divide the job's 3 ranks" "$W/b3.log" | wc -l)
     [ "$n" -eq 3 ] || { cat "$W/b3.log"; fail "--tp 2 on 3 ranks: expected the message on the 3 ranks, found it $n times"; }
     "${MPI[@]}" -np 2 "$TRIT" train --dist ddp --tp 2 "${FLAGS[@]}" --out "$W/b4" >"$W/b4.log" 2>&1 &&
         fail "--tp with --dist ddp was accepted"
-    n=$(grep -c -- "--tp applies to --dist tensor: add --dist tensor, or drop --tp" "$W/b4.log")
+    n=$(grep -o -- "--tp applies to --dist tensor: add --dist tensor, or drop --tp" "$W/b4.log" | wc -l)
     [ "$n" -eq 2 ] || { cat "$W/b4.log"; fail "--tp with --dist ddp: expected the message on both ranks, found it $n times"; }
     "$TRIT" train --tp 2 "${FLAGS[@]}" --out "$W/b5" >"$W/b5.log" 2>&1 && fail "--tp without --dist was accepted"
     grep -q -- "--tp applies to --dist tensor" "$W/b5.log" || { cat "$W/b5.log"; fail "--tp without --dist: no message"; }
