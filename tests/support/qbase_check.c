@@ -47,3 +47,17 @@ int qb_expect_model(const trit_gpt *m, const trit_gpt *ref) {
     }
     return coded;
 }
+
+trit_quant_spec qb_spec(trit_dtype dt, int64_t group, int64_t dq_block) {
+    trit_quant_spec spec = trit_quant_spec_default(dt);
+    if (group) spec.group_size = group;
+    spec.double_quant_block = dq_block;
+    return spec;
+}
+
+void qb_quantize_whole(trit_gpt *ref, const trit_quant_spec *spec, int n_blocks) {
+    trit_quantize_report r;
+    assert_non_null(ref);
+    assert_int_equal(trit_gpt_quantize(ref, spec, TRIT_QUANTIZE_BLOCKS, &r), TRIT_OK);
+    assert_int_equal(r.tensors, 4 * n_blocks);
+}

@@ -36,14 +36,9 @@ static int teardown(void **state) {
 }
 
 static void check_spec(trit_dtype dt, int64_t group, int64_t dq_block) {
-    trit_quant_spec spec = trit_quant_spec_default(dt);
-    if (group) spec.group_size = group;
-    spec.double_quant_block = dq_block;
+    const trit_quant_spec spec = qb_spec(dt, group, dq_block);
     trit_gpt *ref = trit_checkpoint_load_model(run, NULL);
-    assert_non_null(ref);
-    trit_quantize_report r;
-    assert_int_equal(trit_gpt_quantize(ref, &spec, TRIT_QUANTIZE_BLOCKS, &r), TRIT_OK);
-    assert_int_equal(r.tensors, 8);  // 2 blocks x c_attn, attn.c_proj, c_fc, mlp.c_proj
+    qb_quantize_whole(ref, &spec, 2);
     bool made = false;
     int64_t step = -1;
     trit_gpt *m = trit_checkpoint_load_quantizing(run, &step, &spec, &made);

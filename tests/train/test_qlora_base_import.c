@@ -104,23 +104,9 @@ static int teardown(void **state) {
     return 0;
 }
 
-static trit_quant_spec spec_of(trit_dtype dt, int64_t group, int64_t dq_block) {
-    trit_quant_spec spec = trit_quant_spec_default(dt);
-    if (group) spec.group_size = group;
-    spec.double_quant_block = dq_block;
-    return spec;
-}
-
-static void quantize_whole(trit_gpt *ref, const trit_quant_spec *spec) {
-    trit_quantize_report r;
-    assert_non_null(ref);
-    assert_int_equal(trit_gpt_quantize(ref, spec, TRIT_QUANTIZE_BLOCKS, &r), TRIT_OK);
-    assert_int_equal(r.tensors, 8);
-}
-
 static void check_hf(const char *dir, const trit_quant_spec *spec) {
     trit_gpt *ref = trit_import_hf_gpt2(dir);
-    quantize_whole(ref, spec);
+    qb_quantize_whole(ref, spec, 2);
     trit_gpt *m = trit_import_hf_gpt2_quantizing(dir, spec);
     if (!m) fail_msg("%s: %s", dir, trit_last_error());
     assert_int_equal(qb_expect_model(m, ref), 4 * trit_gpt_get_config(m)->n_layer);  // c_attn, attn.c_proj, c_fc, mlp.c_proj
@@ -130,7 +116,7 @@ static void check_hf(const char *dir, const trit_quant_spec *spec) {
 
 static void check_gguf(const char *path, const trit_quant_spec *spec) {
     trit_gpt *ref = trit_import_gguf(path, NULL);
-    quantize_whole(ref, spec);
+    qb_quantize_whole(ref, spec, 2);
     bool made = false;
     trit_gpt *m = trit_import_gguf_quantizing(path, spec, NULL, &made);
     if (!m) fail_msg("%s: %s", path, trit_last_error());
@@ -155,7 +141,7 @@ enum { N_SPECS = sizeof specs / sizeof specs[0] };
 static void test_hf_codes_equal_quantizing_the_loaded_base(void **state) {
     (void)state;
     for (int k = 0; k < N_SPECS; k++) {
-        const trit_quant_spec spec = spec_of(specs[k].dt, specs[k].group, specs[k].dq_block);
+        const trit_quant_spec spec = qb_spec(specs[k].dt, specs[k].group, specs[k].dq_block);
         check_hf(hf, &spec);
         check_hf(hf16, &spec);
         check_hf(hfbf, &spec);
@@ -165,7 +151,7 @@ static void test_hf_codes_equal_quantizing_the_loaded_base(void **state) {
 static void test_gguf_codes_equal_quantizing_the_loaded_base(void **state) {
     (void)state;
     for (int k = 0; k < N_SPECS; k++) {
-        const trit_quant_spec spec = spec_of(specs[k].dt, specs[k].group, specs[k].dq_block);
+        const trit_quant_spec spec = qb_spec(specs[k].dt, specs[k].group, specs[k].dq_block);
         check_gguf(gguf32, &spec);
         check_gguf(gguf16, &spec);
     }
@@ -176,7 +162,7 @@ static void test_gguf_codes_equal_quantizing_the_loaded_base(void **state) {
     assert_non_null(m);
     assert_int_equal(trit_export_gguf(m, NULL, TRIT_Q8_0, q8), TRIT_OK);
     trit_gpt_free(m);
-    const trit_quant_spec nf4 = spec_of(TRIT_NF4, 0, 0);
+    const trit_quant_spec nf4 = qb_spec(TRIT_NF4, 0, 0);
     bool made = true;
     m = trit_import_gguf_quantizing(q8, &nf4, NULL, &made);
     assert_non_null(m);
@@ -206,7 +192,7 @@ static void check_base(const char *path, const trit_quant_spec *spec, const trit
 
 static void test_base_reader(void **state) {
     (void)state;
-    const trit_quant_spec q8 = spec_of(TRIT_QINT8, 0, 0), spec = spec_of(TRIT_NF4, 0, 256);  // the fixture's width is 32
+    const trit_quant_spec q8 = qb_spec(TRIT_QINT8, 0, 0), spec = qb_spec(TRIT_NF4, 0, 256);  // the fixture's width is 32
     char dir[1024], tokfile[800], path[800];
     const char *src = getenv("TRIT_SOURCE_DIR");
     snprintf(dir, sizeof dir, "%s/tests/reference/fixtures/hf_gpt2/with_tokenizer", src ? src : ".");
@@ -264,7 +250,7 @@ static void check_layout(const char *path, const trit_quant_spec *spec) {
 
 static void test_layout_then_values(void **state) {
     (void)state;
-    const trit_quant_spec nf4 = spec_of(TRIT_NF4, 0, 256);
+    const trit_quant_spec nf4 = qb_spec(TRIT_NF4, 0, 256);
     char dir[1024];
     const char *src = getenv("TRIT_SOURCE_DIR");
     snprintf(dir, sizeof dir, "%s/tests/reference/fixtures/hf_gpt2/with_tokenizer", src ? src : ".");
@@ -285,7 +271,7 @@ static void test_layout_then_values(void **state) {
 
 // Bad files through the quantizing reader: the message names the file and the tensor.
 static void expect_refused(const char *dir, const char *want1, const char *want2) {
-    const trit_quant_spec spec = spec_of(TRIT_NF4, 0, 256);
+    const trit_quant_spec spec = qb_spec(TRIT_NF4, 0, 256);
     trit_gpt *m = trit_import_hf_gpt2_quantizing(dir, &spec);
     if (m) fail_msg("'%s' loaded", dir);
     const char *e = trit_last_error();
