@@ -48,6 +48,10 @@ trit_graph *trit_graph_new_policy(const trit_compute_policy *policy) {
     g->num_micro = 1;
     const char *fuse = getenv("TRIT_FUSE");
     g->fusion = !(fuse && strcmp(fuse, "0") == 0);
+    // TRIT_GRAD_STORE=0 zeroes every gradient buffer and adds into it: the reference the stores
+    // are checked against, and the way to time what they save.
+    const char *store = getenv("TRIT_GRAD_STORE");
+    g->grad_stores = !(store && strcmp(store, "0") == 0);
     return g;
 }
 

@@ -96,6 +96,7 @@ static void finish_calls(trit_graph *g) {
             n->rec.ctx = &n->rctx;
         }
         n->bwd.gout = g->values[n->out].grad;
+        n->bwd.store_inputs = n->bwd_store;
         for (int j = 0; j < n->n_in; j++) {
             const trit_value *v = &g->values[n->in[j]];
             n->bwd.gin[j] = (n->def->no_grad_inputs & TRIT_IN(j)) || !trit_value_needs_grad(v) ? NULL : v->grad;

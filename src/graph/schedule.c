@@ -161,12 +161,27 @@ static bool zeroed(const trit_graph *g, int v) {
     return val->grad_buf >= 0 && v != g->loss && !val->grad_shared;
 }
 
+// The input of node `node` whose gradient (value v's, a zeroed buffer) its backward may store
+// rather than add to zeros, or -1: v is exactly one of its inputs and the op can store that one.
+static int stored_input(const trit_graph *g, int node, int v) {
+    const trit_node *n = &g->nodes[node];
+    int at = -1;
+    if (!g->grad_stores) return -1;
+    for (int j = 0; j < n->n_in; j++) {
+        if (n->in[j] != v) continue;
+        if (at >= 0) return -1;  // read twice: two writes
+        at = j;
+    }
+    return at >= 0 && (n->def->bwd_stores & TRIT_IN(at)) ? at : -1;
+}
+
 static void push(trit_graph *g, trit_graph_step_kind kind, int arg, trit_graph_event_kind ev) {
     g->steps[g->n_steps++] = (trit_step){.kind = (uint8_t)kind, .event = (uint8_t)ev, .arg = arg};
 }
 
 // The backward phase at one position: a recompute step, or a backward step with the zeroing of
-// the gradient buffers it is the first to write and the events of the gradients it finishes.
+// the gradient buffers it is the first to write (but those its op stores into: no memset pass
+// over memory the op writes anyway) and the events of the gradients it finishes.
 // The events of groups whose span in `at` (firsts or lasts, ng of them) is pos.
 static void push_groups(trit_graph *g, const int *at, int ng, int pos, trit_graph_event_kind ev) {
     for (int gr = 0; gr < ng; gr++)
@@ -180,8 +195,14 @@ static void push_position(trit_graph *g, int pos, int node, const int *final, co
         push_groups(g, span + 3 * ng, ng, pos, TRIT_EVENT_PARAMS_DONE);
         return;
     }
-    for (int v = 0; v < g->n_values; v++)
-        if (zeroed(g, v) && g->bufs[g->values[v].grad_buf].first == pos) push(g, TRIT_STEP_ZERO, g->values[v].grad_buf, 0);
+    for (int v = 0; v < g->n_values; v++) {
+        if (!zeroed(g, v) || g->bufs[g->values[v].grad_buf].first != pos) continue;
+        const int j = stored_input(g, node, v);
+        if (j >= 0)
+            g->nodes[node].bwd_store |= TRIT_IN(j);
+        else
+            push(g, TRIT_STEP_ZERO, g->values[v].grad_buf, 0);
+    }
     push(g, TRIT_STEP_BACKWARD, node, 0);
     // Several finished at once come in reverse order of first use, the order of flat storage.
     for (int p = g->n_params - 1; p >= 0; p--)
@@ -212,6 +233,7 @@ trit_status trit_graph_build_steps(trit_graph *g) {
     grad_final_positions(g, final);
     group_spans(g, node_at, ng, span);
     g->n_steps = 0;
+    for (int i = 0; i < N; i++) g->nodes[i].bwd_store = 0;
     for (int i = 0; i < N; i++) {
         if (g->nodes[i].def->is_view) continue;
         push_groups(g, span, ng, i, TRIT_EVENT_PARAMS_NEEDED);
@@ -224,6 +246,8 @@ trit_status trit_graph_build_steps(trit_graph *g) {
         push(g, TRIT_STEP_EVENT, -1, TRIT_EVENT_MICRO_END);
         push(g, TRIT_STEP_EVENT, -1, TRIT_EVENT_STEP_END);
     }
+    // A list made again (new parameter groups) on a compiled graph: the same decisions as before.
+    for (int i = 0; i < N; i++) g->nodes[i].bwd.store_inputs = g->nodes[i].bwd_store;
     free(node_at);
     free(final);
     free(span);

@@ -62,14 +62,15 @@ void trit_kernel_norm_fwd_ref_f64(double *y, double *stats, double *s, const dou
 // w: (C) or NULL, stats from forward, gres: (rows, C) or NULL, a gradient added as is (the
 // residual stream's own gradient). With xhat = (x - mean) * rstd and g = dy * w:
 //   d = gres + rstd * (g - mean(g) - xhat * mean(g * xhat))   (mean(g) taken as 0 without center)
-// then dx += d and dx2 += d, each skipped when NULL.
+// then dx += d and dx2 += d (dx = d and dx2 = d when store), each skipped when NULL.
 typedef void trit_kernel_norm_bwd_x_fn(float *dx, float *dx2, const float *x, const float *dy, const float *gres,
-                                    const float *w, const double *stats, int64_t rows, int64_t C, bool center);
+                                    const float *w, const double *stats, int64_t rows, int64_t C, bool center,
+                                    bool store);
 trit_kernel_norm_bwd_x_fn trit_kernel_norm_bwd_x_f32, trit_kernel_norm_bwd_x_ref_f32,
     trit_kernel_norm_bwd_x_avx512, trit_kernel_norm_bwd_x_avx2;
 void trit_kernel_norm_bwd_x_ref_f64(double *dx, double *dx2, const double *x, const double *dy,
                                     const double *gres, const double *w, const double *stats, int64_t rows,
-                                    int64_t C, bool center);
+                                    int64_t C, bool center, bool store);
 
 // Weight and bias gradients: dw += sum over rows of dy * xhat, db += sum over rows of dy (each
 // skipped when NULL). x, dy: (rows, C); dw, db: (C). Sums in double, rows in order.

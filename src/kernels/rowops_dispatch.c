@@ -20,8 +20,9 @@ void trit_kernel_norm_fwd_f32(float *y, double *stats, float *s, const float *x,
 }
 
 void trit_kernel_norm_bwd_x_f32(float *dx, float *dx2, const float *x, const float *dy, const float *gres,
-                                const float *w, const double *stats, int64_t rows, int64_t C, bool center) {
-    DISPATCH(NORM_BWD_X, norm_bwd_x, dx, dx2, x, dy, gres, w, stats, rows, C, center);
+                                const float *w, const double *stats, int64_t rows, int64_t C, bool center,
+                                bool store) {
+    DISPATCH(NORM_BWD_X, norm_bwd_x, dx, dx2, x, dy, gres, w, stats, rows, C, center, store);
 }
 
 void trit_kernel_norm_bwd_params_f32(float *dw, float *db, const float *x, const float *dy,

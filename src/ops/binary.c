@@ -176,32 +176,41 @@ static trit_status div_forward(const trit_op_call *c) { return binary_forward(c,
 
 // gin (input i's shape, contiguous) += scale * src (output's shape, contiguous), summed over the
 // dims input i was broadcast along.
-static void fold_into(real *gin, const trit_tensor *in, const real *src, const trit_tensor *out, double scale) {
+static void fold_into(real *gin, const trit_tensor *in, const real *src, const trit_tensor *out, double scale,
+                      bool store) {
     int64_t gstr[TRIT_MAX_DIMS], dst[TRIT_MAX_DIMS], sst[TRIT_MAX_DIMS];
     trit_ew_contig_strides(in->ndim, in->shape, gstr);
     trit_ew_bcast_strides(in->ndim, in->shape, gstr, out->ndim, dst);
     trit_ew_contig_strides(out->ndim, out->shape, sst);
-    R(trit_reduce_sum_strided)(gin, dst, src, sst, out->ndim, out->shape, scale, true);
+    R(trit_reduce_sum_strided)(gin, dst, src, sst, out->ndim, out->shape, scale, !store);
 }
 
 // d loss / d in[i] for one input: `kind` computes the element term from (g, x, z), where x, z are
 // (a, b), or (b, a) when `swap`. An input of the output's shape takes the term straight into its
-// gradient; a broadcast one has it formed in scratch and folded.
+// gradient; a broadcast one has it formed in scratch and folded. Stored where the call asks.
 static void grad_term(const trit_op_call *c, int i, int kind, const trit_ew_layout *l, bool swap) {
     const trit_tensor *x = c->in[swap ? 1 : 0], *z = c->in[swap ? 0 : 1], *in = c->in[i];
     const real *g = c->gout->data;
+    const bool store = c->store_inputs & TRIT_IN(i);
     trit_ew_layout sl = *l;
     if (swap) {
         memcpy(sl.strides[1], l->strides[2], sizeof sl.strides[1]);
         memcpy(sl.strides[2], l->strides[1], sizeof sl.strides[2]);
     }
     if (trit_tensor_same_shape(in, c->out)) {
-        ew_apply(kind, true, &sl, c->gin[i]->data, g, in_ptr(x), in_ptr(z));
+        ew_apply(kind, !store, &sl, c->gin[i]->data, g, in_ptr(x), in_ptr(z));
     } else {
         real *t = c->scratch;
         ew_apply(kind, false, &sl, t, g, in_ptr(x), in_ptr(z));
-        fold_into(c->gin[i]->data, in, t, c->out, 1.0);
+        fold_into(c->gin[i]->data, in, t, c->out, 1.0, store);
     }
+}
+
+// An empty output: a broadcast input's gradient is zeros (stored ones are zeroed).
+static trit_status zero_stored_inputs(const trit_op_call *c) {
+    trit_op_zero_stored(c, 0);
+    trit_op_zero_stored(c, 1);
+    return TRIT_OK;
 }
 
 // add and sub: the gradient is gout itself (negated for sub's b), folded where broadcast.
@@ -209,25 +218,26 @@ static void pass_through(const trit_op_call *c, int i, double sign) {
     const trit_tensor *in = c->in[i];
     real *gi = c->gin[i]->data;
     const real *g = c->gout->data;
+    const bool store = c->store_inputs & TRIT_IN(i);
     if (trit_tensor_same_shape(in, c->out)) {
         const int64_t n = trit_tensor_numel(c->out);
         const real s = (real)sign;
 #pragma omp parallel for schedule(static) if (n >= TRIT_EW_PAR_MIN)
-        for (int64_t j = 0; j < n; j++) gi[j] += s * g[j];
+        for (int64_t j = 0; j < n; j++) gi[j] = store ? s * g[j] : gi[j] + s * g[j];
     } else {
-        fold_into(gi, in, g, c->out, sign);
+        fold_into(gi, in, g, c->out, sign, store);
     }
 }
 
 static trit_status add_backward(const trit_op_call *c) {
-    if (trit_tensor_numel(c->out) == 0) return TRIT_OK;
+    if (trit_tensor_numel(c->out) == 0) return zero_stored_inputs(c);
     if (c->gin[0]) pass_through(c, 0, 1.0);
     if (c->gin[1]) pass_through(c, 1, 1.0);
     return TRIT_OK;
 }
 
 static trit_status sub_backward(const trit_op_call *c) {
-    if (trit_tensor_numel(c->out) == 0) return TRIT_OK;
+    if (trit_tensor_numel(c->out) == 0) return zero_stored_inputs(c);
     if (c->gin[0]) pass_through(c, 0, 1.0);
     if (c->gin[1]) pass_through(c, 1, -1.0);
     return TRIT_OK;
@@ -243,7 +253,7 @@ static void mul_div_layout(const trit_op_call *c, trit_ew_layout *l) {
 }
 
 static trit_status mul_backward(const trit_op_call *c) {
-    if (trit_tensor_numel(c->out) == 0) return TRIT_OK;
+    if (trit_tensor_numel(c->out) == 0) return zero_stored_inputs(c);
     trit_ew_layout l;
     mul_div_layout(c, &l);
     if (c->gin[0]) grad_term(c, 0, EW_G_MUL, &l, false);  // g * b
@@ -252,7 +262,7 @@ static trit_status mul_backward(const trit_op_call *c) {
 }
 
 static trit_status div_backward(const trit_op_call *c) {
-    if (trit_tensor_numel(c->out) == 0) return TRIT_OK;
+    if (trit_tensor_numel(c->out) == 0) return zero_stored_inputs(c);
     trit_ew_layout l;
     mul_div_layout(c, &l);
     if (c->gin[0]) grad_term(c, 0, EW_G_DIV, &l, false);    // g / b
@@ -268,24 +278,24 @@ static size_t binary_scratch(const trit_op_call *c) {
 
 const trit_op_def R(trit_op_add) = {
     .name = "add", .infer = add_infer, .forward = add_forward, .backward = add_backward,
-    .bwd_unread = TRIT_IN(0) | TRIT_IN(1) | TRIT_OUT,
+    .bwd_unread = TRIT_IN(0) | TRIT_IN(1) | TRIT_OUT, .bwd_stores = TRIT_IN(0) | TRIT_IN(1),
 };
 // The same add, its output stored in the activation dtype where every reader takes 16 bits.
 const trit_op_def R(trit_op_add_act) = {
     .name = "add_act", .infer = add_infer, .forward = add_forward, .backward = add_backward,
-    .bwd_unread = TRIT_IN(0) | TRIT_IN(1) | TRIT_OUT, .lowp_output = true,
+    .bwd_unread = TRIT_IN(0) | TRIT_IN(1) | TRIT_OUT, .lowp_output = true, .bwd_stores = TRIT_IN(0) | TRIT_IN(1),
 };
 const trit_op_def R(trit_op_sub) = {
     .name = "sub", .infer = sub_infer, .forward = sub_forward, .backward = sub_backward,
-    .bwd_unread = TRIT_IN(0) | TRIT_IN(1) | TRIT_OUT,
+    .bwd_unread = TRIT_IN(0) | TRIT_IN(1) | TRIT_OUT, .bwd_stores = TRIT_IN(0) | TRIT_IN(1),
 };
 const trit_op_def R(trit_op_mul) = {
     .name = "mul", .infer = mul_infer, .forward = mul_forward, .backward = mul_backward,
-    .scratch_bytes = binary_scratch,
+    .scratch_bytes = binary_scratch, .bwd_stores = TRIT_IN(0) | TRIT_IN(1),
 };
 const trit_op_def R(trit_op_div) = {
     .name = "div", .infer = div_infer, .forward = div_forward, .backward = div_backward,
-    .scratch_bytes = binary_scratch,
+    .scratch_bytes = binary_scratch, .bwd_stores = TRIT_IN(0) | TRIT_IN(1),
 };
 
 // ---- graph constructors -----------------------------------------------------------------

@@ -239,6 +239,7 @@ typedef struct flash_grads {
     const real *go;      // (T, hs) rows C apart: the output's gradient
     real *gq, *gk, *gv;  // (T, hs) rows C apart, or NULL
     const real *lse;     // (T)
+    uint32_t store;      // the call's store_inputs: gq, gk, gv (bits 0, 1, 2) start unwritten
 } flash_grads;
 
 // Tile pair (queries from i0, keys from j0) of one head, with the head's packed tiles.
@@ -267,6 +268,12 @@ static void backward_head(const flash_dims *d, const flash_head *p, const flash_
     real *dpt = pt + BC * BR;         // (BC, BR) dP, then dS
     real *lse = dpt + BC * BR;        // (nt * BR) log-sum-exp, padded with 0
     real *dd = lse + nt * BR;         // (nt * BR) D = rowsum(dO * O), padded with 0
+    // The tile pairs add into the head's gradients: stored ones are zeroed first, by the thread
+    // that sums into them, just before it does.
+    real *const gs[3] = {g->gq, g->gk, g->gv};
+    for (int i = 0; i < 3; i++)
+        if (gs[i] && (g->store & TRIT_IN(i)))
+            for (int64_t t = 0; t < T; t++) memset(gs[i] + t * C, 0, sizeof(real) * (size_t)hs);
     for (int64_t t = 0; t < nt; t++) {
         const int64_t n = min64(BR, T - t * BR);
         pack_transposed(qt + t * hs * BR, p->q + t * BR * p->ldq, p->ldq, n, hs);
@@ -312,7 +319,7 @@ static trit_status flash_backward(const trit_op_call *c) {
             const int64_t b = bh / d.H, h = bh % d.H, col = b * d.T * d.C + h * d.hs;
             const flash_head p = head_of(c, &d, b, h);
             const flash_grads g = {o + col, d.C, go + col, gq ? gq + col : NULL, gk ? gk + col : NULL,
-                                   gv ? gv + col : NULL, lse + bh * d.T};
+                                   gv ? gv + col : NULL, lse + bh * d.T, c->store_inputs};
             backward_head(&d, &p, &g, work);
         }
     }
@@ -379,7 +386,7 @@ static trit_status flash_lowp(const trit_op_call *c, bool backward) {
             }
             widen_head(ho, c->out, &d, b, h);
             const flash_grads g = {ho, hs, (const real *)c->gout->data + col, gq ? gq + col : NULL,
-                                   gk ? gk + col : NULL, gv ? gv + col : NULL, lse + bh * T};
+                                   gk ? gk + col : NULL, gv ? gv + col : NULL, lse + bh * T, c->store_inputs};
             backward_head(&d, &p, &g, work);
         }
     }
@@ -406,6 +413,7 @@ const trit_op_def R(trit_op_flash_attention) = {
     .infer = flash_infer,
     .forward = flash_forward_any,
     .backward = flash_backward_any,
+    .bwd_stores = TRIT_IN(0) | TRIT_IN(1) | TRIT_IN(2),
     .lowp_inputs = TRIT_IN(0) | TRIT_IN(1) | TRIT_IN(2),
     .lowp_output = true,
     .saved_bytes = flash_saved_bytes,

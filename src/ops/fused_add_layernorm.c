@@ -79,7 +79,11 @@ static trit_status add_layernorm_backward(const trit_op_call *c) {
     const real *s = c->out->data;                         // (rows, C): the saved sum x + r
     const real *g0 = c->gout->data, *g1 = g0 + rows * C;  // (rows, C) each
     real *dx = c->gin[0] ? c->gin[0]->data : NULL, *dr = c->gin[1] ? c->gin[1]->data : NULL;
-    if (dx || dr) R(trit_kernel_norm_bwd_x)(dx, dr, s, g1, g0, aln_weight(c), c->saved, rows, C, true);
+    // The kernel stores both gradients or adds to both: where only one is to be stored, that one
+    // is zeroed and both are added to.
+    const uint32_t asked = (dx ? TRIT_IN(0) : 0) | (dr ? TRIT_IN(1) : 0), st = c->store_inputs & asked;
+    if (st && st != asked) trit_op_zero_stored(c, st == TRIT_IN(0) ? 0 : 1);
+    if (dx || dr) R(trit_kernel_norm_bwd_x)(dx, dr, s, g1, g0, aln_weight(c), c->saved, rows, C, true, st && st == asked);
     real *dw = a->has_weight && c->gin[2] ? c->gin[2]->data : NULL;
     real *db = a->has_bias && c->gin[2 + a->has_weight] ? c->gin[2 + a->has_weight]->data : NULL;
     if (dw || db) R(trit_kernel_norm_bwd_params)(dw, db, s, g1, c->saved, rows, C);
@@ -89,6 +93,7 @@ static trit_status add_layernorm_backward(const trit_op_call *c) {
 const trit_op_def R(trit_op_add_layernorm) = {
     .name = "add_layernorm",
     .bwd_unread = TRIT_IN(0) | TRIT_IN(1),
+    .bwd_stores = TRIT_IN(0) | TRIT_IN(1),
     .infer = add_layernorm_infer,
     .forward = add_layernorm_forward,
     .backward = add_layernorm_backward,

@@ -263,9 +263,14 @@ static trit_status cls_forward(const trit_op_call *c) {
     return TRIT_OK;
 }
 
-// y (n) += s * x, in order; s == 1 adds x exactly as an accumulating GEMM onto y would.
-static void cls_add_scaled(real *y, const real *x, int64_t n, real s) {
-    if (s == (real)1)
+// y (n) += s * x, in order (y = s * x where store); s == 1 adds x exactly as an accumulating
+// GEMM onto y would.
+static void cls_add_scaled(real *y, const real *x, int64_t n, real s, bool store) {
+    if (store && s == (real)1)
+        memcpy(y, x, sizeof(real) * (size_t)n);
+    else if (store)
+        for (int64_t i = 0; i < n; i++) y[i] = s * x[i];
+    else if (s == (real)1)
         for (int64_t i = 0; i < n; i++) y[i] += x[i];
     else
         for (int64_t i = 0; i < n; i++) y[i] += s * x[i];
@@ -279,19 +284,26 @@ static trit_status cls_backward(const trit_op_call *c) {
     real *dx = c->gin[0] ? c->gin[0]->data : NULL;                      // (rows, C)
     real *dw = c->gin[1] ? c->gin[1]->data : NULL;                      // (V, C)
     real *db = a->has_bias && c->gin[3] ? c->gin[3]->data : NULL;       // (V)
-    if (count == 0 || (!dx && !dw && !db)) return TRIT_OK;  // every row ignored: the loss is a constant 0
+    const uint32_t st = c->store_inputs;
+    if (count == 0 || (!dx && !dw && !db)) {  // every row ignored: the loss is a constant 0
+        for (int i = 0; i < c->n_in; i++) trit_op_zero_stored(c, i);
+        return TRIT_OK;
+    }
     if (dw && trit_qw_is(c->in[1]))
         return trit_error(TRIT_ERR_STATE, "classifier_ce: the %s W '%s' was asked for a gradient; quantized weights "
                           "get none: freeze it", trit_dtype_name(c->in[1]->dtype), c->in[1]->name);
     const double go = (double)*(const real *)c->gout->data;
     const cls_grads saved = cls_saved_grads(c);
     if (stats[2 * rows + 1] != 0 && (!dx || saved.dx) && (!dw || saved.dw) && (!db || saved.db)) {
-        if (dx) cls_add_scaled(dx, saved.dx, rows * C, (real)go);
-        if (dw) cls_add_scaled(dw, saved.dw, V * C, (real)go);
-        if (db)
+        if (dx) cls_add_scaled(dx, saved.dx, rows * C, (real)go, st & TRIT_IN(0));
+        if (dw) cls_add_scaled(dw, saved.dw, V * C, (real)go, st & TRIT_IN(1));
+        if (db && (st & TRIT_IN(3)))
+            for (int64_t j = 0; j < V; j++) db[j] = (real)(go * saved.db[j]);
+        else if (db)
             for (int64_t j = 0; j < V; j++) db[j] += (real)(go * saved.db[j]);
         return TRIT_OK;
     }
+    for (int i = 0; i < c->n_in; i++) trit_op_zero_stored(c, i);
     // Forward ran in eval mode: make the logits again, chunk by chunk, straight into the gradients.
     const real scale = (real)(a->reduction == TRIT_REDUCE_MEAN ? go / count : go);
     real *L = c->scratch;                                                       // (chunk, V)
@@ -317,6 +329,7 @@ const trit_op_def R(trit_op_classifier_ce) = {
     .scratch_bytes = cls_scratch_bytes,
     .contiguous_inputs = TRIT_IN(0) | TRIT_IN(1) | TRIT_IN(2) | TRIT_IN(3),
     .no_grad_inputs = TRIT_IN(2),
+    .bwd_stores = TRIT_IN(0) | TRIT_IN(1) | TRIT_IN(3),
     .lowp_inputs = TRIT_IN(0) | TRIT_IN(1),
     .attr_size = sizeof(trit_classifier_attr),
 };

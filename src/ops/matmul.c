@@ -155,32 +155,41 @@ static trit_status matmul_backward(const trit_op_call *c) {
     const trit_matmul_attr *at = c->attr;
     mm_plan p;
     mm_plan_init(a, b, at, c->out->ndim, c->out->shape, &p);
-    if (p.M == 0 || p.N == 0 || p.K == 0 || p.batch == 0) return TRIT_OK;
+    if (p.M == 0 || p.N == 0 || p.K == 0 || p.batch == 0) {
+        trit_op_zero_stored(c, 0);
+        trit_op_zero_stored(c, 1);
+        return TRIT_OK;
+    }
     const trit_mm_ref A = trit_mm_of(a), B = trit_mm_of(b), dC = trit_mm_real(c->gout->data);
     real *dA = c->gin[0] ? c->gin[0]->data : NULL, *dB = c->gin[1] ? c->gin[1]->data : NULL;
     const int64_t M = p.M, N = p.N, K = p.K;
+    // Stored gradients (store_inputs) take the GEMM without accumulation, but for one summed
+    // over broadcast batches, zeroed first.
+    bool acc_a = !(c->store_inputs & TRIT_IN(0)), acc_b = !(c->store_inputs & TRIT_IN(1));
     if (p.fold) {  // a: (batch*M, K) rows; b shared
         const int64_t BM = p.batch * M;
-        if (dA) trit_op_gemm(c, false, !p.tb, BM, K, N, dC, N, B, p.ldb, dA, K, true);
-        if (dB && !at->trans_b) trit_op_gemm(c, true, false, K, N, BM, A, p.lda, dC, N, dB, N, true);
-        if (dB && at->trans_b) trit_op_gemm(c, true, false, N, K, BM, dC, N, A, p.lda, dB, K, true);
+        if (dA) trit_op_gemm(c, false, !p.tb, BM, K, N, dC, N, B, p.ldb, dA, K, acc_a);
+        if (dB && !at->trans_b) trit_op_gemm(c, true, false, K, N, BM, A, p.lda, dC, N, dB, N, acc_b);
+        if (dB && at->trans_b) trit_op_gemm(c, true, false, N, K, BM, dC, N, A, p.lda, dB, K, acc_b);
         return TRIT_OK;
     }
+    if (dA && !acc_a && trit_tensor_numel(a) != p.batch * M * K) acc_a = trit_op_zero_stored(c, 0);
+    if (dB && !acc_b && trit_tensor_numel(b) != p.batch * K * N) acc_b = trit_op_zero_stored(c, 1);
     for (int64_t i = 0; i < p.batch; i++) {
         int64_t off[4];
         mm_batch_offsets(&p, i, off);
         const trit_mm_ref Ai = trit_mm_at(A, off[0]), Bi = trit_mm_at(B, off[1]), dCi = trit_mm_at(dC, i * M * N);
-        if (dA && !at->trans_a) trit_op_gemm(c, false, !p.tb, M, K, N, dCi, N, Bi, p.ldb, dA + off[2], K, true);
-        if (dA && at->trans_a) trit_op_gemm(c, p.tb, true, K, M, N, Bi, p.ldb, dCi, N, dA + off[2], M, true);
-        if (dB && !at->trans_b) trit_op_gemm(c, !p.ta, false, K, N, M, Ai, p.lda, dCi, N, dB + off[3], N, true);
-        if (dB && at->trans_b) trit_op_gemm(c, true, p.ta, N, K, M, dCi, N, Ai, p.lda, dB + off[3], K, true);
+        if (dA && !at->trans_a) trit_op_gemm(c, false, !p.tb, M, K, N, dCi, N, Bi, p.ldb, dA + off[2], K, acc_a);
+        if (dA && at->trans_a) trit_op_gemm(c, p.tb, true, K, M, N, Bi, p.ldb, dCi, N, dA + off[2], M, acc_a);
+        if (dB && !at->trans_b) trit_op_gemm(c, !p.ta, false, K, N, M, Ai, p.lda, dCi, N, dB + off[3], N, acc_b);
+        if (dB && at->trans_b) trit_op_gemm(c, true, p.ta, N, K, M, dCi, N, Ai, p.lda, dB + off[3], K, acc_b);
     }
     return TRIT_OK;
 }
 
 const trit_op_def R(trit_op_matmul) = {
     .name = "matmul", .infer = matmul_infer, .forward = matmul_forward, .backward = matmul_backward,
-    .bwd_unread = TRIT_OUT,
+    .bwd_unread = TRIT_OUT, .bwd_stores = TRIT_IN(0) | TRIT_IN(1),
     .lowp_inputs = TRIT_IN(0) | TRIT_IN(1), .attr_size = sizeof(trit_matmul_attr),
 };
 
@@ -280,29 +289,39 @@ static trit_status linear_forward(const trit_op_call *c) {
     return TRIT_OK;
 }
 
-// dx += dy w, dw += dy^T x, db += ones(1, rows) dy: three GEMMs that accumulate. A quantized w
-// gets no gradient (infer refuses a trainable one) and is decoded chunk by chunk for dx.
+// dx += dy w, dw += dy^T x, db += ones(1, rows) dy: three GEMMs that accumulate, or store where
+// the call asks. A quantized w gets no gradient (infer refuses a trainable one) and is decoded
+// chunk by chunk for dx.
 static trit_status linear_backward(const trit_op_call *c) {
     const trit_tensor *x = c->in[0], *w = c->in[1];
     lin_plan p;
     lin_plan_init(x, w, &p);
-    if (p.rows == 0 || p.N == 0) return TRIT_OK;
+    if (p.rows == 0 || p.N == 0) {
+        for (int i = 0; i < c->n_in; i++) trit_op_zero_stored(c, i);
+        return TRIT_OK;
+    }
     const real *dy = c->gout->data;
     const bool qw = trit_qw_is(w);
-    if (c->gin[0] && p.K > 0 && qw)
+    const uint32_t st = c->store_inputs;
+    // The quantized weight's product adds chunk after chunk of W's rows: a stored dx is zeroed first.
+    if (c->gin[0] && p.K > 0 && qw) {
+        trit_op_zero_stored(c, 0);
         R(trit_qw_gemm_dyw)(c, p.rows, trit_mm_real(dy), p.N, w, c->gin[0]->data, p.K, trit_qw_decode_dtype(x->dtype),
                             c->scratch);
-    else if (c->gin[0] && p.K > 0)
-        trit_op_gemm(c, false, p.wflip, p.rows, p.K, p.N, trit_mm_real(dy), p.N, trit_mm_of(w), p.ldw, c->gin[0]->data, p.K, true);
+    } else if (c->gin[0] && p.K > 0) {
+        trit_op_gemm(c, false, p.wflip, p.rows, p.K, p.N, trit_mm_real(dy), p.N, trit_mm_of(w), p.ldw, c->gin[0]->data, p.K,
+                     !(st & TRIT_IN(0)));
+    }
     if (c->gin[1] && qw)
         return trit_error(TRIT_ERR_STATE, "linear: the %s weight '%s' was asked for a gradient; quantized weights "
                           "get none: freeze it", trit_dtype_name(w->dtype), w->name);
     if (c->gin[1] && p.K > 0)
-        trit_op_gemm(c, true, p.xt, p.N, p.K, p.rows, trit_mm_real(dy), p.N, trit_mm_of(x), p.ldx, c->gin[1]->data, p.K, true);
+        trit_op_gemm(c, true, p.xt, p.N, p.K, p.rows, trit_mm_real(dy), p.N, trit_mm_of(x), p.ldx, c->gin[1]->data, p.K,
+                     !(st & TRIT_IN(1)));
     if (c->n_in > 2 && c->gin[2]) {
         real *ones = linear_own_scratch(c);
         for (int64_t r = 0; r < p.rows; r++) ones[r] = 1;
-        R(trit_kernel_gemm)(false, false, 1, p.N, p.rows, ones, p.rows, dy, p.N, c->gin[2]->data, p.N, true);
+        R(trit_kernel_gemm)(false, false, 1, p.N, p.rows, ones, p.rows, dy, p.N, c->gin[2]->data, p.N, !(st & TRIT_IN(2)));
     }
     return TRIT_OK;
 }
@@ -320,7 +339,7 @@ static size_t linear_scratch(const trit_op_call *c) {
 
 const trit_op_def R(trit_op_linear) = {
     .name = "linear", .infer = linear_infer, .forward = linear_forward, .backward = linear_backward,
-    .bwd_unread = TRIT_IN(2) | TRIT_OUT,
+    .bwd_unread = TRIT_IN(2) | TRIT_OUT, .bwd_stores = TRIT_IN(0) | TRIT_IN(1) | TRIT_IN(2),
     .lowp_inputs = TRIT_IN(0) | TRIT_IN(1), .lowp_output = true,
     .scratch_bytes = linear_scratch,
 };

@@ -114,7 +114,9 @@ static trit_status norm_backward(const trit_op_call *c, bool center) {
     const int64_t C = norm_C(c), rows = norm_rows(c);
     const real *x = trit_tensor_ptr(c->in[0]), *dy = c->gout->data;    // (rows, C)
     const real *w = a->has_weight ? trit_tensor_ptr(c->in[1]) : NULL;  // (C)
-    if (c->gin[0]) R(trit_kernel_norm_bwd_x)(c->gin[0]->data, NULL, x, dy, NULL, w, c->saved, rows, C, center);
+    if (c->gin[0])
+        R(trit_kernel_norm_bwd_x)(c->gin[0]->data, NULL, x, dy, NULL, w, c->saved, rows, C, center,
+                                  c->store_inputs & TRIT_IN(0));
     real *dw = a->has_weight && c->gin[1] ? c->gin[1]->data : NULL;
     real *db = a->has_bias && c->gin[1 + a->has_weight] ? c->gin[1 + a->has_weight]->data : NULL;
     if (dw || db) R(trit_kernel_norm_bwd_params)(dw, db, x, dy, c->saved, rows, C);
@@ -127,6 +129,7 @@ static trit_status rmsnorm_backward(const trit_op_call *c) { return norm_backwar
 const trit_op_def R(trit_op_layernorm) = {
     .name = "layernorm",
     .bwd_unread = TRIT_OUT,
+    .bwd_stores = TRIT_IN(0),
     .infer = layernorm_infer,
     .forward = layernorm_forward,
     .backward = layernorm_backward,
@@ -140,6 +143,7 @@ const trit_op_def R(trit_op_layernorm) = {
 const trit_op_def R(trit_op_rmsnorm) = {
     .name = "rmsnorm",
     .bwd_unread = TRIT_OUT,
+    .bwd_stores = TRIT_IN(0),
     .infer = rmsnorm_infer,
     .forward = rmsnorm_forward,
     .backward = rmsnorm_backward,

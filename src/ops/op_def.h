@@ -7,6 +7,8 @@
 #include "base/real.h"
 #include "trit/tensor.h"
 
+#include <string.h>
+
 #define TRIT_OP_MAX_IN 16
 // Bit of input i in an op's input masks.
 #define TRIT_IN(i) (1u << (i))
@@ -36,6 +38,10 @@ typedef struct trit_op_call {
     // Bit TRIT_IN(i) set: backward will be asked for in[i]'s gradient (known from compile on, in
     // the forward call too, so an op can size saved memory for work it moves into forward).
     uint32_t grad_inputs;
+    // Bit TRIT_IN(i) set: gin[i] holds no values yet (this backward is its first writer), so
+    // backward stores d loss / d in[i] there instead of adding. Set only for inputs the op's
+    // bwd_stores names; the executor then skips zeroing that buffer.
+    uint32_t store_inputs;
 } trit_op_call;
 
 typedef struct trit_op_def {
@@ -45,7 +51,8 @@ typedef struct trit_op_def {
     // Errors go through trit_error with both shapes in the message.
     trit_status (*infer)(const trit_tensor *const *in, int n_in, const void *attr, trit_tensor *out);
     trit_status (*forward)(const trit_op_call *c);
-    // NULL when the op has no gradient. Must add into (never overwrite) each non-NULL gin[i].
+    // NULL when the op has no gradient. Must add into (never overwrite) each non-NULL gin[i],
+    // except those the call's store_inputs names, which it stores.
     trit_status (*backward)(const trit_op_call *c);
     // Bytes forward keeps for backward, and bytes of per-call scratch (NULL = none).
     size_t (*saved_bytes)(const trit_op_call *c);
@@ -66,9 +73,21 @@ typedef struct trit_op_def {
     // stores (gin[0] = ...) instead of adding. The planner gives them one buffer when this op is
     // in[0]'s only consumer, so an elementwise op's backward needs no second gradient buffer.
     bool bwd_in_place;
+    // Bit TRIT_IN(i) set: backward honours store_inputs for in[i] (writes every element of gin[i]
+    // exactly as adding to zeros would), so the first writer of a gradient needs no zeroed buffer.
+    uint32_t bwd_stores;
     bool is_view;                // out aliases in[0]'s storage; forward does nothing
     size_t attr_size;
 } trit_op_def;
+
+// Zeroes gin[i] where the call stores it (store_inputs) but backward has nothing to write there
+// (an empty product), or adds into it over several passes (a gradient summed over broadcast
+// batches). Returns whether it zeroed, so the caller adds from then on.
+static inline bool trit_op_zero_stored(const trit_op_call *c, int i) {
+    if (!c->gin[i] || !(c->store_inputs & TRIT_IN(i))) return false;
+    memset(c->gin[i]->data, 0, trit_tensor_nbytes(c->gin[i]));
+    return true;
+}
 
 // A 16-bit float dtype an op may read or write under a policy with 16-bit activations; only in
 // the f32 build (the f64 reference path has none).

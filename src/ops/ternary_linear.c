@@ -102,13 +102,14 @@ static trit_status tl_forward_f32(const trit_op_call *c) {
     return trit_kernel_qgemm_panels(&tw->w, rows, &a, c->out->data, N, &e);
 }
 
-// dX[r0, r0 + n) += dY W_t for one chunk of rows.
+// dX[r0, r0 + n) += dY W_t for one chunk of rows (stored where the call asks).
 static trit_status tl_dx_chunk(const trit_op_call *c, const trit_ternary_weight *tw, int64_t r0, int64_t n, char *at) {
     const int64_t N = tw->N, K = tw->K;
     const float *dy = (const float *)c->gout->data + r0 * N;  // (n, N)
     float *dx = (float *)c->gin[0]->data + r0 * K;           // (n, K)
+    const bool store = c->store_inputs & TRIT_IN(0);
     if (tw->dx == TRIT_TERNARY_DX_F32) {
-        trit_op_gemm(c, false, false, n, K, N, trit_mm_real(dy), N, trit_mm_real(tw->wdec), K, dx, K, true);
+        trit_op_gemm(c, false, false, n, K, N, trit_mm_real(dy), N, trit_mm_real(tw->wdec), K, dx, K, !store);
         return TRIT_OK;
     }
     int8_t *q = (int8_t *)at;  // (n, N)
@@ -116,7 +117,7 @@ static trit_status tl_dx_chunk(const trit_op_call *c, const trit_ternary_weight 
     int32_t *gsum = (int32_t *)((char *)s + al64(4 * (size_t)n));
     quantize_rows(dy, n, N, q, s, gsum);
     const trit_qact a = {q, s, gsum};
-    const trit_qpanel_epilogue e = {.accumulate = true};  // each product rounded, then added: as linear's += would
+    const trit_qpanel_epilogue e = {.accumulate = !store};  // each product rounded, then added: as linear's += would
     return trit_kernel_qgemm_panels(&tw->wt, n, &a, dx, K, &e);
 }
 
@@ -142,7 +143,7 @@ static trit_status tl_backward_f32(const trit_op_call *c) {
     float *xf = (float *)(at + al64((size_t)(ch * N)) + 2 * al64(4 * (size_t)ch));
     if (c->gin[0] && tw->dx == TRIT_TERNARY_DX_F32)  // one GEMM over all rows, as linear's
         trit_op_gemm(c, false, false, rows, K, N, trit_mm_real(c->gout->data), N, trit_mm_real(tw->wdec), K,
-                     c->gin[0]->data, K, true);
+                     c->gin[0]->data, K, !(c->store_inputs & TRIT_IN(0)));
     for (int64_t r0 = 0; r0 < rows; r0 += ch) {
         const int64_t n = rows - r0 < ch ? rows - r0 : ch;
         if (c->gin[0] && tw->dx == TRIT_TERNARY_DX_INT8) {
@@ -181,7 +182,7 @@ static trit_status tl_backward(const trit_op_call *c) {
 const trit_op_def R(trit_op_ternary_linear) = {
     .name = "ternary_linear", .infer = tl_infer, .forward = tl_forward, .backward = tl_backward,
     .saved_bytes = tl_saved, .scratch_bytes = tl_scratch, .contiguous_inputs = TRIT_IN(0) | TRIT_IN(2),
-    .bwd_unread = TRIT_IN(0) | TRIT_IN(2) | TRIT_OUT, .attr_size = sizeof(tl_attr),
+    .bwd_unread = TRIT_IN(0) | TRIT_IN(2) | TRIT_OUT, .bwd_stores = TRIT_IN(0), .attr_size = sizeof(tl_attr),
 };
 
 // ---- the ternary state and the graph constructor --------------------------------------------

@@ -182,16 +182,19 @@ static void call_norm_fwd(const fixture *f, float *of, double *od, int impl) {
                                                                         center);
 }
 
+// Variant 4 stores (dx = d, dx2 = d) over outputs filled with NaN: every one must be written.
 static void call_norm_bwd_x(const fixture *f, float *of, double *od, int impl) {
     (void)od;
     const int64_t n = f->rows * f->C;
     const int v = f->variant;
-    const bool center = v != 3;
+    const bool center = v != 3, store = v == 4;
     const double *st = center ? f->nstats : f->rstats;
-    float *dx2 = v == 1 ? of + n : NULL;
-    const float *gres = v == 1 ? f->c : NULL, *w = v != 2 ? f->w : NULL;
-    PICK(norm_bwd_x, impl)(of, dx2, f->a, f->b, gres, w, st, f->rows,
-                                                                            f->C, center);
+    float *dx2 = v == 1 || store ? of + n : NULL;
+    const float *gres = v == 1 || store ? f->c : NULL, *w = v != 2 ? f->w : NULL;
+    if (store) memset(of, 0xff, sizeof(float) * (size_t)(2 * n));
+    PICK(norm_bwd_x, impl)(of, dx2, f->a, f->b, gres, w, st, f->rows, f->C, center, store);
+    for (int64_t i = 0; store && i < 2 * n; i++)
+        if (!isfinite(of[i])) fail_msg("norm_bwd_x (%s, store): output %lld left unwritten", IMPL_NAME[impl], (long long)i);
 }
 
 static void call_norm_bwd_params(const fixture *f, float *of, double *od, int impl) {
@@ -284,7 +287,7 @@ static void call_adam(const fixture *f, float *of, double *od, int impl) {
 
 static const kernel_case CASES[] = {
     {"norm_fwd", call_norm_fwd, 2, 0, 2, 1.0, 4},
-    {"norm_bwd_x", call_norm_bwd_x, 2, 0, 0, 1.0, 4},
+    {"norm_bwd_x", call_norm_bwd_x, 2, 0, 0, 1.0, 5},
     {"norm_bwd_params", call_norm_bwd_params, 0, 2, 0, -1, 2},
     {"gelu_fwd", call_gelu_fwd, 1, 0, 0, 1.0, 2},
     {"gelu_bwd", call_gelu_bwd, 1, 1, 0, 1.0, 4},

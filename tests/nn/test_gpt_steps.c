@@ -2,7 +2,8 @@
 // gives the same loss and gradients bit for bit with less activation memory; a hook on "gradient
 // final" sees each parameter once per micro-batch holding its final gradient; and dropout masks
 // depend only on the model's structure: equal with fusion on or off, in every precision, with
-// and without recompute, and different between the places of the model.
+// and without recompute, and different between the places of the model. Gradient buffers whose
+// first writer stores instead of adding to zeros give the same bits as zeroed ones.
 #define _POSIX_C_SOURCE 200809L
 #include <setjmp.h>
 #include <stdarg.h>
@@ -14,6 +15,7 @@
 #include "ops/dropout.h"
 #include "trit/trit.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -76,12 +78,12 @@ static size_t step_bytes(const trit_gpt *m) {
     return total;
 }
 
-static int recompute_steps(const trit_graph *g) {
+static int count_kind(const trit_graph *g, trit_graph_step_kind kind) {
     int n = 0;
     trit_graph_step_info info;
     for (int i = 0; i < trit_graph_num_steps(g); i++) {
         assert_int_equal(trit_graph_step_at(g, i, &info), TRIT_OK);
-        n += info.kind == TRIT_STEP_RECOMPUTE;
+        n += info.kind == kind;
     }
     return n;
 }
@@ -94,8 +96,8 @@ static void test_block_recompute_same_bits(void **state) {
         assert_int_equal(trit_gpt_build_train(m, B, T, &plain), TRIT_OK);
         assert_int_equal(trit_gpt_set_recompute(m, TRIT_RECOMPUTE_BLOCK), TRIT_OK);
         assert_int_equal(trit_gpt_build_train(m, B, T, &rec), TRIT_OK);
-        assert_int_equal(recompute_steps(plain.graph), 0);
-        const int nrec = recompute_steps(rec.graph);
+        assert_int_equal(count_kind(plain.graph, TRIT_STEP_RECOMPUTE), 0);
+        const int nrec = count_kind(rec.graph, TRIT_STEP_RECOMPUTE);
         trit_graph_memory mp, mr;
         assert_int_equal(trit_graph_memory_report(plain.graph, &mp), TRIT_OK);
         assert_int_equal(trit_graph_memory_report(rec.graph, &mr), TRIT_OK);
@@ -110,6 +112,65 @@ static void test_block_recompute_same_bits(void **state) {
         trit_gpt_graph_free(&plain);
         trit_gpt_graph_free(&rec);
         assert_int_equal(trit_gpt_set_recompute(m, (trit_recompute_policy)7), TRIT_ERR_INVALID);
+        trit_gpt_free(m);
+    }
+}
+
+// ---- first writers that store ---------------------------------------------------------------------
+
+// A gradient buffer whose first writer stores into it is not zeroed, so that op must write every
+// element. Against the same model with every buffer zeroed and added to (TRIT_GRAD_STORE=0), the
+// gradients and losses must come out bit for bit, with the storing graph's arena filled with NaN
+// before each step (an element left unwritten would hold NaN or a stale value), in each
+// precision, with and without block recompute; and most first writers of the GPT's gradient
+// buffers store (the matmuls, the norms, the fused head, attention).
+static void check_stores(trit_gpt *m, const char *what) {
+    trit_gpt_graph stores, zeroes;
+    assert_int_equal(setenv("TRIT_GRAD_STORE", "0", 1), 0);
+    assert_int_equal(trit_gpt_build_train(m, B, T, &zeroes), TRIT_OK);
+    assert_int_equal(unsetenv("TRIT_GRAD_STORE"), 0);
+    assert_int_equal(trit_gpt_build_train(m, B, T, &stores), TRIT_OK);
+    int storing = 0;
+    for (int i = 0; i < stores.graph->n_nodes; i++) storing += stores.graph->nodes[i].bwd.store_inputs != 0;
+    for (int i = 0; i < zeroes.graph->n_nodes; i++) assert_int_equal(zeroes.graph->nodes[i].bwd.store_inputs, 0);
+    const int zs = count_kind(stores.graph, TRIT_STEP_ZERO), zz = count_kind(zeroes.graph, TRIT_STEP_ZERO);
+    print_message("%s: %d backward steps store a gradient; %d buffers zeroed instead of %d\n", what, storing, zs, zz);
+    assert_true(storing >= 4 * 3);  // per block: the q, k, v projection, attention, c_proj, c_fc, the norms
+    assert_true(zs + storing <= zz);
+    for (int k = 0; k < 2; k++) {
+        float *want = step(m, &zeroes);
+        memset(stores.graph->arena.base, 0xff, stores.graph->arena.size);  // NaN in every f32 and 16-bit slot
+        float *got = step(m, &stores);
+        const size_t n = step_bytes(m) / sizeof(float);
+        for (size_t i = 0; i < n; i++) assert_true(isfinite(got[i]));
+        assert_memory_equal(want, got, n * sizeof(float));
+        free(want);
+        free(got);
+    }
+    trit_gpt_graph_free(&stores);
+    trit_gpt_graph_free(&zeroes);
+}
+
+static void test_stored_gradients_cover_their_buffers(void **state) {
+    (void)state;
+    char what[64];
+    for (int p = 0; p < 3; p++) {
+        for (int rec = 0; rec < 2; rec++) {
+            trit_gpt *m = model((trit_precision)p);
+            if (rec) assert_int_equal(trit_gpt_set_recompute(m, TRIT_RECOMPUTE_BLOCK), TRIT_OK);
+            snprintf(what, sizeof what, "%s%s", trit_precision_name((trit_precision)p), rec ? " + recompute" : "");
+            check_stores(m, what);
+            trit_gpt_free(m);
+        }
+    }
+    // Ternary training on the integer kernels: the input gradient from int8 dY or in fp32.
+    const trit_fake_quant_spec w = {.dtype = TRIT_QINT2, .mode = TRIT_FQ_TERNARY}, a = {.dtype = TRIT_QINT8, .mode = TRIT_FQ_TOKEN};
+    const trit_ternary_matmul modes[2] = {TRIT_TERNARY_MATMUL_INT8, TRIT_TERNARY_MATMUL_INT8_F32_DX};
+    for (int k = 0; k < 2; k++) {
+        trit_gpt *m = model(TRIT_PRECISION_FP32);
+        assert_int_equal(trit_gpt_set_qat(m, &w, &a), TRIT_OK);
+        assert_int_equal(trit_gpt_set_ternary_matmul(m, modes[k]), TRIT_OK);
+        check_stores(m, k ? "ternary, fp32 dX" : "ternary, int8 dY");
         trit_gpt_free(m);
     }
 }
@@ -298,6 +359,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_flat_layout),
         cmocka_unit_test(test_block_recompute_same_bits),
+        cmocka_unit_test(test_stored_gradients_cover_their_buffers),
         cmocka_unit_test(test_grad_final_hook),
         cmocka_unit_test(test_masks_follow_structure),
     };

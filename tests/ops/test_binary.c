@@ -1,5 +1,6 @@
 // add, sub, mul, div: known answers, gradient checks over broadcasting (either side, both
-// sides, 0-d) and strided or stride-0 views, f32 vs f64, PyTorch parity, and bad input.
+// sides, 0-d), strided or stride-0 views and computed operands (stored gradients), f32 vs f64,
+// PyTorch parity, and bad input.
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -42,6 +43,12 @@ static trit_tensor *build_self(trit_graph *g, trit_tensor **p, void *ctx) {
     return (*(const bin_fn *)ctx)(g, p[0], p[0]);
 }
 
+// Both operands computed (gelu of the parameters): their gradients live in the arena, where the
+// op stores them (summed over broadcast dims) instead of adding to zeros.
+static trit_tensor *build_computed(trit_graph *g, trit_tensor **p, void *ctx) {
+    return (*(const bin_fn *)ctx)(g, trit_gelu(g, p[0]), trit_gelu(g, p[1]));
+}
+
 typedef struct shape_case {
     const char *what;
     tg_build_fn build;
@@ -61,6 +68,8 @@ static const shape_case CASES[] = {
     {"expanded a", build_expanded, 2, 2, {3, 1}, {3, 4}},
     {"large, rows broadcast", build_plain, 2, 1, {64, 1024}, {1024}},
     {"large, columns broadcast", build_plain, 2, 2, {64, 1}, {64, 1024}},
+    {"computed, same shape", build_computed, 2, 2, {3, 4}, {3, 4}},
+    {"computed, both broadcast", build_computed, 3, 2, {2, 1, 4}, {3, 1}},
 };
 
 static void check_op(int op) {

@@ -1,6 +1,6 @@
-// matmul and linear: known answers, gradient checks over transposes, broadcast batch dims and
-// strided views (read in place through leading dims or copied), f32 (SIMD GEMM) vs f64, PyTorch
-// parity, and bad input.
+// matmul and linear: known answers, gradient checks over transposes, broadcast batch dims,
+// strided views (read in place through leading dims or copied) and computed operands (whose
+// gradients the first product stores), f32 (SIMD GEMM) vs f64, PyTorch parity, and bad input.
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -21,6 +21,7 @@ enum {
     L_COPY_A,         // a = every other element of p0 (M, K, 2): no unit stride, copied first
     L_PERMUTE_A,      // a = p0 (M, B, K) permuted to (B, M, K): batch stride K, rows B*K apart
     L_EXPAND_A,       // a = p0 (1, M, K) expanded to (2, M, K): batch stride 0
+    L_COMPUTED,       // a = gelu(p0), b = gelu(p1): gradients in the arena, which matmul stores
 };
 
 typedef struct mm_case {
@@ -48,8 +49,13 @@ static trit_tensor *shape_a(trit_graph *g, trit_tensor *a, int layout) {
 static trit_tensor *build_matmul(trit_graph *g, trit_tensor **p, void *ctx) {
     const mm_case *c = ctx;
     trit_tensor *b = c->layout == L_SLICE_B ? trit_slice(g, p[1], 1, 2, 7) : p[1];
-    trit_tensor *y = trit_matmul(g, shape_a(g, p[0], c->layout), b, c->ta, c->tb);
-    return c->twice ? trit_add(g, y, trit_matmul(g, shape_a(g, p[0], c->layout), b, c->ta, c->tb)) : y;
+    trit_tensor *a = shape_a(g, p[0], c->layout);
+    if (c->layout == L_COMPUTED) a = trit_gelu(g, a), b = trit_gelu(g, b);
+    trit_tensor *y = trit_matmul(g, a, b, c->ta, c->tb);
+    if (!c->twice) return y;
+    // Computed operands are read by both products: the first backward stores, the second adds.
+    if (c->layout != L_COMPUTED) a = shape_a(g, p[0], c->layout);
+    return trit_add(g, y, trit_matmul(g, a, b, c->ta, c->tb));
 }
 
 static const mm_case MATMUL_CASES[] = {
@@ -75,6 +81,13 @@ static const mm_case MATMUL_CASES[] = {
     {"twice: a shared", L_PLAIN, false, false, 2, 3, {3, 4}, {2, 4, 5}, true},
     {"twice: trans_a, trans_b", L_PLAIN, true, true, 3, 3, {2, 4, 3}, {2, 5, 4}, true},
     {"twice: transposed view a", L_T_A, false, false, 3, 2, {2, 4, 3}, {4, 5}, true},
+    // The first writer of a computed operand's gradient stores it: over batches sharing it, it
+    // is summed from zeros instead.
+    {"computed: a shared", L_COMPUTED, false, false, 2, 3, {3, 4}, {2, 4, 5}, false},
+    {"computed: b shared (folded)", L_COMPUTED, false, false, 3, 2, {2, 3, 4}, {4, 5}, false},
+    {"computed: batched, trans_a, trans_b", L_COMPUTED, true, true, 3, 3, {2, 4, 3}, {2, 5, 4}, false},
+    {"computed: both broadcast", L_COMPUTED, false, false, 4, 4, {2, 1, 3, 4}, {1, 3, 4, 5}, false},
+    {"twice: computed, a shared", L_COMPUTED, false, false, 2, 3, {3, 4}, {2, 4, 5}, true},
 };
 
 static void test_matmul_grad(void **state) {
@@ -90,7 +103,7 @@ static void test_matmul_grad(void **state) {
 
 // ---- linear -----------------------------------------------------------------------------
 
-enum { LL_PLAIN, LL_SLICE_X, LL_PERMUTE_X, LL_T_W, LL_STRIDED_B };
+enum { LL_PLAIN, LL_SLICE_X, LL_PERMUTE_X, LL_T_W, LL_STRIDED_B, LL_COMPUTED };
 
 typedef struct lin_case {
     const char *what;
@@ -107,6 +120,7 @@ static trit_tensor *build_linear(trit_graph *g, trit_tensor **p, void *ctx) {
     if (c->layout == LL_PERMUTE_X) x = trit_permute(g, x, (int[]){1, 0, 2});  // rows do not stack: copied
     if (c->layout == LL_T_W) w = trit_transpose(g, w, 0, 1);                // (K, N) -> column-major (N, K)
     if (c->layout == LL_STRIDED_B) b = trit_reshape(g, trit_slice(g, b, 1, 1, 2), 1, (int64_t[]){c->sw[0]});
+    if (c->layout == LL_COMPUTED) x = trit_gelu(g, x), w = trit_gelu(g, w), b = b ? trit_gelu(g, b) : NULL;
     trit_tensor *y = trit_linear(g, x, w, b);
     return c->twice ? trit_add(g, y, trit_linear(g, x, w, b)) : y;
 }
@@ -122,6 +136,8 @@ static const lin_case LINEAR_CASES[] = {
     {"large (blocked SIMD GEMM in f32)", LL_PLAIN, 3, {8, 64, 96}, {80, 96}, 80, false},
     {"twice: bias", LL_PLAIN, 3, {2, 3, 4}, {5, 4}, 5, true},
     {"twice: transposed w", LL_T_W, 2, {6, 4}, {4, 5}, 5, true},
+    {"computed x, w, b", LL_COMPUTED, 3, {2, 3, 4}, {5, 4}, 5, false},
+    {"twice: computed x, w, b", LL_COMPUTED, 3, {2, 3, 4}, {5, 4}, 5, true},
 };
 
 static void test_linear_grad(void **state) {

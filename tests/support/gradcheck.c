@@ -92,6 +92,9 @@ static bool build_graph(built *b, trit_dtype dt, tg_build_fn build, void *ctx, t
         trit_graph_free(b->g);
         return false;
     }
+    // Every step must write what a later one reads: in an arena full of NaN, a value or gradient
+    // left unwritten (by an op that stores a gradient it was asked to, say) shows in the check.
+    memset(b->g->arena.base, 0xff, b->g->arena.size);
     return true;
 }
 

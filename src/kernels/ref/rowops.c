@@ -52,7 +52,8 @@ void R(trit_kernel_norm_fwd_ref)(real *y, double *stats, real *s, const real *x,
 }
 
 void R(trit_kernel_norm_bwd_x_ref)(real *dx, real *dx2, const real *x, const real *dy, const real *gres,
-                                   const real *w, const double *stats, int64_t rows, int64_t C, bool center) {
+                                   const real *w, const double *stats, int64_t rows, int64_t C, bool center,
+                                   bool store) {
 #pragma omp parallel for schedule(static) if (rows * C >= TRIT_ROWOPS_PAR_MIN)
     for (int64_t i = 0; i < rows; i++) {
         const real *xi = x + i * C, *dyi = dy + i * C;
@@ -69,8 +70,8 @@ void R(trit_kernel_norm_bwd_x_ref)(real *dx, real *dx2, const real *x, const rea
             const real g = dyi[j] * (w ? w[j] : (real)1);
             real d = sd * (g - mg - (xi[j] - m) * sd * mgx);
             if (gres) d = gres[i * C + j] + d;
-            if (dx) dx[i * C + j] += d;
-            if (dx2) dx2[i * C + j] += d;
+            if (dx) dx[i * C + j] = store ? d : dx[i * C + j] + d;
+            if (dx2) dx2[i * C + j] = store ? d : dx2[i * C + j] + d;
         }
     }
 }

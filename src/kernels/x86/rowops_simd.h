@@ -122,7 +122,7 @@ static void norm_bwd_sums(double *sum_g, double *sum_gx, const float *x, const f
 }
 
 static void norm_bwd_x_row(float *dx, float *dx2, const float *x, const float *dy, const float *gres,
-                           const float *w, const double *st, int64_t C, bool center) {
+                           const float *w, const double *st, int64_t C, bool center, bool store) {
     double sum_g, sum_gx;
     norm_bwd_sums(&sum_g, &sum_gx, x, dy, w, st, C);
     const vf mg = vset1(center ? (float)(sum_g / (double)C) : 0.0f), mgx = vset1((float)(sum_gx / (double)C));
@@ -134,17 +134,18 @@ static void norm_bwd_x_row(float *dx, float *dx2, const float *x, const float *d
         const vf t = vmul(vmul(vsub(vload(k, x + j), m), sd), mgx);
         vf d = vmul(sd, vsub(vsub(g, mg), t));
         if (gres) d = vadd(vload(k, gres + j), d);
-        if (dx) vstore(dx + j, k, vadd(vload(k, dx + j), d));
-        if (dx2) vstore(dx2 + j, k, vadd(vload(k, dx2 + j), d));
+        if (dx) vstore(dx + j, k, store ? d : vadd(vload(k, dx + j), d));
+        if (dx2) vstore(dx2 + j, k, store ? d : vadd(vload(k, dx2 + j), d));
     }
 }
 
 void ROWOPS_FN(norm_bwd_x)(float *dx, float *dx2, const float *x, const float *dy, const float *gres,
-                           const float *w, const double *stats, int64_t rows, int64_t C, bool center) {
+                           const float *w, const double *stats, int64_t rows, int64_t C, bool center,
+                           bool store) {
 #pragma omp parallel for schedule(static) if (rows * C >= TRIT_ROWOPS_PAR_MIN)
     for (int64_t i = 0; i < rows; i++)
         norm_bwd_x_row(dx ? dx + i * C : NULL, dx2 ? dx2 + i * C : NULL, x + i * C, dy + i * C,
-                       gres ? gres + i * C : NULL, w, stats + 2 * i, C, center);
+                       gres ? gres + i * C : NULL, w, stats + 2 * i, C, center, store);
 }
 
 // Adds the column sums of one block (acc: two vd a vector of columns, nv vectors) into dst.
