@@ -172,7 +172,8 @@ static int stored_input(const trit_graph *g, int node, int v) {
         if (at >= 0) return -1;  // read twice: two writes
         at = j;
     }
-    return at >= 0 && (n->def->bwd_stores & TRIT_IN(at)) ? at : -1;
+    const uint32_t bit = at >= 0 ? TRIT_IN(at) : 0;
+    return bit && (n->def->bwd_stores & bit) && !(n->def->no_grad_inputs & bit) ? at : -1;
 }
 
 static void push(trit_graph *g, trit_graph_step_kind kind, int arg, trit_graph_event_kind ev) {
