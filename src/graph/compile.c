@@ -96,7 +96,6 @@ static void finish_calls(trit_graph *g) {
             n->rec.ctx = &n->rctx;
         }
         n->bwd.gout = g->values[n->out].grad;
-        n->bwd.store_inputs = n->bwd_store;
         for (int j = 0; j < n->n_in; j++) {
             const trit_value *v = &g->values[n->in[j]];
             n->bwd.gin[j] = (n->def->no_grad_inputs & TRIT_IN(j)) || !trit_value_needs_grad(v) ? NULL : v->grad;
@@ -165,12 +164,13 @@ static trit_status compile(trit_graph *g, trit_tensor *root, bool seeded) {
         g->compiled = true;
         return TRIT_OK;
     }
+    // The calls first: the step list marks the backward calls that store their gradients.
+    if (s == TRIT_OK) finish_calls(g);
     if (s == TRIT_OK) s = trit_graph_build_steps(g);
     if (s != TRIT_OK) {
         trit_graph_release_compiled(g);
         return s;
     }
-    finish_calls(g);
     g->compiled = true;
     g->forward_done = false;
     return TRIT_OK;

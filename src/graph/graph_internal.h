@@ -41,7 +41,6 @@ typedef struct trit_node {
     int rec_pos;             // timeline position of the recompute step, -1 if none
     int rec_saved_buf;       // planner buffer of the recompute's saved memory, -1 if none
     bool reads_streamed;     // an input lies in the streamed range (trit_graph_set_streamed)
-    uint32_t bwd_store;      // the backward call's store_inputs (schedule.c: first writers)
     trit_op_call fwd, bwd, rec;
     trit_exec_ctx ctx, rctx; // rctx: the recompute's (forward's, with recompute set)
 } trit_node;

@@ -200,7 +200,7 @@ static void push_position(trit_graph *g, int pos, int node, const int *final, co
         if (!zeroed(g, v) || g->bufs[g->values[v].grad_buf].first != pos) continue;
         const int j = stored_input(g, node, v);
         if (j >= 0)
-            g->nodes[node].bwd_store |= TRIT_IN(j);
+            g->nodes[node].bwd.store_inputs |= TRIT_IN(j);
         else
             push(g, TRIT_STEP_ZERO, g->values[v].grad_buf, 0);
     }
@@ -234,7 +234,7 @@ trit_status trit_graph_build_steps(trit_graph *g) {
     grad_final_positions(g, final);
     group_spans(g, node_at, ng, span);
     g->n_steps = 0;
-    for (int i = 0; i < N; i++) g->nodes[i].bwd_store = 0;
+    for (int i = 0; i < N; i++) g->nodes[i].bwd.store_inputs = 0;  // decided again below
     for (int i = 0; i < N; i++) {
         if (g->nodes[i].def->is_view) continue;
         push_groups(g, span, ng, i, TRIT_EVENT_PARAMS_NEEDED);
@@ -247,8 +247,6 @@ trit_status trit_graph_build_steps(trit_graph *g) {
         push(g, TRIT_STEP_EVENT, -1, TRIT_EVENT_MICRO_END);
         push(g, TRIT_STEP_EVENT, -1, TRIT_EVENT_STEP_END);
     }
-    // A list made again (new parameter groups) on a compiled graph: the same decisions as before.
-    for (int i = 0; i < N; i++) g->nodes[i].bwd.store_inputs = g->nodes[i].bwd_store;
     free(node_at);
     free(final);
     free(span);
