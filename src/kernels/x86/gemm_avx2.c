@@ -215,7 +215,10 @@ static void pack_a(const gemm_args *g, int64_t i0, int64_t mc, int64_t p0, int64
         int64_t mr = min64(MR, mc - ir);
         if (g->trans_a) {  // stored (K, M): each k gives MR contiguous values
             const int64_t src = p0 * g->lda + i0 + ir;
-            for (int64_t k = 0; k < kc; k++) store_lanes(dst + k * MR, load_src(g->A, src + k * g->lda, mr), MR);
+            for (int64_t k = 0; k < kc; k++) {
+                if (p0 + k + PACK_PREFETCH_ROWS < g->K) prefetch_src(g->A, src + (k + PACK_PREFETCH_ROWS) * g->lda, mr);
+                store_lanes(dst + k * MR, load_src(g->A, src + k * g->lda, mr), MR);
+            }
         } else {  // stored (M, K): transpose 8-k blocks of the MR rows
             const int64_t src = (i0 + ir) * g->lda + p0;
             for (int64_t k = 0; k < kc; k += 8)
@@ -232,6 +235,7 @@ static void pack_b(const gemm_args *g, int64_t p0, int64_t kc, int64_t j0, int64
         if (!g->trans_b) {  // stored (K, N): rows are contiguous along N
             const int64_t src = p0 * g->ldb + j0 + jr;
             for (int64_t k = 0; k < kc; k++) {
+                if (p0 + k + PACK_PREFETCH_ROWS < g->K) prefetch_src(g->B, src + (k + PACK_PREFETCH_ROWS) * g->ldb, nr);
                 _mm256_store_ps(dst + k * NR, load_src(g->B, src + k * g->ldb, nr));
                 _mm256_store_ps(dst + k * NR + 8, load_src(g->B, src + k * g->ldb + 8, nr - 8));
             }

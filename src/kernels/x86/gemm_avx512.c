@@ -160,6 +160,7 @@ static void pack_a(const gemm_args *g, int64_t i0, int64_t mc, int64_t p0, int64
         // columns of 56-byte pieces a row apart.
         for (int64_t k = 0; k < kc; k++) {
             const int64_t src = (p0 + k) * g->lda + i0;
+            if (p0 + k + PACK_PREFETCH_ROWS < g->K) prefetch_src(g->A, src + PACK_PREFETCH_ROWS * g->lda, mc);
             float *d = dst + k * MR;
             for (int64_t ir = 0; ir < mc; ir += MR, d += kc * MR)
                 _mm512_mask_storeu_ps(d, lanes(MR), load_src(g->A, src + ir, lanes(min64(MR, mc - ir))));
@@ -182,6 +183,7 @@ static void pack_b(const gemm_args *g, int64_t p0, int64_t kc, int64_t j0, int64
             const int64_t src = p0 * g->ldb + j0 + jr;
             __mmask16 m0 = lanes(nr), m1 = lanes(nr - 16);
             for (int64_t k = 0; k < kc; k++) {
+                if (p0 + k + PACK_PREFETCH_ROWS < g->K) prefetch_src(g->B, src + (k + PACK_PREFETCH_ROWS) * g->ldb, nr);
                 _mm512_store_ps(dst + k * NR, load_src(g->B, src + k * g->ldb, m0));
                 _mm512_store_ps(dst + k * NR + 16, load_src(g->B, src + k * g->ldb + 16, m1));
             }

@@ -65,6 +65,18 @@ static inline gemm_src src_at(gemm_src s, int64_t i) {
 }
 
 static inline int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+
+// Rows this many ahead of the one being packed are asked for: an operand read along rows of a
+// large K comes from memory, whose latency the packing otherwise waits out a row at a time.
+enum { PACK_PREFETCH_ROWS = 16 };
+
+// Asks for the cache lines of elements [i, i + n) of s.
+static inline void prefetch_src(gemm_src s, int64_t i, int64_t n) {
+    const int64_t size = s.dt == TRIT_F32 ? 4 : 2;
+    const char *p = (const char *)s.p + i * size, *end = p + n * size;
+    for (; p < end; p += 64) __builtin_prefetch(p, 0, 3);
+    __builtin_prefetch(end - 1, 0, 3);
+}
 static inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // ---- provided by the ISA file --------------------------------------------------------------
