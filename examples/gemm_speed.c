@@ -5,9 +5,11 @@
 // weight gradient dY^T @ X (TN: M = out, N = in, K = B*T), for the "small" config's layers
 // (C = 384, B*T = 4096) and GPT-2's (C = 768, B*T = 8192).
 //
-//   gemm_speed [ref|avx2|avx512|amx] [threads] [NN|NT|TN M N K]
+//   gemm_speed [--bf16] [ref|avx2|avx512|amx] [threads] [NN|NT|TN M N K]
 //
-// The level defaults to what TRIT_CPU or the CPU gives; threads default to trit_threads_get();
+// --bf16 times the mixed GEMM (kernels/gemm_lowp.h) on bf16 operands with an f32 C, as bf16
+// training runs its matmuls, against the bf16 dot-product peak (vdpbf16ps where the CPU has it,
+// else the fp32 FMA peak the widening kernel runs on). The level defaults to what TRIT_CPU or the CPU gives; threads default to trit_threads_get();
 // with a shape, only that one is timed. Each shape reports the best of several timed runs
 // (others may be using the machine), then a summary line gives the lowest and median share.
 #define _POSIX_C_SOURCE 200809L  // clock_gettime
@@ -15,6 +17,7 @@
 #include "trit/bench.h"
 
 #include "kernels/gemm.h"
+#include "kernels/gemm_lowp.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,6 +30,18 @@ static double seconds(void) {
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
+static bool bf16;  // --bf16: A and B point at bf16 values
+
+static void gemm_call(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
+                      const float *B, int64_t ldb, float *C) {
+    if (!bf16) {
+        trit_kernel_gemm_f32(ta, tb, M, N, K, A, lda, B, ldb, C, N, false);
+        return;
+    }
+    const trit_gemm_operand a = {A, TRIT_BF16, lda, ta}, b = {B, TRIT_BF16, ldb, tb};
+    trit_kernel_gemm_mixed(M, N, K, &a, &b, C, TRIT_F32, N, false, TRIT_MATMUL_MEDIUM, NULL);
+}
+
 // A: (M, K) or stored (K, M); B: (K, N) or stored (N, K); C: (M, N). Returns GFLOP/s.
 static double time_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float *A,
                         const float *B, float *C) {
@@ -35,13 +50,11 @@ static double time_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const
     int reps = (int)(2e8 / flop) + 1;
     // Warm up for a while: packing buffers grow on the first call, and the OS needs a few
     // milliseconds to spread freshly started threads over the cores.
-    for (double t0 = seconds(); seconds() - t0 < 0.1;)
-        trit_kernel_gemm_f32(ta, tb, M, N, K, A, lda, B, ldb, C, N, false);
+    for (double t0 = seconds(); seconds() - t0 < 0.1;) gemm_call(ta, tb, M, N, K, A, lda, B, ldb, C);
     double best = 1e30;
     for (int trial = 0; trial < 5; trial++) {
         double t0 = seconds();
-        for (int r = 0; r < reps; r++)
-            trit_kernel_gemm_f32(ta, tb, M, N, K, A, lda, B, ldb, C, N, false);
+        for (int r = 0; r < reps; r++) gemm_call(ta, tb, M, N, K, A, lda, B, ldb, C);
         double t = (seconds() - t0) / reps;
         if (t < best) best = t;
     }
@@ -80,18 +93,24 @@ static int parse_level(const char *s, trit_cpu_isa *out) {
     return -1;
 }
 
-// The fp32 FMA loop the dispatch picks at this level, on `threads` threads; 0 where none runs.
-static double fma_peak(int threads) {
+// The peak loop of `kind` the dispatch picks at this level, on `threads` threads; 0 where none runs.
+static double kind_peak(trit_peak_kind kind, int threads) {
     trit_peak_loop loops[TRIT_PEAK_MAX_LOOPS];
     int n = trit_bench_peak_loops(loops, TRIT_PEAK_MAX_LOOPS);
     for (int i = 0; i < n; i++) {
         double ops = 0;
-        if (loops[i].kind == TRIT_PEAK_FP32 && loops[i].picked && trit_bench_peak_measure(i, threads, &ops) == TRIT_OK) {
+        if (loops[i].kind == kind && loops[i].picked && trit_bench_peak_measure(i, threads, &ops) == TRIT_OK) {
             printf("peak: %s, %d threads, %.1f GFLOP/s\n", loops[i].label, threads, ops * 1e-9);
             return ops;
         }
     }
     return 0;
+}
+
+// bf16 dot products where the CPU has them, else the fp32 FMAs the widening kernel runs on.
+static double fma_peak(int threads) {
+    const double dot = bf16 ? kind_peak(TRIT_PEAK_BF16, threads) : 0;
+    return dot > 0 ? dot : kind_peak(TRIT_PEAK_FP32, threads);
 }
 
 // One layer's three training matmuls, (in, out) with M = B*T rows of activations.
@@ -102,6 +121,11 @@ static void layer(int64_t bt, int64_t in, int64_t out, const float *A, const flo
 }
 
 int main(int argc, char **argv) {
+    if (argc > 1 && strcmp(argv[1], "--bf16") == 0) {
+        bf16 = true;
+        argv[1] = argv[0];
+        argc--, argv++;
+    }
     if (argc > 1) {
         trit_cpu_isa level;
         if (parse_level(argv[1], &level) != 0) {
@@ -131,10 +155,10 @@ int main(int argc, char **argv) {
             }
         }
     } else if (argc > 3) {
-        fprintf(stderr, "usage: gemm_speed [ref|avx2|avx512|amx] [threads] [NN|NT|TN M N K]\n");
+        fprintf(stderr, "usage: gemm_speed [--bf16] [ref|avx2|avx512|amx] [threads] [NN|NT|TN M N K]\n");
         return 2;
     }
-    printf("level %s, %d threads, L1d %zu KB, L2 %zu KB\n", trit_cpu_level_name(trit_cpu_level()), trit_threads_get(),
+    printf("%slevel %s, %d threads, L1d %zu KB, L2 %zu KB\n", bf16 ? "bf16 operands, " : "", trit_cpu_level_name(trit_cpu_level()), trit_threads_get(),
            trit_cpu_cache_bytes(1) >> 10, trit_cpu_cache_bytes(2) >> 10);
     const double peak = fma_peak(trit_threads_get());
 
@@ -148,6 +172,12 @@ int main(int argc, char **argv) {
     }
     trit_rng_fill_uniform(A, most, 1, 0, 0, -1.0f, 1.0f);
     trit_rng_fill_uniform(B, most, 1, 1, 0, -1.0f, 1.0f);
+    if (bf16) {  // the first half of each buffer, as bf16 (C is free until the timing)
+        trit_f32_to_bf16_n((uint16_t *)C, A, most);
+        memcpy(A, C, sizeof(uint16_t) * most);
+        trit_f32_to_bf16_n((uint16_t *)C, B, most);
+        memcpy(B, C, sizeof(uint16_t) * most);
+    }
 
     if (one[0]) {
         report("shape", ta, tb, one[0], one[1], one[2], A, B, C, peak);
