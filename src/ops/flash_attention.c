@@ -22,6 +22,7 @@
 // thread count.
 #include "ops/flash_attention.h"
 
+#include "ops/flash_attention_bf16.h"
 #include "ops/op_build.h"
 #include "kernels/flash.h"
 #include "ops/attention.h"
@@ -112,9 +113,18 @@ static bool any_lowp(const trit_op_call *c) {
            (c->out && trit_op_lowp_ok(c->out->dtype));
 }
 
-// Per thread, the f32 copies of one (batch, head) pair: q, k, v and the output, (T, hs) each.
+// Per thread, the f32 copies of one (batch, head) pair: q, k, v and the output, (T, hs) each;
+// or, for the bf16 body, the f32 output and that body's work.
+static size_t head_f32_bytes(const flash_dims *d) { return (sizeof(float) * (size_t)(d->T * d->hs) + 63) / 64 * 64; }
+
 static size_t lowp_thread_bytes(const flash_dims *d) {
-    return (sizeof(float) * 4 * (size_t)(d->T * d->hs) + 63) / 64 * 64;
+    const size_t widen = 4 * head_f32_bytes(d);
+#ifndef TRIT_REAL_F64
+    const size_t native = head_f32_bytes(d) + trit_flash_bf16_work_bytes(d->T, d->hs);
+    return native > widen ? native : widen;
+#else
+    return widen;
+#endif
 }
 
 // Threads take (batch, head) pairs here, so at most B H slots are used.
@@ -351,6 +361,49 @@ static void narrow_head(trit_tensor *out, const float *y, const flash_dims *d, i
     }
 }
 
+// bf16 storage whose rows the pair kernels can read as 32-bit words.
+static bool words_ok(const trit_tensor *t) {
+    return t->dtype == TRIT_BF16 && t->offset % 2 == 0 && t->strides[0] % 2 == 0 && in_ld(t) % 2 == 0;
+}
+
+// The bf16 pair kernels when they apply: bf16 q, k, v and output, an even head size, and a CPU
+// that has them.
+static const trit_flash_bf16_kernels *native_bf16(const trit_op_call *c, const flash_dims *d) {
+    if (d->hs % 2 || !words_ok(c->in[0]) || !words_ok(c->in[1]) || !words_ok(c->in[2]) || !words_ok(c->out))
+        return NULL;
+    return trit_kernel_flash_bf16();
+}
+
+static const uint16_t *head16(const trit_tensor *t, const flash_dims *d, int64_t b, int64_t h) {
+    return (const uint16_t *)t->data + t->offset + b * t->strides[0] + h * d->hs;
+}
+
+// One (batch, head) pair on the bf16 pair kernels: ho (T, hs) f32 holds the output before it is
+// rounded, work the body's work (ops/flash_attention_bf16.h).
+static void native_head(const trit_op_call *c, const flash_dims *d, const trit_flash_bf16_kernels *kn, bool backward,
+                        int64_t b, int64_t h, float *ho, void *work) {
+    const trit_flash_bf16_head hd = {d->T,
+                                     d->hs,
+                                     head16(c->in[0], d, b, h),
+                                     head16(c->in[1], d, b, h),
+                                     head16(c->in[2], d, b, h),
+                                     in_ld(c->in[0]),
+                                     in_ld(c->in[1]),
+                                     in_ld(c->in[2])};
+    const int64_t bh = b * d->H + h, col = b * d->T * d->C + h * d->hs;
+    real *lse = (real *)c->saved + bh * d->T;
+    if (!backward) {
+        trit_flash_bf16_forward(kn, &hd, ho, lse, work);
+        narrow_head(c->out, ho, d, b, h);
+        return;
+    }
+    float *const gin[3] = {c->gin[0] ? (float *)c->gin[0]->data + col : NULL,
+                           c->gin[1] ? (float *)c->gin[1]->data + col : NULL,
+                           c->gin[2] ? (float *)c->gin[2]->data + col : NULL};
+    trit_flash_bf16_backward(kn, &hd, (const uint16_t *)c->out->data + col, d->C, (const float *)c->gout->data + col,
+                             d->C, gin[0], gin[1], gin[2], lse, c->store_inputs, work);
+}
+
 // The op on 16-bit q, k, v (and output): threads take whole (batch, head) pairs, widen the pair's
 // q, k, v (and, in backward, output) columns into f32 (T, hs) copies in their own scratch slot,
 // run the f32 body on them and, in forward, round the head's output once into 16 bits. Every
@@ -366,6 +419,7 @@ static trit_status flash_lowp(const trit_op_call *c, bool backward) {
     const size_t stride = flash_thread_bytes(&d), lowp_stride = lowp_thread_bytes(&d);
     char *lowp_base = (char *)c->scratch + body_scratch_bytes(c);
     const int threads = flash_threads(&d, BH);
+    const trit_flash_bf16_kernels *kn = native_bf16(c, &d);
 #pragma omp parallel num_threads(threads) if (threads > 1)
     {
         const int id = omp_get_thread_num();
@@ -375,6 +429,10 @@ static trit_status flash_lowp(const trit_op_call *c, bool backward) {
 #pragma omp for schedule(static)
         for (int64_t bh = 0; bh < BH; bh++) {
             const int64_t b = bh / d.H, h = bh % d.H, col = b * T * C + h * hs;
+            if (kn) {
+                native_head(c, &d, kn, backward, b, h, hq, (char *)hq + head_f32_bytes(&d));
+                continue;
+            }
             widen_head(hq, c->in[0], &d, b, h);
             widen_head(hk, c->in[1], &d, b, h);
             widen_head(hv, c->in[2], &d, b, h);

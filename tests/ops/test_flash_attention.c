@@ -1,7 +1,8 @@
 // Flash (tiled) causal attention against the straightforward op as the oracle: forward output
 // and all three input gradients on sizes that are not multiples of the tile, in f32 and f64;
 // finite-difference gradients with strided input views; thread-count independence; causality;
-// memory that grows linearly in T; bf16 inputs and output; bad input.
+// memory that grows linearly in T; bf16 inputs and output, widened or on the bf16 pair kernels;
+// bad input.
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -10,6 +11,7 @@
 
 #include "attn_check.h"
 #include "gradcheck.h"
+#include "kernels/flash_bf16.h"
 #include "ops/flash_attention.h"
 
 #include <math.h>
@@ -176,6 +178,75 @@ static void test_bf16_inputs(void **state) {
     trit_threads_set(0);
 }
 
+// q, k, v as the GPT makes them in bf16: slices of a linear's bf16 output, the gradient taken
+// into the linear's input x. With lowp the op reads bf16 q, k, v; otherwise the f32 op reads the
+// linear's f32 output rounded to bf16 and widened, the same values.
+static lowp_run run_linear_qkv(const trit_tensor *x64, const trit_tensor *w64, int H, bool lowp, int threads) {
+    const int64_t B = x64->shape[0], T = x64->shape[1], Cin = x64->shape[2], C = w64->shape[0] / 3;
+    trit_tensor *x = tg_clone(x64, TRIT_F32), *w = tg_clone(w64, TRIT_F32);
+    const trit_compute_policy bf16 = {TRIT_F32, TRIT_BF16, TRIT_MATMUL_HIGHEST};
+    trit_graph *g = lowp ? trit_graph_new_policy(&bf16) : trit_graph_new(TRIT_F32);
+    trit_tensor *qkv = trit_linear(g, x, w, NULL);
+    if (!lowp) qkv = trit_cast(g, trit_cast(g, qkv, TRIT_BF16), TRIT_F32);
+    trit_tensor *y = trit_flash_attention(g, trit_slice(g, qkv, 2, 0, C), trit_slice(g, qkv, 2, C, 2 * C),
+                                          trit_slice(g, qkv, 2, 2 * C, 3 * C), H);
+    assert_non_null(y);
+    trit_tensor *seen = lowp ? trit_cast(g, y, TRIT_BF16) : y;
+    trit_graph_keep(g, seen);
+    trit_threads_set(threads);
+    tg_run(g, tg_weighted_sum(g, lowp ? trit_cast(g, seen, TRIT_F32) : y));
+    lowp_run r = {malloc(sizeof(float) * (size_t)(B * T * C)), malloc(sizeof(float) * (size_t)(B * T * Cin))};
+    assert_true(r.out && r.grad);
+    for (int64_t i = 0; i < B * T * C; i++)
+        r.out[i] = lowp ? trit_bf16_to_f32(((const uint16_t *)seen->data)[i]) : ((const float *)y->data)[i];
+    memcpy(r.grad, x->grad->data, sizeof(float) * (size_t)(B * T * Cin));
+    trit_graph_free(g);
+    trit_tensor_free(x);
+    trit_tensor_free(w);
+    return r;
+}
+
+static double max_diff(const float *a, const float *b, int64_t n, double *largest) {
+    double d = 0;
+    *largest = 0;
+    for (int64_t i = 0; i < n; i++) {
+        d = fmax(d, fabs((double)a[i] - b[i]));
+        *largest = fmax(*largest, fabs((double)b[i]));
+    }
+    return d;
+}
+
+// bf16 q, k, v on the bf16 pair kernels (where the CPU has them; otherwise the widened path
+// runs and the bounds hold all the more): the matmuls take bf16 operands, so the probabilities
+// and score gradients are rounded to bf16 as well. Against the f32 op on the same values the
+// output is within 1e-2 and the input gradient within 2e-2 of their largest; 1 and 2 threads
+// give the same bits.
+static void test_bf16_pair_kernels(void **state) {
+    (void)state;
+    print_message("bf16 pair kernels %s\n", trit_kernel_flash_bf16() ? "run" : "absent: the widened path runs");
+    const int64_t shapes[][4] = {{2, 37, 16, 3}, {1, 130, 64, 2}, {2, 64, 8, 2}, {1, 1, 32, 1}, {1, 257, 64, 1}};
+    for (int c = 0; c < 5; c++) {
+        const int64_t B = shapes[c][0], T = shapes[c][1], hs = shapes[c][2], H = shapes[c][3], C = hs * H, Cin = 24;
+        trit_tensor *x = tg_param(3, (int64_t[]){B, T, Cin}, -1, 1, (uint64_t)(60 + c));
+        trit_tensor *w = tg_param(2, (int64_t[]){3 * C, Cin}, -0.5, 0.5, (uint64_t)(70 + c));
+        lowp_run lo = run_linear_qkv(x, w, (int)H, true, 2), lo1 = run_linear_qkv(x, w, (int)H, true, 1);
+        lowp_run f = run_linear_qkv(x, w, (int)H, false, 2);
+        double mo, mg;
+        const double dout = max_diff(lo.out, f.out, B * T * C, &mo), dg = max_diff(lo.grad, f.grad, B * T * Cin, &mg);
+        print_message("bf16 B=%lld T=%3lld hs=%2lld H=%lld: output max diff %.3g of %.3g, gradient %.3g of %.3g\n",
+                      (long long)B, (long long)T, (long long)hs, (long long)H, dout, mo, dg, mg);
+        assert_true(mo > 0 && dout <= 1e-2 * mo);
+        assert_true(mg > 0 && dg <= 2e-2 * mg);
+        assert_memory_equal(lo.out, lo1.out, sizeof(float) * (size_t)(B * T * C));
+        assert_memory_equal(lo.grad, lo1.grad, sizeof(float) * (size_t)(B * T * Cin));
+        lowp_run all[3] = {lo, lo1, f};
+        for (int i = 0; i < 3; i++) free(all[i].out), free(all[i].grad);
+        tg_free_params(1, &x);
+        tg_free_params(1, &w);
+    }
+    trit_threads_set(0);
+}
+
 // ---- threads, causality, known answers ----------------------------------------------------
 
 static void test_thread_count_independent(void **state) {
@@ -271,6 +342,7 @@ int main(void) {
         cmocka_unit_test(test_matches_plain_portable),
         cmocka_unit_test(test_gradients),
         cmocka_unit_test(test_bf16_inputs),
+        cmocka_unit_test(test_bf16_pair_kernels),
         cmocka_unit_test(test_thread_count_independent),
         cmocka_unit_test(test_causal),
         cmocka_unit_test(test_known_answers),
