@@ -130,8 +130,37 @@ __attribute__((target("avx2"))) static int64_t bf16_to_f32_avx2(float *out, cons
     }
     return i;
 }
+// The same integer steps on 16 lanes, where AVX-512 is usable: the rows of a bf16 step (norms,
+// GELU, residual adds, casts) are memory-bound, and half the instructions keep up with it better.
+__attribute__((target("avx512f,avx512bw"))) static int64_t f32_to_bf16_avx512(uint16_t *out, const float *in,
+                                                                            int64_t n) {
+    const __m512i magnitude = _mm512_set1_epi32(0x7fffffff), inf = _mm512_set1_epi32(0x7f800000);
+    const __m512i half = _mm512_set1_epi32(0x7fff), one = _mm512_set1_epi32(1), quiet = _mm512_set1_epi32(0x40);
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        const __m512i u = _mm512_castps_si512(_mm512_loadu_ps(in + i));
+        const __mmask16 nan = _mm512_cmpgt_epi32_mask(_mm512_and_si512(u, magnitude), inf);
+        const __m512i hi = _mm512_srli_epi32(u, 16);
+        const __m512i rounded = _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(half, _mm512_and_si512(hi, one))), 16);
+        const __m512i h = _mm512_mask_blend_epi32(nan, rounded, _mm512_or_si512(hi, quiet));
+        _mm256_storeu_si256((__m256i *)(out + i), _mm512_cvtepi32_epi16(h));
+    }
+    return i;
+}
+__attribute__((target("avx512f,avx512bw"))) static int64_t bf16_to_f32_avx512(float *out, const uint16_t *in, int64_t n) {
+    const __m512i magnitude = _mm512_set1_epi32(0x7fff0000), inf = _mm512_set1_epi32(0x7f800000);
+    const __m512i quiet = _mm512_set1_epi32(0x00400000);
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        const __m512i u = _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(in + i))), 16);
+        const __mmask16 nan = _mm512_cmpgt_epi32_mask(_mm512_and_si512(u, magnitude), inf);
+        _mm512_storeu_si512(out + i, _mm512_mask_or_epi32(u, nan, u, quiet));
+    }
+    return i;
+}
 // The AVX2 feature level includes F16C; TRIT_CPU=ref keeps rows on the portable code.
 static bool has_avx2(void) { return (trit_cpu_usable_features() & TRIT_FEAT_AVX2) != 0; }
+static bool has_avx512(void) { return (trit_cpu_usable_features() & TRIT_FEAT_AVX512) != 0; }
 #else
 #define X86_ROWS 0
 #endif
@@ -140,7 +169,8 @@ static bool has_avx2(void) { return (trit_cpu_usable_features() & TRIT_FEAT_AVX2
 void trit_f32_to_bf16_n(uint16_t *out, const float *in, int64_t n) {
     int64_t i = 0;
 #if X86_ROWS
-    if (has_avx2()) i = f32_to_bf16_avx2(out, in, n);
+    if (has_avx512()) i = f32_to_bf16_avx512(out, in, n);
+    if (has_avx2()) i += f32_to_bf16_avx2(out + i, in + i, n - i);
 #endif
     for (; i < n; i++) out[i] = trit_f32_to_bf16(in[i]);
 }
@@ -149,7 +179,8 @@ void trit_f32_to_bf16_n(uint16_t *out, const float *in, int64_t n) {
 void trit_bf16_to_f32_n(float *out, const uint16_t *in, int64_t n) {
     int64_t i = 0;
 #if X86_ROWS
-    if (has_avx2()) i = bf16_to_f32_avx2(out, in, n);
+    if (has_avx512()) i = bf16_to_f32_avx512(out, in, n);
+    if (has_avx2()) i += bf16_to_f32_avx2(out + i, in + i, n - i);
 #endif
     for (; i < n; i++) out[i] = trit_bf16_to_f32(in[i]);
 }

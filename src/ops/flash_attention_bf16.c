@@ -92,6 +92,14 @@ size_t trit_flash_bf16_work_bytes(int64_t T, int64_t hs) {
 
 static const uint32_t *as_words(const uint16_t *p) { return (const uint32_t *)(const void *)p; }
 
+// A bf16 value as f32 (a NaN stays a NaN, perhaps signalling: it only enters a product).
+static inline float widen(uint16_t h) {
+    const uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
 // ---- forward -------------------------------------------------------------------------------
 
 // Queries [i0, i0 + br) of the head into acc's rows (the first key tile overwrites them).
@@ -145,8 +153,12 @@ static void backward_pack(const trit_flash_bf16_kernels *kn, const trit_flash_bf
     }
     for (int64_t i = 0; i < nt * W; i++) {
         double acc = 0;
-        if (i < T)
-            for (int64_t c = 0; c < hs; c++) acc += (double)go[i * ldg + c] * (double)trit_bf16_to_f32(o[i * ldo + c]);
+        if (i < T) {
+            const float *g = go + i * ldg;
+            const uint16_t *oi = o + i * ldo;
+#pragma omp simd reduction(+ : acc)
+            for (int64_t c = 0; c < hs; c++) acc += (double)g[c] * (double)widen(oi[c]);
+        }
         w->dd[i] = (float)acc;
         w->lse[i] = i < T ? lse[i] : 0;
     }

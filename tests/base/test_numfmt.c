@@ -84,7 +84,7 @@ static void test_f16_exhaustive_round_trip(void **state) {
     }
 }
 
-// The bf16 row converters (AVX2 where the CPU has it) give the scalar ones' bits: every bf16
+// The bf16 row converters (AVX-512 or AVX2 where the CPU has it) give the scalar ones' bits: every bf16
 // pattern widened, and f32 patterns narrowed: every exponent with the dropped half at each
 // rounding case (below, at and above the tie, kept lsb 0 and 1), NaNs with payloads only in the
 // dropped bits, and a million random patterns, in rows not a multiple of the vector width.
