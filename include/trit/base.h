@@ -64,6 +64,7 @@ typedef struct trit_arena {
 } trit_arena;
 
 #define TRIT_ALIGN 64
+// One zeroed block of `bytes` (whole pages, transparent huge pages asked for: trit_pages_alloc).
 trit_status trit_arena_init(trit_arena *a, size_t bytes);
 // Returns 64-byte aligned memory, or NULL (with trit_last_error set) when the arena is full.
 void *trit_arena_alloc(trit_arena *a, size_t bytes);

@@ -73,9 +73,25 @@ void trit_pages_free(void *p, size_t bytes) {
     if (p) munmap(p, (bytes + HUGE_PAGE - 1) / HUGE_PAGE * HUGE_PAGE);
 }
 
+// A graph's arena holds every activation, gradient and scratch buffer of a step, which kernels
+// read with strides (a head's columns, a GEMM operand's rows a slice apart): in huge pages such a
+// walk misses the TLB far less (small's bf16 step about 3% faster on AMD EPYC Zen 4). Under
+// AddressSanitizer it stays on the heap, where accesses past a block are caught.
+#if defined(__SANITIZE_ADDRESS__)
+#define ARENA_ON_HEAP 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define ARENA_ON_HEAP 1
+#endif
+#endif
+
 trit_status trit_arena_init(trit_arena *a, size_t bytes) {
     if (!a) return trit_error(TRIT_ERR_INVALID, "trit_arena_init: arena is NULL");
+#ifdef ARENA_ON_HEAP
     a->base = trit_aligned_alloc(bytes);
+#else
+    a->base = trit_pages_alloc(bytes ? bytes : 1);
+#endif
     if (!a->base) return TRIT_ERR_NOMEM;
     a->size = bytes;
     a->used = 0;
@@ -103,7 +119,11 @@ void trit_arena_reset(trit_arena *a) { a->used = 0; }
 
 void trit_arena_free(trit_arena *a) {
     if (!a) return;
+#ifdef ARENA_ON_HEAP
     trit_aligned_free(a->base);
+#else
+    trit_pages_free(a->base, a->size ? a->size : 1);
+#endif
     a->base = NULL;
     a->size = a->used = a->peak = 0;
 }
