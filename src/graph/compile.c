@@ -41,6 +41,7 @@ static void prepare_calls(trit_graph *g) {
         for (int j = 0; j < n->n_in; j++) c->in[j] = g->values[n->in[j]].t;
         c->out = g->values[n->out].t;
         c->attr = n->attr;
+        n->ctx.matmul = g->policy.matmul;  // scratch sizes may depend on it
         c->ctx = &n->ctx;
         for (int j = 0; j < n->n_in; j++)
             if (!(n->def->no_grad_inputs & TRIT_IN(j)) && trit_value_needs_grad(&g->values[n->in[j]]))

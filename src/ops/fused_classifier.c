@@ -131,9 +131,41 @@ static void *cls_qw_scratch(const trit_op_call *c) {
     return (char *)c->scratch + cls_logit_bytes(c) + cls_doubles_bytes(c);
 }
 
+// At bf16 matmul precision every product takes W's values rounded to bf16, chunk after chunk:
+// rounded once per call into scratch instead, W is read at half the bytes and packed without
+// converting (the products, and so the results, are the same bits). Where it is held: the region
+// a quantized W's decoded chunk takes otherwise.
+static bool cls_w_rounded(const trit_op_call *c) {
+#ifndef TRIT_REAL_F64
+    return c->in[1]->dtype == TRIT_F32 && c->ctx && c->ctx->matmul == TRIT_MATMUL_MEDIUM;
+#else
+    (void)c;
+    return false;
+#endif
+}
+
 static size_t cls_scratch_bytes(const trit_op_call *c) {
     const size_t qw = trit_qw_is(c->in[1]) ? R(trit_qw_scratch_bytes)(c->in[1], cls_qw_dtype(c)) : 0;
-    return cls_logit_bytes(c) + cls_doubles_bytes(c) + qw;
+    const size_t w16 = cls_w_rounded(c) ? sizeof(uint16_t) * (size_t)(cls_V(c) * cls_C(c)) : 0;
+    return cls_logit_bytes(c) + cls_doubles_bytes(c) + (qw > w16 ? qw : w16);
+}
+
+// W as the GEMMs read it: rounded into scratch (filled by cls_round_w) or as stored.
+static trit_mm_ref cls_w(const trit_op_call *c) {
+    return cls_w_rounded(c) ? (trit_mm_ref){cls_qw_scratch(c), TRIT_BF16} : trit_mm_of(c->in[1]);
+}
+
+static void cls_round_w(const trit_op_call *c) {
+#ifndef TRIT_REAL_F64
+    if (!cls_w_rounded(c)) return;
+    const int64_t n = cls_V(c) * cls_C(c), block = 1 << 16;
+    const float *w = trit_tensor_ptr(c->in[1]);
+    uint16_t *h = cls_qw_scratch(c);
+#pragma omp parallel for schedule(static) if (n >= 4 * block)
+    for (int64_t i = 0; i < n; i += block) trit_f32_to_bf16_n(h + i, w + i, n - i < block ? n - i : block);
+#else
+    (void)c;
+#endif
 }
 
 // Saved memory: per row the logits' max and log(sum(exp(logit - max))), then the count of
@@ -179,7 +211,7 @@ static void cls_logits(const trit_op_call *c, int64_t r0, int64_t n, real *L) {
     const trit_classifier_attr *a = c->attr;
     const int64_t C = cls_C(c), V = cls_V(c);
     const trit_mm_ref x = trit_mm_at(trit_mm_of(c->in[0]), r0 * C);  // (n, C)
-    const trit_mm_ref w = trit_mm_of(c->in[1]);                       // (V, C)
+    const trit_mm_ref w = cls_w(c);                                   // (V, C)
     if (a->has_bias) {  // every row starts as the bias, then the GEMM accumulates onto it
         const real *b = trit_tensor_ptr(c->in[3]);
         for (int64_t i = 0; i < n; i++) memcpy(L + i * V, b, sizeof(real) * (size_t)V);
@@ -219,7 +251,7 @@ static void cls_column_sums(const real *D, int64_t n, int64_t V, double *acc) {
 // dW (written first when dw_fresh) and the bias sums.
 static void cls_chunk_grads(const trit_op_call *c, int64_t r0, int64_t n, const real *D, cls_grads g, bool dw_fresh) {
     const int64_t C = cls_C(c), V = cls_V(c);
-    const trit_mm_ref x = trit_mm_of(c->in[0]), w = trit_mm_of(c->in[1]);  // (rows, C), (V, C)
+    const trit_mm_ref x = trit_mm_of(c->in[0]), w = cls_w(c);  // (rows, C), (V, C)
     if (g.dx && trit_qw_is(c->in[1]))
         R(trit_qw_gemm_dyw)(c, n, trit_mm_real(D), V, c->in[1], g.dx + r0 * C, C, cls_qw_dtype(c), cls_qw_scratch(c));
     else if (g.dx)
@@ -243,6 +275,7 @@ static trit_status cls_forward(const trit_op_call *c) {
     if (grads && g.db) memset(g.db, 0, sizeof(double) * (size_t)V);
     bool dw_fresh = true;
     double total = 0;
+    cls_round_w(c);
     for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
         const int64_t n = rows - r0 < chunk ? rows - r0 : chunk;
         cls_logits(c, r0, n, L);
@@ -310,6 +343,7 @@ static trit_status cls_backward(const trit_op_call *c) {
     double *bias_acc = (double *)((char *)c->scratch + cls_logit_bytes(c));     // (V)
     const cls_grads g = {dx, dw, db ? bias_acc : NULL};
     if (db) memset(bias_acc, 0, sizeof(double) * (size_t)V);
+    cls_round_w(c);
     for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
         const int64_t n = rows - r0 < chunk ? rows - r0 : chunk;
         cls_logits(c, r0, n, L);

@@ -469,6 +469,49 @@ static void test_classifier_forward_grads(void **state) {
     trit_tensor_free(c.targets);
 }
 
+// At bf16 matmul precision the op rounds an f32 W to bf16 once per call and its GEMMs read the
+// copy: the same bits as a graph that casts W to bf16 itself (the op then reads that bf16 W),
+// in the loss and in the gradients of x and W, the logits made in chunks of 8 rows.
+static void cls_run_rounded(const cls_case *c, trit_tensor *const *p64, bool cast_w, float *out[3]) {
+    const trit_compute_policy bf16 = {TRIT_F32, TRIT_BF16, TRIT_MATMUL_MEDIUM};
+    trit_graph *g = trit_graph_new_policy(&bf16);
+    trit_tensor *x = tg_clone(p64[0], TRIT_F32), *w = tg_clone(p64[1], TRIT_F32);
+    trit_tensor *loss = trit_classifier_ce_chunked(g, x, cast_w ? trit_cast(g, w, TRIT_BF16) : w, NULL, c->targets,
+                                                   c->ignore, c->red, c->chunk);
+    assert_non_null(loss);
+    tg_run(g, loss);
+    const trit_tensor *t[3] = {loss, x->grad, w->grad};
+    for (int i = 0; i < 3; i++) {
+        const size_t bytes = sizeof(float) * (size_t)trit_tensor_numel(t[i]);
+        assert_non_null(out[i] = malloc(bytes));
+        memcpy(out[i], t[i]->data, bytes);
+    }
+    trit_graph_free(g);
+    trit_tensor_free(x);
+    trit_tensor_free(w);
+}
+
+static void test_classifier_rounded_w(void **state) {
+    (void)state;
+    int64_t rows = 33, V = 1000, C = 64;
+    cls_case c = {.targets = make_targets(TRIT_I64, 1, &rows, V, -100, 11), .ignore = -100, .chunk = 8,
+                  .red = TRIT_REDUCE_MEAN};
+    trit_tensor *p[2];
+    cls_params(rows, C, V, false, 950, p);
+    float *a[3], *b[3];
+    cls_run_rounded(&c, p, false, a);
+    cls_run_rounded(&c, p, true, b);
+    const int64_t n[3] = {1, rows * C, V * C};
+    const char *names[3] = {"loss", "x's gradient", "W's gradient"};
+    for (int i = 0; i < 3; i++) {
+        if (memcmp(a[i], b[i], sizeof(float) * (size_t)n[i]) != 0)
+            fail_msg("classifier_ce at bf16 matmul precision: %s differs from a graph that casts W to bf16", names[i]);
+        free(a[i]), free(b[i]);
+    }
+    tg_free_params(2, p);
+    trit_tensor_free(c.targets);
+}
+
 // ---- threads -------------------------------------------------------------------------
 
 static void test_thread_independence(void **state) {
@@ -497,7 +540,7 @@ static void test_thread_independence(void **state) {
 
 // saved + scratch bytes of classifier_ce on N rows of x (N, C) and W (V, C) in f32, with the
 // gradients of x and W asked for or not.
-static size_t classifier_bytes(int64_t N, int64_t C, int64_t V, bool grads) {
+static size_t classifier_bytes_at(int64_t N, int64_t C, int64_t V, bool grads, trit_matmul_precision matmul) {
     trit_tensor x, w, t, out;
     assert_int_equal(trit_tensor_init_layout(&x, TRIT_F32, 2, (int64_t[]){N, C}), TRIT_OK);
     assert_int_equal(trit_tensor_init_layout(&w, TRIT_F32, 2, (int64_t[]){V, C}), TRIT_OK);
@@ -505,9 +548,14 @@ static size_t classifier_bytes(int64_t N, int64_t C, int64_t V, bool grads) {
     trit_classifier_attr a = {.ignore_index = -100, .reduction = TRIT_REDUCE_MEAN, .has_bias = false, .chunk_rows = 0};
     const trit_tensor *in[3] = {&x, &w, &t};
     assert_int_equal(trit_op_classifier_ce_f32.infer(in, 3, &a, &out), TRIT_OK);
+    const trit_exec_ctx ctx = {.matmul = matmul};
     trit_op_call call = {.n_in = 3, .in = {&x, &w, &t}, .out = &out, .attr = &a,
-                         .grad_inputs = grads ? TRIT_IN(0) | TRIT_IN(1) : 0};
+                         .grad_inputs = grads ? TRIT_IN(0) | TRIT_IN(1) : 0, .ctx = &ctx};
     return trit_op_classifier_ce_f32.saved_bytes(&call) + trit_op_classifier_ce_f32.scratch_bytes(&call);
+}
+
+static size_t classifier_bytes(int64_t N, int64_t C, int64_t V, bool grads) {
+    return classifier_bytes_at(N, C, V, grads, TRIT_MATMUL_HIGHEST);
 }
 
 static void test_classifier_memory_bound(void **state) {
@@ -523,6 +571,8 @@ static void test_classifier_memory_bound(void **state) {
     assert_int_equal(classifier_bytes(8 * N, C, V, false) - used, (size_t)(7 * N) * 2 * sizeof(double));
     // Forward's gradients (training): exactly dx (N, C) and dW (V, C) more, still no logits.
     assert_int_equal(classifier_bytes(N, C, V, true) - used, (size_t)(N * C + V * C) * 4);
+    // At bf16 matmul precision W is rounded to bf16 once per call: V * C more bytes of 2.
+    assert_int_equal(classifier_bytes_at(N, C, V, false, TRIT_MATMUL_MEDIUM) - used, (size_t)(V * C) * 2);
 }
 
 // ---- bad input -------------------------------------------------------------------------
@@ -620,6 +670,7 @@ int main(void) {
         cmocka_unit_test(test_classifier_forward_grads),
         cmocka_unit_test(test_thread_independence),
         cmocka_unit_test(test_classifier_memory_bound),
+        cmocka_unit_test(test_classifier_rounded_w),
         cmocka_unit_test(test_bad_input),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
