@@ -406,8 +406,9 @@ static void native_head(const trit_op_call *c, const flash_dims *d, const trit_f
 
 // The op on 16-bit q, k, v (and output): threads take whole (batch, head) pairs, widen the pair's
 // q, k, v (and, in backward, output) columns into f32 (T, hs) copies in their own scratch slot,
-// run the f32 body on them and, in forward, round the head's output once into 16 bits. Every
-// conversion runs inside the one parallel loop; each pair is computed the same way on any thread.
+// run the f32 body on them and, in forward, round the head's output once into 16 bits; or, where
+// the bf16 pair kernels apply, run the pair on them instead (native_head). Every conversion runs
+// inside the one parallel loop; each pair is computed the same way on any thread.
 static trit_status flash_lowp(const trit_op_call *c, bool backward) {
     const flash_dims d = dims_of(c);
     const int64_t BH = d.B * d.H, T = d.T, hs = d.hs, C = d.C;
