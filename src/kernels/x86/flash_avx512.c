@@ -7,6 +7,7 @@
 // place, in 64-column chunks of the head. Softmax steps are element-wise across lanes with a
 // vector exp (the polynomial of the portable kernels, scaled by 2^n with scalef).
 #include "kernels/flash.h"
+#include "kernels/x86/flash_avx512_parts.h"
 #include "kernels/x86/tile_rows.h"
 
 #include <immintrin.h>
@@ -15,10 +16,6 @@
 #define W TRIT_FLASH_W
 #define MR 6
 #define R6(X) X(0) X(1) X(2) X(3) X(4) X(5)
-
-static inline __mmask16 lanes16(int64_t n) {
-    return n >= 16 ? (__mmask16)0xFFFF : n <= 0 ? (__mmask16)0 : (__mmask16)((1u << n) - 1u);
-}
 
 // Bits [lo, hi) of a 64-lane mask, both clamped to [0, 64].
 static inline uint64_t lanes64(int64_t lo, int64_t hi) {
@@ -52,9 +49,7 @@ static inline __m512 exp512(__m512 x) {
 
 static inline __attribute__((always_inline)) void scores_rows(const int mr, int64_t hs, const float *x, int64_t ldx,
                                                               const float *yt, float *st) {
-#define DECL(i) __m512 a##i##_0 = _mm512_setzero_ps(), a##i##_1 = a##i##_0, a##i##_2 = a##i##_0, a##i##_3 = a##i##_0;
-    R6(DECL)
-#undef DECL
+    R6(TRIT_FLASH_TILE_DECL)
     for (int64_t c = 0; c < hs; c++) {
         const float *y = yt + c * W;
         const __m512 y0 = _mm512_loadu_ps(y), y1 = _mm512_loadu_ps(y + 16), y2 = _mm512_loadu_ps(y + 32),
@@ -70,16 +65,7 @@ static inline __attribute__((always_inline)) void scores_rows(const int mr, int6
         R6(FMA)
 #undef FMA
     }
-#define STORE(i)                                    \
-    if (i < mr) {                                   \
-        float *s = st + (i) * W;                    \
-        _mm512_storeu_ps(s, a##i##_0);              \
-        _mm512_storeu_ps(s + 16, a##i##_1);         \
-        _mm512_storeu_ps(s + 32, a##i##_2);         \
-        _mm512_storeu_ps(s + 48, a##i##_3);         \
-    }
-    R6(STORE)
-#undef STORE
+    R6(TRIT_FLASH_SCORES_STORE)
 }
 
 void trit_kernel_flash_scores_avx512_f32(TRIT_FLASH_SCORES_ARGS(float)) {
@@ -98,9 +84,7 @@ void trit_kernel_flash_scores_avx512_f32(TRIT_FLASH_SCORES_ARGS(float)) {
 static inline __attribute__((always_inline)) void
 accum_rows(const int mr, const int nv, __mmask16 last, int64_t nk, const float *coef, int64_t rs, int64_t ks,
            const float *y, int64_t ldy, float *acc, int64_t ldacc, const float *rowscale, bool accumulate) {
-#define DECL(i) __m512 a##i##_0 = _mm512_setzero_ps(), a##i##_1 = a##i##_0, a##i##_2 = a##i##_0, a##i##_3 = a##i##_0;
-    R6(DECL)
-#undef DECL
+    R6(TRIT_FLASH_TILE_DECL)
     const __mmask16 m0 = nv == 1 ? last : 0xFFFF, m1 = nv == 2 ? last : 0xFFFF, m2 = nv == 3 ? last : 0xFFFF,
                     m3 = last;
     for (int64_t k = 0; k < nk; k++) {
@@ -120,26 +104,7 @@ accum_rows(const int mr, const int nv, __mmask16 last, int64_t nk, const float *
         R6(FMA)
 #undef FMA
     }
-#define STORE_V(i, v, mv)                                                                           \
-    if (nv > v) {                                                                                   \
-        float *p = acc + (i) * ldacc + 16 * (v);                                                    \
-        __m512 s = a##i##_##v;                                                                      \
-        if (accumulate) {                                                                           \
-            const __m512 old = _mm512_maskz_loadu_ps(mv, p);                                        \
-            s = rowscale ? _mm512_fmadd_ps(old, _mm512_set1_ps(rowscale[i]), s) : _mm512_add_ps(old, s); \
-        }                                                                                           \
-        _mm512_mask_storeu_ps(p, mv, s);                                                            \
-    }
-#define STORE(i)               \
-    if (i < mr) {              \
-        STORE_V(i, 0, m0)      \
-        STORE_V(i, 1, m1)      \
-        STORE_V(i, 2, m2)      \
-        STORE_V(i, 3, m3)      \
-    }
-    R6(STORE)
-#undef STORE
-#undef STORE_V
+    R6(TRIT_FLASH_ACCUM_STORE)
 }
 
 // All rows of one chunk of nv vectors (a compile-time constant after inlining).
@@ -158,19 +123,9 @@ accum_chunk(const int nv, __mmask16 last, int64_t nr, int64_t nk, const float *c
 }
 
 void trit_kernel_flash_accum_avx512_f32(TRIT_FLASH_ACCUM_ARGS(float)) {
-    for (int64_t c0 = 0; c0 < hs; c0 += 64) {
-        const int64_t w = hs - c0 < 64 ? hs - c0 : 64;
-        const int nv = (int)((w + 15) / 16);
-        const __mmask16 last = lanes16(w - 16 * (nv - 1));
-        const float *yc = y + c0;
-        float *ac = acc + c0;
-        switch (nv) {
-        case 1: accum_chunk(1, last, nr, nk, coef, rs, ks, yc, ldy, ac, ldacc, rowscale, accumulate); break;
-        case 2: accum_chunk(2, last, nr, nk, coef, rs, ks, yc, ldy, ac, ldacc, rowscale, accumulate); break;
-        case 3: accum_chunk(3, last, nr, nk, coef, rs, ks, yc, ldy, ac, ldacc, rowscale, accumulate); break;
-        default: accum_chunk(4, last, nr, nk, coef, rs, ks, yc, ldy, ac, ldacc, rowscale, accumulate); break;
-        }
-    }
+#define CHUNK(nv, last, c0) accum_chunk(nv, last, nr, nk, coef, rs, ks, y + (c0), ldy, acc + (c0), ldacc, rowscale, accumulate)
+    TRIT_FLASH_CHUNKS64(hs, CHUNK)
+#undef CHUNK
 }
 
 // ---- element-wise softmax steps ------------------------------------------------------------

@@ -7,6 +7,7 @@
 // transposed query words; accum broadcasts a coefficient word against up to four vectors of a
 // row of packed pairs, in 64-column chunks of the head.
 #include "kernels/flash_bf16.h"
+#include "kernels/x86/flash_avx512_parts.h"
 #include "kernels/x86/gemm_avx512_parts.h"
 #include "kernels/x86/tile_rows.h"
 
@@ -16,19 +17,13 @@
 #define MR 6
 #define R6(X) X(0) X(1) X(2) X(3) X(4) X(5)
 
-static inline __mmask16 lanes16(int64_t n) {
-    return n >= 16 ? (__mmask16)0xFFFF : n <= 0 ? (__mmask16)0 : (__mmask16)((1u << n) - 1u);
-}
-
 static inline __m512bh words(__m512i x) { return (__m512bh)x; }
 
 // ---- scores: st (nr, W) = x (nr, hp) . yt (hp, W) -------------------------------------------
 
 static inline __attribute__((always_inline)) void scores_rows(const int mr, int64_t hp, const uint32_t *x,
                                                               int64_t ldx, const uint32_t *yt, float *st) {
-#define DECL(i) __m512 a##i##_0 = _mm512_setzero_ps(), a##i##_1 = a##i##_0, a##i##_2 = a##i##_0, a##i##_3 = a##i##_0;
-    R6(DECL)
-#undef DECL
+    R6(TRIT_FLASH_TILE_DECL)
     for (int64_t p = 0; p < hp; p++) {
         const uint32_t *y = yt + p * W;
         const __m512bh y0 = words(_mm512_loadu_si512(y)), y1 = words(_mm512_loadu_si512(y + 16)),
@@ -44,16 +39,7 @@ static inline __attribute__((always_inline)) void scores_rows(const int mr, int6
         R6(DOT)
 #undef DOT
     }
-#define STORE(i)                            \
-    if (i < mr) {                           \
-        float *s = st + (i) * W;            \
-        _mm512_storeu_ps(s, a##i##_0);      \
-        _mm512_storeu_ps(s + 16, a##i##_1); \
-        _mm512_storeu_ps(s + 32, a##i##_2); \
-        _mm512_storeu_ps(s + 48, a##i##_3); \
-    }
-    R6(STORE)
-#undef STORE
+    R6(TRIT_FLASH_SCORES_STORE)
 }
 
 static void scores(int64_t nr, int64_t hp, const uint32_t *x, int64_t ldx, const uint32_t *yt, float *st) {
@@ -72,9 +58,7 @@ static void scores(int64_t nr, int64_t hp, const uint32_t *x, int64_t ldx, const
 static inline __attribute__((always_inline)) void
 accum_rows(const int mr, const int nv, __mmask16 last, int64_t np, const uint32_t *coef, int64_t rs, int64_t ks,
            const uint32_t *y, int64_t ldy, float *acc, int64_t ldacc, const float *rowscale, bool accumulate) {
-#define DECL(i) __m512 a##i##_0 = _mm512_setzero_ps(), a##i##_1 = a##i##_0, a##i##_2 = a##i##_0, a##i##_3 = a##i##_0;
-    R6(DECL)
-#undef DECL
+    R6(TRIT_FLASH_TILE_DECL)
     const __mmask16 m0 = nv == 1 ? last : 0xFFFF, m1 = nv == 2 ? last : 0xFFFF, m2 = nv == 3 ? last : 0xFFFF,
                     m3 = last;
     for (int64_t p = 0; p < np; p++) {
@@ -94,26 +78,7 @@ accum_rows(const int mr, const int nv, __mmask16 last, int64_t np, const uint32_
         R6(DOT)
 #undef DOT
     }
-#define STORE_V(i, v, mv)                                                                           \
-    if (nv > v) {                                                                                   \
-        float *o = acc + (i) * ldacc + 16 * (v);                                                    \
-        __m512 s = a##i##_##v;                                                                      \
-        if (accumulate) {                                                                           \
-            const __m512 old = _mm512_maskz_loadu_ps(mv, o);                                        \
-            s = rowscale ? _mm512_fmadd_ps(old, _mm512_set1_ps(rowscale[i]), s) : _mm512_add_ps(old, s); \
-        }                                                                                           \
-        _mm512_mask_storeu_ps(o, mv, s);                                                            \
-    }
-#define STORE(i)          \
-    if (i < mr) {         \
-        STORE_V(i, 0, m0) \
-        STORE_V(i, 1, m1) \
-        STORE_V(i, 2, m2) \
-        STORE_V(i, 3, m3) \
-    }
-    R6(STORE)
-#undef STORE
-#undef STORE_V
+    R6(TRIT_FLASH_ACCUM_STORE)
 }
 
 static inline __attribute__((always_inline)) void
@@ -133,26 +98,16 @@ accum_chunk(const int nv, __mmask16 last, int64_t nr, int64_t np, const uint32_t
 
 static void accum(int64_t nr, int64_t np, int64_t hs, const uint32_t *coef, int64_t rs, int64_t ks, const uint32_t *y,
                   int64_t ldy, float *acc, int64_t ldacc, const float *rowscale, bool accumulate) {
-    for (int64_t c0 = 0; c0 < hs; c0 += 64) {
-        const int64_t w = hs - c0 < 64 ? hs - c0 : 64;
-        const int nv = (int)((w + 15) / 16);
-        const __mmask16 last = lanes16(w - 16 * (nv - 1));
-        const uint32_t *yc = y + c0;
-        float *ac = acc + c0;
-        switch (nv) {
-        case 1: accum_chunk(1, last, nr, np, coef, rs, ks, yc, ldy, ac, ldacc, rowscale, accumulate); break;
-        case 2: accum_chunk(2, last, nr, np, coef, rs, ks, yc, ldy, ac, ldacc, rowscale, accumulate); break;
-        case 3: accum_chunk(3, last, nr, np, coef, rs, ks, yc, ldy, ac, ldacc, rowscale, accumulate); break;
-        default: accum_chunk(4, last, nr, np, coef, rs, ks, yc, ldy, ac, ldacc, rowscale, accumulate); break;
-        }
-    }
+#define CHUNK(nv, last, c0) accum_chunk(nv, last, nr, np, coef, rs, ks, y + (c0), ldy, acc + (c0), ldacc, rowscale, accumulate)
+    TRIT_FLASH_CHUNKS64(hs, CHUNK)
+#undef CHUNK
 }
 
 // ---- packing ----------------------------------------------------------------------------------
 
 // n (<= 16) values of a row from element i as bf16 bits in 32-bit lanes (zeros after n).
 static inline __m512i bf16_lanes(const void *src, trit_dtype dt, int64_t i, int64_t n) {
-    const __mmask16 m = lanes16(n);
+    const __mmask16 m = trit_flash_lanes16(n);
     if (dt == TRIT_BF16) return _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, (const uint16_t *)src + i));
     return _mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(m, (const float *)src + i)));
 }
@@ -164,7 +119,7 @@ static void pair_rows(uint32_t *dst, const void *src, trit_dtype dt, int64_t ld,
             const int64_t k = w - c < 16 ? w - c : 16;
             __m512i x = bf16_lanes(src, dt, r * ld + c, k);
             if (r + 1 < n) x = _mm512_or_si512(x, _mm512_slli_epi32(bf16_lanes(src, dt, (r + 1) * ld + c, k), 16));
-            _mm512_mask_storeu_epi32(dst + c, lanes16(k), x);
+            _mm512_mask_storeu_epi32(dst + c, trit_flash_lanes16(k), x);
         }
     }
 }
@@ -175,7 +130,7 @@ static void transpose(uint32_t *dst, const uint32_t *src, int64_t ldw, int64_t n
             const int64_t k = hp - c0 < 16 ? hp - c0 : 16;
             __m512 r[16];
             for (int64_t i = 0; i < 16; i++)
-                r[i] = i0 + i < n ? _mm512_castsi512_ps(_mm512_maskz_loadu_epi32(lanes16(k), src + (i0 + i) * ldw + c0))
+                r[i] = i0 + i < n ? _mm512_castsi512_ps(_mm512_maskz_loadu_epi32(trit_flash_lanes16(k), src + (i0 + i) * ldw + c0))
                                   : _mm512_setzero_ps();
             trit_transpose16(r);
             for (int64_t q = 0; q < k; q++) _mm512_storeu_ps((float *)dst + (c0 + q) * W + i0, r[q]);
@@ -184,7 +139,7 @@ static void transpose(uint32_t *dst, const uint32_t *src, int64_t ldw, int64_t n
 
 static void round_bf16(uint16_t *dst, const float *src, int64_t n) {
     for (int64_t i = 0; i < n; i += 16) {
-        const __mmask16 m = lanes16(n - i);
+        const __mmask16 m = trit_flash_lanes16(n - i);
         _mm256_mask_storeu_epi16(dst + i, m, (__m256i)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(m, src + i)));
     }
 }
