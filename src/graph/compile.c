@@ -86,7 +86,6 @@ static void finish_calls(trit_graph *g) {
         trit_node *n = &g->nodes[i];
         n->fwd.saved = buf_at(g, n->saved_buf);
         n->fwd.scratch = g->scratch;
-        n->ctx.matmul = g->policy.matmul;
         n->ctx.recompute = false;
         n->bwd = n->fwd;
         for (int j = 0; j < n->n_in; j++) n->bwd.in[j] = trit_value_bwd_tensor(&g->values[n->in[j]]);
