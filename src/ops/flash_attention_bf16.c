@@ -45,15 +45,18 @@ typedef struct bwd_work {
     uint32_t *spair;  // (BC / 2, W) score gradients paired along the keys
 } bwd_work;
 
-static size_t fwd_layout(int64_t hs, void *base, fwd_work *w) {
-    const int64_t hp = hs / 2;
-    char *p = base;
-    size_t at = 0;
+// The layouts below: field `field` of w (when w is given) gets n values of `type` at byte `at`
+// of base p, each region 64-byte aligned; the functions return the bytes taken.
 #define TAKE(field, type, n)                                             \
     do {                                                                 \
         if (w) w->field = (type *)(void *)(p + at);                      \
         at += ((size_t)(n) * sizeof(type) + 63) / 64 * 64;               \
     } while (0)
+
+static size_t fwd_layout(int64_t hs, void *base, fwd_work *w) {
+    const int64_t hp = hs / 2;
+    char *p = base;
+    size_t at = 0;
     TAKE(l, double, W);
     TAKE(m, float, W);
     TAKE(alpha, float, W);

@@ -116,18 +116,20 @@ typedef struct lowp_run {
     float *grad;  // (B, T, 3C) the gradient of the fused qkv parameter
 } lowp_run;
 
-// Attention over q, k, v sliced from one fused qkv (B, T, 3C) rounded to bf16, as the GPT builds
-// them: with lowp the op reads the bf16 slices and writes bf16; otherwise it runs in f32 on the
-// same values widened.
-static lowp_run run_fused_bf16(const trit_tensor *w64, int H, bool lowp, int threads) {
-    const int64_t B = w64->shape[0], T = w64->shape[1], C = w64->shape[2] / 3;
-    trit_tensor *w = tg_clone(w64, TRIT_F32);
+// Attention over q, k, v sliced from one fused qkv (B, T, 3C), the gradient taken into the
+// parameter x64. With w64 NULL the qkv is x64 rounded to bf16; otherwise it is a linear's output
+// linear(x64, w64), as the GPT makes it. With lowp the op reads the bf16 slices (a bf16 linear
+// output, or the cast) and writes bf16; otherwise it runs in f32 on the same values widened.
+static lowp_run run_qkv(const trit_tensor *x64, const trit_tensor *w64, int H, bool lowp, int threads) {
+    const int64_t B = x64->shape[0], T = x64->shape[1], Cin = x64->shape[2], C = (w64 ? w64->shape[0] : Cin) / 3;
+    trit_tensor *x = tg_clone(x64, TRIT_F32), *w = w64 ? tg_clone(w64, TRIT_F32) : NULL;
     const trit_compute_policy bf16 = {TRIT_F32, TRIT_BF16, TRIT_MATMUL_HIGHEST};
     trit_graph *g = lowp ? trit_graph_new_policy(&bf16) : trit_graph_new(TRIT_F32);
-    trit_tensor *x = trit_cast(g, w, TRIT_BF16);
-    if (!lowp) x = trit_cast(g, x, TRIT_F32);
-    trit_tensor *y = trit_flash_attention(g, trit_slice(g, x, 2, 0, C), trit_slice(g, x, 2, C, 2 * C),
-                                          trit_slice(g, x, 2, 2 * C, 3 * C), H);
+    trit_tensor *qkv = w ? trit_linear(g, x, w, NULL) : x;
+    if (!w || !lowp) qkv = trit_cast(g, qkv, TRIT_BF16);
+    if (!lowp) qkv = trit_cast(g, qkv, TRIT_F32);
+    trit_tensor *y = trit_flash_attention(g, trit_slice(g, qkv, 2, 0, C), trit_slice(g, qkv, 2, C, 2 * C),
+                                          trit_slice(g, qkv, 2, 2 * C, 3 * C), H);
     assert_non_null(y);
     // A kept value stays f32, so the bf16 output is kept through a cast to bf16 (its only reader).
     trit_tensor *seen = lowp ? trit_cast(g, y, TRIT_BF16) : y;
@@ -135,12 +137,13 @@ static lowp_run run_fused_bf16(const trit_tensor *w64, int H, bool lowp, int thr
     trit_threads_set(threads);
     tg_run(g, tg_weighted_sum(g, lowp ? trit_cast(g, seen, TRIT_F32) : y));
     assert_int_equal(y->dtype, lowp ? TRIT_BF16 : TRIT_F32);
-    lowp_run r = {malloc(sizeof(float) * (size_t)(B * T * C)), malloc(sizeof(float) * (size_t)(B * T * 3 * C))};
+    lowp_run r = {malloc(sizeof(float) * (size_t)(B * T * C)), malloc(sizeof(float) * (size_t)(B * T * Cin))};
     assert_true(r.out && r.grad);
     for (int64_t i = 0; i < B * T * C; i++)
         r.out[i] = lowp ? trit_bf16_to_f32(((const uint16_t *)seen->data)[i]) : ((const float *)y->data)[i];
-    memcpy(r.grad, w->grad->data, sizeof(float) * (size_t)(B * T * 3 * C));
+    memcpy(r.grad, x->grad->data, sizeof(float) * (size_t)(B * T * Cin));
     trit_graph_free(g);
+    trit_tensor_free(x);
     trit_tensor_free(w);
     return r;
 }
@@ -155,8 +158,8 @@ static void test_bf16_inputs(void **state) {
     for (int c = 0; c < 4; c++) {
         const int64_t B = shapes[c][0], T = shapes[c][1], hs = shapes[c][2], H = shapes[c][3], C = hs * H;
         trit_tensor *w = tg_param(3, (int64_t[]){B, T, 3 * C}, -2, 2, (uint64_t)(40 + c));
-        lowp_run lo = run_fused_bf16(w, (int)H, true, 2), lo1 = run_fused_bf16(w, (int)H, true, 1);
-        lowp_run f = run_fused_bf16(w, (int)H, false, 2);
+        lowp_run lo = run_qkv(w, NULL, (int)H, true, 2), lo1 = run_qkv(w, NULL, (int)H, true, 1);
+        lowp_run f = run_qkv(w, NULL, (int)H, false, 2);
         for (int64_t i = 0; i < B * T * C; i++)
             if (lo.out[i] != trit_bf16_to_f32(trit_f32_to_bf16(f.out[i])))
                 fail_msg("T=%lld hs=%lld: output %lld is %.9g, the f32 op's rounded to bf16 %.9g", (long long)T,
@@ -178,34 +181,6 @@ static void test_bf16_inputs(void **state) {
     trit_threads_set(0);
 }
 
-// q, k, v as the GPT makes them in bf16: slices of a linear's bf16 output, the gradient taken
-// into the linear's input x. With lowp the op reads bf16 q, k, v; otherwise the f32 op reads the
-// linear's f32 output rounded to bf16 and widened, the same values.
-static lowp_run run_linear_qkv(const trit_tensor *x64, const trit_tensor *w64, int H, bool lowp, int threads) {
-    const int64_t B = x64->shape[0], T = x64->shape[1], Cin = x64->shape[2], C = w64->shape[0] / 3;
-    trit_tensor *x = tg_clone(x64, TRIT_F32), *w = tg_clone(w64, TRIT_F32);
-    const trit_compute_policy bf16 = {TRIT_F32, TRIT_BF16, TRIT_MATMUL_HIGHEST};
-    trit_graph *g = lowp ? trit_graph_new_policy(&bf16) : trit_graph_new(TRIT_F32);
-    trit_tensor *qkv = trit_linear(g, x, w, NULL);
-    if (!lowp) qkv = trit_cast(g, trit_cast(g, qkv, TRIT_BF16), TRIT_F32);
-    trit_tensor *y = trit_flash_attention(g, trit_slice(g, qkv, 2, 0, C), trit_slice(g, qkv, 2, C, 2 * C),
-                                          trit_slice(g, qkv, 2, 2 * C, 3 * C), H);
-    assert_non_null(y);
-    trit_tensor *seen = lowp ? trit_cast(g, y, TRIT_BF16) : y;
-    trit_graph_keep(g, seen);
-    trit_threads_set(threads);
-    tg_run(g, tg_weighted_sum(g, lowp ? trit_cast(g, seen, TRIT_F32) : y));
-    lowp_run r = {malloc(sizeof(float) * (size_t)(B * T * C)), malloc(sizeof(float) * (size_t)(B * T * Cin))};
-    assert_true(r.out && r.grad);
-    for (int64_t i = 0; i < B * T * C; i++)
-        r.out[i] = lowp ? trit_bf16_to_f32(((const uint16_t *)seen->data)[i]) : ((const float *)y->data)[i];
-    memcpy(r.grad, x->grad->data, sizeof(float) * (size_t)(B * T * Cin));
-    trit_graph_free(g);
-    trit_tensor_free(x);
-    trit_tensor_free(w);
-    return r;
-}
-
 static double max_diff(const float *a, const float *b, int64_t n, double *largest) {
     double d = 0;
     *largest = 0;
@@ -216,9 +191,9 @@ static double max_diff(const float *a, const float *b, int64_t n, double *larges
     return d;
 }
 
-// bf16 q, k, v on the bf16 pair kernels (where the CPU has them; otherwise the widened path
-// runs and the bounds hold all the more): the matmuls take bf16 operands, so the probabilities
-// and score gradients are rounded to bf16 as well. Against the f32 op on the same values the
+// bf16 q, k, v from a linear's bf16 output, on the bf16 pair kernels (where the CPU has them;
+// otherwise the widened path runs and the bounds hold all the more): the matmuls take bf16
+// operands, so the probabilities and score gradients are rounded to bf16 as well. Against the f32 op on the same values the
 // output is within 1e-2 and the input gradient within 2e-2 of their largest; 1 and 2 threads
 // give the same bits.
 static void test_bf16_pair_kernels(void **state) {
@@ -229,8 +204,8 @@ static void test_bf16_pair_kernels(void **state) {
         const int64_t B = shapes[c][0], T = shapes[c][1], hs = shapes[c][2], H = shapes[c][3], C = hs * H, Cin = 24;
         trit_tensor *x = tg_param(3, (int64_t[]){B, T, Cin}, -1, 1, (uint64_t)(60 + c));
         trit_tensor *w = tg_param(2, (int64_t[]){3 * C, Cin}, -0.5, 0.5, (uint64_t)(70 + c));
-        lowp_run lo = run_linear_qkv(x, w, (int)H, true, 2), lo1 = run_linear_qkv(x, w, (int)H, true, 1);
-        lowp_run f = run_linear_qkv(x, w, (int)H, false, 2);
+        lowp_run lo = run_qkv(x, w, (int)H, true, 2), lo1 = run_qkv(x, w, (int)H, true, 1);
+        lowp_run f = run_qkv(x, w, (int)H, false, 2);
         double mo, mg;
         const double dout = max_diff(lo.out, f.out, B * T * C, &mo), dg = max_diff(lo.grad, f.grad, B * T * Cin, &mg);
         print_message("bf16 B=%lld T=%3lld hs=%2lld H=%lld: output max diff %.3g of %.3g, gradient %.3g of %.3g\n",
