@@ -54,9 +54,39 @@ static inline __m256i bits16(gemm_src s, int64_t i, int64_t n) {
 // 16 pair words from two runs of n elements: the run at i (k) in the low halves, the run at
 // i + step (k + 1) in the high halves, or zeros there when there is no k + 1.
 static inline __m512i pair_words(gemm_src s, int64_t i, int64_t step, int64_t n, bool has_second) {
+    if (s.piece != TRIT_GEMM_BF16_LO && has_second) {
+        // Both runs side by side as 32 bf16 lanes (run k in 0..15), then interleaved.
+        __m512i both;
+        if (s.dt == TRIT_BF16) {
+            const uint16_t *p = (const uint16_t *)s.p + i;
+            both = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_maskz_loadu_epi16(lanes(n), p)),
+                                      _mm256_maskz_loadu_epi16(lanes(n), p + step), 1);
+        } else {
+            const float *p = (const float *)s.p + i;
+            both = (__m512i)_mm512_cvtne2ps_pbh(_mm512_maskz_loadu_ps(lanes(n), p + step),
+                                                _mm512_maskz_loadu_ps(lanes(n), p));
+        }
+        const __m512i zip = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22,
+                                             6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+        return _mm512_permutexvar_epi16(zip, both);
+    }
     const __m512i lo = _mm512_cvtepu16_epi32(bits16(s, i, n));
     if (!has_second) return lo;
     return _mm512_or_si512(lo, _mm512_slli_epi32(_mm512_cvtepu16_epi32(bits16(s, i + step, n)), 16));
+}
+
+// The 16 pair words of the kk (<= 32) consecutive elements of s at i, zeros after kk. In memory
+// order, 32 bf16 values already are 16 pair words (element 2q in the low half of word q), and one
+// vcvtne2ps2bf16 turns 32 f32 values into them (its low 16 lanes come from its second operand),
+// rounding like vcvtneps2bf16. Not for the lo piece.
+static inline __m512i run_pairs(gemm_src s, int64_t i, int64_t kk) {
+    if (s.dt == TRIT_BF16) {
+        const __mmask32 m = kk >= 32 ? (__mmask32)0xFFFFFFFFu : (__mmask32)((1u << kk) - 1u);
+        return _mm512_maskz_loadu_epi16(m, (const uint16_t *)s.p + i);
+    }
+    const float *p = (const float *)s.p + i;
+    const __m512 x0 = _mm512_maskz_loadu_ps(lanes(kk), p), x1 = _mm512_maskz_loadu_ps(lanes(kk - 16), p + 16);
+    return (__m512i)_mm512_cvtne2ps_pbh(x1, x0);
 }
 
 // 16 pair words (32 consecutive elements along K) of `rows` (<= 16) runs of s, runs ld apart,
@@ -68,6 +98,10 @@ static inline void pairs_transposed(gemm_src s, int64_t i0, int64_t ld, int64_t 
     for (int i = 0; i < 16; i++) {
         if (i >= rows) {
             r[i] = _mm512_setzero_ps();
+            continue;
+        }
+        if (s.piece != TRIT_GEMM_BF16_LO) {
+            r[i] = _mm512_castsi512_ps(run_pairs(s, i0 + i * ld, kk));
             continue;
         }
         const __m512i lo = _mm512_cvtepu16_epi32(bits16(s, i0 + i * ld, kk));
