@@ -15,7 +15,7 @@ static void usage(FILE *fp) {
     fprintf(fp,
             "usage: trit bench [--config baby|small|bpe50k|all] [--steps N] [--warmup N] [--threads N]\n"
             "                  [--precision fp32|bf16|fp16] [--accum N] [--json] [--scaling]\n"
-            "                  [--ternary [--ternary-matmul int8|int8-fp32-dx|fake]]\n"
+            "                  [--ternary [--ternary-matmul int8|int8-fp32-dw|int8-fp32-dx|fake]]\n"
             "       trit bench --decode [--config gpt2|baby|small|bpe50k] [--format F[,F...]] [--tokens N]\n"
             "                  [--kv-cache f32|f16] [--threads N] [--json]\n"
             "       trit bench --peak [--threads N] [--json]\n\n"
@@ -35,8 +35,9 @@ static void usage(FILE *fp) {
             "  --accum N       micro-batches per step (gradient accumulation), 1 to 1024 (default 1)\n"
             "  --ternary       BitNet ternary QAT of the block matrices (trit train --ternary), their\n"
             "                  matmuls as --ternary-matmul says: int8 (default: integer kernels for the\n"
-            "                  forward and the input gradient), int8-fp32-dx, or fake (fp32 GEMMs over\n"
-            "                  fake-quantized operands)\n"
+            "                  forward and the input gradient, bf16 products for the weight gradient),\n"
+            "                  int8-fp32-dw, int8-fp32-dx, or fake (fp32 GEMMs over fake-quantized\n"
+            "                  operands)\n"
             "  --json          one JSON object per config on stdout: config, precision, ms_per_step,\n"
             "                  tokens_per_s, model_flops_per_s, mfu, fma_peak_flops_per_s, gemm_mfu,\n"
             "                  gemm_peak_flops_per_s, peak_rss_bytes (the memory reports go to stderr)\n"
@@ -136,7 +137,9 @@ static int parse(int argc, char **argv, bench_args *a) {
             if (strcmp(optarg, "fake") == 0) a->ternary_matmul = TRIT_TERNARY_MATMUL_FAKE;
             else if (strcmp(optarg, "int8") == 0) a->ternary_matmul = TRIT_TERNARY_MATMUL_INT8;
             else if (strcmp(optarg, "int8-fp32-dx") == 0) a->ternary_matmul = TRIT_TERNARY_MATMUL_INT8_F32_DX;
-            else return cli_error("bench", CLI_USAGE, "--ternary-matmul expects fake, int8 or int8-fp32-dx, got '%s'", optarg);
+            else if (strcmp(optarg, "int8-fp32-dw") == 0) a->ternary_matmul = TRIT_TERNARY_MATMUL_INT8_F32_DW;
+            else return cli_error("bench", CLI_USAGE, "--ternary-matmul expects fake, int8, int8-fp32-dw or int8-fp32-dx, "
+                                  "got '%s'", optarg);
             break;
         case 'h': usage(stdout); return -1;
         default: return cli_bad_option("bench", c, argv);

@@ -154,15 +154,19 @@ trit_status trit_gpt_set_qat(trit_gpt *m, const trit_fake_quant_spec *weights, c
 // How f32 graphs built from now on run the block matrices under ternary QAT (TRIT_FQ_TERNARY
 // weights, per-token int8 inputs): FAKE, an fp32 GEMM over the fake-quantized operands; INT8,
 // the integer panel kernels for the forward (int8 codes of x against the ternary codes of W) and
-// for the input gradient (dY quantized per row to int8 against W's transposed codes); INT8_F32_DX,
-// the integer forward with the input gradient an fp32 GEMM over W's ternary values. Weight
-// gradients are fp32 in every mode (straight-through). The kernel modes keep each matrix's codes
+// for the input gradient (dY quantized per row to int8 against W's transposed codes), the weight
+// gradient on bf16 products (dY times x's row scales rounded to bf16, against x's int8 codes,
+// which bf16 holds exactly; summed in fp32); INT8_F32_DW, the same with the weight gradient in
+// fp32; INT8_F32_DX, the integer forward with the input gradient an fp32 GEMM over W's ternary
+// values and the weight gradient in fp32. Weight gradients reach the latent fp32 weights
+// straight through in every mode. The kernel modes keep each matrix's codes
 // (both sides multiples of 64; others stay FAKE) packed once per weight update: call
 // trit_gpt_ternary_weights_changed after every change of the weights (an optimizer step).
 typedef enum trit_ternary_matmul {
     TRIT_TERNARY_MATMUL_FAKE = 0,
     TRIT_TERNARY_MATMUL_INT8 = 1,
     TRIT_TERNARY_MATMUL_INT8_F32_DX = 2,
+    TRIT_TERNARY_MATMUL_INT8_F32_DW = 3,
 } trit_ternary_matmul;
 trit_status trit_gpt_set_ternary_matmul(trit_gpt *m, trit_ternary_matmul mode);
 // The weights changed: the next forward packs the ternary codes again (a no-op in FAKE mode).

@@ -15,14 +15,16 @@ void trit_gpt_ternary_free(trit_gpt *m) {
 
 trit_status trit_gpt_set_ternary_matmul(trit_gpt *m, trit_ternary_matmul mode) {
     if (!m) return trit_error(TRIT_ERR_INVALID, "trit_gpt_set_ternary_matmul: NULL model");
-    if (mode != TRIT_TERNARY_MATMUL_FAKE && mode != TRIT_TERNARY_MATMUL_INT8 && mode != TRIT_TERNARY_MATMUL_INT8_F32_DX)
+    if (mode != TRIT_TERNARY_MATMUL_FAKE && mode != TRIT_TERNARY_MATMUL_INT8 && mode != TRIT_TERNARY_MATMUL_INT8_F32_DX &&
+        mode != TRIT_TERNARY_MATMUL_INT8_F32_DW)
         return trit_error(TRIT_ERR_INVALID, "trit_gpt_set_ternary_matmul: unknown mode %d", (int)mode);
     trit_gpt_ternary_free(m);
     if (mode == TRIT_TERNARY_MATMUL_FAKE) return TRIT_OK;
     m->tern = calloc((size_t)(m->n_tensors > 0 ? m->n_tensors : 1), sizeof *m->tern);
     if (!m->tern) return trit_error(TRIT_ERR_NOMEM, "trit_gpt_set_ternary_matmul: out of memory");
     m->n_tern = m->n_tensors;
-    const trit_ternary_dx dx = mode == TRIT_TERNARY_MATMUL_INT8 ? TRIT_TERNARY_DX_INT8 : TRIT_TERNARY_DX_F32;
+    const trit_ternary_dx dx = mode == TRIT_TERNARY_MATMUL_INT8_F32_DX ? TRIT_TERNARY_DX_F32 : TRIT_TERNARY_DX_INT8;
+    const trit_ternary_dw dw = mode == TRIT_TERNARY_MATMUL_INT8 ? TRIT_TERNARY_DW_BF16 : TRIT_TERNARY_DW_F32;
     for (int i = 0; i < m->n_prog; i++) {
         const gpt_step *s = &m->prog[i];
         if (s->op != GPT_OP_LINEAR || !s->block_matrix || s->w < 0 || m->tern[s->w].N) continue;
@@ -34,6 +36,7 @@ trit_status trit_gpt_set_ternary_matmul(trit_gpt *m, trit_ternary_matmul mode) {
             trit_gpt_ternary_free(m);
             return st;
         }
+        m->tern[s->w].dw = dw;
     }
     return TRIT_OK;
 }

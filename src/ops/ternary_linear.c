@@ -10,9 +10,12 @@
 //   dX        dY W_t: dY quantized per row to int8 (absmax / 127) against the panels of W_t^T,
 //             the kernel adding into the gradient in place; or (TRIT_TERNARY_DX_F32) an fp32
 //             GEMM of dY and W_t's values
-//   dW        dY^T fq8(x) in fp32, x's codes decoded a chunk of rows at a time (straight-through:
-//             the latent weight gets the fake-quantized weight's gradient, as fake_quant's backward
-//             passes it)
+//   dW        dY^T fq8(x), a chunk of rows at a time (straight-through: the latent weight gets
+//             the fake-quantized weight's gradient, as fake_quant's backward passes it): in fp32
+//             over x's decoded values, or (TRIT_TERNARY_DW_BF16) as dY s_x against x's codes, the
+//             row scale moved to dY's side because it varies along the sum: the codes are exact
+//             in bf16, so the one added rounding is dY s_x's to bf16 (relative 2^-9), and the
+//             product runs at the bf16 dot-product rate, twice the fp32 FMA's
 //   db        the column sums of dY, as linear sums them
 //
 // The panels belong to the model (trit_ternary_weight): the first forward after the weight
@@ -72,11 +75,13 @@ static size_t tl_saved(const trit_op_call *c) {
 }
 
 // Forward: the group sums (rows). Backward: dY's codes (chunk, N), scales and sums (chunk), the
-// decoded x (chunk, K), then ones (rows) for the bias gradient.
+// decoded x (chunk, K; for a bf16 dW its codes in bf16, then dY s_x (chunk, N)), then ones (rows)
+// for the bias gradient.
 static size_t tl_scratch(const trit_op_call *c) {
     const size_t rows = (size_t)tl_rows(c), N = (size_t)c->in[1]->shape[0], K = (size_t)c->in[1]->shape[1];
     const size_t ch = rows < TL_CHUNK ? rows : TL_CHUNK;
-    const size_t fwd = al64(4 * rows), bwd = al64(ch * N) + 2 * al64(4 * ch) + al64(4 * ch * K) + al64(4 * rows);
+    const size_t fwd = al64(4 * rows),
+                 bwd = al64(ch * N) + 2 * al64(4 * ch) + al64(4 * ch * K) + al64(4 * ch * N) + al64(4 * rows);
     return fwd > bwd ? fwd : bwd;
 }
 
@@ -121,17 +126,36 @@ static trit_status tl_dx_chunk(const trit_op_call *c, const trit_ternary_weight 
     return trit_kernel_qgemm_panels(&tw->wt, n, &a, dx, K, &e);
 }
 
-// dW += dY[r0, r0 + n)^T fq8(x)[r0, r0 + n), x's values decoded from its codes (code x scale: the
-// fake quantization's output bit for bit).
-static void tl_dw_chunk(const trit_op_call *c, int64_t r0, int64_t n, float *xf /* (n, K) */) {
+// dW += dY[r0, r0 + n)^T fq8(x)[r0, r0 + n). fp32: x's values decoded from its codes (code x
+// scale: the fake quantization's output bit for bit). bf16: x's codes as bf16 (the top half of an
+// integer's f32 bits, exact below 256) against dY's rows times x's row scales, which the GEMM
+// rounds to bf16.
+static void tl_dw_chunk(const trit_op_call *c, trit_ternary_dw dw, int64_t r0, int64_t n, float *xf /* (n, K) */) {
     const int64_t N = c->in[1]->shape[0], K = c->in[1]->shape[1], rows = tl_rows(c);
     const int8_t *q = (const int8_t *)c->saved + r0 * K;
     const float *xs = (const float *)((const char *)c->saved + al64((size_t)(rows * K))) + r0;
-#pragma omp parallel for schedule(static) if (n * K >= TL_PAR_MIN && !omp_in_parallel())
-    for (int64_t r = 0; r < n; r++)
-        for (int64_t k = 0; k < K; k++) xf[r * K + k] = (float)q[r * K + k] * xs[r];
     const float *dy = (const float *)c->gout->data + r0 * N;
-    trit_op_gemm(c, true, false, N, K, n, trit_mm_real(dy), N, trit_mm_real(xf), K, c->gin[1]->data, K, true);
+    if (dw == TRIT_TERNARY_DW_F32) {
+#pragma omp parallel for schedule(static) if (n * K >= TL_PAR_MIN && !omp_in_parallel())
+        for (int64_t r = 0; r < n; r++)
+            for (int64_t k = 0; k < K; k++) xf[r * K + k] = (float)q[r * K + k] * xs[r];
+        trit_op_gemm(c, true, false, N, K, n, trit_mm_real(dy), N, trit_mm_real(xf), K, c->gin[1]->data, K, true);
+        return;
+    }
+    uint16_t *qb = (uint16_t *)xf;                                 // (n, K)
+    float *dys = (float *)((char *)xf + al64(4 * (size_t)(n * K)));  // (n, N)
+#pragma omp parallel for schedule(static) if (n * (K + N) >= TL_PAR_MIN && !omp_in_parallel())
+    for (int64_t r = 0; r < n; r++) {
+        for (int64_t k = 0; k < K; k++) {
+            const float v = (float)q[r * K + k];
+            uint32_t u;
+            memcpy(&u, &v, sizeof u);
+            qb[r * K + k] = (uint16_t)(u >> 16);
+        }
+        for (int64_t j = 0; j < N; j++) dys[r * N + j] = dy[r * N + j] * xs[r];
+    }
+    const trit_gemm_operand a = {dys, TRIT_F32, N, true}, b = {qb, TRIT_BF16, K, false};
+    trit_kernel_gemm_mixed(N, K, n, &a, &b, c->gin[1]->data, TRIT_F32, K, true, TRIT_MATMUL_MEDIUM, NULL);
 }
 
 static trit_status tl_backward_f32(const trit_op_call *c) {
@@ -150,10 +174,10 @@ static trit_status tl_backward_f32(const trit_op_call *c) {
             trit_status s = tl_dx_chunk(c, tw, r0, n, at);
             if (s != TRIT_OK) return s;
         }
-        if (c->gin[1]) tl_dw_chunk(c, r0, n, xf);
+        if (c->gin[1]) tl_dw_chunk(c, tw->dw, r0, n, xf);
     }
     if (c->n_in > 2 && c->gin[2]) {  // as linear: ones (rows) times dY
-        float *ones = (float *)((char *)xf + al64(4 * (size_t)(ch * K)));
+        float *ones = (float *)((char *)xf + al64(4 * (size_t)(ch * K)) + al64(4 * (size_t)(ch * N)));
         for (int64_t r = 0; r < rows; r++) ones[r] = 1;
         trit_kernel_gemm_f32(false, false, 1, N, rows, ones, rows, c->gout->data, N, c->gin[2]->data, N, true);
     }

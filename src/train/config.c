@@ -56,7 +56,7 @@ static const char *const task_names[] = {"lm", "embed", NULL};
 static const char *const pool_names[] = {"mean", "last", NULL};
 static const char *const schedule_names[] = {"cosine", "two-stage", NULL};
 static const char *const qat_acts_names[] = {"off", "token", NULL};
-static const char *const ternary_matmul_names[] = {"fake", "int8", "int8-fp32-dx", NULL};
+static const char *const ternary_matmul_names[] = {"fake", "int8", "int8-fp32-dx", "int8-fp32-dw", NULL};
 static const char *const optimizer_names[] = {"adamw", "adamw8bit", "galore", "qgalore", NULL};
 static const char *const adapter_names[] = {"off", "lora", "bottleneck", NULL};
 static const char *const dist_names[] = {"off", "ddp", "zero1", "zero2", "pipeline", "zero3", "tensor", NULL};
@@ -162,9 +162,11 @@ static const field fields[] = {
     {"qat-acts", F_ENUM, K_OPT, OFF(qat_acts), qat_acts_names,
      "off|token: fake-quantize matmul inputs per token, int8 (fp8 with --qat fp8) (token)", NONE},
     {"ternary-matmul", F_ENUM, K_OPT, OFF(ternary_matmul), ternary_matmul_names,
-     "fake|int8|int8-fp32-dx: ternary QAT's block matrices as an fp32 GEMM over fake-quantized operands, or on "
-     "the integer kernels (int8 inputs x ternary codes packed once per step) for the forward and the input "
-     "gradient (dY quantized per row to int8), or for the forward only (int8)", NONE},
+     "fake|int8|int8-fp32-dx|int8-fp32-dw: ternary QAT's block matrices as an fp32 GEMM over fake-quantized "
+     "operands, or on the integer kernels (int8 inputs x ternary codes packed once per step) for the forward and "
+     "the input gradient (dY quantized per row to int8) with the weight gradient on bf16 products (int8), or "
+     "for the forward only, gradients fp32 (int8-fp32-dx), or with an fp32 weight gradient (int8-fp32-dw) (int8)",
+     NONE},
     {"eval-every", F_INT, K_RUN, OFF(eval_every), NULL, "steps between validations, 0 = at the end (250; task 500)", I(0, MAX_STEPS)},
     {"eval-batches", F_INT, K_RUN, OFF(eval_batches), NULL, "validation batches (20)", I(1, 1000000)},
     {"log-every", F_INT, K_RUN, OFF(log_every), NULL, "steps between log lines (10; task 50)", I(1, MAX_STEPS)},

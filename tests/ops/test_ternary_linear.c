@@ -11,7 +11,9 @@
 //   each of K products and adds, so each is within gamma_{K+1} (|b_j| + sum |fqx fqw|) of the
 //   exact value and the two within twice that;
 // - dW (N, K) = dY^T fqx: the same GEMM over the same values, split in chunks of rows: 2 gamma_rows
-//   sum_m |dy_mj fqx_mk|; db the same call as linear's: equal bits;
+//   sum_m |dy_mj fqx_mk|; db the same call as linear's: equal bits; with a bf16 dW
+//   (TRIT_TERNARY_DW_BF16) each product is code x bf16(dy s_x): dy s_x rounded once in fp32 and
+//   once to bf16 (2^-8 relative at most), so 2^-8 + 2 u more of the same sum;
 // - dX with dY fp32 (TRIT_TERNARY_DX_F32): an fp32 GEMM over fake_quant's W values: 2 gamma_N
 //   sum_j |dy_mj fqw_jk|;
 // - dX with int8 dY: against its own definition recomputed in double, s_dy[m] s_W sum_j
@@ -121,7 +123,8 @@ static void fake_quantized(const inputs *in, fq_ops *f) {
     }
 }
 
-static void check_forward_and_dw(const inputs *in, const fq_ops *f, const run *a, const run *o) {
+// Returns the largest |dW - dW_ref| over its sum of magnitudes; bf16: the bound of a bf16 dW.
+static double check_forward_and_dw(const inputs *in, const fq_ops *f, const run *a, const run *o, bool bf16) {
     const double fqw1 = (double)(float)f->sw;  // |fqw| of a nonzero code
     for (int m = 0; m < ROWS; m++)
         for (int j = 0; j < N; j++) {
@@ -130,15 +133,19 @@ static void check_forward_and_dw(const inputs *in, const fq_ops *f, const run *a
             const double d = fabs((double)o->y[m * N + j] - a->y[m * N + j]), bound = 2 * gamma_n(K + 1) * mag;
             if (d > bound) fail_msg("y[%d, %d]: %.9g vs %.9g, bound %.3g", m, j, o->y[m * N + j], a->y[m * N + j], bound);
         }
+    double worst = 0;
     for (int j = 0; j < N; j++) {
         assert_true(o->db[j] == a->db[j]);
         for (int k = 0; k < K; k++) {
             double mag = 0;
             for (int m = 0; m < ROWS; m++) mag += fabs((double)in->r[m * N + j] * f->fqx[m * K + k]);
-            const double d = fabs((double)o->dw[j * K + k] - a->dw[j * K + k]), bound = 2 * gamma_n(ROWS) * mag;
+            const double d = fabs((double)o->dw[j * K + k] - a->dw[j * K + k]);
+            const double bound = (2 * gamma_n(ROWS) + (bf16 ? 0x1p-8 + 2 * U : 0)) * mag;
             if (d > bound) fail_msg("dw[%d, %d]: %.9g vs %.9g, bound %.3g", j, k, o->dw[j * K + k], a->dw[j * K + k], bound);
+            if (mag > 0) worst = fmax(worst, d / mag);
         }
     }
+    return worst;
 }
 
 // dX with dY fp32: the fp32 GEMM's bound against linear's dX.
@@ -192,17 +199,27 @@ static void check_level(trit_cpu_isa level, const inputs *in, const fq_ops *f) {
     trit_ternary_weight tw;
     assert_int_equal(trit_ternary_weight_init(&tw, N, K, TRIT_TERNARY_DX_F32), TRIT_OK);
     run_graph(in, &tw, 1, o);
-    check_forward_and_dw(in, f, ref, o);
+    check_forward_and_dw(in, f, ref, o, false);
     check_dx_f32(in, f, ref, o);
     assert_true(tw.scale == (float)f->sw);
     trit_ternary_weight_free(&tw);
 
     assert_int_equal(trit_ternary_weight_init(&tw, N, K, TRIT_TERNARY_DX_INT8), TRIT_OK);
     run_graph(in, &tw, 1, o);
-    check_forward_and_dw(in, f, ref, o);
+    check_forward_and_dw(in, f, ref, o, false);
     const double share = check_dx_int8(in, f, ref, o);
     print_message("  %s: int8 dY moved dX by at most %.3g of its worst-case bound\n", trit_cpu_level_name(level), share);
     assert_int_equal(tw.fills, 1);
+    // A bf16 dW: the forward and dX unchanged, dW within its bound and rounded (not the fp32 one).
+    tw.dw = TRIT_TERNARY_DW_BF16;
+    run_graph(in, &tw, 1, o2);
+    assert_memory_equal(o->y, o2->y, sizeof o->y);
+    assert_memory_equal(o->dx, o2->dx, sizeof o->dx);
+    const double rel = check_forward_and_dw(in, f, ref, o2, true);
+    print_message("  %s: bf16 dW off by at most %.3g of its sum of magnitudes (bound 2^-8 = %.3g)\n",
+                  trit_cpu_level_name(level), rel, 0x1p-8);
+    assert_true(rel > 1e-5);  // the products were rounded to bf16
+    tw.dw = TRIT_TERNARY_DW_F32;
     // Two micro-batches of one step: one packing; the gradients are the sums of two passes.
     run_graph(in, &tw, 2, o2);
     assert_int_equal(tw.fills, 1);

@@ -11,7 +11,9 @@
 // the input gradients: dY's per-row int8 codes are off by at most max|dy| / 254 each, which for
 // independent errors moves dX by about max|dy| / (254 sqrt 3) per unit of its rms, i.e. a
 // relative error eps = (max|dy| / rms(dy)) / 440 per layer: about 1-2% for the ratios of 4-9 that
-// gradient rows have. A step's loss decrease, computed from gradients off by eps, is off by about
+// gradient rows have. The weight gradient's bf16 products (dY s_x rounded to bf16 against x's
+// codes) add a relative error of at most 2^-8 an element, about 2^-8 / sqrt 3 rms: a tenth of eps,
+// inside the same bound. A step's loss decrease, computed from gradients off by eps, is off by about
 // eps of itself, so after t steps |L_int8(t) - L_fake(t)| ~ eps (L(1) - L(t)); ternary codes that
 // flip near their thresholds add to it (the same drift the fp32-rounding-only path,
 // int8-fp32-dx, shows). Bound: 4% of the loss decrease so far (2 eps, eps = 2%) plus the step-1
