@@ -40,6 +40,9 @@ typedef void trit_kernel_gemm_mixed_fn(int64_t M, int64_t N, int64_t K, const tr
 // bf16 x bf16, flushing subnormals to zero as that instruction does.
 trit_kernel_gemm_mixed_fn trit_kernel_gemm_mixed, trit_kernel_gemm_mixed_ref, trit_kernel_gemm_mixed_avx2,
     trit_kernel_gemm_mixed_avx512, trit_kernel_gemm_mixed_avx512bf16;
+// Whether trit_kernel_gemm_mixed runs bf16 x bf16 products on bf16 dot-product instructions at
+// the CPU level in use (then at twice the fp32 FMA rate), rather than widening them to fp32.
+bool trit_kernel_gemm_mixed_bf16_native(void);
 
 // The x86 kernels' core (x86/gemm_avx2.c, x86/gemm_avx512.c), the same contract except that a
 // 16-bit C is taken only at one pass (not TRIT_MATMUL_HIGH with an f32 operand); gemm_mixed.c

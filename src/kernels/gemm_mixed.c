@@ -62,3 +62,8 @@ void trit_kernel_gemm_mixed(int64_t M, int64_t N, int64_t K, const trit_gemm_ope
                       trit_kernel_gemm_mixed_ref)
     (M, N, K, A, B, C, cdt, ldc, accumulate, prec, bias);
 }
+
+bool trit_kernel_gemm_mixed_bf16_native(void) {
+    const uint32_t need = TRIT_FEAT_AVX2 | TRIT_FEAT_AVX512 | TRIT_FEAT_AVX512_BF16;
+    return (trit_cpu_usable_features() & need) == need;
+}

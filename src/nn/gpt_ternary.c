@@ -24,7 +24,7 @@ trit_status trit_gpt_set_ternary_matmul(trit_gpt *m, trit_ternary_matmul mode) {
     if (!m->tern) return trit_error(TRIT_ERR_NOMEM, "trit_gpt_set_ternary_matmul: out of memory");
     m->n_tern = m->n_tensors;
     const trit_ternary_dx dx = mode == TRIT_TERNARY_MATMUL_INT8_F32_DX ? TRIT_TERNARY_DX_F32 : TRIT_TERNARY_DX_INT8;
-    const trit_ternary_dw dw = mode == TRIT_TERNARY_MATMUL_INT8 ? TRIT_TERNARY_DW_BF16 : TRIT_TERNARY_DW_F32;
+    const trit_ternary_dw dw = mode == TRIT_TERNARY_MATMUL_INT8 ? TRIT_TERNARY_DW_AUTO : TRIT_TERNARY_DW_F32;
     for (int i = 0; i < m->n_prog; i++) {
         const gpt_step *s = &m->prog[i];
         if (s->op != GPT_OP_LINEAR || !s->block_matrix || s->w < 0 || m->tern[s->w].N) continue;

@@ -165,6 +165,8 @@ static trit_status tl_backward_f32(const trit_op_call *c) {
     const int64_t ch = rows < TL_CHUNK ? rows : TL_CHUNK;
     char *at = c->scratch;
     float *xf = (float *)(at + al64((size_t)(ch * N)) + 2 * al64(4 * (size_t)ch));
+    trit_ternary_dw dw = tw->dw;
+    if (dw == TRIT_TERNARY_DW_AUTO) dw = trit_kernel_gemm_mixed_bf16_native() ? TRIT_TERNARY_DW_BF16 : TRIT_TERNARY_DW_F32;
     if (c->gin[0] && tw->dx == TRIT_TERNARY_DX_F32)  // one GEMM over all rows, as linear's
         trit_op_gemm(c, false, false, rows, K, N, trit_mm_real(c->gout->data), N, trit_mm_real(tw->wdec), K,
                      c->gin[0]->data, K, !(c->store_inputs & TRIT_IN(0)));
@@ -174,7 +176,7 @@ static trit_status tl_backward_f32(const trit_op_call *c) {
             trit_status s = tl_dx_chunk(c, tw, r0, n, at);
             if (s != TRIT_OK) return s;
         }
-        if (c->gin[1]) tl_dw_chunk(c, tw->dw, r0, n, xf);
+        if (c->gin[1]) tl_dw_chunk(c, dw, r0, n, xf);
     }
     if (c->n_in > 2 && c->gin[2]) {  // as linear: ones (rows) times dY
         float *ones = (float *)((char *)xf + al64(4 * (size_t)(ch * K)) + al64(4 * (size_t)(ch * N)));

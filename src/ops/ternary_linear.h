@@ -19,6 +19,8 @@ typedef enum trit_ternary_dw {
     TRIT_TERNARY_DW_F32 = 0,   // x's codes decoded to their fp32 values, an fp32 GEMM
     TRIT_TERNARY_DW_BF16 = 1,  // each row of dY times x's row scale, rounded to bf16, against x's codes (exact
                                // in bf16): bf16 products summed in fp32, on vdpbf16ps where the CPU has it
+    TRIT_TERNARY_DW_AUTO = 2,  // BF16 where the mixed GEMM multiplies bf16 natively (twice the fp32 rate),
+                               // else F32 (a widening kernel would round dY for no speed)
 } trit_ternary_dw;
 
 // The ternary form of one latent weight W (N, K), owned by the model and shared by every graph

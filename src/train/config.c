@@ -162,10 +162,10 @@ static const field fields[] = {
     {"qat-acts", F_ENUM, K_OPT, OFF(qat_acts), qat_acts_names,
      "off|token: fake-quantize matmul inputs per token, int8 (fp8 with --qat fp8) (token)", NONE},
     {"ternary-matmul", F_ENUM, K_OPT, OFF(ternary_matmul), ternary_matmul_names,
-     "fake|int8|int8-fp32-dx|int8-fp32-dw: ternary QAT's block matrices as an fp32 GEMM over fake-quantized "
-     "operands, or on the integer kernels (int8 inputs x ternary codes packed once per step) for the forward and "
-     "the input gradient (dY quantized per row to int8) with the weight gradient on bf16 products (int8), or "
-     "for the forward only, gradients fp32 (int8-fp32-dx), or with an fp32 weight gradient (int8-fp32-dw) (int8)",
+     "fake|int8|int8-fp32-dx|int8-fp32-dw: ternary QAT's block matrices as fp32 GEMMs over fake-quantized "
+     "operands (fake), or on the integer kernels (int8 inputs x ternary codes packed once per step) for the "
+     "forward and the input gradient (dY quantized per row to int8), the weight gradient on bf16 products on "
+     "AVX512-BF16 CPUs (int8); int8-fp32-dx: integer forward only; int8-fp32-dw: fp32 weight gradient (int8)",
      NONE},
     {"eval-every", F_INT, K_RUN, OFF(eval_every), NULL, "steps between validations, 0 = at the end (250; task 500)", I(0, MAX_STEPS)},
     {"eval-batches", F_INT, K_RUN, OFF(eval_batches), NULL, "validation batches (20)", I(1, 1000000)},
@@ -589,7 +589,7 @@ void trit_train_config_print(const trit_train_config *c, void *file) {
 // The help text of each flag with its allowed range: "transformer blocks L (4; task 2) [1, 1024]".
 const trit_train_flag *trit_train_flags(void) {
     static trit_train_flag flags[NUM_FIELDS + 1];
-    static char help[NUM_FIELDS][256];
+    static char help[NUM_FIELDS][512];
     if (flags[0].name) return flags;
     for (int i = 0; i < NUM_FIELDS; i++) {
         const field *f = &fields[i];

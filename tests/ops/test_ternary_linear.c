@@ -30,6 +30,7 @@
 #include <cmocka.h>
 
 #include "kernel_census.h"
+#include "kernels/gemm_lowp.h"
 #include "ops/fake_quant.h"
 #include "ops/ternary_linear.h"
 #include "trit/trit.h"
@@ -219,6 +220,15 @@ static void check_level(trit_cpu_isa level, const inputs *in, const fq_ops *f) {
     print_message("  %s: bf16 dW off by at most %.3g of its sum of magnitudes (bound 2^-8 = %.3g)\n",
                   trit_cpu_level_name(level), rel, 0x1p-8);
     assert_true(rel > 1e-5);  // the products were rounded to bf16
+    // AUTO: the bf16 dW where the GEMM multiplies bf16 natively, the fp32 one elsewhere.
+    run *o3 = malloc(sizeof *o3);
+    assert_non_null(o3);
+    tw.dw = TRIT_TERNARY_DW_AUTO;
+    run_graph(in, &tw, 1, o3);
+    const bool native = trit_kernel_gemm_mixed_bf16_native();
+    assert_memory_equal(o3->dw, native ? o2->dw : o->dw, sizeof o->dw);
+    print_message("  %s: AUTO takes the %s dW\n", trit_cpu_level_name(level), native ? "bf16" : "fp32");
+    free(o3);
     tw.dw = TRIT_TERNARY_DW_F32;
     // Two micro-batches of one step: one packing; the gradients are the sums of two passes.
     run_graph(in, &tw, 2, o2);
