@@ -30,6 +30,9 @@ typedef struct problem {
 
 // qint4 codes drawn from [-8, 7] (ggml's q4_0 range) instead of the symmetric [-7, 7].
 static bool q4_full_range;
+// Every weight code the largest of its dtype and every input 1 (all codes 127): the largest sums
+// a kernel's narrow partial sums can meet.
+static bool extreme;
 
 static void make(problem *p, trit_dtype wdt, int64_t M, int64_t N, int64_t K, int64_t G, uint64_t seed) {
     *p = (problem){M, N, K, G, wdt, NULL, NULL, NULL, NULL, {NULL, NULL, NULL}};
@@ -41,11 +44,12 @@ static void make(problem *p, trit_dtype wdt, int64_t M, int64_t N, int64_t K, in
     p->a.scale = malloc(sizeof(float) * (size_t)M);
     p->a.gsum = malloc(sizeof(int32_t) * (size_t)(M * (K / G)));
     trit_rng_fill_normal(p->x, M * K, seed, 1, 0, 0.0f, 1.0f);
+    for (int64_t i = 0; extreme && i < M * K; i++) p->x[i] = 1.0f;
     trit_rng_fill_uniform(p->ws, N * (K / G), seed, 2, 0, 0.001f, 0.01f);
     const int qmax = wdt == TRIT_QINT8 ? 127 : wdt == TRIT_QINT4 ? 7 : 1;
     for (int64_t i = 0; i < N * K; i++) {
         const int low = wdt == TRIT_QINT4 && q4_full_range ? 8 : qmax;
-        const int c = (int)(trit_rng_u32(seed, 3, (uint64_t)i) % (uint32_t)(low + qmax + 1)) - low;
+        const int c = extreme ? qmax : (int)(trit_rng_u32(seed, 3, (uint64_t)i) % (uint32_t)(low + qmax + 1)) - low;
         if (wdt == TRIT_QINT8) p->w[i] = (uint8_t)(int8_t)c;
         else if (wdt == TRIT_TERNARY && i % 4 == 0) p->w[i / 4] = (uint8_t)(c + 1);
         else if (wdt == TRIT_TERNARY) p->w[i / 4] |= (uint8_t)((c + 1) << (2 * (i % 4)));
@@ -545,6 +549,11 @@ static void test_panels_match_reference(void **state) {
                 check_panels((trit_kernel_qpanel_fn *)t[i].fn, t[i].name, t[i].in, Ms[a], 70, 10 * 32, 32);
                 q4_full_range = false;
             }
+        // The largest codes against the largest inputs over long groups: narrow partial sums
+        // (AVX2's int16 runs of steps) must not wrap.
+        extreme = true;
+        check_panels((trit_kernel_qpanel_fn *)t[i].fn, t[i].name, t[i].in, 5, 37, 6 * step, 6 * step);
+        extreme = false;
         // Enough tokens for the kernels that widen them in blocks (AVX2 qint8: 1 MB) to take two.
         check_panels((trit_kernel_qpanel_fn *)t[i].fn, t[i].name, t[i].in, 1400, 16, 6 * step, step);
         tested++;
