@@ -14,7 +14,7 @@
 //             the fake-quantized weight's gradient, as fake_quant's backward passes it): in fp32
 //             over x's decoded values, or (TRIT_TERNARY_DW_BF16) as dY s_x against x's codes, the
 //             row scale moved to dY's side because it varies along the sum: the codes are exact
-//             in bf16, so the one added rounding is dY s_x's to bf16 (relative 2^-9), and the
+//             in bf16, so the one added rounding is dY s_x's to bf16 (at most 2^-8 relative), and the
 //             product runs at the bf16 dot-product rate, twice the fp32 FMA's
 //   db        the column sums of dY, as linear sums them
 //
