@@ -38,6 +38,7 @@ typedef struct tl_attr {
 TRIT_DECLARE_REAL(const trit_op_def, trit_op_ternary_linear);
 
 enum { TL_CHUNK = 1024 };  // rows of a backward chunk (decoded x, dX's kernel output, dY's codes)
+enum { TL_ROW_PART = 256 };  // values of a row a bf16 weight gradient rounds at once (on the stack)
 #define TL_PAR_MIN ((int64_t)1 << 15)
 
 static size_t al64(size_t b) { return (b + 63) / 64 * 64; }
@@ -74,14 +75,19 @@ static size_t tl_saved(const trit_op_call *c) {
     return al64(rows * K) + al64(4 * rows);
 }
 
+// The weight gradient's operands for a chunk of ch rows: x decoded (ch, K) in f32, or x's codes
+// (ch, K) and dY s_x (ch, N) in bf16.
+static size_t tl_dw_bytes(size_t ch, size_t N, size_t K) {
+    const size_t f32 = al64(4 * ch * K), bf16 = al64(2 * ch * K) + al64(2 * ch * N);
+    return f32 > bf16 ? f32 : bf16;
+}
+
 // Forward: the group sums (rows). Backward: dY's codes (chunk, N), scales and sums (chunk), the
-// decoded x (chunk, K; for a bf16 dW its codes in bf16, then dY s_x (chunk, N)), then ones (rows)
-// for the bias gradient.
+// weight gradient's operands (tl_dw_bytes), then ones (rows) for the bias gradient.
 static size_t tl_scratch(const trit_op_call *c) {
     const size_t rows = (size_t)tl_rows(c), N = (size_t)c->in[1]->shape[0], K = (size_t)c->in[1]->shape[1];
     const size_t ch = rows < TL_CHUNK ? rows : TL_CHUNK;
-    const size_t fwd = al64(4 * rows),
-                 bwd = al64(ch * N) + 2 * al64(4 * ch) + al64(4 * ch * K) + al64(4 * ch * N) + al64(4 * rows);
+    const size_t fwd = al64(4 * rows), bwd = al64(ch * N) + 2 * al64(4 * ch) + tl_dw_bytes(ch, N, K) + al64(4 * rows);
     return fwd > bwd ? fwd : bwd;
 }
 
@@ -127,9 +133,9 @@ static trit_status tl_dx_chunk(const trit_op_call *c, const trit_ternary_weight 
 }
 
 // dW += dY[r0, r0 + n)^T fq8(x)[r0, r0 + n). fp32: x's values decoded from its codes (code x
-// scale: the fake quantization's output bit for bit). bf16: x's codes as bf16 (the top half of an
-// integer's f32 bits, exact below 256) against dY's rows times x's row scales, which the GEMM
-// rounds to bf16.
+// scale: the fake quantization's output bit for bit). bf16: x's codes in bf16 (exact below 256)
+// against dY's rows times x's row scales rounded to bf16 (nearest even), both stored as bf16 so
+// that the GEMM reads half the bytes and rounds nothing.
 static void tl_dw_chunk(const trit_op_call *c, trit_ternary_dw dw, int64_t r0, int64_t n, float *xf /* (n, K) */) {
     const int64_t N = c->in[1]->shape[0], K = c->in[1]->shape[1], rows = tl_rows(c);
     const int8_t *q = (const int8_t *)c->saved + r0 * K;
@@ -142,19 +148,23 @@ static void tl_dw_chunk(const trit_op_call *c, trit_ternary_dw dw, int64_t r0, i
         trit_op_gemm(c, true, false, N, K, n, trit_mm_real(dy), N, trit_mm_real(xf), K, c->gin[1]->data, K, true);
         return;
     }
-    uint16_t *qb = (uint16_t *)xf;                                 // (n, K)
-    float *dys = (float *)((char *)xf + al64(4 * (size_t)(n * K)));  // (n, N)
+    uint16_t *qb = (uint16_t *)xf;                                       // (n, K)
+    uint16_t *dyb = (uint16_t *)((char *)xf + al64(2 * (size_t)(n * K)));  // (n, N)
 #pragma omp parallel for schedule(static) if (n * (K + N) >= TL_PAR_MIN && !omp_in_parallel())
     for (int64_t r = 0; r < n; r++) {
-        for (int64_t k = 0; k < K; k++) {
-            const float v = (float)q[r * K + k];
-            uint32_t u;
-            memcpy(&u, &v, sizeof u);
-            qb[r * K + k] = (uint16_t)(u >> 16);
+        float t[TL_ROW_PART];  // a part of a row in f32, rounded to bf16 by the vector converter
+        for (int64_t k0 = 0; k0 < K; k0 += TL_ROW_PART) {
+            const int64_t m = K - k0 < TL_ROW_PART ? K - k0 : TL_ROW_PART;
+            for (int64_t k = 0; k < m; k++) t[k] = (float)q[r * K + k0 + k];
+            trit_f32_to_bf16_n(qb + r * K + k0, t, m);
         }
-        for (int64_t j = 0; j < N; j++) dys[r * N + j] = dy[r * N + j] * xs[r];
+        for (int64_t j0 = 0; j0 < N; j0 += TL_ROW_PART) {
+            const int64_t m = N - j0 < TL_ROW_PART ? N - j0 : TL_ROW_PART;
+            for (int64_t j = 0; j < m; j++) t[j] = dy[r * N + j0 + j] * xs[r];
+            trit_f32_to_bf16_n(dyb + r * N + j0, t, m);
+        }
     }
-    const trit_gemm_operand a = {dys, TRIT_F32, N, true}, b = {qb, TRIT_BF16, K, false};
+    const trit_gemm_operand a = {dyb, TRIT_BF16, N, true}, b = {qb, TRIT_BF16, K, false};
     trit_kernel_gemm_mixed(N, K, n, &a, &b, c->gin[1]->data, TRIT_F32, K, true, TRIT_MATMUL_MEDIUM, NULL);
 }
 
@@ -179,7 +189,7 @@ static trit_status tl_backward_f32(const trit_op_call *c) {
         if (c->gin[1]) tl_dw_chunk(c, dw, r0, n, xf);
     }
     if (c->n_in > 2 && c->gin[2]) {  // as linear: ones (rows) times dY
-        float *ones = (float *)((char *)xf + al64(4 * (size_t)(ch * K)) + al64(4 * (size_t)(ch * N)));
+        float *ones = (float *)((char *)xf + tl_dw_bytes((size_t)ch, (size_t)N, (size_t)K));
         for (int64_t r = 0; r < rows; r++) ones[r] = 1;
         trit_kernel_gemm_f32(false, false, 1, N, rows, ones, rows, c->gout->data, N, c->gin[2]->data, N, true);
     }
