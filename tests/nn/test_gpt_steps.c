@@ -163,16 +163,22 @@ static void test_stored_gradients_cover_their_buffers(void **state) {
             trit_gpt_free(m);
         }
     }
-    // Ternary training on the integer kernels: the input gradient from int8 dY or in fp32.
+    // Ternary training on the integer kernels: the input gradient from int8 dY or in fp32, the
+    // weight gradient on bf16 products (where the CPU has them) or in fp32.
     const trit_fake_quant_spec w = {.dtype = TRIT_QINT2, .mode = TRIT_FQ_TERNARY}, a = {.dtype = TRIT_QINT8, .mode = TRIT_FQ_TOKEN};
-    const trit_ternary_matmul modes[2] = {TRIT_TERNARY_MATMUL_INT8, TRIT_TERNARY_MATMUL_INT8_F32_DX};
-    for (int k = 0; k < 2; k++) {
+    const trit_ternary_matmul modes[3] = {TRIT_TERNARY_MATMUL_INT8, TRIT_TERNARY_MATMUL_INT8_F32_DX,
+                                          TRIT_TERNARY_MATMUL_INT8_F32_DW};
+    const char *names[3] = {"ternary, int8 dY", "ternary, fp32 dX", "ternary, fp32 dW"};
+    for (int k = 0; k < 3; k++) {
         trit_gpt *m = model(TRIT_PRECISION_FP32);
         assert_int_equal(trit_gpt_set_qat(m, &w, &a), TRIT_OK);
         assert_int_equal(trit_gpt_set_ternary_matmul(m, modes[k]), TRIT_OK);
-        check_stores(m, k ? "ternary, fp32 dX" : "ternary, int8 dY");
+        check_stores(m, names[k]);
         trit_gpt_free(m);
     }
+    trit_gpt *m = model(TRIT_PRECISION_FP32);
+    assert_int_equal(trit_gpt_set_ternary_matmul(m, (trit_ternary_matmul)4), TRIT_ERR_INVALID);
+    trit_gpt_free(m);
 }
 
 // ---- gradient-final hooks -------------------------------------------------------------------------
