@@ -157,6 +157,11 @@ static void test_flag_ranges(void **state) {
     cli_expect(RUN("bench", "--threads", "-1"), 2, NULL, "--threads must be in [0, 4096], got -1");
     cli_expect(RUN("bench", "--decode", "--kv-cache", "bf16"), 2, NULL, "--kv-cache expects f32 or f16, got 'bf16'");
     cli_expect(RUN("bench", "--accum", "0"), 2, NULL, "--accum must be in [1, 1024], got 0");
+    cli_expect(RUN("bench", "--ternary", "--ternary-matmul", "int4"), 2, NULL,
+               "--ternary-matmul expects fake, int8, int8-fp32-dw or int8-fp32-dx, got 'int4'");
+    cli_expect(RUN("bench", "--config", "baby", "--steps", "1", "--warmup", "0", "--threads", "1", "--ternary",
+                   "--ternary-matmul", "int8-fp32-dw", "--json"),
+               0, "\"config\": \"baby\"", NULL);
     cli_expect(RUN("bench", "--decode", "--accum", "2"), 2, NULL, "--accum times training steps: leave it out with --decode");
     cli_expect(RUN("bench", "--peak", "--accum", "2"), 2, NULL, "--accum times training steps: leave it out with --peak");
     cli_expect(RUN("bench", "--peak", "--decode"), 2, NULL,
