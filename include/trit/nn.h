@@ -157,12 +157,12 @@ trit_status trit_gpt_set_qat(trit_gpt *m, const trit_fake_quant_spec *weights, c
 // for the input gradient (dY quantized per row to int8 against W's transposed codes), the weight
 // gradient on bf16 products where the CPU multiplies bf16 natively (AVX512-BF16; dY times x's row
 // scales rounded to bf16, against x's int8 codes, which bf16 holds exactly; summed in fp32), in
-// fp32 elsewhere; INT8_F32_DW, the same with the weight gradient in
-// fp32; INT8_F32_DX, the integer forward with the input gradient an fp32 GEMM over W's ternary
-// values and the weight gradient in fp32. Weight gradients reach the latent fp32 weights
-// straight through in every mode. The kernel modes keep each matrix's codes
-// (both sides multiples of 64; others stay FAKE) packed once per weight update: call
-// trit_gpt_ternary_weights_changed after every change of the weights (an optimizer step).
+// fp32 elsewhere; INT8_F32_DW, the same with the weight gradient in fp32; INT8_F32_DX, the
+// integer forward with the input gradient an fp32 GEMM over W's ternary values and the weight
+// gradient in fp32. Weight gradients reach the latent fp32 weights straight through in every
+// mode. The kernel modes keep each matrix's codes (both sides multiples of 64; others stay FAKE)
+// packed once per weight update: call trit_gpt_ternary_weights_changed after every change of the
+// weights (an optimizer step).
 typedef enum trit_ternary_matmul {
     TRIT_TERNARY_MATMUL_FAKE = 0,
     TRIT_TERNARY_MATMUL_INT8 = 1,
