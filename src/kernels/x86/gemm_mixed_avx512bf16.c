@@ -8,8 +8,10 @@
 // Packing: A into 14-row panels of K pairs (one 32-bit word per row and pair: element k in the
 // low half, k + 1 in the high half), B into 32-column panels of K pairs (per pair, 32 words: the
 // two rows interleaved column by column); an odd K is padded with a zero. Values become bf16 in
-// the packing (vcvtneps2bf16 for the pieces of f32 values, which like vdpbf16ps treats
-// subnormal inputs as zero), and pairs lying along memory are transposed 16 x 16 in registers. The 14x32 register
+// the packing (vcvtne2ps2bf16 or vcvtneps2bf16 for the pieces of f32 values, which like
+// vdpbf16ps treat subnormal inputs as zero): 32 bf16 values in memory order already are 16 pair
+// words, so pairs lying along memory are only transposed 16 x 16 in registers, and pairs across
+// two rows are zipped with one vpermw. The 14x32 register
 // tile (28 zmm accumulators) broadcasts one A word per row and reads two B vectors per pair.
 // Blocking, threads and determinism come from kernels/x86/gemm_driver.h: each C element is
 // summed over K pairs in order inside fixed slices, on any thread count. vdpbf16ps flushes
