@@ -63,7 +63,8 @@ void trit_kernel_gemm_mixed(int64_t M, int64_t N, int64_t K, const trit_gemm_ope
     (M, N, K, A, B, C, cdt, ldc, accumulate, prec, bias);
 }
 
+// The kernel table's choice decides, so this stays true to whatever rows it holds.
 bool trit_kernel_gemm_mixed_bf16_native(void) {
-    const uint32_t need = TRIT_FEAT_AVX2 | TRIT_FEAT_AVX512 | TRIT_FEAT_AVX512_BF16;
-    return (trit_cpu_usable_features() & need) == need;
+    const trit_kernel_entry *e = trit_kernel_find(TRIT_KERNEL_GEMM_MIXED, TRIT_BF16, TRIT_F32);
+    return e && e->fn == (trit_kernel_fn)trit_kernel_gemm_mixed_avx512bf16;
 }
