@@ -30,18 +30,19 @@ static void extend(trit_graph *g, int buf, int pos) {
     if (pos < g->bufs[buf].first) g->bufs[buf].first = pos;
 }
 
-// How many node inputs read value v.
-static int uses_of(const trit_graph *g, int v) {
-    int uses = 0;
-    for (int i = 0; i < g->n_nodes; i++)
-        for (int j = 0; j < g->nodes[i].n_in; j++) uses += g->nodes[i].in[j] == v;
-    return uses;
+// How many of node n's inputs are value v.
+static int reads_of(const trit_node *n, int v) {
+    int reads = 0;
+    for (int j = 0; j < n->n_in; j++) reads += n->in[j] == v;
+    return reads;
 }
 
 // An op whose backward may write in[0]'s gradient over its output's (bwd_in_place) gets one
-// buffer for both when it is in[0]'s only reader and neither gradient is kept: the output's
-// gradient dies at that step, where in[0]'s is born (and needs no zeroing: the op stores).
-// Later nodes first, so a chain of such ops ends in one buffer.
+// buffer for both when its backward is the first to write in[0]'s gradient (in[0]'s only
+// reader, or its last in forward order, such as a residual add's stream) and neither gradient
+// is kept: the output's gradient dies at that step, where in[0]'s is born (and needs no zeroing:
+// the op stores); in[0]'s other readers add into it later. Later nodes first, so a chain of
+// such ops ends in one buffer.
 static void share_grad_buffers(trit_graph *g) {
     for (int i = g->n_nodes - 1; i >= 0; i--) {
         const trit_node *n = &g->nodes[i];
@@ -49,7 +50,9 @@ static void share_grad_buffers(trit_graph *g) {
         trit_value *in = &g->values[n->in[0]], *out = &g->values[n->out];
         if (in->grad_buf < 0 || out->grad_buf < 0 || in->keep || out->keep || n->out == g->loss || n->in[0] == g->loss)
             continue;
-        if (uses_of(g, n->in[0]) != 1 || g->bufs[in->grad_buf].bytes != g->bufs[out->grad_buf].bytes) continue;
+        if (in->kind == VALUE_INPUT || reads_of(n, n->in[0]) != 1 || g->bufs[in->grad_buf].first != n->bwd_pos ||
+            g->bufs[in->grad_buf].bytes != g->bufs[out->grad_buf].bytes)
+            continue;
         extend(g, out->grad_buf, g->bufs[in->grad_buf].last);
         g->bufs[in->grad_buf].bytes = 0;  // left unused
         in->grad_buf = out->grad_buf;

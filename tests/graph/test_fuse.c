@@ -1,6 +1,7 @@
 // Fusion: the compiler's rewrites (bias+GELU, also after a LoRA sum; residual add+LayerNorm, chunked classifier)
 // give the same loss and gradients as the unfused graph, and happen only where they may; the
-// fused bias+GELU's backward writes its input's gradient in place of its output's.
+// fused bias+GELU's backward writes its input's gradient in place of its output's, and a residual add
+// its stream's.
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -106,6 +107,33 @@ static void compare(trit_dtype dt, double tol) {
     trit_graph_free(fused.g);
     tg_free_params(7, grads);
     tg_free_params(7, p);
+}
+
+// A residual u + f(u), u read by f first: the add's backward is the first to write u's gradient,
+// so u's gradient takes the add's output gradient buffer (no copy), and f's backward adds into it;
+// for mul, which is not in place, the two stay apart. tests/ops/test_binary.c gradchecks both.
+static void test_residual_add_shares_gradient(void **state) {
+    (void)state;
+    trit_tensor *(*const ops[2])(trit_graph *, trit_tensor *, trit_tensor *) = {trit_add, trit_mul};
+    for (int k = 0; k < 2; k++) {
+        trit_tensor *p = tg_param(2, (int64_t[]){3, 4}, -1, 1, 400);
+        trit_graph *g = trit_graph_new(TRIT_F64);
+        trit_tensor *u = trit_gelu(g, p);
+        trit_tensor *r = ops[k](g, u, trit_tanh(g, u));
+        assert_int_equal(trit_graph_compile(g, tg_weighted_sum(g, trit_gelu(g, r))), TRIT_OK);
+        int found = 0;
+        for (int i = 0; i < g->n_nodes; i++) {
+            const trit_node *n = &g->nodes[i];
+            if (g->values[n->out].t != r) continue;
+            const trit_value *in = &g->values[n->in[0]], *out = &g->values[n->out];
+            assert_true(in->grad && out->grad);
+            assert_int_equal(in->grad->data == out->grad->data, k == 0);
+            found++;
+        }
+        assert_int_equal(found, 1);
+        trit_graph_free(g);
+        trit_tensor_free(p);
+    }
 }
 
 static void test_fused_matches_unfused_f64(void **state) {
@@ -225,6 +253,7 @@ int main(void) {
         cmocka_unit_test(test_fused_matches_unfused_f32),
         cmocka_unit_test(test_kept_logits_are_not_fused_away),
         cmocka_unit_test(test_lora_sum_fuses_bias_gelu),
+        cmocka_unit_test(test_residual_add_shares_gradient),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

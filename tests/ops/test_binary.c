@@ -49,6 +49,16 @@ static trit_tensor *build_computed(trit_graph *g, trit_tensor **p, void *ctx) {
     return (*(const bin_fn *)ctx)(g, trit_gelu(g, p[0]), trit_gelu(g, p[1]));
 }
 
+// A residual: u = gelu(p0) is read by a GELU and then by the op, whose backward is the first to
+// write u's gradient; add and sub (bwd_in_place) then give u's gradient their output's buffer
+// (tests/graph/test_fuse.c checks that they do), and the GELU's backward adds into it afterwards. The op's output goes through one more GELU:
+// a kept output (the check's) keeps its own gradient. The other operand, exp(...), stays in
+// [e^-2, e^2], a smooth divisor.
+static trit_tensor *build_residual(trit_graph *g, trit_tensor **p, void *ctx) {
+    trit_tensor *u = trit_gelu(g, p[0]);
+    return trit_gelu(g, (*(const bin_fn *)ctx)(g, u, trit_exp(g, trit_mul(g, trit_gelu(g, u), p[1]))));
+}
+
 typedef struct shape_case {
     const char *what;
     tg_build_fn build;
@@ -70,6 +80,8 @@ static const shape_case CASES[] = {
     {"large, columns broadcast", build_plain, 2, 2, {64, 1}, {64, 1024}},
     {"computed, same shape", build_computed, 2, 2, {3, 4}, {3, 4}},
     {"computed, both broadcast", build_computed, 3, 2, {2, 1, 4}, {3, 1}},
+    {"residual, same shape", build_residual, 2, 2, {3, 4}, {3, 4}},
+    {"residual, b broadcast", build_residual, 2, 1, {3, 4}, {4}},
 };
 
 static void check_op(int op) {
