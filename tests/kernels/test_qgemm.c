@@ -577,6 +577,43 @@ static void fill_row(float *x, int64_t K, int kind, uint64_t seed) {
     if (kind == 1) x[0] = 127.0f;
     if (kind == 4) x[K / 3] = NAN, x[K / 2] = -INFINITY;
     if (kind == 5) x[K - 1] = NAN;  // a NaN in the last (partial) vector, otherwise plain
+    if (kind == 6) {  // quotients x / s a few ulps from half-integers, where x * (1 / s) may round apart
+        const float amax = 100.3f, s = amax / 127.0f;
+        for (int64_t k = 0; k < K; k++) {
+            float v = ((float)(k % 253) - 126.0f + 0.5f) * s;
+            for (int64_t u = k / 253 % 7; u > 0; u--) v = nextafterf(v, k % 2 ? INFINITY : -INFINITY);
+            x[k] = fminf(amax, fmaxf(-amax, v));
+        }
+        x[0] = amax;
+    }
+}
+
+// Lanes of a kind-6 row whose code by x * (1 / s) differs from the one by x / s: the row must
+// have some, or it would not tell the division rule's kernels from a plain multiply.
+static int64_t quotient_splits(const float *x, int64_t K, float s) {
+    int64_t n = 0;
+    for (int64_t k = 0; k < K; k++) n += nearbyintf(x[k] * (1.0f / s)) != nearbyintf(x[k] / s);
+    return n;
+}
+
+// Every QACT_DIV row of the table against the division rule's reference, bit for bit.
+static int check_div_kernels(const trit_kernel_entry *t, int nt, const float *x, int64_t K, int64_t G, int kind) {
+    int8_t want[3072], got[3072];
+    float ws, gs;
+    int32_t wsum[48], gsum[48];
+    int ran = 0;
+    trit_kernel_qact_div_ref(x, K, G, want, &ws, wsum);
+    for (int i = 0; i < nt; i++) {
+        if (t[i].id != TRIT_KERNEL_QACT_DIV || (t[i].needs & ~trit_cpu_usable_features())) continue;
+        memset(got, 0x55, sizeof got);
+        ((trit_kernel_qact_fn *)t[i].fn)(x, K, G, got, &gs, gsum);
+        if (memcmp(got, want, (size_t)K) != 0 || memcmp(&gs, &ws, sizeof ws) != 0 ||
+            memcmp(gsum, wsum, sizeof(int32_t) * (size_t)(K / G)) != 0)
+            fail_msg("%s kind %d K=%lld G=%lld differs from the reference", t[i].name, kind, (long long)K, (long long)G);
+        if (K < 3072) assert_int_equal(got[K], 0x55);
+        ran++;
+    }
+    return ran;
 }
 
 static void test_qact_kernels_match_reference(void **state) {
@@ -592,10 +629,13 @@ static void test_qact_kernels_match_reference(void **state) {
     census cen = {.what = "activation quantizers"};
     for (int i = 0; i < nt; i++)
         if (t[i].id == TRIT_KERNEL_QACT) census_count(&cen, t[i].name, t[i].needs, census_level_features());
-    for (int kind = 0; kind < 6; kind++)
+    int div_ran = 0;
+    for (int kind = 0; kind < 7; kind++)
         for (int s = 0; s < 4; s++) {
             const int64_t K = Ks[s], G = Gs[s];
             fill_row(x, K, kind, (uint64_t)(10 * kind + s));
+            div_ran += check_div_kernels(t, nt, x, K, G, kind);
+            if (kind == 6 && K >= 768) assert_true(quotient_splits(x, K, x[0] / 127.0f) > 0);
             trit_kernel_qact_ref(x, K, G, want, &ws, wsum);
             float amax = 0;
             for (int64_t k = 0; k < K; k++) amax = isnan(x[k]) ? amax : fmaxf(amax, fabsf(x[k]));
@@ -620,6 +660,7 @@ static void test_qact_kernels_match_reference(void **state) {
             }
         }
     assert_true(tested >= 1);
+    assert_true(div_ran >= 1);
     census_check(&cen);
 }
 
