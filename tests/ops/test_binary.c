@@ -51,9 +51,9 @@ static trit_tensor *build_computed(trit_graph *g, trit_tensor **p, void *ctx) {
 
 // A residual: u = gelu(p0) is read by a GELU and then by the op, whose backward is the first to
 // write u's gradient; add and sub (bwd_in_place) then give u's gradient their output's buffer
-// (tests/graph/test_fuse.c checks that they do), and the GELU's backward adds into it afterwards. The op's output goes through one more GELU:
-// a kept output (the check's) keeps its own gradient. The other operand, exp(...), stays in
-// [e^-2, e^2], a smooth divisor.
+// (tests/graph/test_fuse.c checks that they do), and the GELU's backward adds into it
+// afterwards. The op's output goes through one more GELU: a kept output (the check's) keeps its
+// own gradient. The other operand, exp(...), stays in [e^-2, e^2], a smooth divisor.
 static trit_tensor *build_residual(trit_graph *g, trit_tensor **p, void *ctx) {
     trit_tensor *u = trit_gelu(g, p[0]);
     return trit_gelu(g, (*(const bin_fn *)ctx)(g, u, trit_exp(g, trit_mul(g, trit_gelu(g, u), p[1]))));
