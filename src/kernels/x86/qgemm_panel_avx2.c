@@ -2,7 +2,7 @@
 // one 256-bit vector each. For qint4 and ternary, vpmaddubsw multiplies a half's biased codes by
 // one token's broadcast dword and adds pairs into int16; the S dwords of a step are summed in
 // int16 (at most 4 x 2 x 15 x 127, far from saturating), and one vpmaddwd by ones widens them
-// into each row's int32 lane. qint8's biased codes (up to 255) would saturate those pair sums
+// into each row's int32 lane (ternary: once a run of steps, below). qint8's biased codes (up to 255) would saturate those pair sums
 // (2 x 255 x 127), so its codes are unbiased (xor 0x80) and the sign moves to them instead:
 // vpmaddubsw(|a|, sign(a) w), pairs at most 2 x 127 x 127, with no group-sum correction.
 // Tiles of up to 4 tokens x 1 panel: AVX2 has 16 vector registers, so each token's running
@@ -29,7 +29,8 @@ INLINE __m256i codes_of(trit_dtype wdt, __m256i v, int i) {
     return _mm256_and_si256(i ? _mm256_srli_epi16(v, bits * i) : v, mask);
 }
 
-// Tokens m0 .. m0 + T - 1 against panel p; their outputs' running sums in y.
+// Tokens m0 .. m0 + T - 1 against panel p; their outputs' running sums in y. (Ternary panels
+// take tile_ternary, below.)
 INLINE void tile(trit_dtype wdt, int T, const trit_qpanels *w, int64_t p, const trit_qact *x, int64_t m0, float *y,
                  int64_t ldy, bool acc) {
     const int64_t K = w->K, G = w->G, NG = K / G, n = p * TRIT_QPANEL_ROWS;
@@ -76,6 +77,74 @@ INLINE void tile(trit_dtype wdt, int T, const trit_qpanels *w, int64_t p, const 
             const __m256i unbias = _mm256_set1_epi32(bias * x->gsum[(m0 + t) * NG + g]);
             for (int h = 0; h < 2; h++) {
                 const __m256 c = _mm256_cvtepi32_ps(_mm256_sub_epi32(a[t][h], unbias));
+                const __m256 part = _mm256_mul_ps(_mm256_load_ps(sc + 8 * h), c);
+                _mm256_storeu_ps(sum[t] + 8 * h, _mm256_add_ps(_mm256_loadu_ps(sum[t] + 8 * h), part));
+            }
+        }
+    }
+    for (int t = 0; t < T; t++) {
+        const float xs = x->scale[m0 + t];
+        float *yr = y + (m0 + t) * ldy + n;
+        for (int l = 0; l < cols; l++) {
+            const float v = xs * sum[t][l];
+            yr[l] = acc ? yr[l] + v : v;
+        }
+    }
+}
+
+// ---- ternary: int16 sums over runs of steps ---------------------------------------------------
+// A ternary step's four vpmaddubsw of biased codes (0 to 2) against int8 activations sum to at
+// most 4 x 2 x 2 x 128 = 2048 in magnitude a lane, so TERNARY_RUN = 16 steps add in int16 (at most
+// 32768 in magnitude, where only -32768 can be reached, which int16 holds) before one vpmaddwd
+// widens them, where tile() widens every step: a fifth fewer multiply-port instructions and an add
+// fewer a step. The integer sums are exact in any order, so the bits are tile()'s. (qint4's steps
+// reach 7680, so runs of 4 at most, which measured slower than tile() for one token.)
+enum { TERNARY_RUN = 16, TERNARY_TILE = 4 };
+
+// Tokens 0 .. T - 1 of q (rows K apart) against half h (rows 8h .. 8h + 7) of a ternary panel's
+// steps [s0, s1): each token's int32 lanes a[t] plus the run's sums.
+INLINE void ternary_run(int T, const uint8_t *codes, int h, int64_t s0, int64_t s1, const int8_t *q, int64_t K,
+                        __m256i a[TERNARY_TILE]) {
+    __m256i s16[TERNARY_TILE];
+    for (int t = 0; t < T; t++) s16[t] = _mm256_setzero_si256();
+    for (int64_t st = s0; st < s1; st++) {
+        const __m256i v = _mm256_load_si256((const __m256i *)(codes + (size_t)st * TRIT_QPANEL_STEP + 32 * h));
+        const __m256i u0 = codes_of(TRIT_TERNARY, v, 0), u1 = codes_of(TRIT_TERNARY, v, 1);
+        const __m256i u2 = codes_of(TRIT_TERNARY, v, 2), u3 = codes_of(TRIT_TERNARY, v, 3);
+        for (int t = 0; t < T; t++) {
+            const int8_t *qt = q + t * K + 16 * st;  // the step's 4 dwords of token t
+            const __m256i p01 = _mm256_add_epi16(_mm256_maddubs_epi16(u0, broadcast_dword(qt)),
+                                                 _mm256_maddubs_epi16(u1, broadcast_dword(qt + 4)));
+            const __m256i p23 = _mm256_add_epi16(_mm256_maddubs_epi16(u2, broadcast_dword(qt + 8)),
+                                                 _mm256_maddubs_epi16(u3, broadcast_dword(qt + 12)));
+            s16[t] = _mm256_add_epi16(s16[t], _mm256_add_epi16(p01, p23));
+        }
+    }
+    const __m256i ones = _mm256_set1_epi16(1);
+    for (int t = 0; t < T; t++) a[t] = _mm256_add_epi32(a[t], _mm256_madd_epi16(s16[t], ones));
+}
+
+// tile() for ternary panels.
+INLINE void tile_ternary(int T, const trit_qpanels *w, int64_t p, const trit_qact *x, int64_t m0, float *y,
+                         int64_t ldy, bool acc) {
+    const int64_t K = w->K, G = w->G, NG = K / G, n = p * TRIT_QPANEL_ROWS, steps = G / 16;
+    const int cols = w->N - n < 16 ? (int)(w->N - n) : 16;
+    const uint8_t *codes = w->codes + (size_t)p * w->panel_bytes;
+    const int8_t *q = x->q + m0 * K;
+    float sum[TERNARY_TILE][16];
+    memset(sum, 0, sizeof sum);
+    for (int64_t g = 0; g < NG; g++) {
+        __m256i a[2][TERNARY_TILE];
+        for (int h = 0; h < 2; h++) {
+            for (int t = 0; t < T; t++) a[h][t] = _mm256_setzero_si256();
+            for (int64_t s0 = g * steps; s0 < (g + 1) * steps; s0 += TERNARY_RUN)
+                ternary_run(T, codes, h, s0, s0 + TERNARY_RUN < (g + 1) * steps ? s0 + TERNARY_RUN : (g + 1) * steps, q, K, a[h]);
+        }
+        const float *sc = w->scales + (p * NG + g) * TRIT_QPANEL_ROWS;
+        for (int t = 0; t < T; t++) {
+            const __m256i unbias = _mm256_set1_epi32(x->gsum[(m0 + t) * NG + g]);  // codes biased by 1
+            for (int h = 0; h < 2; h++) {
+                const __m256 c = _mm256_cvtepi32_ps(_mm256_sub_epi32(a[h][t], unbias));
                 const __m256 part = _mm256_mul_ps(_mm256_load_ps(sc + 8 * h), c);
                 _mm256_storeu_ps(sum[t] + 8 * h, _mm256_add_ps(_mm256_loadu_ps(sum[t] + 8 * h), part));
             }
@@ -189,13 +258,15 @@ static bool wide_panels(int64_t M, int64_t p0, int64_t p1, const trit_qpanels *w
 
 INLINE void panels(trit_dtype wdt, int64_t M, int64_t p0, int64_t p1, const trit_qpanels *w, const trit_qact *x,
                    float *y, int64_t ldy, bool acc) {
+#define TILE(T) (wdt == TRIT_TERNARY ? tile_ternary(T, w, p, x, m, y, ldy, acc) : tile(wdt, T, w, p, x, m, y, ldy, acc))
     for (int64_t p = p0; p < p1; p++) {
         int64_t m = 0;
-        for (; m + 4 <= M; m += 4) tile(wdt, 4, w, p, x, m, y, ldy, acc);
-        if (M - m == 3) tile(wdt, 3, w, p, x, m, y, ldy, acc);
-        else if (M - m == 2) tile(wdt, 2, w, p, x, m, y, ldy, acc);
-        else if (M - m == 1) tile(wdt, 1, w, p, x, m, y, ldy, acc);
+        for (; m + 4 <= M; m += 4) TILE(4);
+        if (M - m == 3) TILE(3);
+        else if (M - m == 2) TILE(2);
+        else if (M - m == 1) TILE(1);
     }
+#undef TILE
 }
 
 void trit_kernel_qpanel_avx2(int64_t M, int64_t p0, int64_t p1, const trit_qpanels *w, const trit_qact *x, float *y,
