@@ -2,9 +2,10 @@
 // one 256-bit vector each. For qint4 and ternary, vpmaddubsw multiplies a half's biased codes by
 // one token's broadcast dword and adds pairs into int16; the S dwords of a step are summed in
 // int16 (at most 4 x 2 x 15 x 127, far from saturating), and one vpmaddwd by ones widens them
-// into each row's int32 lane (ternary: once a run of steps, below). qint8's biased codes (up to 255) would saturate those pair sums
-// (2 x 255 x 127), so its codes are unbiased (xor 0x80) and the sign moves to them instead:
-// vpmaddubsw(|a|, sign(a) w), pairs at most 2 x 127 x 127, with no group-sum correction.
+// into each row's int32 lane (ternary: once a run of steps, below). qint8's biased codes (up to
+// 255) would saturate those pair sums (2 x 255 x 127), so its codes are unbiased (xor 0x80) and
+// the sign moves to them instead: vpmaddubsw(|a|, sign(a) w), pairs at most 2 x 127 x 127, with
+// no group-sum correction.
 // Tiles of up to 4 tokens x 1 panel: AVX2 has 16 vector registers, so each token's running
 // float sums live in a small array, added in group order as in the reference.
 #include "kernels/qgemm_panel.h"
@@ -29,14 +30,38 @@ INLINE __m256i codes_of(trit_dtype wdt, __m256i v, int i) {
     return _mm256_and_si256(i ? _mm256_srli_epi16(v, bits * i) : v, mask);
 }
 
+// sum (16) += the group's scales sc (16) x (the int32 lanes of both halves - unbias), one rounded
+// product and one rounded add per output, in group order as the reference.
+INLINE void add_group(float *sum, const __m256i a[2], int32_t unbias, const float *sc) {
+    for (int h = 0; h < 2; h++) {
+        const __m256 c = _mm256_cvtepi32_ps(_mm256_sub_epi32(a[h], _mm256_set1_epi32(unbias)));
+        const __m256 part = _mm256_mul_ps(_mm256_load_ps(sc + 8 * h), c);
+        _mm256_storeu_ps(sum + 8 * h, _mm256_add_ps(_mm256_loadu_ps(sum + 8 * h), part));
+    }
+}
+
+// The T tokens' outputs of panel p: each token's scale times its sums, stored or added into y.
+INLINE void store_tile(int T, const float (*sum)[16], const trit_qpanels *w, int64_t p, const trit_qact *x, int64_t m0,
+                       float *y, int64_t ldy, bool acc) {
+    const int64_t n = p * TRIT_QPANEL_ROWS;
+    const int cols = w->N - n < 16 ? (int)(w->N - n) : 16;
+    for (int t = 0; t < T; t++) {
+        const float xs = x->scale[m0 + t];
+        float *yr = y + (m0 + t) * ldy + n;
+        for (int l = 0; l < cols; l++) {
+            const float v = xs * sum[t][l];
+            yr[l] = acc ? yr[l] + v : v;
+        }
+    }
+}
+
 // Tokens m0 .. m0 + T - 1 against panel p; their outputs' running sums in y. (Ternary panels
 // take tile_ternary, below.)
 INLINE void tile(trit_dtype wdt, int T, const trit_qpanels *w, int64_t p, const trit_qact *x, int64_t m0, float *y,
                  int64_t ldy, bool acc) {
-    const int64_t K = w->K, G = w->G, NG = K / G, n = p * TRIT_QPANEL_ROWS;
+    const int64_t K = w->K, G = w->G, NG = K / G;
     const int S = wdt == TRIT_QINT8 ? 1 : wdt == TRIT_QINT4 ? 2 : 4;
     const int32_t bias = wdt == TRIT_QINT8 ? 0 : wdt == TRIT_QINT4 ? 8 : 1;
-    const int cols = w->N - n < 16 ? (int)(w->N - n) : 16;
     const uint8_t *codes = w->codes + (size_t)p * w->panel_bytes;
     const __m256i ones = _mm256_set1_epi16(1);
     float sum[4][16];
@@ -73,23 +98,9 @@ INLINE void tile(trit_dtype wdt, int T, const trit_qpanels *w, int64_t p, const 
             }
         }
         const float *sc = w->scales + (p * NG + g) * TRIT_QPANEL_ROWS;
-        for (int t = 0; t < T; t++) {
-            const __m256i unbias = _mm256_set1_epi32(bias * x->gsum[(m0 + t) * NG + g]);
-            for (int h = 0; h < 2; h++) {
-                const __m256 c = _mm256_cvtepi32_ps(_mm256_sub_epi32(a[t][h], unbias));
-                const __m256 part = _mm256_mul_ps(_mm256_load_ps(sc + 8 * h), c);
-                _mm256_storeu_ps(sum[t] + 8 * h, _mm256_add_ps(_mm256_loadu_ps(sum[t] + 8 * h), part));
-            }
-        }
+        for (int t = 0; t < T; t++) add_group(sum[t], a[t], bias * x->gsum[(m0 + t) * NG + g], sc);
     }
-    for (int t = 0; t < T; t++) {
-        const float xs = x->scale[m0 + t];
-        float *yr = y + (m0 + t) * ldy + n;
-        for (int l = 0; l < cols; l++) {
-            const float v = xs * sum[t][l];
-            yr[l] = acc ? yr[l] + v : v;
-        }
-    }
+    store_tile(T, (const float(*)[16])sum, w, p, x, m0, y, ldy, acc);
 }
 
 // ---- ternary: int16 sums over runs of steps ---------------------------------------------------
@@ -102,9 +113,9 @@ INLINE void tile(trit_dtype wdt, int T, const trit_qpanels *w, int64_t p, const 
 enum { TERNARY_RUN = 16, TERNARY_TILE = 4 };
 
 // Tokens 0 .. T - 1 of q (rows K apart) against half h (rows 8h .. 8h + 7) of a ternary panel's
-// steps [s0, s1): each token's int32 lanes a[t] plus the run's sums.
+// steps [s0, s1): each token's int32 lanes a[t][h] plus the run's sums.
 INLINE void ternary_run(int T, const uint8_t *codes, int h, int64_t s0, int64_t s1, const int8_t *q, int64_t K,
-                        __m256i a[TERNARY_TILE]) {
+                        __m256i a[TERNARY_TILE][2]) {
     __m256i s16[TERNARY_TILE];
     for (int t = 0; t < T; t++) s16[t] = _mm256_setzero_si256();
     for (int64_t st = s0; st < s1; st++) {
@@ -121,43 +132,29 @@ INLINE void ternary_run(int T, const uint8_t *codes, int h, int64_t s0, int64_t 
         }
     }
     const __m256i ones = _mm256_set1_epi16(1);
-    for (int t = 0; t < T; t++) a[t] = _mm256_add_epi32(a[t], _mm256_madd_epi16(s16[t], ones));
+    for (int t = 0; t < T; t++) a[t][h] = _mm256_add_epi32(a[t][h], _mm256_madd_epi16(s16[t], ones));
 }
 
 // tile() for ternary panels.
 INLINE void tile_ternary(int T, const trit_qpanels *w, int64_t p, const trit_qact *x, int64_t m0, float *y,
                          int64_t ldy, bool acc) {
-    const int64_t K = w->K, G = w->G, NG = K / G, n = p * TRIT_QPANEL_ROWS, steps = G / 16;
-    const int cols = w->N - n < 16 ? (int)(w->N - n) : 16;
+    const int64_t K = w->K, G = w->G, NG = K / G, steps = G / 16;
     const uint8_t *codes = w->codes + (size_t)p * w->panel_bytes;
     const int8_t *q = x->q + m0 * K;
     float sum[TERNARY_TILE][16];
     memset(sum, 0, sizeof sum);
     for (int64_t g = 0; g < NG; g++) {
-        __m256i a[2][TERNARY_TILE];
-        for (int h = 0; h < 2; h++) {
-            for (int t = 0; t < T; t++) a[h][t] = _mm256_setzero_si256();
-            for (int64_t s0 = g * steps; s0 < (g + 1) * steps; s0 += TERNARY_RUN)
-                ternary_run(T, codes, h, s0, s0 + TERNARY_RUN < (g + 1) * steps ? s0 + TERNARY_RUN : (g + 1) * steps, q, K, a[h]);
-        }
-        const float *sc = w->scales + (p * NG + g) * TRIT_QPANEL_ROWS;
-        for (int t = 0; t < T; t++) {
-            const __m256i unbias = _mm256_set1_epi32(x->gsum[(m0 + t) * NG + g]);  // codes biased by 1
-            for (int h = 0; h < 2; h++) {
-                const __m256 c = _mm256_cvtepi32_ps(_mm256_sub_epi32(a[h][t], unbias));
-                const __m256 part = _mm256_mul_ps(_mm256_load_ps(sc + 8 * h), c);
-                _mm256_storeu_ps(sum[t] + 8 * h, _mm256_add_ps(_mm256_loadu_ps(sum[t] + 8 * h), part));
+        __m256i a[TERNARY_TILE][2];
+        for (int t = 0; t < T; t++) a[t][0] = a[t][1] = _mm256_setzero_si256();
+        for (int h = 0; h < 2; h++)
+            for (int64_t s0 = g * steps; s0 < (g + 1) * steps; s0 += TERNARY_RUN) {
+                const int64_t s1 = s0 + TERNARY_RUN < (g + 1) * steps ? s0 + TERNARY_RUN : (g + 1) * steps;
+                ternary_run(T, codes, h, s0, s1, q, K, a);
             }
-        }
+        const float *sc = w->scales + (p * NG + g) * TRIT_QPANEL_ROWS;
+        for (int t = 0; t < T; t++) add_group(sum[t], a[t], x->gsum[(m0 + t) * NG + g], sc);  // codes biased by 1
     }
-    for (int t = 0; t < T; t++) {
-        const float xs = x->scale[m0 + t];
-        float *yr = y + (m0 + t) * ldy + n;
-        for (int l = 0; l < cols; l++) {
-            const float v = xs * sum[t][l];
-            yr[l] = acc ? yr[l] + v : v;
-        }
-    }
+    store_tile(T, (const float(*)[16])sum, w, p, x, m0, y, ldy, acc);
 }
 
 // ---- qint8 against several tokens: int16 pairs both ways --------------------------------------
