@@ -11,8 +11,8 @@
 // the packing (vcvtne2ps2bf16 or vcvtneps2bf16 for the pieces of f32 values, which like
 // vdpbf16ps treat subnormal inputs as zero): 32 bf16 values in memory order already are 16 pair
 // words, so pairs lying along memory are only transposed 16 x 16 in registers, and pairs across
-// two rows are zipped with one vpermw. The 14x32 register
-// tile (28 zmm accumulators) broadcasts one A word per row and reads two B vectors per pair.
+// two rows are zipped with one vpermw. The 14x32 register tile (28 zmm accumulators) broadcasts
+// one A word per row and reads two B vectors per pair.
 // Blocking, threads and determinism come from kernels/x86/gemm_driver.h: each C element is
 // summed over K pairs in order inside fixed slices, on any thread count. vdpbf16ps flushes
 // subnormal inputs and results to zero (it works in round-to-nearest-even with DAZ/FTZ), the

@@ -1,11 +1,11 @@
 // The panel integer matmul (qgemm_panel.h) on AVX2: each 64-byte step is two halves of 8 rows,
 // one 256-bit vector each. For qint4 and ternary, vpmaddubsw multiplies a half's biased codes by
-// one token's broadcast dword and adds pairs into int16; the S dwords of a step are summed in
-// int16 (at most 4 x 2 x 15 x 127, far from saturating), and one vpmaddwd by ones widens them
-// into each row's int32 lane (ternary: once a run of steps, below). qint8's biased codes (up to
-// 255) would saturate those pair sums (2 x 255 x 127), so its codes are unbiased (xor 0x80) and
-// the sign moves to them instead: vpmaddubsw(|a|, sign(a) w), pairs at most 2 x 127 x 127, with
-// no group-sum correction.
+// one token's broadcast dword and adds pairs into int16; the S dwords of a step (qint4 2, ternary
+// 4) are summed in int16, and one vpmaddwd by ones widens them into each row's int32 lane: qint4
+// every step (at most 2 x 2 x 15 x 128), ternary once a run of steps (below). qint8's biased codes
+// (up to 255) would saturate those pair sums (2 x 255 x 127), so its codes are unbiased (xor 0x80)
+// and the sign moves to them instead: vpmaddubsw(|a|, sign(a) w), pairs at most 2 x 127 x 127,
+// with no group-sum correction.
 // Tiles of up to 4 tokens x 1 panel: AVX2 has 16 vector registers, so each token's running
 // float sums live in a small array, added in group order as in the reference.
 #include "kernels/qgemm_panel.h"
@@ -55,13 +55,13 @@ INLINE void store_tile(int T, const float (*sum)[16], const trit_qpanels *w, int
     }
 }
 
-// Tokens m0 .. m0 + T - 1 against panel p; their outputs' running sums in y. (Ternary panels
-// take tile_ternary, below.)
+// Tokens m0 .. m0 + T - 1 against qint8 or qint4 panel p; their outputs' running sums in y.
+// (Ternary panels take tile_ternary, below.)
 INLINE void tile(trit_dtype wdt, int T, const trit_qpanels *w, int64_t p, const trit_qact *x, int64_t m0, float *y,
                  int64_t ldy, bool acc) {
     const int64_t K = w->K, G = w->G, NG = K / G;
-    const int S = wdt == TRIT_QINT8 ? 1 : wdt == TRIT_QINT4 ? 2 : 4;
-    const int32_t bias = wdt == TRIT_QINT8 ? 0 : wdt == TRIT_QINT4 ? 8 : 1;
+    const int S = wdt == TRIT_QINT8 ? 1 : 2;
+    const int32_t bias = wdt == TRIT_QINT8 ? 0 : 8;
     const uint8_t *codes = w->codes + (size_t)p * w->panel_bytes;
     const __m256i ones = _mm256_set1_epi16(1);
     float sum[4][16];
@@ -86,7 +86,7 @@ INLINE void tile(trit_dtype wdt, int T, const trit_qpanels *w, int64_t p, const 
             }
             for (int h = 0; h < 2; h++) {
                 const __m256i v = _mm256_load_si256((const __m256i *)(step + 32 * h));
-                __m256i u[4];
+                __m256i u[2];
                 for (int i = 0; i < S; i++) u[i] = codes_of(wdt, v, i);
                 for (int t = 0; t < T; t++) {
                     const int8_t *q = x->q + (m0 + t) * K + 4 * d;
