@@ -125,15 +125,24 @@ static inline void pairs_transposed(gemm_src s, int64_t i0, int64_t ld, int64_t 
 static void pack_a(const gemm_args *g, int64_t i0, int64_t mc, int64_t p0, int64_t kc, float *dst) {
     uint32_t *d = (uint32_t *)dst;
     const int64_t kp = (kc + 1) / 2;
+    if (g->trans_a) {  // stored (K, M): rows k and k + 1 give every panel's MR pair words
+        // Two rows at a time across all panels, as x86/gemm_avx512.c's pack_a sweeps rows: the
+        // reads run along memory instead of down columns of 56-byte pieces a row apart.
+        for (int64_t q = 0; q < kp; q++) {
+            const int64_t at = (p0 + 2 * q) * g->lda + i0;
+            const bool second = 2 * q + 1 < kc;
+            if (p0 + 2 * q + PACK_PREFETCH_ROWS + 1 < g->K) {
+                prefetch_src(g->A, at + PACK_PREFETCH_ROWS * g->lda, mc);
+                prefetch_src(g->A, at + (PACK_PREFETCH_ROWS + 1) * g->lda, mc);
+            }
+            for (int64_t ir = 0; ir < mc; ir += MR)
+                _mm512_mask_storeu_epi32(d + ir * kp + q * MR, lanes(MR),
+                                         pair_words(g->A, at + ir, g->lda, min64(MR, mc - ir), second));
+        }
+        return;
+    }
     for (int64_t ir = 0; ir < mc; ir += MR, d += kp * MR) {
         const int64_t mr = min64(MR, mc - ir);
-        if (g->trans_a) {  // stored (K, M): rows k and k + 1 each give the panel's MR values
-            for (int64_t q = 0; q < kp; q++) {
-                const int64_t at = (p0 + 2 * q) * g->lda + i0 + ir;
-                _mm512_mask_storeu_epi32(d + q * MR, lanes(MR), pair_words(g->A, at, g->lda, mr, 2 * q + 1 < kc));
-            }
-            continue;
-        }
         // Stored (M, K): 32 elements of each row make 16 pair words, transposed into the panel.
         for (int64_t k = 0; k < kc; k += 32)
             pairs_transposed(g->A, (i0 + ir) * g->lda + p0 + k, g->lda, mr, min64(32, kc - k), d + k / 2 * MR, MR, MR);
@@ -144,17 +153,24 @@ static void pack_a(const gemm_args *g, int64_t i0, int64_t mc, int64_t p0, int64
 static void pack_b(const gemm_args *g, int64_t p0, int64_t kc, int64_t j0, int64_t nc, float *dst) {
     uint32_t *d = (uint32_t *)dst;
     const int64_t kp = (kc + 1) / 2;
+    if (!g->trans_b) {  // stored (K, N): rows k and k + 1 give every panel's 32 columns
+        for (int64_t q = 0; q < kp; q++) {  // two rows at a time across the panels, as pack_a
+            const int64_t at = (p0 + 2 * q) * g->ldb + j0;
+            const bool second = 2 * q + 1 < kc;
+            if (p0 + 2 * q + PACK_PREFETCH_ROWS + 1 < g->K) {
+                prefetch_src(g->B, at + PACK_PREFETCH_ROWS * g->ldb, nc);
+                prefetch_src(g->B, at + (PACK_PREFETCH_ROWS + 1) * g->ldb, nc);
+            }
+            for (int64_t jr = 0; jr < nc; jr += NR) {
+                uint32_t *p = d + jr * kp + q * NR;
+                _mm512_storeu_si512(p, pair_words(g->B, at + jr, g->ldb, nc - jr, second));
+                _mm512_storeu_si512(p + 16, pair_words(g->B, at + jr + 16, g->ldb, nc - jr - 16, second));
+            }
+        }
+        return;
+    }
     for (int64_t jr = 0; jr < nc; jr += NR, d += kp * NR) {
         const int64_t nr = min64(NR, nc - jr);
-        if (!g->trans_b) {  // stored (K, N): rows k and k + 1 each give 32 columns
-            for (int64_t q = 0; q < kp; q++) {
-                const int64_t at = (p0 + 2 * q) * g->ldb + j0 + jr;
-                const bool second = 2 * q + 1 < kc;
-                _mm512_storeu_si512(d + q * NR, pair_words(g->B, at, g->ldb, nr, second));
-                _mm512_storeu_si512(d + q * NR + 16, pair_words(g->B, at + 16, g->ldb, nr - 16, second));
-            }
-            continue;
-        }
         // Stored (N, K): 32 elements of each column's row make 16 pair words, transposed in two
         // halves of 16 columns.
         const int64_t at = (j0 + jr) * g->ldb + p0, hi = nr > 16 ? at + 16 * g->ldb : at;
