@@ -166,13 +166,20 @@ void trit_kernel_ce_bwd_ref_f64(double *dx, const double *x, const double *stats
                                 bool t64, int64_t ignore_index, double scale, int64_t rows, int64_t V);
 
 // In place, for a classifier that computes logits in chunks: L = scale * (softmax(L) - onehot(t))
-// on rows not ignored and 0 on ignored rows, with stats from the forward. L: (rows, V).
+// on rows not ignored and 0 on ignored rows, with stats from the forward. L: (rows, V). With
+// bf16 (f32 kernels only), each row's values are then rounded to bf16 (trit_f32_to_bf16) into
+// the first V halves of that row's own storage, for GEMMs that would round them so anyway: the
+// row stays in cache, and they read half the bytes (as bf16 with a row stride of 2 V).
 typedef void trit_kernel_ce_dlogits_fn(float *L, const double *stats, const void *targets, bool t64,
-                                    int64_t ignore_index, float scale, int64_t rows, int64_t V);
+                                    int64_t ignore_index, float scale, int64_t rows, int64_t V, bool bf16);
 trit_kernel_ce_dlogits_fn trit_kernel_ce_dlogits_f32, trit_kernel_ce_dlogits_ref_f32,
     trit_kernel_ce_dlogits_avx512, trit_kernel_ce_dlogits_avx2;
 void trit_kernel_ce_dlogits_ref_f64(double *L, const double *stats, const void *targets, bool t64,
-                                    int64_t ignore_index, double scale, int64_t rows, int64_t V);
+                                    int64_t ignore_index, double scale, int64_t rows, int64_t V, bool bf16);
+
+// Rounds x (n) to bf16 in place: the values land in order in x's first 2 n bytes. Each block is
+// rounded into a buffer before it is copied down, so no value is overwritten before it is read.
+void trit_row_to_bf16_in_place(float *x, int64_t n);
 
 // ---- embedding --------------------------------------------------------------------------------
 // idx: (n) int64 when i64, else int32, each in [0, V) (the caller checks).

@@ -4,6 +4,8 @@
 #include "kernels/kernel_table.h"
 #include "trit/base.h"
 
+#include <string.h>
+
 // Calls the table's choice for kernel `name` (key TRIT_KERNEL_<ID>, f32 -> f32) with the
 // arguments; each entry point remembers its choice in its own slot.
 #define DISPATCH(ID, name, ...)                                                                   \
@@ -66,8 +68,19 @@ void trit_kernel_ce_bwd_f32(float *dx, const float *x, const double *stats, cons
 }
 
 void trit_kernel_ce_dlogits_f32(float *L, const double *stats, const void *targets, bool t64, int64_t ignore_index,
-                                float scale, int64_t rows, int64_t V) {
-    DISPATCH(CE_DLOGITS, ce_dlogits, L, stats, targets, t64, ignore_index, scale, rows, V);
+                                float scale, int64_t rows, int64_t V, bool bf16) {
+    DISPATCH(CE_DLOGITS, ce_dlogits, L, stats, targets, t64, ignore_index, scale, rows, V, bf16);
+}
+
+// x (n): see rowops.h.
+void trit_row_to_bf16_in_place(float *x, int64_t n) {
+    enum { BLOCK = 1024 };
+    uint16_t block[BLOCK];
+    for (int64_t i = 0; i < n; i += BLOCK) {
+        const int64_t m = n - i < BLOCK ? n - i : BLOCK;
+        trit_f32_to_bf16_n(block, x + i, m);
+        memcpy((uint16_t *)x + i, block, sizeof(uint16_t) * (size_t)m);  // below x + i: read already
+    }
 }
 
 void trit_kernel_embedding_fwd_f32(float *out, const float *w, const void *idx, bool i64, int64_t n, int64_t C) {

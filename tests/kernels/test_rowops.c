@@ -262,8 +262,7 @@ static void call_ce_dlogits(const fixture *f, float *of, double *od, int impl) {
     const bool t64 = f->variant == 1;
     const void *t = t64 ? (const void *)f->t64 : (const void *)f->t32;
     memcpy(of, f->a, sizeof(float) * (size_t)(f->rows * f->C));
-    PICK(ce_dlogits, impl)(of, f->cstats, t, t64, IGNORE, 0.37f,
-                                                                            f->rows, f->C);
+    PICK(ce_dlogits, impl)(of, f->cstats, t, t64, IGNORE, 0.37f, f->rows, f->C, false);
 }
 
 // The table is (5, C) at the front of the float outputs.
@@ -340,6 +339,62 @@ KERNEL_TEST(10, ce_bwd)
 KERNEL_TEST(11, embedding_bwd)
 KERNEL_TEST(12, adam)
 KERNEL_TEST(13, ce_dlogits)
+
+// With bf16, each row's dlogits are the f32 ones rounded by trit_f32_to_bf16, packed into the
+// row's first half, at every width and thread count; past V halves the row is left as it was.
+// Rows longer than the in-place rounding's 1024-value blocks, and rows ignored, are included.
+static void test_ce_dlogits_bf16(void **state) {
+    (void)state;
+    enum { ROWS = 7, MAXV = 2500 };
+    static const int64_t Vs[] = {1, 7, 1024, 1031, MAXV};
+    float *L = malloc(sizeof(float) * ROWS * MAXV), *want = malloc(sizeof(float) * ROWS * MAXV);
+    float *got = malloc(sizeof(float) * ROWS * MAXV);
+    double stats[2 * ROWS];
+    int32_t t[ROWS];
+    assert_non_null(L);
+    assert_non_null(want);
+    assert_non_null(got);
+    const int saved = omp_get_max_threads();
+    int checked = 0;
+    for (size_t vi = 0; vi < sizeof Vs / sizeof Vs[0]; vi++) {
+        const int64_t V = Vs[vi];
+        trit_rng_fill_normal(L, ROWS * V, 3, (uint64_t)vi, 0, 0.0f, 4.0f);
+        for (int i = 0; i < ROWS; i++) {
+            t[i] = i == 2 ? IGNORE : (int32_t)((i * 131 + 5) % V);
+            double m = -INFINITY, s = 0;
+            for (int64_t j = 0; j < V; j++) m = fmax(m, L[i * V + j]);
+            for (int64_t j = 0; j < V; j++) s += exp(L[i * V + j] - m);
+            stats[2 * i] = m, stats[2 * i + 1] = log(s);
+        }
+        for (int impl = IMPL_REF; impl < IMPL_N; impl++) {
+            if (!have_impl(impl)) continue;
+            for (int threads = 1; threads <= 2; threads++) {
+                omp_set_num_threads(threads);
+                memcpy(want, L, sizeof(float) * (size_t)(ROWS * V));
+                memcpy(got, L, sizeof(float) * (size_t)(ROWS * V));
+                PICK(ce_dlogits, impl)(want, stats, t, false, IGNORE, 0.37f, ROWS, V, false);
+                PICK(ce_dlogits, impl)(got, stats, t, false, IGNORE, 0.37f, ROWS, V, true);
+                for (int i = 0; i < ROWS; i++) {
+                    const uint16_t *h = (const uint16_t *)(got + i * V);
+                    for (int64_t j = 0; j < V; j++)
+                        if (h[j] != trit_f32_to_bf16(want[i * V + j]))
+                            fail_msg("ce_dlogits bf16 (%s, V=%lld): row %d value %lld is 0x%04x, want 0x%04x",
+                                     IMPL_NAME[impl], (long long)V, i, (long long)j, h[j],
+                                     trit_f32_to_bf16(want[i * V + j]));
+                    if (t[i] == IGNORE) continue;  // zeros throughout, either way
+                    for (int64_t j = (V + 1) / 2; j < V; j++)  // untouched past the bf16 half
+                        assert_memory_equal(&got[i * V + j], &want[i * V + j], sizeof(float));
+                }
+                checked++;
+            }
+        }
+    }
+    omp_set_num_threads(saved);
+    assert_true(checked >= 10);  // the reference at least, on every V and thread count
+    free(L);
+    free(want);
+    free(got);
+}
 
 // Adam over more than four chunks, so the chunk loop really runs on two threads.
 static void test_adam_large(void **state) {
@@ -647,7 +702,7 @@ int main(void) {
         cmocka_unit_test(test_log_softmax_bwd), cmocka_unit_test(test_ce_fwd),
         cmocka_unit_test(test_ce_bwd),          cmocka_unit_test(test_embedding_bwd),
         cmocka_unit_test(test_adam),            cmocka_unit_test(test_adam_large),
-        cmocka_unit_test(test_ce_dlogits),
+        cmocka_unit_test(test_ce_dlogits),      cmocka_unit_test(test_ce_dlogits_bf16),
         cmocka_unit_test(test_gelu_known_values), cmocka_unit_test(test_adam_known_values),
         cmocka_unit_test(test_exp_accuracy),
         cmocka_unit_test(test_gelu_bwd_in_place), cmocka_unit_test(test_attend),

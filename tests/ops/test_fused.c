@@ -470,8 +470,10 @@ static void test_classifier_forward_grads(void **state) {
 }
 
 // At bf16 matmul precision the op rounds an f32 W to bf16 once per call and its GEMMs read the
-// copy: the same bits as a graph that casts W to bf16 itself (the op then reads that bf16 W),
-// in the loss and in the gradients of x and W, the logits made in chunks of 8 rows.
+// copy, and the dlogits are rounded to bf16 as they are made: the same bits as a graph that
+// casts W to bf16 itself (the op then reads that bf16 W, and its GEMMs round the f32 dlogits as
+// they pack them), in the loss and in the gradients of x and W, the logits made in chunks of 8
+// rows.
 static void cls_run_rounded(const cls_case *c, trit_tensor *const *p64, bool cast_w, float *out[3]) {
     const trit_compute_policy bf16 = {TRIT_F32, TRIT_BF16, TRIT_MATMUL_MEDIUM};
     trit_graph *g = trit_graph_new_policy(&bf16);

@@ -282,7 +282,7 @@ void R(trit_kernel_ce_bwd_ref)(real *dx, const real *x, const double *stats, con
 }
 
 void R(trit_kernel_ce_dlogits_ref)(real *L, const double *stats, const void *targets, bool t64,
-                                   int64_t ignore_index, real scale, int64_t rows, int64_t V) {
+                                   int64_t ignore_index, real scale, int64_t rows, int64_t V, bool bf16) {
 #pragma omp parallel for schedule(static) if (rows * V >= TRIT_ROWOPS_PAR_MIN)
     for (int64_t i = 0; i < rows; i++) {
         const int64_t t = index_at(targets, t64, i);
@@ -294,6 +294,11 @@ void R(trit_kernel_ce_dlogits_ref)(real *L, const double *stats, const void *tar
         const real m = (real)stats[2 * i], ls = (real)stats[2 * i + 1];
         for (int64_t j = 0; j < V; j++) li[j] = scale * REXP((li[j] - m) - ls);
         li[t] -= scale;
+#ifndef TRIT_REAL_F64
+        if (bf16) trit_row_to_bf16_in_place(li, V);
+#else
+        (void)bf16;  // f32 kernels only
+#endif
     }
 }
 

@@ -424,7 +424,7 @@ void ROWOPS_FN(ce_bwd)(float *dx, const float *x, const double *stats, const voi
 }
 
 void ROWOPS_FN(ce_dlogits)(float *L, const double *stats, const void *targets, bool t64, int64_t ignore_index,
-                           float scale, int64_t rows, int64_t V) {
+                           float scale, int64_t rows, int64_t V, bool bf16) {
 #pragma omp parallel for schedule(static) if (rows * V >= TRIT_ROWOPS_PAR_MIN)
     for (int64_t i = 0; i < rows; i++) {
         const int64_t t = index_at(targets, t64, i);
@@ -435,6 +435,7 @@ void ROWOPS_FN(ce_dlogits)(float *L, const double *stats, const void *targets, b
         }
         ce_scaled_probs(li, li, stats + 2 * i, scale, V, false);
         li[t] -= scale;
+        if (bf16) trit_row_to_bf16_in_place(li, V);
     }
 }
 
