@@ -173,12 +173,21 @@ static flash_head head_of(const trit_op_call *c, const flash_dims *d, int64_t b,
     return p;
 }
 
+// Rows this many ahead of the one being read are asked for where a head's rows are read for the
+// first time (they come from memory, a row of the whole (B, T, C) tensor apart).
+enum { ROWS_AHEAD = 8 };
+
+static void prefetch_row(const real *row, int64_t hs) {
+    for (int64_t c = 0; c < hs; c += 64 / (int64_t)sizeof(real)) __builtin_prefetch(row + c);
+}
+
 // xt (hs, BR) = rows [0, n) of x (rows ldx apart) transposed; lanes [n, BR) are zero.
 static void pack_transposed(real *xt, const real *x, int64_t ldx, int64_t n, int64_t hs) {
     for (int64_t c = 0; c < hs; c++)
         for (int64_t i = n; i < BR; i++) xt[c * BR + i] = 0;
     for (int64_t i = 0; i < n; i++) {
         const real *row = x + i * ldx;
+        if (i + ROWS_AHEAD < n) prefetch_row(row + ROWS_AHEAD * ldx, hs);
         for (int64_t c = 0; c < hs; c++) xt[c * BR + i] = row[c];
     }
 }
@@ -291,6 +300,7 @@ static void backward_head(const flash_dims *d, const flash_head *p, const flash_
     }
     for (int64_t i = 0; i < nt * BR; i++) {
         double acc = 0;
+        if (i + ROWS_AHEAD < T) prefetch_row(g->o + (i + ROWS_AHEAD) * g->ldo, hs);
         if (i < T) {
             const real *a = g->go + i * C, *b = g->o + i * g->ldo;
 #pragma omp simd reduction(+ : acc)

@@ -142,6 +142,10 @@ void trit_flash_bf16_forward(const trit_flash_bf16_kernels *kn, const trit_flash
 
 // ---- backward ------------------------------------------------------------------------------
 
+// Rows of the output this many ahead are asked for while D is summed: they come from memory, a
+// row of the whole (B, T, C) tensor apart, read for the first time since forward.
+enum { ROWS_AHEAD = 8 };
+
 // The head's packed queries and output gradients, and D and lse padded to whole tiles.
 static void backward_pack(const trit_flash_bf16_kernels *kn, const trit_flash_bf16_head *h, const uint16_t *o,
                           int64_t ldo, const float *go, int64_t ldg, const float *lse, const bwd_work *w) {
@@ -156,6 +160,8 @@ static void backward_pack(const trit_flash_bf16_kernels *kn, const trit_flash_bf
     }
     for (int64_t i = 0; i < nt * W; i++) {
         double acc = 0;
+        if (i + ROWS_AHEAD < T)
+            for (int64_t c = 0; c < hs; c += 32) __builtin_prefetch(o + (i + ROWS_AHEAD) * ldo + c);
         if (i < T) {
             const float *g = go + i * ldg;
             const uint16_t *oi = o + i * ldo;
