@@ -2,7 +2,6 @@
 // verbs; each lives in cli/<verb>.c.
 #include "cli.h"
 
-#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -40,11 +39,6 @@ static void usage(FILE *fp) {
 
 int main(int argc, char **argv) {
     trit_cli_default_wait_policy(argv);
-    // SIGUSR1 asks a training job to stop (trit_train_run catches it while it trains). mpirun
-    // forwards it to the ranks one at a time, so a rank can stop on another rank's request,
-    // agreed in a step's exchange, and leave training before its own copy arrives: outside
-    // training that copy is ignored rather than ending the rank with a non-zero status.
-    signal(SIGUSR1, SIG_IGN);
     if (argc < 2) {
         usage(stderr);
         return CLI_USAGE;

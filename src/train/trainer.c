@@ -410,6 +410,11 @@ trit_status trit_train_run(const trit_train_config *cfg, const trit_train_hooks 
         printf("the run in %s is complete (step %lld of %lld)\n", t.cfg.out, (long long)t.step,
                (long long)t.cfg.steps);
     s = run_loop(&t, hooks, &r);
+    // A job stops at the step where any rank asked, and mpirun forwards SIGUSR1 to one rank after
+    // another: a rank can leave training before its own copy arrives. Where that copy would then
+    // end the process (the default action), SIGUSR1 is left ignored instead of restored.
+    if (t.ranks > 1 && r.interrupted && !(old_usr1.sa_flags & SA_SIGINFO) && old_usr1.sa_handler == SIG_DFL)
+        old_usr1.sa_handler = SIG_IGN;
     sigaction(SIGINT, &old_int, NULL);
     sigaction(SIGTERM, &old_term, NULL);
     sigaction(SIGUSR1, &old_usr1, NULL);
