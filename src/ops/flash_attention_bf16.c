@@ -161,7 +161,8 @@ static void backward_pack(const trit_flash_bf16_kernels *kn, const trit_flash_bf
     for (int64_t i = 0; i < nt * W; i++) {
         double acc = 0;
         if (i + ROWS_AHEAD < T)
-            for (int64_t c = 0; c < hs; c += 32) __builtin_prefetch(o + (i + ROWS_AHEAD) * ldo + c);
+            for (int64_t c = 0; c < hs; c += 64 / (int64_t)sizeof *o)
+                __builtin_prefetch(o + (i + ROWS_AHEAD) * ldo + c);
         if (i < T) {
             const float *g = go + i * ldg;
             const uint16_t *oi = o + i * ldo;

@@ -295,6 +295,7 @@ static trit_status cls_forward(const trit_op_call *c) {
     if (grads && g.db) memset(g.db, 0, sizeof(double) * (size_t)V);
     bool dw_fresh = true;
     double total = 0;
+    const cls_dl D = cls_dl_of(c, L, &g);
     cls_round_w(c);
     for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
         const int64_t n = rows - r0 < chunk ? rows - r0 : chunk;
@@ -303,7 +304,6 @@ static trit_status cls_forward(const trit_op_call *c) {
         R(trit_kernel_ce_fwd)(stats + 2 * r0, row_loss, L, cls_targets_at(c, r0), c->in[2]->dtype == TRIT_I64,
                               a->ignore_index, n, V);
         for (int64_t i = 0; i < n; i++) total += row_loss[i];
-        const cls_dl D = cls_dl_of(c, L, &g);
         if (grads && cls_dlogits(c, r0, n, unit, L, D)) {
             cls_chunk_grads(c, r0, n, D, g, dw_fresh);
             dw_fresh = dw_fresh && !g.dw;
@@ -364,11 +364,11 @@ static trit_status cls_backward(const trit_op_call *c) {
     double *bias_acc = (double *)((char *)c->scratch + cls_logit_bytes(c));     // (V)
     const cls_grads g = {dx, dw, db ? bias_acc : NULL};
     if (db) memset(bias_acc, 0, sizeof(double) * (size_t)V);
+    const cls_dl D = cls_dl_of(c, L, &g);
     cls_round_w(c);
     for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
         const int64_t n = rows - r0 < chunk ? rows - r0 : chunk;
         cls_logits(c, r0, n, L);
-        const cls_dl D = cls_dl_of(c, L, &g);
         if (cls_dlogits(c, r0, n, scale, L, D)) cls_chunk_grads(c, r0, n, D, g, false);
     }
     if (db)

@@ -121,6 +121,14 @@ static inline void pairs_transposed(gemm_src s, int64_t i0, int64_t ld, int64_t 
         _mm512_mask_storeu_epi32(dst + q * dst_ld, lanes(width), _mm512_castps_si512(r[q]));
 }
 
+// Asks for the n elements from at of the rows PACK_PREFETCH_ROWS and one more after row k (rows
+// ld apart), where they exist: the rows a sweep two rows at a time reads that far ahead.
+static inline void prefetch_pair_ahead(gemm_src s, int64_t at, int64_t ld, int64_t n, int64_t k, int64_t K) {
+    if (k + PACK_PREFETCH_ROWS + 1 >= K) return;
+    prefetch_src(s, at + PACK_PREFETCH_ROWS * ld, n);
+    prefetch_src(s, at + (PACK_PREFETCH_ROWS + 1) * ld, n);
+}
+
 // A block rows [i0, i0+mc), k [p0, p0+kc) -> MR-row panels of ceil(kc/2) pair words each.
 static void pack_a(const gemm_args *g, int64_t i0, int64_t mc, int64_t p0, int64_t kc, float *dst) {
     uint32_t *d = (uint32_t *)dst;
@@ -131,10 +139,7 @@ static void pack_a(const gemm_args *g, int64_t i0, int64_t mc, int64_t p0, int64
         for (int64_t q = 0; q < kp; q++) {
             const int64_t at = (p0 + 2 * q) * g->lda + i0;
             const bool second = 2 * q + 1 < kc;
-            if (p0 + 2 * q + PACK_PREFETCH_ROWS + 1 < g->K) {
-                prefetch_src(g->A, at + PACK_PREFETCH_ROWS * g->lda, mc);
-                prefetch_src(g->A, at + (PACK_PREFETCH_ROWS + 1) * g->lda, mc);
-            }
+            prefetch_pair_ahead(g->A, at, g->lda, mc, p0 + 2 * q, g->K);
             for (int64_t ir = 0; ir < mc; ir += MR)
                 _mm512_mask_storeu_epi32(d + ir * kp + q * MR, lanes(MR),
                                          pair_words(g->A, at + ir, g->lda, min64(MR, mc - ir), second));
@@ -157,10 +162,7 @@ static void pack_b(const gemm_args *g, int64_t p0, int64_t kc, int64_t j0, int64
         for (int64_t q = 0; q < kp; q++) {  // two rows at a time across the panels, as pack_a
             const int64_t at = (p0 + 2 * q) * g->ldb + j0;
             const bool second = 2 * q + 1 < kc;
-            if (p0 + 2 * q + PACK_PREFETCH_ROWS + 1 < g->K) {
-                prefetch_src(g->B, at + PACK_PREFETCH_ROWS * g->ldb, nc);
-                prefetch_src(g->B, at + (PACK_PREFETCH_ROWS + 1) * g->ldb, nc);
-            }
+            prefetch_pair_ahead(g->B, at, g->ldb, nc, p0 + 2 * q, g->K);
             for (int64_t jr = 0; jr < nc; jr += NR) {
                 uint32_t *p = d + jr * kp + q * NR;
                 _mm512_storeu_si512(p, pair_words(g->B, at + jr, g->ldb, nc - jr, second));
