@@ -52,6 +52,10 @@ trit_graph *trit_graph_new_policy(const trit_compute_policy *policy) {
     // are checked against, and the way to time what they save.
     const char *store = getenv("TRIT_GRAD_STORE");
     g->grad_stores = !(store && strcmp(store, "0") == 0);
+    // TRIT_VIEW_GRADS=0 gives every view a gradient buffer of its own, added into its root's by
+    // the view's backward: the reference the aliased gradients are checked against.
+    const char *views = getenv("TRIT_VIEW_GRADS");
+    g->view_grads = !(views && strcmp(views, "0") == 0);
     return g;
 }
 

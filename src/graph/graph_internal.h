@@ -19,6 +19,8 @@ typedef struct trit_value {
     trit_tensor *grad;     // contiguous gradient; the param's own grad for parameters
     int grad_buf;          // planner buffer of an activation gradient, -1 if none
     bool grad_shared;      // grad_buf is another value's (an in-place backward): that value zeroes it
+    bool grad_alias;       // a view whose gradient is that view of its root's gradient (plan.c): its
+                           // readers write there, and its own backward (a strided add) is left out
     int data_buf;          // planner buffer of this value's storage, -1 if not planned
     bool dead;             // removed by a rewrite (fusion): no producer, no storage
     bool wants_grad;       // an input whose gradient the caller asked for
@@ -104,6 +106,7 @@ struct trit_graph {
     bool training;
     bool fusion;              // let compile substitute fused ops (trit_graph_set_fusion)
     bool grad_stores;         // first writers that can store into a gradient buffer do (TRIT_GRAD_STORE=0: none)
+    bool view_grads;          // views' readers write into their root's gradient (plan.c; TRIT_VIEW_GRADS=0: none)
     uint64_t seed, step;
     double grad_scale;
     struct {                  // trit_graph_set_streamed

@@ -129,6 +129,44 @@ static void plan_backward_reads(trit_graph *g) {
     }
 }
 
+// A view whose every reader writes its gradient through strides (bwd_strided_gin) gets no
+// gradient buffer of its own: its gradient is that view of its root's, into which its readers
+// then add directly (the root's buffer, zeroed before its first writer, now lives from theirs),
+// and the view's backward, which would add its own into the root's, is left out (schedule.c).
+static bool view_grad_aliasable(const trit_graph *g, int v) {
+    const trit_value *val = &g->values[v];
+    if (!g->view_grads || val->kind != VALUE_OP || val->dead || val->root == v || val->grad_buf < 0 || val->keep || v == g->loss ||
+        val->wants_grad)
+        return false;
+    const trit_node *view = &g->nodes[val->producer];
+    const trit_value *root = &g->values[val->root];
+    if (!view->def->is_view || view->in[0] != val->root || root->grad_buf < 0 || root->grad_shared ||
+        !trit_tensor_is_contiguous(root->t))
+        return false;
+    int readers = 0;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const trit_node *n = &g->nodes[i];
+        for (int j = 0; j < n->n_in; j++) {
+            if (n->in[j] != v) continue;
+            if (n->def->is_view || !(n->def->bwd_strided_gin & TRIT_IN(j))) return false;
+            readers++;
+        }
+    }
+    return readers > 0;
+}
+
+static void alias_view_grads(trit_graph *g) {
+    for (int v = 0; v < g->n_values; v++) {
+        if (!view_grad_aliasable(g, v)) continue;
+        trit_value *val = &g->values[v];
+        const int rbuf = g->values[val->root].grad_buf;
+        extend(g, rbuf, g->bufs[val->grad_buf].first);
+        g->bufs[val->grad_buf].bytes = 0;  // left unused
+        val->grad_buf = rbuf;
+        val->grad_shared = val->grad_alias = true;
+    }
+}
+
 // Gradients of activations live from their first writer's step to their producer's backward
 // step; the seed's from the start of the backward phase; an input's and a kept value's to the end.
 static trit_status plan_grads(trit_graph *g) {
@@ -149,6 +187,7 @@ static trit_status plan_grads(trit_graph *g) {
         for (int j = 0; j < n->n_in; j++) extend(g, g->values[n->in[j]].grad_buf, n->bwd_pos);
     }
     share_grad_buffers(g);
+    alias_view_grads(g);
     return TRIT_OK;
 }
 
@@ -237,6 +276,10 @@ static trit_status assign_memory(trit_graph *g) {
         if (v->grad_buf >= 0) {
             if (!(v->grad = grad_tensor_like(v->t, g->dtype))) return trit_error(TRIT_ERR_NOMEM, "out of memory");
             v->grad->data = base + g->bufs[v->grad_buf].offset;
+            if (v->grad_alias) {  // the view's layout over its root's gradient (the root's own layout)
+                memcpy(v->grad->strides, v->t->strides, sizeof v->grad->strides);
+                v->grad->offset = v->t->offset;
+            }
         }
     }
     // Views share their root's storage (in build order, so a view of a view is resolved), and

@@ -204,7 +204,8 @@ static void push_position(trit_graph *g, int pos, int node, const int *final, co
         else
             push(g, TRIT_STEP_ZERO, g->values[v].grad_buf, 0);
     }
-    push(g, TRIT_STEP_BACKWARD, node, 0);
+    // A view whose gradient is a view of its root's has nothing to add (plan.c).
+    if (!g->values[g->nodes[node].out].grad_alias) push(g, TRIT_STEP_BACKWARD, node, 0);
     // Several finished at once come in reverse order of first use, the order of flat storage.
     for (int p = g->n_params - 1; p >= 0; p--)
         if (final[p] == pos) push(g, TRIT_STEP_EVENT, p, TRIT_EVENT_GRAD_FINAL);

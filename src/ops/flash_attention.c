@@ -253,13 +253,35 @@ static trit_status flash_forward(const trit_op_call *c) {
 // ---- backward -----------------------------------------------------------------------------
 
 typedef struct flash_grads {
-    const real *o;       // (T, hs) rows ldo apart: the head's output
+    const real *o;             // (T, hs) rows ldo apart: the head's output
     int64_t ldo;
-    const real *go;      // (T, hs) rows C apart: the output's gradient
-    real *gq, *gk, *gv;  // (T, hs) rows C apart, or NULL
-    const real *lse;     // (T)
-    uint32_t store;      // the call's store_inputs: gq, gk, gv (bits 0, 1, 2) start unwritten
+    const real *go;            // (T, hs) rows C apart: the output's gradient
+    real *gq, *gk, *gv;        // (T, hs) rows ldgq, ldgk, ldgv apart, or NULL
+    int64_t ldgq, ldgk, ldgv;
+    const real *lse;           // (T)
+    uint32_t store;            // the call's store_inputs: gq, gk, gv (bits 0, 1, 2) start unwritten
 } flash_grads;
+
+// Input i's gradient for head h of batch element b: its first element, and its row stride in
+// *ld. A gradient may be a view of a larger one (bwd_strided_gin: q, k and v's gradients are then
+// the columns of their parent's), so it is read through its own strides.
+static real *grad_head(const trit_op_call *c, int i, const flash_dims *d, int64_t b, int64_t h, int64_t *ld) {
+    const trit_tensor *t = c->gin[i];
+    *ld = t ? in_ld(t) : 0;
+    return t ? (real *)t->data + t->offset + b * t->strides[0] + h * d->hs : NULL;
+}
+
+// The gradients of head h of batch element b: output o (rows ldo apart), the output's gradient
+// go (contiguous (B, T, C)), q, k and v's, lse.
+static flash_grads grads_of(const trit_op_call *c, const flash_dims *d, int64_t b, int64_t h, const real *o, int64_t ldo,
+                            const real *lse) {
+    flash_grads g = {.o = o, .ldo = ldo, .go = (const real *)c->gout->data + b * d->T * d->C + h * d->hs, .lse = lse,
+                     .store = c->store_inputs};
+    g.gq = grad_head(c, 0, d, b, h, &g.ldgq);
+    g.gk = grad_head(c, 1, d, b, h, &g.ldgk);
+    g.gv = grad_head(c, 2, d, b, h, &g.ldgv);
+    return g;
+}
 
 // Tile pair (queries from i0, keys from j0) of one head, with the head's packed tiles.
 static void backward_pair(const flash_dims *d, const flash_head *p, const flash_grads *g, int64_t i0, int64_t j0,
@@ -270,13 +292,15 @@ static void backward_pair(const flash_dims *d, const flash_head *p, const flash_
     R(trit_kernel_flash_scores)(bc, hs, kj, p->ldk, qt, pt);
     R(trit_kernel_flash_probs)(pt, bc, br, j0 - i0, scale, lse);
     // dV[j] += sum_i P[j][i] dO[i]
-    if (g->gv) R(trit_kernel_flash_accum)(bc, br, hs, pt, BR, 1, g->go + i0 * C, C, g->gv + j0 * C, C, NULL, true);
+    if (g->gv) R(trit_kernel_flash_accum)(bc, br, hs, pt, BR, 1, g->go + i0 * C, C, g->gv + j0 * g->ldgv, g->ldgv, NULL, true);
     if (!g->gq && !g->gk) return;
     R(trit_kernel_flash_scores)(bc, hs, vj, p->ldv, got, dpt);  // dP^T = V dO^T
     R(trit_kernel_flash_dscores)(dpt, pt, bc, dd, scale);
     // dQ[i] += sum_j dS[j][i] k[j],   dK[j] += sum_i dS[j][i] q[i]
-    if (g->gq) R(trit_kernel_flash_accum)(br, bc, hs, dpt, 1, BR, kj, p->ldk, g->gq + i0 * C, C, NULL, true);
-    if (g->gk) R(trit_kernel_flash_accum)(bc, br, hs, dpt, BR, 1, p->q + i0 * p->ldq, p->ldq, g->gk + j0 * C, C, NULL, true);
+    if (g->gq) R(trit_kernel_flash_accum)(br, bc, hs, dpt, 1, BR, kj, p->ldk, g->gq + i0 * g->ldgq, g->ldgq, NULL, true);
+    if (g->gk)
+        R(trit_kernel_flash_accum)(bc, br, hs, dpt, BR, 1, p->q + i0 * p->ldq, p->ldq, g->gk + j0 * g->ldgk, g->ldgk, NULL,
+                                   true);
 }
 
 static void backward_head(const flash_dims *d, const flash_head *p, const flash_grads *g, real *work) {
@@ -290,9 +314,10 @@ static void backward_head(const flash_dims *d, const flash_head *p, const flash_
     // The tile pairs add into the head's gradients: stored ones are zeroed first, by the thread
     // that sums into them, just before it does.
     real *const gs[3] = {g->gq, g->gk, g->gv};
+    const int64_t lds[3] = {g->ldgq, g->ldgk, g->ldgv};
     for (int i = 0; i < 3; i++)
         if (gs[i] && (g->store & TRIT_IN(i)))
-            for (int64_t t = 0; t < T; t++) memset(gs[i] + t * C, 0, sizeof(real) * (size_t)hs);
+            for (int64_t t = 0; t < T; t++) memset(gs[i] + t * lds[i], 0, sizeof(real) * (size_t)hs);
     for (int64_t t = 0; t < nt; t++) {
         const int64_t n = min64(BR, T - t * BR);
         pack_transposed(qt + t * hs * BR, p->q + t * BR * p->ldq, p->ldq, n, hs);
@@ -320,13 +345,9 @@ static void backward_head(const flash_dims *d, const flash_head *p, const flash_
 static trit_status flash_backward(const trit_op_call *c) {
     const flash_dims d = dims_of(c);
     const int64_t BH = d.B * d.H;
-    real *gq = c->gin[0] ? c->gin[0]->data : NULL;  // (B, T, C)
-    real *gk = c->gin[1] ? c->gin[1]->data : NULL;  // (B, T, C)
-    real *gv = c->gin[2] ? c->gin[2]->data : NULL;  // (B, T, C)
-    const real *go = c->gout->data;                  // (B, T, C)
-    const real *o = c->out->data;                    // (B, T, C)
-    const real *lse = c->saved;                      // (B, H, T)
-    if (BH == 0 || d.T == 0 || d.hs == 0 || (!gq && !gk && !gv)) return TRIT_OK;
+    const real *o = c->out->data;  // (B, T, C)
+    const real *lse = c->saved;    // (B, H, T)
+    if (BH == 0 || d.T == 0 || d.hs == 0 || (!c->gin[0] && !c->gin[1] && !c->gin[2])) return TRIT_OK;
     const size_t stride = flash_thread_bytes(&d);
     const int threads = flash_threads(&d, BH);
     // A pair's dK and dV sum over its query tiles in a fixed order, so each thread owns whole
@@ -338,8 +359,7 @@ static trit_status flash_backward(const trit_op_call *c) {
         for (int64_t bh = 0; bh < BH; bh++) {
             const int64_t b = bh / d.H, h = bh % d.H, col = b * d.T * d.C + h * d.hs;
             const flash_head p = head_of(c, &d, b, h);
-            const flash_grads g = {o + col, d.C, go + col, gq ? gq + col : NULL, gk ? gk + col : NULL,
-                                   gv ? gv + col : NULL, lse + bh * d.T, c->store_inputs};
+            const flash_grads g = grads_of(c, &d, b, h, o + col, d.C, lse + bh * d.T);
             backward_head(&d, &p, &g, work);
         }
     }
@@ -407,11 +427,11 @@ static void native_head(const trit_op_call *c, const flash_dims *d, const trit_f
         narrow_head(c->out, ho, d, b, h);
         return;
     }
-    float *const gin[3] = {c->gin[0] ? (float *)c->gin[0]->data + col : NULL,
-                           c->gin[1] ? (float *)c->gin[1]->data + col : NULL,
-                           c->gin[2] ? (float *)c->gin[2]->data + col : NULL};
+    int64_t ldg[3];
+    float *const gin[3] = {grad_head(c, 0, d, b, h, &ldg[0]), grad_head(c, 1, d, b, h, &ldg[1]),
+                           grad_head(c, 2, d, b, h, &ldg[2])};
     trit_flash_bf16_backward(kn, &hd, (const uint16_t *)c->out->data + col, d->C, (const float *)c->gout->data + col,
-                             d->C, gin[0], gin[1], gin[2], lse, c->store_inputs, work);
+                             d->C, gin, ldg, lse, c->store_inputs, work);
 }
 
 // The op on 16-bit q, k, v (and output): threads take whole (batch, head) pairs, widen the pair's
@@ -421,12 +441,9 @@ static void native_head(const trit_op_call *c, const flash_dims *d, const trit_f
 // inside the one parallel loop; each pair is computed the same way on any thread.
 static trit_status flash_lowp(const trit_op_call *c, bool backward) {
     const flash_dims d = dims_of(c);
-    const int64_t BH = d.B * d.H, T = d.T, hs = d.hs, C = d.C;
-    real *gq = backward && c->gin[0] ? c->gin[0]->data : NULL;  // (B, T, C)
-    real *gk = backward && c->gin[1] ? c->gin[1]->data : NULL;  // (B, T, C)
-    real *gv = backward && c->gin[2] ? c->gin[2]->data : NULL;  // (B, T, C)
-    real *lse = c->saved;                                        // (B, H, T)
-    if (BH == 0 || T == 0 || hs == 0 || (backward && !gq && !gk && !gv)) return TRIT_OK;
+    const int64_t BH = d.B * d.H, T = d.T, hs = d.hs;
+    real *lse = c->saved;  // (B, H, T)
+    if (BH == 0 || T == 0 || hs == 0 || (backward && !c->gin[0] && !c->gin[1] && !c->gin[2])) return TRIT_OK;
     const size_t stride = flash_thread_bytes(&d), lowp_stride = lowp_thread_bytes(&d);
     char *lowp_base = (char *)c->scratch + body_scratch_bytes(c);
     const int threads = flash_threads(&d, BH);
@@ -439,7 +456,7 @@ static trit_status flash_lowp(const trit_op_call *c, bool backward) {
         float *hk = hq + T * hs, *hv = hk + T * hs, *ho = hv + T * hs;   // (T, hs) each
 #pragma omp for schedule(static)
         for (int64_t bh = 0; bh < BH; bh++) {
-            const int64_t b = bh / d.H, h = bh % d.H, col = b * T * C + h * hs;
+            const int64_t b = bh / d.H, h = bh % d.H;
             if (kn) {
                 native_head(c, &d, kn, backward, b, h, hq, (char *)hq + head_f32_bytes(&d));
                 continue;
@@ -454,8 +471,7 @@ static trit_status flash_lowp(const trit_op_call *c, bool backward) {
                 continue;
             }
             widen_head(ho, c->out, &d, b, h);
-            const flash_grads g = {ho, hs, (const real *)c->gout->data + col, gq ? gq + col : NULL,
-                                   gk ? gk + col : NULL, gv ? gv + col : NULL, lse + bh * T, c->store_inputs};
+            const flash_grads g = grads_of(c, &d, b, h, ho, hs, lse + bh * T);
             backward_head(&d, &p, &g, work);
         }
     }
@@ -483,6 +499,7 @@ const trit_op_def R(trit_op_flash_attention) = {
     .forward = flash_forward_any,
     .backward = flash_backward_any,
     .bwd_stores = TRIT_IN(0) | TRIT_IN(1) | TRIT_IN(2),
+    .bwd_strided_gin = TRIT_IN(0) | TRIT_IN(1) | TRIT_IN(2),
     .lowp_inputs = TRIT_IN(0) | TRIT_IN(1) | TRIT_IN(2),
     .lowp_output = true,
     .saved_bytes = flash_saved_bytes,

@@ -175,16 +175,17 @@ static void backward_pack(const trit_flash_bf16_kernels *kn, const trit_flash_bf
 }
 
 void trit_flash_bf16_backward(const trit_flash_bf16_kernels *kn, const trit_flash_bf16_head *h, const uint16_t *o,
-                              int64_t ldo, const float *go, int64_t ldg, float *gq, float *gk, float *gv,
+                              int64_t ldo, const float *go, int64_t ldg, float *const g[3], const int64_t ldgi[3],
                               const float *lse, uint32_t store, void *work) {
     const int64_t T = h->T, hs = h->hs, hp = hs / 2;
     const float scale = (float)(1.0 / sqrt((double)hs));
+    float *const gq = g[0], *const gk = g[1], *const gv = g[2];
+    const int64_t ldq = ldgi[0], ldk = ldgi[1], ldv = ldgi[2];
     bwd_work w;
     bwd_layout(T, hs, work, &w);
-    float *const gs[3] = {gq, gk, gv};
     for (int i = 0; i < 3; i++)
-        if (gs[i] && (store & (1u << i)))
-            for (int64_t t = 0; t < T; t++) memset(gs[i] + t * ldg, 0, sizeof(float) * (size_t)hs);
+        if (g[i] && (store & (1u << i)))
+            for (int64_t t = 0; t < T; t++) memset(g[i] + t * ldgi[i], 0, sizeof(float) * (size_t)hs);
     backward_pack(kn, h, o, ldo, go, ldg, lse, &w);
     for (int64_t j0 = 0; j0 < T; j0 += BC) {
         const int64_t bc = min64(BC, T - j0), kpairs = ceil_div(bc, 2);
@@ -195,7 +196,7 @@ void trit_flash_bf16_backward(const trit_flash_bf16_kernels *kn, const trit_flas
             trit_kernel_flash_probs_f32(w.pt, bc, br, j0 - i0, scale, w.lse + i0);
             if (gv) {  // dV[j] += sum_i P[j][i] dO[i]
                 kn->round(w.p16, w.pt, bc * W);
-                kn->accum(bc, qpairs, hs, as_words(w.p16), W / 2, 1, w.gp + i0 / 2 * hs, hs, gv + j0 * ldg, ldg,
+                kn->accum(bc, qpairs, hs, as_words(w.p16), W / 2, 1, w.gp + i0 / 2 * hs, hs, gv + j0 * ldv, ldv,
                           NULL, true);
             }
             if (!gq && !gk) continue;
@@ -203,11 +204,11 @@ void trit_flash_bf16_backward(const trit_flash_bf16_kernels *kn, const trit_flas
             trit_kernel_flash_dscores_f32(w.dpt, w.pt, bc, w.dd + i0, scale);
             if (gq) {  // dQ[i] += sum_j dS[j][i] k[j]
                 kn->pair_rows(w.spair, w.dpt, TRIT_F32, W, bc, W);
-                kn->accum(br, kpairs, hs, w.spair, 1, W, w.kp, hs, gq + i0 * ldg, ldg, NULL, true);
+                kn->accum(br, kpairs, hs, w.spair, 1, W, w.kp, hs, gq + i0 * ldq, ldq, NULL, true);
             }
             if (gk) {  // dK[j] += sum_i dS[j][i] q[i]
                 kn->round(w.s16, w.dpt, bc * W);
-                kn->accum(bc, qpairs, hs, as_words(w.s16), W / 2, 1, w.qp + i0 / 2 * hs, hs, gk + j0 * ldg, ldg,
+                kn->accum(bc, qpairs, hs, as_words(w.s16), W / 2, 1, w.qp + i0 / 2 * hs, hs, gk + j0 * ldk, ldk,
                           NULL, true);
             }
         }

@@ -28,11 +28,11 @@ size_t trit_flash_bf16_work_bytes(int64_t T, int64_t hs);
 void trit_flash_bf16_forward(const trit_flash_bf16_kernels *kn, const trit_flash_bf16_head *h, float *acc,
                              float *lse, void *work);
 
-// Backward: o (T, hs) the bf16 output rows ldo apart, go its f32 gradient rows ldg apart; gq, gk,
-// gv (T, hs) f32 rows ldg apart (or NULL) are added to, or first zeroed where store bit i
-// (0: gq, 1: gk, 2: gv) is set.
+// Backward: o (T, hs) the bf16 output rows ldo apart, go its f32 gradient rows ldg apart; g[0..2],
+// the gradients of q, k and v (T, hs) f32 with rows ldgi[i] apart (or NULL), are added to, or
+// first zeroed where store bit i is set.
 void trit_flash_bf16_backward(const trit_flash_bf16_kernels *kn, const trit_flash_bf16_head *h, const uint16_t *o,
-                              int64_t ldo, const float *go, int64_t ldg, float *gq, float *gk, float *gv,
+                              int64_t ldo, const float *go, int64_t ldg, float *const g[3], const int64_t ldgi[3],
                               const float *lse, uint32_t store, void *work);
 
 #endif

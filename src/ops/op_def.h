@@ -73,6 +73,10 @@ typedef struct trit_op_def {
     // stores (gin[0] = ...) instead of adding. The planner gives them one buffer when this op is
     // in[0]'s only consumer, so an elementwise op's backward needs no second gradient buffer.
     bool bwd_in_place;
+    // Bit TRIT_IN(i) set: backward writes gin[i] through its strides and offset, so gin[i] may be
+    // a view of a larger gradient (the planner then hands a view's readers its root's gradient
+    // seen through the view, instead of a gradient of its own added in by the view's backward).
+    uint32_t bwd_strided_gin;
     // Bit TRIT_IN(i) set: backward honours store_inputs for in[i] (writes every element of gin[i]
     // exactly as adding to zeros would), so the first writer of a gradient needs no zeroed buffer.
     uint32_t bwd_stores;

@@ -3,7 +3,8 @@
 // final" sees each parameter once per micro-batch holding its final gradient; and dropout masks
 // depend only on the model's structure: equal with fusion on or off, in every precision, with
 // and without recompute, and different between the places of the model. Gradient buffers whose
-// first writer stores instead of adding to zeros give the same bits as zeroed ones.
+// first writer stores instead of adding to zeros give the same bits as zeroed ones, and so do the
+// views whose readers write into their root's gradient.
 #define _POSIX_C_SOURCE 200809L
 #include <setjmp.h>
 #include <stdarg.h>
@@ -179,6 +180,59 @@ static void test_stored_gradients_cover_their_buffers(void **state) {
     trit_gpt *m = model(TRIT_PRECISION_FP32);
     assert_int_equal(trit_gpt_set_ternary_matmul(m, (trit_ternary_matmul)4), TRIT_ERR_INVALID);
     trit_gpt_free(m);
+}
+
+// ---- views' gradients -------------------------------------------------------------------------------
+
+// Flash attention writes q, k and v's gradients through their strides, so the q, k, v views of
+// each block's c_attn output get no gradient of their own: flash adds straight into the parent's
+// (zeroed) gradient, and the views' backward steps (strided adds) are left out. Against the same
+// model with a gradient per view (TRIT_VIEW_GRADS=0), gradients and losses must come out bit for
+// bit, with the arena filled with NaN before each step, in each precision, with and without
+// block recompute, in no larger an arena (the parent's gradient now lives from flash's step,
+// where the three views' did).
+static int aliased_views(const trit_graph *g) {
+    int n = 0;
+    for (int i = 0; i < g->n_values; i++) {
+        const trit_value *v = &g->values[i];
+        if (!v->grad_alias) continue;
+        const trit_tensor *root = g->values[v->root].grad;
+        assert_ptr_equal(v->grad->data, root->data);
+        assert_true(v->grad->offset > 0 || v->grad->strides[1] != v->t->shape[2]);  // a strided view
+        n++;
+    }
+    return n;
+}
+
+static void test_view_gradients_same_bits(void **state) {
+    (void)state;
+    for (int p = 0; p < 3; p++)
+        for (int rec = 0; rec < 2; rec++) {
+            trit_gpt *m = model((trit_precision)p);
+            if (rec) assert_int_equal(trit_gpt_set_recompute(m, TRIT_RECOMPUTE_BLOCK), TRIT_OK);
+            trit_gpt_graph alias, own;
+            assert_int_equal(setenv("TRIT_VIEW_GRADS", "0", 1), 0);
+            assert_int_equal(trit_gpt_build_train(m, B, T, &own), TRIT_OK);
+            assert_int_equal(unsetenv("TRIT_VIEW_GRADS"), 0);
+            assert_int_equal(trit_gpt_build_train(m, B, T, &alias), TRIT_OK);
+            assert_int_equal(aliased_views(own.graph), 0);
+            assert_int_equal(aliased_views(alias.graph), 3 * 3);  // q, k, v of each of 3 blocks
+            assert_int_equal(count_kind(own.graph, TRIT_STEP_BACKWARD) - count_kind(alias.graph, TRIT_STEP_BACKWARD), 9);
+            assert_true(alias.graph->arena.size <= own.graph->arena.size);
+            for (int k = 0; k < 2; k++) {
+                float *want = step(m, &own);
+                memset(alias.graph->arena.base, 0xff, alias.graph->arena.size);
+                float *got = step(m, &alias);
+                const size_t n = step_bytes(m) / sizeof(float);
+                for (size_t i = 0; i < n; i++) assert_true(isfinite(got[i]));
+                assert_memory_equal(want, got, n * sizeof(float));
+                free(want);
+                free(got);
+            }
+            trit_gpt_graph_free(&alias);
+            trit_gpt_graph_free(&own);
+            trit_gpt_free(m);
+        }
 }
 
 // ---- gradient-final hooks -------------------------------------------------------------------------
@@ -366,6 +420,7 @@ int main(void) {
         cmocka_unit_test(test_flat_layout),
         cmocka_unit_test(test_block_recompute_same_bits),
         cmocka_unit_test(test_stored_gradients_cover_their_buffers),
+        cmocka_unit_test(test_view_gradients_same_bits),
         cmocka_unit_test(test_grad_final_hook),
         cmocka_unit_test(test_masks_follow_structure),
     };
