@@ -115,7 +115,7 @@ int trit_graph_add_value(trit_graph *g, trit_tensor *t, trit_value_kind kind, in
     v->kind = kind;
     v->producer = producer;
     v->root = id;
-    v->grad_buf = v->data_buf = v->shadow_buf = -1;
+    v->grad_buf = v->data_buf = v->shadow_buf = v->grad_tiler = -1;
     v->grad_shared = false;
     if (kind == VALUE_INPUT || kind == VALUE_OP) {
         t->graph = g;

@@ -21,6 +21,8 @@ typedef struct trit_value {
     bool grad_shared;      // grad_buf is another value's (an in-place backward): that value zeroes it
     bool grad_alias;       // a view whose gradient is that view of its root's gradient (plan.c): its
                            // readers write there, and its own backward (a strided add) is left out
+    int grad_tiler;        // node whose backward stores the whole of this root's gradient through
+                           // aliased views of it that tile it (plan.c), so it needs no zeroing; or -1
     int data_buf;          // planner buffer of this value's storage, -1 if not planned
     bool dead;             // removed by a rewrite (fusion): no producer, no storage
     bool wants_grad;       // an input whose gradient the caller asked for

@@ -129,6 +129,53 @@ static void plan_backward_reads(trit_graph *g) {
     }
 }
 
+// The node that reads every aliased view of root r once, can store each of their gradients
+// (bwd_stores), and so writes all of r's gradient when the views tile r: each a run of r's last
+// dimension with r's strides, together covering it once (a split of q, k and v read by one
+// attention). Then r's gradient needs no zeroing (schedule.c gives the node those stores). r's
+// only readers must be those views. -1 when there is no such node.
+static int view_tiler(const trit_graph *g, int r) {
+    const trit_tensor *rt = g->values[r].t;
+    const int last = rt->ndim - 1;
+    int node = -1, nviews = 0;
+    int64_t covered = 0;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const trit_node *n = &g->nodes[i];
+        for (int j = 0; j < n->n_in; j++) {
+            if (n->in[j] != r) continue;
+            const trit_value *v = &g->values[n->out];
+            if (!n->def->is_view || !v->grad_alias || v->t->ndim != rt->ndim || last < 0) return -1;
+            for (int d = 0; d < last; d++)
+                if (v->t->shape[d] != rt->shape[d] || v->t->strides[d] != rt->strides[d]) return -1;
+            if (v->t->strides[last] != 1 || v->t->offset < 0 || v->t->offset + v->t->shape[last] > rt->shape[last])
+                return -1;
+            covered += v->t->shape[last];
+            nviews++;
+        }
+    }
+    // The views' reader: one node, reading each view once, storing its gradient.
+    for (int i = 0; i < g->n_nodes && nviews > 0; i++) {
+        const trit_node *n = &g->nodes[i];
+        for (int j = 0; j < n->n_in; j++) {
+            const trit_value *v = &g->values[n->in[j]];
+            if (!v->grad_alias || v->root != r) continue;
+            if ((node >= 0 && node != i) || !(n->def->bwd_stores & TRIT_IN(j))) return -1;
+            node = i;
+        }
+    }
+    if (node < 0 || covered != rt->shape[last]) return -1;
+    // Disjoint runs whose lengths sum to the dimension cover it once.
+    const trit_node *n = &g->nodes[node];
+    for (int a = 0; a < n->n_in; a++)
+        for (int b = a + 1; b < n->n_in; b++) {
+            const trit_tensor *x = g->values[n->in[a]].t, *y = g->values[n->in[b]].t;
+            if (g->values[n->in[a]].root != r || g->values[n->in[b]].root != r) continue;
+            if (n->in[a] == n->in[b] || (x->offset < y->offset + y->shape[last] && y->offset < x->offset + x->shape[last]))
+                return -1;
+        }
+    return node;
+}
+
 // A view whose every reader writes its gradient through strides (bwd_strided_gin) gets no
 // gradient buffer of its own: its gradient is that view of its root's, into which its readers
 // then add directly (the root's buffer, zeroed before its first writer, now lives from theirs),
@@ -164,6 +211,12 @@ static void alias_view_grads(trit_graph *g) {
         g->bufs[val->grad_buf].bytes = 0;  // left unused
         val->grad_buf = rbuf;
         val->grad_shared = val->grad_alias = true;
+    }
+    for (int r = 0; r < g->n_values; r++) {
+        trit_value *root = &g->values[r];
+        if (root->kind == VALUE_OP && root->root == r && root->grad_buf >= 0 && !root->grad_shared && !root->keep &&
+            r != g->loss)
+            root->grad_tiler = view_tiler(g, r);
     }
 }
 

@@ -198,6 +198,14 @@ static void push_position(trit_graph *g, int pos, int node, const int *final, co
     }
     for (int v = 0; v < g->n_values; v++) {
         if (!zeroed(g, v) || g->bufs[g->values[v].grad_buf].first != pos) continue;
+        if (g->grad_stores && g->values[v].grad_tiler == node) {  // it stores every view that tiles v (plan.c)
+            const trit_node *n = &g->nodes[node];
+            for (int j = 0; j < n->n_in; j++) {
+                const trit_value *in = &g->values[n->in[j]];
+                if (in->grad_alias && in->root == v) g->nodes[node].bwd.store_inputs |= TRIT_IN(j);
+            }
+            continue;
+        }
         const int j = stored_input(g, node, v);
         if (j >= 0)
             g->nodes[node].bwd.store_inputs |= TRIT_IN(j);

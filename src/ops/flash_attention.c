@@ -292,15 +292,21 @@ static void backward_pair(const flash_dims *d, const flash_head *p, const flash_
     R(trit_kernel_flash_scores)(bc, hs, kj, p->ldk, qt, pt);
     R(trit_kernel_flash_probs)(pt, bc, br, j0 - i0, scale, lse);
     // dV[j] += sum_i P[j][i] dO[i]
-    if (g->gv) R(trit_kernel_flash_accum)(bc, br, hs, pt, BR, 1, g->go + i0 * C, C, g->gv + j0 * g->ldgv, g->ldgv, NULL, true);
+    // A stored gradient's rows are written, not added to, by their first tile pair: a query
+    // tile's at the first key tile (every query sees key 0), a key tile's at the query tile
+    // holding its first key (the tile pair is dense, masked scores giving zeros).
+    const bool first_kv = i0 == j0 / BR * BR;
+    const bool add_q = !(g->store & TRIT_IN(0)) || j0 > 0, add_k = !(g->store & TRIT_IN(1)) || !first_kv,
+               add_v = !(g->store & TRIT_IN(2)) || !first_kv;
+    if (g->gv) R(trit_kernel_flash_accum)(bc, br, hs, pt, BR, 1, g->go + i0 * C, C, g->gv + j0 * g->ldgv, g->ldgv, NULL, add_v);
     if (!g->gq && !g->gk) return;
     R(trit_kernel_flash_scores)(bc, hs, vj, p->ldv, got, dpt);  // dP^T = V dO^T
     R(trit_kernel_flash_dscores)(dpt, pt, bc, dd, scale);
     // dQ[i] += sum_j dS[j][i] k[j],   dK[j] += sum_i dS[j][i] q[i]
-    if (g->gq) R(trit_kernel_flash_accum)(br, bc, hs, dpt, 1, BR, kj, p->ldk, g->gq + i0 * g->ldgq, g->ldgq, NULL, true);
+    if (g->gq) R(trit_kernel_flash_accum)(br, bc, hs, dpt, 1, BR, kj, p->ldk, g->gq + i0 * g->ldgq, g->ldgq, NULL, add_q);
     if (g->gk)
         R(trit_kernel_flash_accum)(bc, br, hs, dpt, BR, 1, p->q + i0 * p->ldq, p->ldq, g->gk + j0 * g->ldgk, g->ldgk, NULL,
-                                   true);
+                                   add_k);
 }
 
 static void backward_head(const flash_dims *d, const flash_head *p, const flash_grads *g, real *work) {
@@ -311,13 +317,6 @@ static void backward_head(const flash_dims *d, const flash_head *p, const flash_
     real *dpt = pt + BC * BR;         // (BC, BR) dP, then dS
     real *lse = dpt + BC * BR;        // (nt * BR) log-sum-exp, padded with 0
     real *dd = lse + nt * BR;         // (nt * BR) D = rowsum(dO * O), padded with 0
-    // The tile pairs add into the head's gradients: stored ones are zeroed first, by the thread
-    // that sums into them, just before it does.
-    real *const gs[3] = {g->gq, g->gk, g->gv};
-    const int64_t lds[3] = {g->ldgq, g->ldgk, g->ldgv};
-    for (int i = 0; i < 3; i++)
-        if (gs[i] && (g->store & TRIT_IN(i)))
-            for (int64_t t = 0; t < T; t++) memset(gs[i] + t * lds[i], 0, sizeof(real) * (size_t)hs);
     for (int64_t t = 0; t < nt; t++) {
         const int64_t n = min64(BR, T - t * BR);
         pack_transposed(qt + t * hs * BR, p->q + t * BR * p->ldq, p->ldq, n, hs);

@@ -183,33 +183,33 @@ void trit_flash_bf16_backward(const trit_flash_bf16_kernels *kn, const trit_flas
     const int64_t ldq = ldgi[0], ldk = ldgi[1], ldv = ldgi[2];
     bwd_work w;
     bwd_layout(T, hs, work, &w);
-    for (int i = 0; i < 3; i++)
-        if (g[i] && (store & (1u << i)))
-            for (int64_t t = 0; t < T; t++) memset(g[i] + t * ldgi[i], 0, sizeof(float) * (size_t)hs);
     backward_pack(kn, h, o, ldo, go, ldg, lse, &w);
     for (int64_t j0 = 0; j0 < T; j0 += BC) {
         const int64_t bc = min64(BC, T - j0), kpairs = ceil_div(bc, 2);
         if (gq) kn->pair_rows(w.kp, h->k + j0 * h->ldk, TRIT_BF16, h->ldk, bc, hs);
         for (int64_t i0 = j0 / W * W; i0 < T; i0 += W) {
             const int64_t t = i0 / W, br = min64(W, T - i0), qpairs = ceil_div(br, 2);
+            // A stored gradient's rows are written by their first tile pair (ops/flash_attention.c).
+            const bool first_kv = i0 == j0 / W * W, add_q = !(store & 1u) || j0 > 0,
+                       add_k = !(store & 2u) || !first_kv, add_v = !(store & 4u) || !first_kv;
             kn->scores(bc, hp, as_words(h->k + j0 * h->ldk), h->ldk / 2, w.qt + t * hp * W, w.pt);
             trit_kernel_flash_probs_f32(w.pt, bc, br, j0 - i0, scale, w.lse + i0);
             if (gv) {  // dV[j] += sum_i P[j][i] dO[i]
                 kn->round(w.p16, w.pt, bc * W);
                 kn->accum(bc, qpairs, hs, as_words(w.p16), W / 2, 1, w.gp + i0 / 2 * hs, hs, gv + j0 * ldv, ldv,
-                          NULL, true);
+                          NULL, add_v);
             }
             if (!gq && !gk) continue;
             kn->scores(bc, hp, as_words(h->v + j0 * h->ldv), h->ldv / 2, w.got + t * hp * W, w.dpt);  // dP^T
             trit_kernel_flash_dscores_f32(w.dpt, w.pt, bc, w.dd + i0, scale);
             if (gq) {  // dQ[i] += sum_j dS[j][i] k[j]
                 kn->pair_rows(w.spair, w.dpt, TRIT_F32, W, bc, W);
-                kn->accum(br, kpairs, hs, w.spair, 1, W, w.kp, hs, gq + i0 * ldq, ldq, NULL, true);
+                kn->accum(br, kpairs, hs, w.spair, 1, W, w.kp, hs, gq + i0 * ldq, ldq, NULL, add_q);
             }
             if (gk) {  // dK[j] += sum_i dS[j][i] q[i]
                 kn->round(w.s16, w.dpt, bc * W);
                 kn->accum(bc, qpairs, hs, as_words(w.s16), W / 2, 1, w.qp + i0 / 2 * hs, hs, gk + j0 * ldk, ldk,
-                          NULL, true);
+                          NULL, add_k);
             }
         }
     }

@@ -30,7 +30,7 @@ void trit_flash_bf16_forward(const trit_flash_bf16_kernels *kn, const trit_flash
 
 // Backward: o (T, hs) the bf16 output rows ldo apart, go its f32 gradient rows ldg apart; g[0..2],
 // the gradients of q, k and v (T, hs) f32 with rows ldgi[i] apart (or NULL), are added to, or
-// first zeroed where store bit i is set.
+// stored (written as adding to zeros would) where store bit i is set.
 void trit_flash_bf16_backward(const trit_flash_bf16_kernels *kn, const trit_flash_bf16_head *h, const uint16_t *o,
                               int64_t ldo, const float *go, int64_t ldg, float *const g[3], const int64_t ldgi[3],
                               const float *lse, uint32_t store, void *work);

@@ -185,8 +185,9 @@ static void test_stored_gradients_cover_their_buffers(void **state) {
 // ---- views' gradients -------------------------------------------------------------------------------
 
 // Flash attention writes q, k and v's gradients through their strides, so the q, k, v views of
-// each block's c_attn output get no gradient of their own: flash adds straight into the parent's
-// (zeroed) gradient, and the views' backward steps (strided adds) are left out. Against the same
+// each block's c_attn output get no gradient of their own: flash writes straight into the
+// parent's gradient, storing all of it (the three views tile it), so the parent needs no zeroing,
+// and the views' backward steps (strided adds) are left out. Against the same
 // model with a gradient per view (TRIT_VIEW_GRADS=0), gradients and losses must come out bit for
 // bit, with the arena filled with NaN before each step, in each precision, with and without
 // block recompute, in no larger an arena (the parent's gradient now lives from flash's step,
@@ -218,6 +219,8 @@ static void test_view_gradients_same_bits(void **state) {
             assert_int_equal(aliased_views(own.graph), 0);
             assert_int_equal(aliased_views(alias.graph), 3 * 3);  // q, k, v of each of 3 blocks
             assert_int_equal(count_kind(own.graph, TRIT_STEP_BACKWARD) - count_kind(alias.graph, TRIT_STEP_BACKWARD), 9);
+            // and the parent's zeroing: attention stores all of it through the three views
+            assert_int_equal(count_kind(own.graph, TRIT_STEP_ZERO) - count_kind(alias.graph, TRIT_STEP_ZERO), 3);
             assert_true(alias.graph->arena.size <= own.graph->arena.size);
             for (int k = 0; k < 2; k++) {
                 float *want = step(m, &own);
