@@ -170,8 +170,8 @@ static int view_tiler(const trit_graph *g, int r) {
         for (int b = a + 1; b < n->n_in; b++) {
             const trit_tensor *x = g->values[n->in[a]].t, *y = g->values[n->in[b]].t;
             if (g->values[n->in[a]].root != r || g->values[n->in[b]].root != r) continue;
-            if (n->in[a] == n->in[b] || (x->offset < y->offset + y->shape[last] && y->offset < x->offset + x->shape[last]))
-                return -1;
+            const bool overlap = x->offset < y->offset + y->shape[last] && y->offset < x->offset + x->shape[last];
+            if (n->in[a] == n->in[b] || overlap) return -1;
         }
     return node;
 }
@@ -182,8 +182,8 @@ static int view_tiler(const trit_graph *g, int r) {
 // and the view's backward, which would add its own into the root's, is left out (schedule.c).
 static bool view_grad_aliasable(const trit_graph *g, int v) {
     const trit_value *val = &g->values[v];
-    if (!g->view_grads || val->kind != VALUE_OP || val->dead || val->root == v || val->grad_buf < 0 || val->keep || v == g->loss ||
-        val->wants_grad)
+    if (!g->view_grads || val->kind != VALUE_OP || val->dead || val->root == v || val->grad_buf < 0 || val->keep ||
+        v == g->loss || val->wants_grad)
         return false;
     const trit_node *view = &g->nodes[val->producer];
     const trit_value *root = &g->values[val->root];

@@ -273,8 +273,8 @@ static real *grad_head(const trit_op_call *c, int i, const flash_dims *d, int64_
 
 // The gradients of head h of batch element b: output o (rows ldo apart), the output's gradient
 // go (contiguous (B, T, C)), q, k and v's, lse.
-static flash_grads grads_of(const trit_op_call *c, const flash_dims *d, int64_t b, int64_t h, const real *o, int64_t ldo,
-                            const real *lse) {
+static flash_grads grads_of(const trit_op_call *c, const flash_dims *d, int64_t b, int64_t h, const real *o,
+                            int64_t ldo, const real *lse) {
     flash_grads g = {.o = o, .ldo = ldo, .go = (const real *)c->gout->data + b * d->T * d->C + h * d->hs, .lse = lse,
                      .store = c->store_inputs};
     g.gq = grad_head(c, 0, d, b, h, &g.ldgq);
@@ -298,15 +298,18 @@ static void backward_pair(const flash_dims *d, const flash_head *p, const flash_
     const bool first_kv = i0 == j0 / BR * BR;
     const bool add_q = !(g->store & TRIT_IN(0)) || j0 > 0, add_k = !(g->store & TRIT_IN(1)) || !first_kv,
                add_v = !(g->store & TRIT_IN(2)) || !first_kv;
-    if (g->gv) R(trit_kernel_flash_accum)(bc, br, hs, pt, BR, 1, g->go + i0 * C, C, g->gv + j0 * g->ldgv, g->ldgv, NULL, add_v);
+    if (g->gv)
+        R(trit_kernel_flash_accum)(bc, br, hs, pt, BR, 1, g->go + i0 * C, C, g->gv + j0 * g->ldgv, g->ldgv, NULL,
+                                   add_v);
     if (!g->gq && !g->gk) return;
     R(trit_kernel_flash_scores)(bc, hs, vj, p->ldv, got, dpt);  // dP^T = V dO^T
     R(trit_kernel_flash_dscores)(dpt, pt, bc, dd, scale);
     // dQ[i] += sum_j dS[j][i] k[j],   dK[j] += sum_i dS[j][i] q[i]
-    if (g->gq) R(trit_kernel_flash_accum)(br, bc, hs, dpt, 1, BR, kj, p->ldk, g->gq + i0 * g->ldgq, g->ldgq, NULL, add_q);
+    if (g->gq)
+        R(trit_kernel_flash_accum)(br, bc, hs, dpt, 1, BR, kj, p->ldk, g->gq + i0 * g->ldgq, g->ldgq, NULL, add_q);
     if (g->gk)
-        R(trit_kernel_flash_accum)(bc, br, hs, dpt, BR, 1, p->q + i0 * p->ldq, p->ldq, g->gk + j0 * g->ldgk, g->ldgk, NULL,
-                                   add_k);
+        R(trit_kernel_flash_accum)(bc, br, hs, dpt, BR, 1, p->q + i0 * p->ldq, p->ldq, g->gk + j0 * g->ldgk, g->ldgk,
+                                   NULL, add_k);
 }
 
 static void backward_head(const flash_dims *d, const flash_head *p, const flash_grads *g, real *work) {
