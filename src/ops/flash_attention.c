@@ -15,9 +15,10 @@
 // Score tiles are kept transposed, keys by query lanes (see kernels/flash.h), so the softmax
 // over keys is element-wise across lanes; queries (and output gradients) are packed transposed
 // once per tile (forward) or per head (backward); keys and values are read in place. The
-// output accumulator lives in the output itself and gradients are added straight into gin, so
-// scratch holds a few tiles per thread plus, in backward, the head's packed queries and output
-// gradients (linear in T). Threads take whole query tiles (forward) or whole (batch, head)
+// output accumulator lives in the output itself and gradients are added straight into gin
+// (through its strides: q, k and v's may be views of one parent's; a stored one is written by
+// each row's first tile pair instead), so scratch holds a few tiles per thread plus, in
+// backward, the head's packed queries and output gradients (linear in T). Threads take whole query tiles (forward) or whole (batch, head)
 // pairs (backward), each computed the same way on any thread, so results do not depend on the
 // thread count.
 #include "ops/flash_attention.h"
