@@ -117,6 +117,21 @@ static void test_block_recompute_same_bits(void **state) {
     }
 }
 
+// Two steps of `got` give the same gradients and losses, bit for bit, as two of `want`, with got's
+// arena filled with NaN before each (an element left unwritten would hold NaN or a stale value).
+static void assert_same_steps(trit_gpt *m, trit_gpt_graph *want_g, trit_gpt_graph *got_g) {
+    for (int k = 0; k < 2; k++) {
+        float *want = step(m, want_g);
+        memset(got_g->graph->arena.base, 0xff, got_g->graph->arena.size);  // NaN in every f32 and 16-bit slot
+        float *got = step(m, got_g);
+        const size_t n = step_bytes(m) / sizeof(float);
+        for (size_t i = 0; i < n; i++) assert_true(isfinite(got[i]));
+        assert_memory_equal(want, got, n * sizeof(float));
+        free(want);
+        free(got);
+    }
+}
+
 // ---- first writers that store ---------------------------------------------------------------------
 
 // A gradient buffer whose first writer stores into it is not zeroed, so that op must write every
@@ -138,16 +153,7 @@ static void check_stores(trit_gpt *m, const char *what) {
     print_message("%s: %d backward steps store a gradient; %d buffers zeroed instead of %d\n", what, storing, zs, zz);
     assert_true(storing >= 4 * 3);  // per block: the q, k, v projection, attention, c_proj, c_fc, the norms
     assert_true(zs + storing <= zz);
-    for (int k = 0; k < 2; k++) {
-        float *want = step(m, &zeroes);
-        memset(stores.graph->arena.base, 0xff, stores.graph->arena.size);  // NaN in every f32 and 16-bit slot
-        float *got = step(m, &stores);
-        const size_t n = step_bytes(m) / sizeof(float);
-        for (size_t i = 0; i < n; i++) assert_true(isfinite(got[i]));
-        assert_memory_equal(want, got, n * sizeof(float));
-        free(want);
-        free(got);
-    }
+    assert_same_steps(m, &zeroes, &stores);
     trit_gpt_graph_free(&stores);
     trit_gpt_graph_free(&zeroes);
 }
@@ -223,16 +229,7 @@ static void test_view_gradients_same_bits(void **state) {
             // and the parent's zeroing: attention stores all of it through the three views
             assert_int_equal(count_kind(own.graph, TRIT_STEP_ZERO) - count_kind(alias.graph, TRIT_STEP_ZERO), 3);
             assert_true(alias.graph->arena.size <= own.graph->arena.size);
-            for (int k = 0; k < 2; k++) {
-                float *want = step(m, &own);
-                memset(alias.graph->arena.base, 0xff, alias.graph->arena.size);
-                float *got = step(m, &alias);
-                const size_t n = step_bytes(m) / sizeof(float);
-                for (size_t i = 0; i < n; i++) assert_true(isfinite(got[i]));
-                assert_memory_equal(want, got, n * sizeof(float));
-                free(want);
-                free(got);
-            }
+            assert_same_steps(m, &own, &alias);
             trit_gpt_graph_free(&alias);
             trit_gpt_graph_free(&own);
             trit_gpt_free(m);
