@@ -12,17 +12,6 @@
 #define TB_MAX_TAG 4096
 #define TB_MAX_SCALARS 64
 
-// Bit by bit, as trit_crc32: an event is ~100 bytes, and no table needs initializing.
-uint32_t trit_crc32c(uint32_t crc, const void *data, size_t n) {
-    const uint8_t *p = data;
-    crc = ~crc;
-    for (size_t i = 0; i < n; i++) {
-        crc ^= p[i];
-        for (int k = 0; k < 8; k++) crc = (crc >> 1) ^ (0x82F63B78u & (0u - (crc & 1u)));
-    }
-    return ~crc;
-}
-
 uint32_t trit_tfrecord_mask(uint32_t crc) { return ((crc >> 15) | (crc << 17)) + 0xa282ead8u; }
 
 static void put_le32(uint8_t *p, uint32_t v) {
