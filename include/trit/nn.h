@@ -230,6 +230,11 @@ trit_status trit_gpt_build(trit_gpt *m, int64_t B, int64_t T, trit_gpt_graph *ou
 // The same graph for training steps: logits are not kept (out->logits is NULL), so the compiler
 // computes the head and the cross-entropy in row chunks and the B x T x V logits never exist.
 trit_status trit_gpt_build_train(trit_gpt *m, int64_t B, int64_t T, trit_gpt_graph *out);
+// The loss alone, for evaluation: compiled for inference with the loss kept, so nothing is held
+// for a backward pass, no gradient buffer is made and the arena holds only the values alive at
+// once; the head and the cross-entropy run in row chunks (out->logits is NULL); eval mode (no
+// dropout). Read out->loss after trit_graph_forward.
+trit_status trit_gpt_build_eval(trit_gpt *m, int64_t B, int64_t T, trit_gpt_graph *out);
 // trit_gpt_build_train's graph planned only (trit_graph_set_plan_only): its memory report
 // without its arena, for choosing a recompute policy by memory. It cannot run.
 trit_status trit_gpt_plan_train(trit_gpt *m, int64_t B, int64_t T, trit_gpt_graph *out);

@@ -191,7 +191,10 @@ trit_tensor *trit_gpt_hidden(trit_graph *g, trit_gpt *m, trit_tensor *idx) {
     return build_body(g, m, idx->shape[1], &out, false);
 }
 
-static trit_status build(trit_gpt *m, int64_t B, int64_t T, bool keep_logits, bool plan_only, trit_gpt_graph *out) {
+// What a build is for: training (logits kept or not, or only planned), or evaluation.
+typedef enum { BUILD_LOGITS, BUILD_TRAIN, BUILD_PLAN, BUILD_EVAL } build_kind;
+
+static trit_status build(trit_gpt *m, int64_t B, int64_t T, build_kind kind, trit_gpt_graph *out) {
     if (!out) return trit_error(TRIT_ERR_INVALID, "gpt build: NULL output struct");
     memset(out, 0, sizeof *out);
     if (!m) return trit_error(TRIT_ERR_INVALID, "gpt build: NULL model");
@@ -204,35 +207,43 @@ static trit_status build(trit_gpt *m, int64_t B, int64_t T, bool keep_logits, bo
     if (m->dec)
         return trit_error(TRIT_ERR_STATE, "gpt build: the model decodes only (trit_gpt_make_decode_only dropped the f32 "
                           "values graphs compute with); load it again to train or evaluate through a graph");
-    trit_status st = trit_gpt_attach_grads(m);
+    trit_status st = kind == BUILD_EVAL ? TRIT_OK : trit_gpt_attach_grads(m);
     if (st != TRIT_OK) return st;
     trit_graph *g = trit_graph_new_policy(&m->policy);
     if (!g) return trit_error(TRIT_ERR_INVALID, "gpt build: %s", trit_last_error());
     out->graph = g;
-    trit_graph_set_plan_only(g, plan_only);
+    trit_graph_set_plan_only(g, kind == BUILD_PLAN);
     build_forward(g, m, B, T, out);
-    // A failed op leaves NULLs behind; compile then reports the first build error.
-    trit_status s = out->logits && keep_logits ? trit_graph_keep(g, out->logits) : TRIT_OK;
-    if (s == TRIT_OK) s = trit_graph_compile(g, out->loss);
+    // A failed op leaves NULLs behind; compile then reports the first build error. Evaluation
+    // compiles for inference with the loss kept: no backward, nothing held for one.
+    trit_status s = TRIT_OK;
+    if (kind == BUILD_LOGITS && out->logits) s = trit_graph_keep(g, out->logits);
+    if (kind == BUILD_EVAL && out->loss) s = trit_graph_keep(g, out->loss);
+    if (s == TRIT_OK) s = trit_graph_compile(g, kind == BUILD_EVAL ? NULL : out->loss);
     if (s != TRIT_OK) {
         trit_gpt_graph_free(out);
         return s;
     }
     // Without a keep, the compiler fuses the head and the loss: the logits never exist.
-    if (!keep_logits) out->logits = NULL;
+    if (kind != BUILD_LOGITS) out->logits = NULL;
+    if (kind == BUILD_EVAL) trit_graph_set_training(g, false);
     return TRIT_OK;
 }
 
 trit_status trit_gpt_build(trit_gpt *m, int64_t B, int64_t T, trit_gpt_graph *out) {
-    return build(m, B, T, true, false, out);
+    return build(m, B, T, BUILD_LOGITS, out);
 }
 
 trit_status trit_gpt_build_train(trit_gpt *m, int64_t B, int64_t T, trit_gpt_graph *out) {
-    return build(m, B, T, false, false, out);
+    return build(m, B, T, BUILD_TRAIN, out);
 }
 
 trit_status trit_gpt_plan_train(trit_gpt *m, int64_t B, int64_t T, trit_gpt_graph *out) {
-    return build(m, B, T, false, true, out);
+    return build(m, B, T, BUILD_PLAN, out);
+}
+
+trit_status trit_gpt_build_eval(trit_gpt *m, int64_t B, int64_t T, trit_gpt_graph *out) {
+    return build(m, B, T, BUILD_EVAL, out);
 }
 
 void trit_gpt_graph_free(trit_gpt_graph *gg) {

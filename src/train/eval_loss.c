@@ -33,8 +33,7 @@ trit_status trit_eval_loss(trit_gpt *m, const char *shard, int64_t batches, int6
     trit_status s = open_windows(m, shard, B, T, &batches, &d);
     if (s != TRIT_OK) return s;
     trit_gpt_graph gg = {0};
-    s = trit_gpt_build(m, B, T, &gg);
-    if (s == TRIT_OK) trit_graph_set_training(gg.graph, false);
+    s = trit_gpt_build_eval(m, B, T, &gg);
     double sum = 0;
     for (int64_t j = 0; j < batches && s == TRIT_OK; j++) {
         trit_data_batch(d, TRIT_DATA_SEQUENTIAL, 0, j, B, trit_tensor_ptr(gg.idx), trit_tensor_ptr(gg.targets));

@@ -2,7 +2,8 @@
 // (one token at a time from an empty cache per window): the same up to summation order for an
 // fp32 model; for an int4 one (groups of 64, which the integer kernels take) the decoder also
 // rounds each token's matmul inputs to int8, which moves the loss a little; bad windows and
-// shards are refused.
+// shards are refused. The evaluation graph gives the training graph's forward loss with no
+// gradient buffers and a smaller arena.
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -66,6 +67,42 @@ static void test_decoder_matches_graph(void **state) {
     trit_gpt_free(m);
 }
 
+// The evaluation graph against the training graph's forward on the same batch: the same loss
+// (same kernels, the head and loss fused in row chunks in both), no gradient buffer made where
+// the model had none, and a smaller arena (nothing is held for backward).
+static void test_eval_graph_matches_training_forward(void **state) {
+    (void)state;
+    enum { B = 3 };
+    trit_gpt *m = model();
+    trit_gpt_graph ev = {0}, tr = {0};
+    assert_int_equal(trit_gpt_build_eval(m, B, T, &ev), TRIT_OK);
+    assert_null(ev.logits);
+    for (int i = 0; i < trit_gpt_num_tensors(m); i++) assert_null(trit_gpt_tensor(m, i)->grad);
+    assert_int_equal(trit_gpt_build_train(m, B, T, &tr), TRIT_OK);
+    int32_t *x = tr.idx->data, *y = tr.targets->data;
+    for (int i = 0; i < B * T; i++) {
+        x[i] = (int32_t)(trit_rng_u32(4, 0, (uint64_t)i) % V);
+        y[i] = i % 7 == 0 ? -1 : (int32_t)(trit_rng_u32(4, 1, (uint64_t)i) % V);  // some ignored
+    }
+    memcpy(ev.idx->data, x, sizeof(int32_t) * B * T);
+    memcpy(ev.targets->data, y, sizeof(int32_t) * B * T);
+    trit_graph_set_training(tr.graph, false);
+    assert_int_equal(trit_graph_forward(tr.graph), TRIT_OK);
+    assert_int_equal(trit_graph_forward(ev.graph), TRIT_OK);
+    const float want = *(const float *)tr.loss->data, got = *(const float *)ev.loss->data;
+    print_message("training forward %.9g, eval graph %.9g\n", want, got);
+    assert_true(want > 1.0f && got == want);
+    trit_graph_memory me, mt;
+    assert_int_equal(trit_graph_memory_report(ev.graph, &me), TRIT_OK);
+    assert_int_equal(trit_graph_memory_report(tr.graph, &mt), TRIT_OK);
+    print_message("arena: eval %zu bytes, training %zu\n", me.arena_bytes, mt.arena_bytes);
+    assert_int_equal(me.num_backward_nodes, 0);
+    assert_true(me.arena_bytes > 0 && 2 * me.arena_bytes < mt.arena_bytes);
+    trit_gpt_graph_free(&tr);
+    trit_gpt_graph_free(&ev);
+    trit_gpt_free(m);
+}
+
 static void test_bad_input(void **state) {
     (void)state;
     const char *val = shard("val.bin", 2000, V), *wide = shard("wide.bin", 2000, V + 5);
@@ -83,6 +120,7 @@ static void test_bad_input(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_decoder_matches_graph),
+        cmocka_unit_test(test_eval_graph_matches_training_forward),
         cmocka_unit_test(test_bad_input),
     };
     return cmocka_run_group_tests(tests, tfile_group_setup, tfile_group_teardown);
