@@ -2,7 +2,7 @@
 // file so a crash mid-write leaves the previous state whole.
 //
 //   offset 0   8 bytes  magic "TRITSTAT"
-//          8   u32      version (3; versions 1 and 2 still load)
+//          8   u32      version (4; versions 1 to 3 still load)
 //         12   u32      0 (reserved)
 //         16   u64      N, length of the JSON header
 //         24   N bytes  JSON: {"config": {...}, "step", "data_batches", "rng": {...},
@@ -18,10 +18,12 @@
 //                       format lays them out), f32 scales, at byte offsets relative to here
 //   end - 4    u32      CRC-32 of every byte before it
 // Version 1 had no dtype (every tensor f32), no scaler and no skip counts; version 2 no shape and
-// no scales (every buffer shaped and counted like its parameter, of a dtype with whole elements).
+// no scales (every buffer shaped and counted like its parameter, of a dtype with whole elements);
+// versions 1 to 3 held the frozen parameters' weights too (a resume now skips them there).
 //
-// The weights are in here too (not only in model.safetensors), so the pair (weights, moments)
-// always comes from the same step, whichever write a crash interrupted.
+// The trained weights are in here too (not only in model.safetensors), so the pair (weights,
+// moments) always comes from the same step, whichever write a crash interrupted. Frozen weights
+// are the same at every step, so model.safetensors, written atomically, holds them alone.
 #include "trit/io.h"
 #include "trit/train.h"
 #include "io/io_internal.h"
@@ -35,7 +37,7 @@
 #include <sys/stat.h>
 
 static const char STATE_MAGIC[8] = {'T', 'R', 'I', 'T', 'S', 'T', 'A', 'T'};
-enum { STATE_VERSION = 3, STATE_PREFIX = 24 };
+enum { STATE_VERSION = 4, STATE_PREFIX = 24 };
 
 static cJSON *int_str(int64_t v) {
     char b[32];
@@ -193,6 +195,34 @@ trit_status trit_state_write(const char *path, const trit_train_state *st, const
     return trit_atomic_commit(&f);
 }
 
+bool trit_state_holds_weight(const trit_tensor *t) {
+    // No values: a quantized base's frozen matrix (QLoRA), whose codes model.safetensors holds.
+    return t && t->data && !(t->flags & TRIT_FLAG_FROZEN);
+}
+
+static bool frozen_with_values(const trit_tensor *t) { return t->data && (t->flags & TRIT_FLAG_FROZEN); }
+
+trit_status trit_state_load_frozen(const char *model_path, trit_gpt *m) {
+    bool any = false;
+    for (int i = 0; !any && i < trit_gpt_num_tensors(m); i++) any = frozen_with_values(trit_gpt_tensor(m, i));
+    if (!any) return TRIT_OK;
+    trit_safetensors *f = trit_safetensors_open(model_path);
+    if (!f)
+        return trit_error(TRIT_ERR_IO, "cannot resume: '%s' holds the frozen weights, which the training state "
+                          "leaves out, and it cannot be read: %s", model_path, trit_last_error());
+    trit_status s = TRIT_OK;
+    for (int i = 0; s == TRIT_OK && i < trit_gpt_num_tensors(m); i++) {
+        trit_tensor *t = trit_gpt_tensor(m, i);
+        if (!frozen_with_values(t)) continue;
+        if (!trit_safetensors_find(f, t->name))
+            s = trit_error(TRIT_ERR_FORMAT, "cannot resume: '%s' lacks the frozen weight '%s' (the training state "
+                           "leaves frozen weights to it): restore the run's own model file", model_path, t->name);
+        else s = trit_safetensors_load(f, t->name, t);
+    }
+    trit_safetensors_close(f);
+    return s;
+}
+
 // The model's weights and the optimizer's buffers, as the file lists them (NULL when out of memory).
 static trit_state_entry *entries_of(const trit_gpt *m, const trit_optim *o, int *n) {
     const int nw = trit_gpt_num_tensors(m), no = trit_optim_num_state(o);
@@ -201,7 +231,7 @@ static trit_state_entry *entries_of(const trit_gpt *m, const trit_optim *o, int 
     int k = 0;
     for (int i = 0; i < nw; i++) {
         const trit_tensor *t = trit_gpt_tensor(m, i);
-        if (!t->data) continue;  // a quantized base's frozen matrix (QLoRA): its codes are in model.safetensors
+        if (!trit_state_holds_weight(t)) continue;
         e[k] = (trit_state_entry){.name = t->name, .role = "weight", .dtype = t->dtype, .ndim = t->ndim,
                                   .count = trit_tensor_numel(t), .data = trit_tensor_ptr(t), .weight = t};
         memcpy(e[k].shape, t->shape, sizeof e[k].shape);

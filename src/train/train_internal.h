@@ -51,6 +51,15 @@ typedef struct trit_state_entry {
     const trit_tensor *weight;    // the weight data belongs to (its mapped pages dropped after writing), or NULL
 } trit_state_entry;
 
+// Whether a state file holds parameter t's values: every parameter with values but the frozen
+// ones, which no step changes and which model.safetensors beside the state file holds (a LoRA
+// checkpoint's state is its adapters and their moments, not a second copy of the base). A
+// tensor-parallel checkpoint's state holds them too (trainer_tensor.c writes the whole model).
+bool trit_state_holds_weight(const trit_tensor *t);
+// On resume, before the state: the frozen parameters' values from the run's model.safetensors
+// at model_path (nothing to do without frozen parameters that have values).
+trit_status trit_state_load_frozen(const char *model_path, trit_gpt *m);
+
 // The file of the given buffers (trit_state_save lists the model's and the optimizer's), and
 // reading them back into buffers of the same names, dtypes, shapes and scale counts.
 trit_status trit_state_write(const char *path, const trit_train_state *st, const trit_state_entry *entries, int n,

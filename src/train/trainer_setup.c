@@ -339,6 +339,9 @@ static trit_status restore(trainer *t) {
     if (s == TRIT_OK && t->cfg.dist == TRIT_DIST_PIPELINE) s = trit_trainer_pipeline_state_name(t, name, sizeof name);
     if (s == TRIT_OK) s = trit_trainer_path(t, name, path, sizeof path);
     trit_train_state st;
+    char model[TRIT_PATH_MAX + 32];
+    if (s == TRIT_OK && !t->tensor) s = trit_trainer_path(t, TRIT_CKPT_MODEL, model, sizeof model);
+    if (s == TRIT_OK && !t->tensor) s = trit_state_load_frozen(model, t->model);
     if (s == TRIT_OK) s = t->zero ? trit_trainer_zero_restore(t, path, &st) : trit_trainer_zero_refuse_sharded(t, path);
     if (s == TRIT_OK && t->tensor) s = trit_trainer_tensor_restore(t, path, &st);
     else if (s == TRIT_OK && !t->zero) s = trit_state_load(path, &st, t->model, t->opt);

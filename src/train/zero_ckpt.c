@@ -35,12 +35,12 @@ static trit_status shard_path(const char *dir, int rank, int ranks, int64_t step
     return trit_path_join(buf, n, dir, name);
 }
 
-// CRC-32 of the weights with values, in the model's order (what the state file holds).
+// CRC-32 of the weights the state file holds, in the model's order.
 static uint32_t weights_crc(const trit_gpt *m) {
     uint32_t crc = 0;
     for (int i = 0; i < trit_gpt_num_tensors(m); i++) {
         const trit_tensor *t = trit_gpt_tensor(m, i);
-        if (t->data) crc = trit_crc32(crc, trit_tensor_ptr(t), trit_tensor_nbytes(t));
+        if (trit_state_holds_weight(t)) crc = trit_crc32(crc, trit_tensor_ptr(t), trit_tensor_nbytes(t));
     }
     return crc;
 }
@@ -50,14 +50,15 @@ static trit_state_entry f64_entry(const char *name, double *v, int64_t n) {
                               .data = v};
 }
 
-// The model's weights with values, then `extra` (its data set by the caller); NULL when out of memory.
+// The model's weights the state file holds, then `extra` (its data set by the caller); NULL when
+// out of memory.
 static trit_state_entry *weight_entries(const trit_gpt *m, int extra, int *n) {
     const int nw = trit_gpt_num_tensors(m);
     trit_state_entry *e = calloc((size_t)(nw + extra) + 1, sizeof *e);
     int k = 0;
     for (int i = 0; e && i < nw; i++) {
         const trit_tensor *t = trit_gpt_tensor(m, i);
-        if (!t->data) continue;
+        if (!trit_state_holds_weight(t)) continue;
         e[k] = (trit_state_entry){.name = t->name, .role = "weight", .dtype = t->dtype, .ndim = t->ndim,
                                   .count = trit_tensor_numel(t), .data = trit_tensor_ptr(t), .weight = t};
         memcpy(e[k].shape, t->shape, sizeof e[k].shape);

@@ -1,6 +1,7 @@
 // Exact resume: a run stopped at step k (by --stop-after, or by a stop request as SIGINT makes)
 // and continued with --resume gives the same train and validation losses, bit for bit, and the
-// same final weights as the run that was never stopped (with AdamW, AdamW8bit, GaLore and Q-GaLore). The config uses dropout and gradient
+// same final weights as the run that was never stopped (with AdamW, AdamW8bit, GaLore and Q-GaLore; with frozen
+// weights, which the run's model file holds for the state). The config uses dropout and gradient
 // accumulation so that their randomness and data positions are covered too.
 #define _GNU_SOURCE
 #include <setjmp.h>
@@ -87,6 +88,29 @@ static void resume_config(trit_train_config *c, const char *dir) {
     trit_train_config_init(c);
     assert_int_equal(trit_train_config_set(c, "resume", dir), TRIT_OK);
     c->quiet = 1;
+}
+
+// The whole of dir's train_state.bin (the caller frees it); its JSON header starts at byte 24.
+static uint8_t *read_state(const char *dir) {
+    char path[700];
+    snprintf(path, sizeof path, "%s/%s", dir, TRIT_CKPT_STATE);
+    uint8_t *bytes;
+    size_t n;
+    assert_int_equal(trit_file_read_all(path, &bytes, &n), TRIT_OK);
+    return bytes;
+}
+
+// The uninterrupted run into d->full (a) and the same run stopped after step 5 into d->part (b),
+// both of config() changed by set.
+static void full_and_stopped(const dirs *d, void (*set)(trit_train_config *c), record *a, record *b) {
+    trit_train_config c;
+    trit_train_result res;
+    for (int k = 0; k < 2; k++) {
+        config(&c, d->text, k ? d->part : d->full);
+        set(&c);
+        c.stop_after = k ? 5 : 0;
+        run(&c, k ? b : a, &res);
+    }
 }
 
 static void test_stop_after_and_resume(void **state) {
@@ -210,6 +234,11 @@ static void test_addition_resume(void **state) {
 // and leaves the others under 4096 (fp32 state), so both kinds of state are saved and restored.
 // A resume that asks for the other optimizer, and a load of the state into an AdamW optimizer,
 // are refused with the optimizer's name.
+static void set_adamw8bit(trit_train_config *c) {
+    c->dim = 32;
+    c->optimizer = TRIT_TRAIN_ADAMW8BIT;
+}
+
 static void test_adamw8bit_resume(void **state) {
     (void)state;
     dirs d;
@@ -217,23 +246,13 @@ static void test_adamw8bit_resume(void **state) {
     trit_train_config c;
     trit_train_result res;
     record a = {0}, b = {0};
-    for (int k = 0; k < 2; k++) {
-        config(&c, d.text, k ? d.part : d.full);
-        c.dim = 32;
-        c.optimizer = TRIT_TRAIN_ADAMW8BIT;
-        c.stop_after = k ? 5 : 0;
-        run(&c, k ? &b : &a, &res);
-    }
+    full_and_stopped(&d, set_adamw8bit, &a, &b);
     assert_true(a.loss[STEPS] < a.loss[1]);
 
     // The state file lists u8 moments with scales, and fp32 ones.
-    char path[700];
-    snprintf(path, sizeof path, "%s/%s", d.part, TRIT_CKPT_STATE);
-    uint8_t *bytes;
-    size_t n;
-    assert_int_equal(trit_file_read_all(path, &bytes, &n), TRIT_OK);
+    uint8_t *bytes = read_state(d.part);
     const char *header = (const char *)bytes + 24;
-    assert_true(trit_le32_load(bytes + 8) == 3);
+    assert_true(trit_le32_load(bytes + 8) == 4);
     assert_non_null(strstr(header, "\"optimizer\":{\"kind\":\"adamw8bit\""));
     assert_non_null(strstr(header, "\"name\":\"h.0.mlp.c_fc.weight.exp_avg\",\"role\":\"optim\",\"dtype\":\"u8\""));
     assert_non_null(strstr(header, "\"name\":\"h.0.mlp.c_fc.weight.exp_avg_sq\",\"role\":\"optim\",\"dtype\":\"u8\""));
@@ -247,8 +266,9 @@ static void test_adamw8bit_resume(void **state) {
     assert_int_not_equal(trit_train_run(&c, NULL, &res), TRIT_OK);
     assert_non_null(strstr(trit_last_error(), "trained with --optimizer adamw8bit, but --optimizer adamw was given"));
     // The state loaded into an AdamW optimizer: the file names its optimizer.
-    char model[700];
+    char model[700], path[700];
     snprintf(model, sizeof model, "%s/%s", d.part, TRIT_CKPT_MODEL);
+    snprintf(path, sizeof path, "%s/%s", d.part, TRIT_CKPT_STATE);
     trit_gpt *m = trit_checkpoint_load_model(model, NULL);
     assert_non_null(m);
     trit_tensor *params[64];
@@ -290,11 +310,7 @@ static void galore_resume(trit_train_optimizer kind, const char *tag, const char
         run(&c, k ? &b : &a, &res);
     }
     assert_true(a.loss[STEPS] < a.loss[1]);
-    char path[700];
-    snprintf(path, sizeof path, "%s/%s", d.part, TRIT_CKPT_STATE);
-    uint8_t *bytes;
-    size_t n;
-    assert_int_equal(trit_file_read_all(path, &bytes, &n), TRIT_OK);
+    uint8_t *bytes = read_state(d.part);
     const char *header = (const char *)bytes + 24;
     assert_non_null(strstr(header, "\"name\":\"h.0.mlp.c_fc.weight.exp_avg\",\"role\":\"optim\",\"dtype\":\"f32\","
                                    "\"shape\":[\"128\",\"8\"]"));
@@ -364,6 +380,46 @@ static void test_offload_frozen_same_bits(void **state) {
     offload_same_bits("resofz", TRIT_OFFLOAD_OPTIMIZER_FROZEN, "h.*.attn.*,wte.weight", "frozen.offload");
 }
 
+// Frozen weights are left to model.safetensors: the state file of a --freeze run lists the
+// trained weights and not the frozen ones, the run resumes to the same bits, and a resume without
+// the model file stops with a message naming it.
+static void set_frozen(trit_train_config *c) { snprintf(c->freeze, sizeof c->freeze, "h.*.attn.*,wte.weight"); }
+
+static void test_frozen_weights_from_model_file(void **state) {
+    (void)state;
+    dirs d;
+    make_dirs(&d, "resfz", 1);
+    trit_train_config c;
+    trit_train_result res;
+    record a = {0}, b = {0};
+    full_and_stopped(&d, set_frozen, &a, &b);
+    uint8_t *bytes = read_state(d.part);
+    const char *header = (const char *)bytes + 24;
+    assert_non_null(strstr(header, "\"name\":\"h.0.mlp.c_fc.weight\",\"role\":\"weight\""));
+    assert_null(strstr(header, "\"name\":\"h.0.attn.c_attn.weight\",\"role\":\"weight\""));
+    assert_null(strstr(header, "\"name\":\"wte.weight\",\"role\":\"weight\""));
+    free(bytes);
+
+    char model[700], kept[720];
+    snprintf(model, sizeof model, "%s/%s", d.part, TRIT_CKPT_MODEL);
+    snprintf(kept, sizeof kept, "%s.kept", model);
+    assert_int_equal(rename(model, kept), 0);
+    resume_config(&c, d.part);
+    assert_int_not_equal(trit_train_run(&c, NULL, &res), TRIT_OK);
+    assert_non_null(strstr(trit_last_error(), TRIT_CKPT_MODEL));
+    assert_non_null(strstr(trit_last_error(), "frozen"));
+    assert_int_equal(rename(kept, model), 0);
+
+    resume_config(&c, d.part);
+    b.first = 0;
+    run(&c, &b, &res);
+    assert_int_equal(b.first, 6);
+    assert_int_equal(res.step, STEPS);
+    expect_same_bits(&a, &b, 1, STEPS);
+    expect_same_file(d.full, d.part, TRIT_CKPT_MODEL);
+    tfile_rm_rf(d.root);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_stop_after_and_resume),
@@ -373,6 +429,7 @@ int main(void) {
         cmocka_unit_test(test_galore_resume),
         cmocka_unit_test(test_offload_same_bits),
         cmocka_unit_test(test_offload_frozen_same_bits),
+        cmocka_unit_test(test_frozen_weights_from_model_file),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
