@@ -112,7 +112,7 @@ void trit_graph_release_compiled(trit_graph *g) {
         free(v->shadow);
         v->grad = v->shadow = NULL;
         v->grad_buf = v->data_buf = v->shadow_buf = v->grad_tiler = -1;
-        v->grad_shared = v->grad_alias = v->recomputed = false;
+        v->grad_shared = v->grad_pinned = v->grad_alias = v->recomputed = false;
     }
     for (int i = 0; i < g->n_nodes; i++) g->nodes[i].reads_streamed = false;  // nodes may change: set it again
     memset(&g->streamed, 0, sizeof g->streamed);

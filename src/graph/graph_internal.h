@@ -19,6 +19,8 @@ typedef struct trit_value {
     trit_tensor *grad;     // contiguous gradient; the param's own grad for parameters
     int grad_buf;          // planner buffer of an activation gradient, -1 if none
     bool grad_shared;      // grad_buf is another value's (an in-place backward): that value zeroes it
+    bool grad_pinned;      // grad_buf also holds a sibling's gradient until that is read (plan.c):
+                           // no backward may write another gradient over it in place
     bool grad_alias;       // a view whose gradient is that view of its root's gradient (plan.c): its
                            // readers write there, and its own backward (a strided add) is left out
     int grad_tiler;        // node whose backward stores the whole of this root's gradient through

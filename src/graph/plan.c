@@ -37,26 +37,51 @@ static int reads_of(const trit_node *n, int v) {
     return reads;
 }
 
+// How many nodes read value v (a view of it counts as one).
+static int readers_of(const trit_graph *g, int v) {
+    int r = 0;
+    for (int i = 0; i < g->n_nodes; i++) r += reads_of(&g->nodes[i], v) > 0;
+    return r;
+}
+
+// Whether input j of node n may take the output's gradient buffer: a gradient first written by
+// this backward (so it needs no zeroing: the op stores), of the same size, not kept.
+static bool can_take_out_grad(const trit_graph *g, const trit_node *n, int j) {
+    const trit_value *in = &g->values[n->in[j]], *out = &g->values[n->out];
+    return in->grad_buf >= 0 && out->grad_buf >= 0 && !in->keep && !out->keep && n->out != g->loss &&
+           n->in[j] != g->loss && in->kind != VALUE_INPUT && reads_of(n, n->in[j]) == 1 &&
+           g->bufs[in->grad_buf].first == n->bwd_pos && g->bufs[in->grad_buf].bytes == g->bufs[out->grad_buf].bytes;
+}
+
+static void take_out_grad(trit_graph *g, const trit_node *n, int j) {
+    trit_value *in = &g->values[n->in[j]], *out = &g->values[n->out];
+    extend(g, out->grad_buf, g->bufs[in->grad_buf].last);
+    g->bufs[in->grad_buf].bytes = 0;  // left unused
+    in->grad_buf = out->grad_buf;
+    in->grad_shared = true;
+}
+
 // An op whose backward may write in[0]'s gradient over its output's (bwd_in_place) gets one
 // buffer for both when its backward is the first to write in[0]'s gradient (in[0]'s only
 // reader, or its last in forward order, such as a residual add's stream) and neither gradient
 // is kept: the output's gradient dies at that step, where in[0]'s is born (and needs no zeroing:
 // the op stores); in[0]'s other readers add into it later. Later nodes first, so a chain of
 // such ops ends in one buffer.
+// An add also gives in[1] that buffer (bwd_passes_b) when nothing else will write into it while
+// either gradient waits to be read: in[1] has no other reader, nor in[0] if it shares too. Both
+// are then pinned, so their producers do not write their own inputs' gradients over it in place
+// (a LoRA sum: the base's and the adapter's products get their gradients with no copy).
 static void share_grad_buffers(trit_graph *g) {
     for (int i = g->n_nodes - 1; i >= 0; i--) {
         const trit_node *n = &g->nodes[i];
-        if (!n->def->bwd_in_place || n->bwd_step < 0 || n->n_in < 1) continue;
-        trit_value *in = &g->values[n->in[0]], *out = &g->values[n->out];
-        if (in->grad_buf < 0 || out->grad_buf < 0 || in->keep || out->keep || n->out == g->loss || n->in[0] == g->loss)
+        if (!n->def->bwd_in_place || n->bwd_step < 0 || n->n_in < 1 || g->values[n->out].grad_pinned) continue;
+        const bool a = can_take_out_grad(g, n, 0);
+        if (a) take_out_grad(g, n, 0);
+        if (!n->def->bwd_passes_b || n->n_in < 2 || n->in[1] == n->in[0] || g->values[n->in[1]].root != n->in[1] ||
+            !can_take_out_grad(g, n, 1) || readers_of(g, n->in[1]) != 1 || (a && readers_of(g, n->in[0]) != 1))
             continue;
-        if (in->kind == VALUE_INPUT || reads_of(n, n->in[0]) != 1 || g->bufs[in->grad_buf].first != n->bwd_pos ||
-            g->bufs[in->grad_buf].bytes != g->bufs[out->grad_buf].bytes)
-            continue;
-        extend(g, out->grad_buf, g->bufs[in->grad_buf].last);
-        g->bufs[in->grad_buf].bytes = 0;  // left unused
-        in->grad_buf = out->grad_buf;
-        in->grad_shared = true;
+        take_out_grad(g, n, 1);
+        g->values[n->in[0]].grad_pinned = g->values[n->in[1]].grad_pinned = true;
     }
 }
 
@@ -230,7 +255,7 @@ static trit_status plan_grads(trit_graph *g) {
         if ((v->kind != VALUE_OP && !input) || !trit_value_needs_grad(v)) continue;
         const size_t bytes = trit_tensor_nbytes(v->t) / trit_dtype_size(v->t->dtype) * trit_dtype_size(g->dtype);
         v->grad_buf = add_buffer(g, bytes, input ? END : g->nodes[v->producer].bwd_pos);
-        v->grad_shared = false;
+        v->grad_shared = v->grad_pinned = false;
         if (v->grad_buf < 0) return trit_error(TRIT_ERR_NOMEM, "out of memory");
         if (i == g->loss) g->bufs[v->grad_buf].first = N;
         if (v->keep || input) g->bufs[v->grad_buf].last = END;

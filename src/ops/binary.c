@@ -214,7 +214,8 @@ static trit_status zero_stored_inputs(const trit_op_call *c) {
 }
 
 // add and sub: the gradient is gout itself (negated for sub's b), folded where broadcast. in[0]'s
-// gradient may be gout's own buffer (bwd_in_place), which then already holds it.
+// gradient may be gout's own buffer (bwd_in_place), and so may add's in[1]'s (bwd_passes_b),
+// which then already holds it.
 static void pass_through(const trit_op_call *c, int i, double sign) {
     const trit_tensor *in = c->in[i];
     real *gi = c->gin[i]->data;
@@ -281,13 +282,13 @@ static size_t binary_scratch(const trit_op_call *c) {
 const trit_op_def R(trit_op_add) = {
     .name = "add", .infer = add_infer, .forward = add_forward, .backward = add_backward,
     .bwd_unread = TRIT_IN(0) | TRIT_IN(1) | TRIT_OUT, .bwd_stores = TRIT_IN(0) | TRIT_IN(1),
-    .bwd_in_place = true,
+    .bwd_in_place = true, .bwd_passes_b = true,
 };
 // The same add, its output stored in the activation dtype where every reader takes 16 bits.
 const trit_op_def R(trit_op_add_act) = {
     .name = "add_act", .infer = add_infer, .forward = add_forward, .backward = add_backward,
     .bwd_unread = TRIT_IN(0) | TRIT_IN(1) | TRIT_OUT, .lowp_output = true, .bwd_stores = TRIT_IN(0) | TRIT_IN(1),
-    .bwd_in_place = true,
+    .bwd_in_place = true, .bwd_passes_b = true,
 };
 const trit_op_def R(trit_op_sub) = {
     .name = "sub", .infer = sub_infer, .forward = sub_forward, .backward = sub_backward,

@@ -73,6 +73,9 @@ typedef struct trit_op_def {
     // stores (gin[0] = ...) instead of adding. The planner gives them one buffer when this op is
     // in[0]'s only consumer, so an elementwise op's backward needs no second gradient buffer.
     bool bwd_in_place;
+    // in[1]'s gradient is the output's gradient itself (add): the planner may give in[1] that
+    // buffer too (backward then finds gin[1] == gout and writes nothing).
+    bool bwd_passes_b;
     // Bit TRIT_IN(i) set: backward writes gin[i] through its strides and offset, so gin[i] may be
     // a view of a larger gradient (the planner then hands a view's readers its root's gradient
     // seen through the view, instead of a gradient of its own added in by the view's backward).

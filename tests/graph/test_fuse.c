@@ -136,6 +136,44 @@ static void test_residual_add_shares_gradient(void **state) {
     }
 }
 
+// out = (u - p1 + tanh(p2)) * exp(u), u = tanh(p0): the add is the only reader of both its
+// inputs, so both gradients take its output's gradient buffer (no copy). Both are then pinned:
+// the sub below, u's last reader, would otherwise write u's gradient over that buffer in place,
+// and exp's backward add into it while tanh(p2)'s gradient still waits there to be read.
+static trit_tensor *two_branches(trit_graph *g, trit_tensor **p, void *ctx) {
+    (void)ctx;
+    trit_tensor *b = trit_tanh(g, p[2]), *u = trit_tanh(g, p[0]), *v = trit_exp(g, u);
+    return trit_mul(g, trit_add(g, trit_sub(g, u, p[1]), b), v);
+}
+
+static void test_add_gives_both_inputs_its_gradient(void **state) {
+    (void)state;
+    trit_tensor *p[3];
+    for (int i = 0; i < 3; i++) p[i] = tg_param(2, (int64_t[]){3, 4}, -1, 1, 410 + (uint64_t)i);
+    tg_assert_gradcheck("add of two branches", two_branches, NULL, 3, p);
+    trit_graph *g = trit_graph_new(TRIT_F64);
+    tg_run(g, tg_weighted_sum(g, two_branches(g, p, NULL)));
+    int adds = 0, subs = 0;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const trit_node *n = &g->nodes[i];
+        const trit_value *a = &g->values[n->in[0]], *out = &g->values[n->out];
+        if (strcmp(n->def->name, "add") == 0) {
+            const trit_value *b = &g->values[n->in[1]];
+            assert_ptr_equal(a->grad->data, out->grad->data);
+            assert_ptr_equal(b->grad->data, out->grad->data);
+            assert_true(a->grad_pinned && b->grad_pinned);
+            adds++;
+        } else if (strcmp(n->def->name, "sub") == 0) {
+            assert_ptr_not_equal(a->grad->data, out->grad->data);  // its output's buffer is pinned
+            subs++;
+        }
+    }
+    assert_int_equal(adds, 1);
+    assert_int_equal(subs, 1);
+    trit_graph_free(g);
+    tg_free_params(3, p);
+}
+
 static void test_fused_matches_unfused_f64(void **state) {
     (void)state;
     compare(TRIT_F64, 1e-12);
@@ -254,6 +292,7 @@ int main(void) {
         cmocka_unit_test(test_kept_logits_are_not_fused_away),
         cmocka_unit_test(test_lora_sum_fuses_bias_gelu),
         cmocka_unit_test(test_residual_add_shares_gradient),
+        cmocka_unit_test(test_add_gives_both_inputs_its_gradient),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
