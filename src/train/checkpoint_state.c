@@ -200,24 +200,35 @@ bool trit_state_holds_weight(const trit_tensor *t) {
     return t && t->data && !(t->flags & TRIT_FLAG_FROZEN);
 }
 
+trit_state_entry trit_state_weight_entry(const trit_tensor *t) {
+    trit_state_entry e = {.name = t->name, .role = "weight", .dtype = t->dtype, .ndim = t->ndim,
+                          .count = trit_tensor_numel(t), .data = trit_tensor_ptr(t), .weight = t};
+    memcpy(e.shape, t->shape, sizeof e.shape);
+    return e;
+}
+
 static bool frozen_with_values(const trit_tensor *t) { return t->data && (t->flags & TRIT_FLAG_FROZEN); }
 
-trit_status trit_state_load_frozen(const char *model_path, trit_gpt *m) {
-    bool any = false;
-    for (int i = 0; !any && i < trit_gpt_num_tensors(m); i++) any = frozen_with_values(trit_gpt_tensor(m, i));
-    if (!any) return TRIT_OK;
-    trit_safetensors *f = trit_safetensors_open(model_path);
-    if (!f)
+trit_status trit_state_frozen_find(trit_safetensors **f, const char *model_path, const char *name,
+                                   const trit_safetensors_info **info) {
+    if (!*f && !(*f = trit_safetensors_open(model_path)))
         return trit_error(TRIT_ERR_IO, "cannot resume: '%s' holds the frozen weights, which the training state "
                           "leaves out, and it cannot be read: %s", model_path, trit_last_error());
+    if (!(*info = trit_safetensors_find(*f, name)))
+        return trit_error(TRIT_ERR_FORMAT, "cannot resume: '%s' lacks the frozen weight '%s' (the training state "
+                          "leaves frozen weights to it): restore the run's own model file", model_path, name);
+    return TRIT_OK;
+}
+
+trit_status trit_state_load_frozen(const char *model_path, trit_gpt *m) {
+    trit_safetensors *f = NULL;
     trit_status s = TRIT_OK;
     for (int i = 0; s == TRIT_OK && i < trit_gpt_num_tensors(m); i++) {
         trit_tensor *t = trit_gpt_tensor(m, i);
+        const trit_safetensors_info *info;
         if (!frozen_with_values(t)) continue;
-        if (!trit_safetensors_find(f, t->name))
-            s = trit_error(TRIT_ERR_FORMAT, "cannot resume: '%s' lacks the frozen weight '%s' (the training state "
-                           "leaves frozen weights to it): restore the run's own model file", model_path, t->name);
-        else s = trit_safetensors_load(f, t->name, t);
+        s = trit_state_frozen_find(&f, model_path, t->name, &info);
+        if (s == TRIT_OK) s = trit_safetensors_load(f, t->name, t);
     }
     trit_safetensors_close(f);
     return s;
@@ -231,11 +242,7 @@ static trit_state_entry *entries_of(const trit_gpt *m, const trit_optim *o, int 
     int k = 0;
     for (int i = 0; i < nw; i++) {
         const trit_tensor *t = trit_gpt_tensor(m, i);
-        if (!trit_state_holds_weight(t)) continue;
-        e[k] = (trit_state_entry){.name = t->name, .role = "weight", .dtype = t->dtype, .ndim = t->ndim,
-                                  .count = trit_tensor_numel(t), .data = trit_tensor_ptr(t), .weight = t};
-        memcpy(e[k].shape, t->shape, sizeof e[k].shape);
-        k++;
+        if (trit_state_holds_weight(t)) e[k++] = trit_state_weight_entry(t);
     }
     for (int i = 0; i < no; i++) {
         trit_optim_state_buf b;

@@ -54,11 +54,18 @@ typedef struct trit_state_entry {
 // Whether a state file holds parameter t's values: every parameter with values but the frozen
 // ones, which no step changes and which model.safetensors beside the state file holds (a LoRA
 // checkpoint's state is its adapters and their moments, not a second copy of the base). A
-// tensor-parallel checkpoint's state holds them too (trainer_tensor.c writes the whole model).
+// tensor-parallel checkpoint's state holds them too (trainer_tensor.c writes the whole model),
+// and its resume of one that does not takes them from model.safetensors.
 bool trit_state_holds_weight(const trit_tensor *t);
+// The state file's entry for weight t's values (role "weight", its dtype, shape and data).
+trit_state_entry trit_state_weight_entry(const trit_tensor *t);
 // On resume, before the state: the frozen parameters' values from the run's model.safetensors
 // at model_path (nothing to do without frozen parameters that have values).
 trit_status trit_state_load_frozen(const char *model_path, trit_gpt *m);
+// Frozen weight `name` in the run's model file, opening *f (NULL at first; the caller closes
+// it) on first use: *info, or an error that names the file and what is missing.
+trit_status trit_state_frozen_find(trit_safetensors **f, const char *model_path, const char *name,
+                                   const trit_safetensors_info **info);
 
 // The file of the given buffers (trit_state_save lists the model's and the optimizer's), and
 // reading them back into buffers of the same names, dtypes, shapes and scale counts.

@@ -229,13 +229,7 @@ static trit_status gather_state(trainer *t, trit_state_entry *e, int *n, void **
     trainer_tensor *x = t->tensor;
     const bool root = t->rank == 0;
     int k = 0;
-    for (int i = 0; root && i < trit_gpt_num_tensors(x->whole); i++) {
-        const trit_tensor *w = trit_gpt_tensor(x->whole, i);
-        e[k] = (trit_state_entry){.name = w->name, .role = "weight", .dtype = w->dtype, .ndim = w->ndim,
-                                  .count = trit_tensor_numel(w), .data = trit_tensor_ptr(w), .weight = w};
-        memcpy(e[k].shape, w->shape, sizeof e[k].shape);
-        k++;
-    }
+    for (int i = 0; root && i < trit_gpt_num_tensors(x->whole); i++) e[k++] = trit_state_weight_entry(trit_gpt_tensor(x->whole, i));
     trit_status s = TRIT_OK;
     for (int i = 0; s == TRIT_OK && i < trit_optim_num_state(t->opt); i++) {
         trit_optim_state_buf b;
@@ -316,6 +310,21 @@ static trit_status take(const trainer *t, const char *path, const trit_state_ent
     return TRIT_OK;
 }
 
+// A frozen weight that a one-process checkpoint's state leaves to model.safetensors
+// (trit_state_holds_weight): its whole values read from there into *held (the caller frees
+// it), as the entry take() cuts this rank's piece from.
+static trit_status frozen_entry(trainer *t, trit_safetensors **f, const trit_tensor *p, trit_tensor **held,
+                                trit_state_entry *e) {
+    char model[TRIT_PATH_MAX + 32];
+    const trit_safetensors_info *info = NULL;
+    trit_status s = trit_trainer_path(t, TRIT_CKPT_MODEL, model, sizeof model);
+    if (s == TRIT_OK) s = trit_state_frozen_find(f, model, p->name, &info);
+    if (s == TRIT_OK && !(*held = trit_tensor_new(TRIT_F32, info->ndim, info->shape))) s = TRIT_ERR_NOMEM;
+    if (s == TRIT_OK) s = trit_safetensors_load(*f, p->name, *held);
+    if (s == TRIT_OK) *e = trit_state_weight_entry(*held);
+    return s;
+}
+
 trit_status trit_trainer_tensor_restore(trainer *t, const char *path, trit_train_state *st) {
     trit_state_list l;
     trit_status s = trit_state_list_read(path, &l);
@@ -324,13 +333,19 @@ trit_status trit_trainer_tensor_restore(trainer *t, const char *path, trit_train
     if (strcmp(l.optim_kind, kind) != 0)
         s = trit_error(TRIT_ERR_FORMAT, "'%s' holds the state of optimizer %s, this run trains with %s", path,
                        l.optim_kind, kind);
+    trit_safetensors *model = NULL;
     for (int i = 0; s == TRIT_OK && i < trit_gpt_num_tensors(t->model); i++) {
-        trit_tensor *p = trit_gpt_tensor(t->model, i);
+        trit_tensor *p = trit_gpt_tensor(t->model, i), *held = NULL;
         const trit_state_entry *e = entry_named(&l, p->name, "weight");
-        s = take(t, path, e, p, trit_tensor_ptr(p), trit_tensor_numel(p), "weight");
+        trit_state_entry fe;
+        if (!e && p->data && (p->flags & TRIT_FLAG_FROZEN) && (s = frozen_entry(t, &model, p, &held, &fe)) == TRIT_OK)
+            e = &fe;
+        if (s == TRIT_OK) s = take(t, path, e, p, trit_tensor_ptr(p), trit_tensor_numel(p), "weight");
         trit_tensor *w = t->tensor->whole ? trit_gpt_tensor(t->tensor->whole, i) : NULL;
         if (s == TRIT_OK && w) memcpy(trit_tensor_ptr(w), e->data, trit_tensor_nbytes(w));
+        trit_tensor_free(held);
     }
+    trit_safetensors_close(model);
     for (int i = 0; s == TRIT_OK && i < trit_optim_num_state(t->opt); i++) {
         trit_optim_state_buf b;
         s = trit_optim_get_state(t->opt, i, &b);

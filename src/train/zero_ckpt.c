@@ -58,11 +58,7 @@ static trit_state_entry *weight_entries(const trit_gpt *m, int extra, int *n) {
     int k = 0;
     for (int i = 0; e && i < nw; i++) {
         const trit_tensor *t = trit_gpt_tensor(m, i);
-        if (!trit_state_holds_weight(t)) continue;
-        e[k] = (trit_state_entry){.name = t->name, .role = "weight", .dtype = t->dtype, .ndim = t->ndim,
-                                  .count = trit_tensor_numel(t), .data = trit_tensor_ptr(t), .weight = t};
-        memcpy(e[k].shape, t->shape, sizeof e[k].shape);
-        k++;
+        if (trit_state_holds_weight(t)) e[k++] = trit_state_weight_entry(t);
     }
     *n = k;
     if (!e) trit_error(TRIT_ERR_NOMEM, "cannot list the training state");

@@ -11,7 +11,8 @@
 #   tensor_resume  a run stopped at step 10 and resumed on the same layout gives the
 #                  uninterrupted run's losses and weights bit for bit; its checkpoint is a whole
 #                  model's (one process resumes it with --dist off, within 1e-6 of the
-#                  uninterrupted run) and a one-process checkpoint resumes under --dist tensor;
+#                  uninterrupted run) and a one-process checkpoint resumes under --dist tensor,
+#                  also one with frozen weights (which its state leaves to model.safetensors);
 #                  one process resuming it as --tp 2 is told how to resume it
 #   tensor_finetune  `trit finetune` of a 2-block base under --dist tensor on 2 ranks: one
 #                  process's fine-tune losses within 1e-6 for 20 steps (the base's weights are
@@ -96,6 +97,17 @@ tensor_resume)
     "${MPI[@]}" -np 2 "$TRIT" train --dist tensor --resume "$W/single" >"$W/s2.log" 2>&1 ||
         { cat "$W/s2.log"; fail "--dist tensor did not resume a one-process checkpoint"; }
     compare "$W/one" "$W/single" 1e-6
+    # The same with frozen attention blocks, whose weights a one-process state leaves to
+    # model.safetensors: the pieces come from there.
+    F=(--freeze 'h.*.attn.*')
+    rm -rf "$W/one"
+    one "${F[@]}"
+    "$TRIT" train "${FLAGS[@]}" "${F[@]}" --out "$W/frozen" --stop-after 10 >"$W/f1.log" 2>&1 || fail "the frozen half failed"
+    grep -q '"name":"h.0.attn.c_attn.weight","role":"weight"' "$W/frozen/train_state.bin" &&
+        fail "the one-process state holds a frozen weight"
+    "${MPI[@]}" -np 2 "$TRIT" train --dist tensor --resume "$W/frozen" >"$W/f2.log" 2>&1 ||
+        { cat "$W/f2.log"; fail "--dist tensor did not resume a one-process checkpoint with frozen weights"; }
+    compare "$W/one" "$W/frozen" 1e-6
     ;;
 tensor_finetune)
     python3 -c 'import random; r = random.Random(8); print(" ".join(r.choice(["to", "be", "or", "not", "that", "is"]) for _ in range(3000)))' >"$W/b.txt"
